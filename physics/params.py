@@ -1,0 +1,311 @@
+"""Vehicle parameters: frozen, validated dataclasses packed once into float64 rows.
+
+The defaults reproduce the seed rally game's Mars rover (3000 kg, g = 3.72 m/s^2, wheels at
++-1.5 m longitudinal and +-1.25 m lateral, the seed's tire and contact constants). Every field
+carries its unit in its name or comment. Construction validates every field and raises
+:class:`~physics.errors.ParameterError` naming the field, the value and the bound.
+
+Choices not fixed by the seed (documented here and in the README):
+
+* Drive: an electric rover with all four wheels driven, 8 kN peak drive force, 150 kW of power
+  above the base speed, and a motor speed limit that fades drive to zero between 53 and 56 m/s,
+  so the top speed is about 200 km/h on flat ground (the source game's rover reaches about that).
+* Rolling resistance 0.015 of each wheel's load.
+* Steering: 0.55 rad lock on the front pair, slewed at 2.5 rad/s.
+* Inertia: pitch 7200 kg m^2 (the seed's damping-rate figure implies I_pitch ~ 2.4 m),
+  roll 3600, yaw 8400.
+* Chassis box for terrain collision: x in [-2.2, 2.2], y in [-1.3, 1.3], z in [-0.4, 0.9] m
+  about the CG; the static CG height is about 0.9 m.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from physics import layout as L
+from physics.errors import ParameterError
+
+
+def _check(owner: str, name: str, value: float, lo: float, hi: float,
+           lo_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ParameterError(owner, name, value, "must be a real number")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ParameterError(owner, name, value, "must be finite")
+    if (v <= lo if lo_open else v < lo) or v > hi:
+        left = "(" if lo_open else "["
+        raise ParameterError(owner, name, value, f"must be in {left}{lo}, {hi}]")
+
+
+@dataclass(frozen=True, slots=True)
+class WheelParams:
+    """One wheel: a ray from its anchor along the chassis -z axis, a spring-damper and a tire.
+
+    Attributes:
+        x_m, y_m, z_m: suspension anchor in the body frame (x forward, y left, z up; m).
+        rest_length_m: suspension length with no load (m).
+        travel_m: compression at which the spring stops getting stiffer (m), <= rest + radius.
+        radius_m: wheel radius (m); the ray reaches rest_length_m + radius_m.
+        steerable: turns with the steering.
+        driven: takes a share of the drive force.
+        brake_share: share of the vehicle's service-brake force (the shares sum to 1).
+        handbrake: the handbrake acts on this wheel (locks it, no ABS).
+    """
+
+    x_m: float
+    y_m: float
+    z_m: float = -0.2
+    rest_length_m: float = 0.3
+    travel_m: float = 0.25
+    radius_m: float = 0.4
+    steerable: bool = False
+    driven: bool = True
+    brake_share: float = 0.25
+    handbrake: bool = False
+
+    def __post_init__(self) -> None:
+        o = "WheelParams"
+        _check(o, "x_m", self.x_m, -10.0, 10.0)
+        _check(o, "y_m", self.y_m, -10.0, 10.0)
+        _check(o, "z_m", self.z_m, -5.0, 5.0)
+        _check(o, "rest_length_m", self.rest_length_m, 0.0, 3.0, lo_open=True)
+        _check(o, "radius_m", self.radius_m, 0.05, 3.0)
+        _check(o, "travel_m", self.travel_m, 0.0, self.rest_length_m + self.radius_m,
+               lo_open=True)
+        _check(o, "brake_share", self.brake_share, 0.0, 1.0)
+        for name in ("steerable", "driven", "handbrake"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ParameterError(o, name, getattr(self, name), "must be a bool")
+
+
+def rover_wheels() -> tuple[WheelParams, ...]:
+    """The seed rover's four wheels: FL, FR, RL, RR at +-1.5 m, +-1.25 m, all driven."""
+    return (
+        WheelParams(1.5, 1.25, steerable=True),
+        WheelParams(1.5, -1.25, steerable=True),
+        WheelParams(-1.5, 1.25, handbrake=True),
+        WheelParams(-1.5, -1.25, handbrake=True),
+    )
+
+
+# (field, lower bound, upper bound, lower bound open)
+_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "mass_kg": (1.0, 1e5, False),
+    "inertia_roll_kgm2": (0.1, 1e7, False),
+    "inertia_pitch_kgm2": (0.1, 1e7, False),
+    "inertia_yaw_kgm2": (0.1, 1e7, False),
+    "gravity_mps2": (0.0, 30.0, True),
+    "mu_base": (0.0, 3.0, True),
+    "peak_slip_angle_rad": (0.01, 1.0, False),
+    "post_peak_clamp": (1.0, 10.0, False),
+    "peak_slip_ratio": (0.01, 1.0, False),
+    "load_sensitivity": (0.0, 1.0, False),
+    "load_ref_n": (1.0, 1e6, False),
+    "abs_fraction": (0.0, 1.0, False),
+    "drive_cap": (0.0, 1.0, False),
+    "slip_eps_mps": (0.01, 10.0, False),
+    "contact_k": (1.0, 1e5, False),
+    "contact_c": (0.0, 1e4, False),
+    "soft_contact_k": (0.0, 1e3, False),
+    "soft_contact_c": (0.0, 1e3, False),
+    "soft_gap_min_m": (0.0, 2.0, False),
+    "soft_gap_max_m": (0.0, 2.0, False),
+    "soft_lift_gate_mps": (0.0, 100.0, False),
+    "soft_clamp_fraction": (0.0, 1.0, False),
+    "drive_force_n": (0.0, 1e6, False),
+    "power_w": (0.0, 1e8, False),
+    "top_speed_mps": (1.0, 200.0, False),
+    "top_speed_band_mps": (0.1, 50.0, False),
+    "rolling_resistance": (0.0, 0.5, False),
+    "brake_force_n": (0.0, 1e6, False),
+    "handbrake_force_n": (0.0, 1e6, False),
+    "steer_lock_rad": (0.0, 1.2, False),
+    "steer_rate_radps": (0.01, 100.0, False),
+    "body_front_m": (0.0, 20.0, True),
+    "body_rear_m": (0.0, 20.0, True),
+    "body_half_width_m": (0.0, 10.0, True),
+    "body_bottom_m": (-10.0, 10.0, False),
+    "body_top_m": (-10.0, 10.0, False),
+    "body_contact_k": (0.0, 1e5, False),
+    "body_contact_c": (0.0, 1e4, False),
+    "body_friction": (0.0, 3.0, False),
+    "grip_wear": (0.0, 1.0, False),
+    "grip_damage": (0.0, 1.0, False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class VehicleParams:
+    """Everything that defines a vehicle. Defaults: the seed game's Mars rover.
+
+    Units are in the names: ``_kg``, ``_m``, ``_n`` (newtons), ``_w`` (watts), ``_rad``,
+    ``_mps`` (m/s), ``_mps2``. ``contact_k``/``contact_c`` are per kg of vehicle mass (the seed's
+    "unit-mass terms"): a wheel's spring force is ``mass_kg * (contact_k * pen - contact_c * v)``.
+    """
+
+    mass_kg: float = 3000.0
+    inertia_roll_kgm2: float = 3600.0
+    inertia_pitch_kgm2: float = 7200.0
+    inertia_yaw_kgm2: float = 8400.0
+    gravity_mps2: float = 3.72
+    # tire (seed parameter table)
+    mu_base: float = 0.70
+    peak_slip_angle_rad: float = 0.18
+    post_peak_clamp: float = 1.5
+    peak_slip_ratio: float = 0.15
+    load_sensitivity: float = 0.05
+    load_ref_n: float = 2790.0
+    abs_fraction: float = 0.90
+    drive_cap: float = 0.90
+    slip_eps_mps: float = 1.0
+    # suspension / contact (per kg of vehicle mass)
+    contact_k: float = 600.0
+    contact_c: float = 270.0
+    soft_contact: bool = True
+    soft_contact_k: float = 30.0
+    soft_contact_c: float = 15.0
+    soft_gap_min_m: float = 0.18
+    soft_gap_max_m: float = 0.30
+    soft_lift_gate_mps: float = 2.0
+    soft_clamp_fraction: float = 0.25
+    # drive, brakes, steering
+    drive_force_n: float = 8000.0
+    power_w: float = 150_000.0
+    top_speed_mps: float = 56.0
+    top_speed_band_mps: float = 3.0
+    rolling_resistance: float = 0.015
+    brake_force_n: float = 24_000.0
+    handbrake_force_n: float = 12_000.0
+    steer_lock_rad: float = 0.55
+    steer_rate_radps: float = 2.5
+    # chassis box for terrain collision, about the CG (m); contact per corner per kg
+    body_front_m: float = 2.2
+    body_rear_m: float = 2.2
+    body_half_width_m: float = 1.3
+    body_bottom_m: float = -0.4
+    body_top_m: float = 0.9
+    body_contact_k: float = 100.0
+    body_contact_c: float = 20.0
+    body_friction: float = 0.5
+    # grip hooks (tire wear, damage): multiply into the effective mu
+    grip_wear: float = 1.0
+    grip_damage: float = 1.0
+    # integration: True = explicit Euler damping (only to show why the default is implicit)
+    explicit_damping: bool = False
+    wheels: tuple[WheelParams, ...] = field(default_factory=rover_wheels)
+
+    def __post_init__(self) -> None:
+        o = "VehicleParams"
+        for name, (lo, hi, lo_open) in _BOUNDS.items():
+            _check(o, name, getattr(self, name), lo, hi, lo_open)
+        for name in ("soft_contact", "explicit_damping"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ParameterError(o, name, getattr(self, name), "must be a bool")
+        if self.soft_gap_max_m < self.soft_gap_min_m:
+            raise ParameterError(o, "soft_gap_max_m", self.soft_gap_max_m,
+                                 f"must be >= soft_gap_min_m ({self.soft_gap_min_m})")
+        if self.body_top_m <= self.body_bottom_m:
+            raise ParameterError(o, "body_top_m", self.body_top_m,
+                                 f"must be > body_bottom_m ({self.body_bottom_m})")
+        if not isinstance(self.wheels, tuple) or not 1 <= len(self.wheels) <= L.MAX_WHEELS:
+            raise ParameterError(o, "wheels", self.wheels,
+                                 f"must be a tuple of 1..{L.MAX_WHEELS} WheelParams")
+        for w in self.wheels:
+            if not isinstance(w, WheelParams):
+                raise ParameterError(o, "wheels", w, "every entry must be a WheelParams")
+        share = sum(w.brake_share for w in self.wheels)
+        if abs(share - 1.0) > 1e-9 and share != 0.0:
+            raise ParameterError(o, "wheels", f"brake shares sum to {share}",
+                                 "brake_share over all wheels must sum to 1 (or all be 0)")
+
+    def replace(self, **changes: object) -> VehicleParams:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def pack(self) -> np.ndarray:
+        """The (N_PARAMS,) float64 row the kernels read."""
+        p = np.zeros(L.N_PARAMS, np.float64)
+        p[L.P_MASS] = self.mass_kg
+        p[L.P_IXX] = self.inertia_roll_kgm2
+        p[L.P_IYY] = self.inertia_pitch_kgm2
+        p[L.P_IZZ] = self.inertia_yaw_kgm2
+        p[L.P_GRAVITY] = self.gravity_mps2
+        p[L.P_MU_BASE] = self.mu_base
+        p[L.P_PEAK_SLIP] = self.peak_slip_angle_rad
+        p[L.P_POST_PEAK_CLAMP] = self.post_peak_clamp
+        p[L.P_PEAK_SLIP_RATIO] = self.peak_slip_ratio
+        p[L.P_LOAD_SENS] = self.load_sensitivity
+        p[L.P_LOAD_REF] = self.load_ref_n
+        p[L.P_ABS] = self.abs_fraction
+        p[L.P_DRIVE_CAP] = self.drive_cap
+        p[L.P_SLIP_EPS] = self.slip_eps_mps
+        p[L.P_CONTACT_K] = self.contact_k
+        p[L.P_CONTACT_C] = self.contact_c
+        p[L.P_SOFT_ENABLED] = 1.0 if self.soft_contact else 0.0
+        p[L.P_SOFT_K] = self.soft_contact_k
+        p[L.P_SOFT_C] = self.soft_contact_c
+        p[L.P_SOFT_GAP_MIN] = self.soft_gap_min_m
+        p[L.P_SOFT_GAP_MAX] = self.soft_gap_max_m
+        p[L.P_SOFT_LIFT_GATE] = self.soft_lift_gate_mps
+        p[L.P_SOFT_CLAMP] = self.soft_clamp_fraction
+        p[L.P_DRIVE_FORCE] = self.drive_force_n
+        p[L.P_POWER] = self.power_w
+        p[L.P_VMAX] = self.top_speed_mps
+        p[L.P_VMAX_BAND] = self.top_speed_band_mps
+        p[L.P_CRR] = self.rolling_resistance
+        p[L.P_BRAKE_FORCE] = self.brake_force_n
+        p[L.P_HANDBRAKE_FORCE] = self.handbrake_force_n
+        p[L.P_STEER_LOCK] = self.steer_lock_rad
+        p[L.P_STEER_RATE] = self.steer_rate_radps
+        p[L.P_BODY_XF] = self.body_front_m
+        p[L.P_BODY_XR] = self.body_rear_m
+        p[L.P_BODY_HW] = self.body_half_width_m
+        p[L.P_BODY_ZB] = self.body_bottom_m
+        p[L.P_BODY_ZT] = self.body_top_m
+        p[L.P_BODY_K] = self.body_contact_k
+        p[L.P_BODY_C] = self.body_contact_c
+        p[L.P_BODY_MU] = self.body_friction
+        p[L.P_EXPLICIT_DAMPING] = 1.0 if self.explicit_damping else 0.0
+        p[L.P_N_WHEELS] = len(self.wheels)
+        p[L.P_GRIP_WEAR] = self.grip_wear
+        p[L.P_GRIP_DAMAGE] = self.grip_damage
+        for w, wp in enumerate(self.wheels):
+            p[L.pw(w, L.PW_X)] = wp.x_m
+            p[L.pw(w, L.PW_Y)] = wp.y_m
+            p[L.pw(w, L.PW_Z)] = wp.z_m
+            p[L.pw(w, L.PW_REST)] = wp.rest_length_m
+            p[L.pw(w, L.PW_TRAVEL)] = wp.travel_m
+            p[L.pw(w, L.PW_RADIUS)] = wp.radius_m
+            p[L.pw(w, L.PW_STEER)] = 1.0 if wp.steerable else 0.0
+            p[L.pw(w, L.PW_DRIVEN)] = 1.0 if wp.driven else 0.0
+            p[L.pw(w, L.PW_BRAKE_SHARE)] = wp.brake_share
+            p[L.pw(w, L.PW_HANDBRAKE)] = 1.0 if wp.handbrake else 0.0
+        return p
+
+    def digest(self) -> str:
+        """blake2b of the packed row: identifies the vehicle in replays."""
+        import hashlib
+
+        return hashlib.blake2b(self.pack().tobytes(), digest_size=16).hexdigest()
+
+    @property
+    def static_ride_height_m(self) -> float:
+        """CG height above flat ground at rest (approximate: ignores the ~2 mm static sag)."""
+        w = self.wheels[0]
+        return -(w.z_m - w.rest_length_m - w.radius_m)
+
+    @property
+    def static_sag_m(self) -> float:
+        """Static compression of each wheel on flat ground, equal load split (m)."""
+        return self.gravity_mps2 / (len(self.wheels) * self.contact_k)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+ROVER = VehicleParams()

@@ -1,0 +1,349 @@
+"""The simulator's Python face: a batch of N cars on a set of terrains.
+
+    sim = VehicleBatch(n_cars=64, params=ROVER, terrains=[flat_terrain()])
+    sim.reset(poses=np.zeros((64, 4)))
+    sim.set_commands(np.tile([0.0, 1.0, 0.0, 0.0], (64, 1)))
+    sim.step(8)                        # one 60 Hz frame = 8 substeps of 1/480 s
+    sim.speed_mps, sim.wheel_loads_n   # readings
+
+All state lives in two arrays (``state`` float64 (N, N_STATE), ``istate`` int64 (N, N_ISTATE));
+``snapshot``/``restore`` copy them with shape and version checks, ``state_hash`` digests them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from physics import kernel
+from physics import layout as L
+from physics.errors import ParameterError, SnapshotError, StepError
+from physics.params import ROVER, VehicleParams
+from physics.terrain import Terrain, TerrainSet
+
+
+def substeps_for(control_hz: float) -> int:
+    """Whole substeps of 1/480 s per control step at ``control_hz``; non-integer ratios raise."""
+    if isinstance(control_hz, bool) or not isinstance(control_hz, (int, float, np.number)):
+        raise StepError(f"control_hz must be a number, got {control_hz!r}")
+    hz = float(control_hz)
+    if not np.isfinite(hz) or hz <= 0.0:
+        raise StepError(f"control_hz must be finite and > 0, got {control_hz!r}")
+    n = L.SUBSTEP_HZ / hz
+    if n != int(n) or n < 1:
+        raise StepError(f"control_hz {control_hz!r} does not divide the {L.SUBSTEP_HZ} Hz "
+                        f"physics rate into whole substeps ({n:g} substeps); use a divisor of "
+                        f"{L.SUBSTEP_HZ}")
+    return int(n)
+
+
+def state_hash(state: np.ndarray, istate: np.ndarray) -> str:
+    """blake2b over the raw bytes (and shapes) of the state blocks: identifies a state."""
+    b = hashlib.blake2b(digest_size=16)
+    b.update(np.asarray([L.LAYOUT_VERSION, *state.shape, *istate.shape], np.int64).tobytes())
+    b.update(np.ascontiguousarray(state, np.float64).tobytes())
+    b.update(np.ascontiguousarray(istate, np.int64).tobytes())
+    return b.hexdigest()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A copy of a batch's state blocks, tagged with the layout version and a checksum."""
+
+    version: int
+    state: np.ndarray
+    istate: np.ndarray
+    digest: str
+
+    def is_intact(self) -> bool:
+        return state_hash(self.state, self.istate) == self.digest
+
+
+class VehicleBatch:
+    """N cars, their packed parameters and the terrains they drive on.
+
+    Args:
+        n_cars: batch size N >= 1.
+        params: one VehicleParams for all cars, or a sequence of N (per-car rows).
+        terrains: the terrains cars may drive on (a TerrainSet or a list of Terrain).
+        parallel: step with ``prange`` over cars (threads) instead of serially. Results are
+            bit-identical either way.
+    """
+
+    def __init__(self, n_cars: int, params: VehicleParams | Sequence[VehicleParams] = ROVER,
+                 terrains: TerrainSet | Sequence[Terrain] | Terrain | None = None,
+                 parallel: bool = False):
+        if isinstance(n_cars, bool) or not isinstance(n_cars, (int, np.integer)) or n_cars < 1:
+            raise ParameterError("VehicleBatch", "n_cars", n_cars, "must be an integer >= 1")
+        self.n = int(n_cars)
+        if terrains is None:
+            from physics.terrain import flat_terrain
+
+            terrains = [flat_terrain()]
+        if isinstance(terrains, Terrain):
+            terrains = [terrains]
+        self.terrains = terrains if isinstance(terrains, TerrainSet) else TerrainSet(terrains)
+        self.params = np.empty((self.n, L.N_PARAMS), np.float64)
+        self.set_params(params)
+        self.state = np.zeros((self.n, L.N_STATE), np.float64)
+        self.istate = np.zeros((self.n, L.N_ISTATE), np.int64)
+        self.parallel = bool(parallel)
+        self._all = kernel.all_cars(self.n)
+        self.reset()
+
+    # ------------------------------------------------------------------ configuration
+    def set_params(self, params: VehicleParams | Sequence[VehicleParams],
+                   cars: np.ndarray | None = None) -> None:
+        """Pack parameters for all cars (or for ``cars``): one VehicleParams or one per car."""
+        idx = self._cars(cars)
+        if isinstance(params, VehicleParams):
+            rows = np.tile(params.pack(), (len(idx), 1))
+        else:
+            plist = list(params)
+            if len(plist) != len(idx):
+                raise ParameterError("VehicleBatch", "params", f"{len(plist)} entries",
+                                     f"need one VehicleParams per car ({len(idx)})")
+            for q in plist:
+                if not isinstance(q, VehicleParams):
+                    raise ParameterError("VehicleBatch", "params", q,
+                                         "entries must be VehicleParams")
+            rows = np.stack([q.pack() for q in plist])
+        self.params[idx] = rows
+
+    def _cars(self, cars: np.ndarray | Sequence[int] | None) -> np.ndarray:
+        if cars is None:
+            return kernel.all_cars(self.n)
+        idx = np.asarray(cars)
+        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+            raise ParameterError("VehicleBatch", "cars", cars, "must be a 1-D integer array")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n):
+            raise ParameterError("VehicleBatch", "cars", cars, f"indices must be in [0, {self.n})")
+        return idx.astype(np.int64)
+
+    # ------------------------------------------------------------------ simulation
+    def reset(self, poses: np.ndarray | None = None, cars: np.ndarray | None = None,
+              terrain_ids: np.ndarray | int = 0) -> None:
+        """Place cars at rest at ``poses`` (rows x, y, heading_rad, forward_speed_mps).
+
+        Clears commands, readings, timers and the gate; keeps the misuse counter.
+        """
+        idx = self._cars(cars)
+        if poses is None:
+            poses = np.zeros((len(idx), 4))
+        poses = np.asarray(poses, np.float64)
+        if poses.ndim == 1:
+            poses = np.tile(poses, (len(idx), 1))
+        if poses.shape != (len(idx), 4):
+            raise ParameterError("VehicleBatch", "poses", poses.shape,
+                                 f"must have shape ({len(idx)}, 4): x, y, heading, speed")
+        if not np.all(np.isfinite(poses)):
+            raise ParameterError("VehicleBatch", "poses", "non-finite", "must be finite")
+        tids = np.broadcast_to(np.asarray(terrain_ids, np.int64), (len(idx),)).copy()
+        if tids.size and (tids.min() < 0 or tids.max() >= len(self.terrains)):
+            raise ParameterError("VehicleBatch", "terrain_ids", terrain_ids,
+                                 f"must be in [0, {len(self.terrains)})")
+        kernel.place_cars(self.state, self.istate, self.params, self.terrains.heights,
+                          self.terrains.meta, idx, poses, tids)
+
+    def set_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
+        """Set held commands (steer [-1,1], throttle, brake, handbrake [0,1]) per car.
+
+        Finite values are clamped. A row with NaN/inf is refused (that car keeps its previous
+        commands, its misuse counter goes up). Returns the number of refused rows.
+        """
+        idx = self._cars(cars)
+        cmd = np.asarray(commands, np.float64)
+        if cmd.ndim == 1:
+            cmd = cmd.reshape(1, -1)
+        if cmd.shape != (len(idx), 4):
+            raise ParameterError("VehicleBatch", "commands", cmd.shape,
+                                 f"must have shape ({len(idx)}, 4)")
+        return int(kernel.set_commands(self.state, self.istate, np.ascontiguousarray(cmd), idx))
+
+    def set_gate(self, gates: np.ndarray, cars: np.ndarray | None = None) -> None:
+        """Arm each car's timing gate: rows (x0, y0, x1, y1). The crossing from the right of
+        G0->G1 to its left is timed inside the substep into ``gate_time_s`` (-1 until then)."""
+        idx = self._cars(cars)
+        g = np.asarray(gates, np.float64).reshape(len(idx), 4)
+        self.state[idx, L.GATE_X0:L.GATE_Y1 + 1] = g
+        self.state[idx, L.GATE_TIME] = -1.0
+
+    def step(self, n_substeps: int = 8, cars: np.ndarray | None = None) -> None:
+        """Advance by ``n_substeps`` fixed substeps of 1/480 s."""
+        if isinstance(n_substeps, bool) or not isinstance(n_substeps, (int, np.integer)) \
+                or n_substeps < 0:
+            raise StepError(f"n_substeps must be a whole number >= 0, got {n_substeps!r}")
+        idx = self._all if cars is None else self._cars(cars)
+        fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
+        t = self.terrains
+        fn(self.state, self.istate, self.params, t.heights, t.surfaces, t.meta, t.grip,
+           int(n_substeps), idx)
+
+    def step_seconds(self, seconds: float, cars: np.ndarray | None = None) -> None:
+        """Advance by ``seconds``, which must be a whole number of substeps."""
+        n = seconds * L.SUBSTEP_HZ
+        if abs(n - round(n)) > 1e-9:
+            raise StepError(f"{seconds!r} s is not a whole number of 1/{L.SUBSTEP_HZ} s substeps")
+        self.step(int(round(n)), cars)
+
+    # ------------------------------------------------------------------ state
+    def state_hash(self) -> str:
+        return state_hash(self.state, self.istate)
+
+    def snapshot(self) -> Snapshot:
+        st = self.state.copy()
+        ist = self.istate.copy()
+        return Snapshot(L.LAYOUT_VERSION, st, ist, state_hash(st, ist))
+
+    def restore(self, snap: Snapshot) -> None:
+        """Copy a snapshot back. A mismatched or corrupt snapshot raises and changes nothing."""
+        if not isinstance(snap, Snapshot):
+            raise SnapshotError(f"expected a Snapshot, got {type(snap).__name__}")
+        if snap.version != L.LAYOUT_VERSION:
+            raise SnapshotError(f"snapshot layout version {snap.version} != {L.LAYOUT_VERSION}")
+        if snap.state.shape != self.state.shape or snap.istate.shape != self.istate.shape:
+            raise SnapshotError(f"snapshot shapes {snap.state.shape}/{snap.istate.shape} do not "
+                                f"match this batch {self.state.shape}/{self.istate.shape}")
+        if snap.state.dtype != np.float64 or snap.istate.dtype != np.int64:
+            raise SnapshotError("snapshot arrays have the wrong dtype")
+        if not snap.is_intact():
+            raise SnapshotError("snapshot is corrupt: its contents do not match its digest")
+        tid = snap.istate[:, L.I_TERRAIN]
+        if tid.min() < 0 or tid.max() >= len(self.terrains):
+            raise SnapshotError("snapshot refers to a terrain this batch does not have")
+        self.state[...] = snap.state
+        self.istate[...] = snap.istate
+
+    # ------------------------------------------------------------------ readings
+    @property
+    def time_s(self) -> np.ndarray:
+        """Simulated time since each car's reset (s), exact multiples of 1/480."""
+        return self.istate[:, L.I_SUBSTEPS] / L.SUBSTEP_HZ
+
+    @property
+    def position_m(self) -> np.ndarray:
+        return self.state[:, L.POS_X:L.POS_Z + 1]
+
+    @property
+    def velocity_mps(self) -> np.ndarray:
+        return self.state[:, L.VEL_X:L.VEL_Z + 1]
+
+    @property
+    def quaternion(self) -> np.ndarray:
+        return self.state[:, L.QUAT_W:L.QUAT_Z + 1]
+
+    @property
+    def rotation(self) -> np.ndarray:
+        """(N, 3, 3) body->world rotation matrices (columns: forward, left, up)."""
+        return quat_to_matrix(self.quaternion)
+
+    @property
+    def body_velocity_mps(self) -> np.ndarray:
+        """(N, 3) CG velocity in the body frame (forward, left, up)."""
+        return np.einsum("nji,nj->ni", self.rotation, self.velocity_mps)
+
+    @property
+    def speed_mps(self) -> np.ndarray:
+        v = self.velocity_mps
+        return np.sqrt((v * v).sum(axis=1))
+
+    @property
+    def omega_radps(self) -> np.ndarray:
+        return self.state[:, L.OMEGA_X:L.OMEGA_Z + 1]
+
+    @property
+    def up_z(self) -> np.ndarray:
+        """World z of the body's up axis: 1 upright, < 0 upside down."""
+        q = self.quaternion
+        return 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)
+
+    def _wheels(self, field: int) -> np.ndarray:
+        return self.state[:, field:field + int(self.params[:, L.P_N_WHEELS].max())]
+
+    @property
+    def wheel_loads_n(self) -> np.ndarray:
+        return self._wheels(L.WL_LOAD)
+
+    @property
+    def slip_angles_rad(self) -> np.ndarray:
+        return self._wheels(L.WL_SLIP_ANGLE)
+
+    @property
+    def slip_ratios(self) -> np.ndarray:
+        return self._wheels(L.WL_SLIP_RATIO)
+
+    @property
+    def compression_m(self) -> np.ndarray:
+        return self._wheels(L.WL_COMPRESSION)
+
+    @property
+    def grounded(self) -> np.ndarray:
+        return self._wheels(L.WL_GROUNDED) > 0.5
+
+    @property
+    def wheel_spin_rad(self) -> np.ndarray:
+        return self._wheels(L.WL_SPIN)
+
+    @property
+    def surface_ids(self) -> np.ndarray:
+        return self._wheels(L.WL_SURFACE).astype(np.int64)
+
+    @property
+    def friction_usage(self) -> np.ndarray:
+        return self._wheels(L.WL_USAGE)
+
+    @property
+    def tire_forces_n(self) -> np.ndarray:
+        """(N, W, 2) longitudinal and lateral tire force per wheel (wheel frame)."""
+        return np.stack([self._wheels(L.WL_FX), self._wheels(L.WL_FY)], axis=-1)
+
+    @property
+    def wheel_mu(self) -> np.ndarray:
+        return self._wheels(L.WL_MU)
+
+    @property
+    def steer_angle_rad(self) -> np.ndarray:
+        return self.state[:, L.STEER_ANGLE]
+
+    @property
+    def commands(self) -> np.ndarray:
+        return self.state[:, L.CMD_STEER:L.CMD_HANDBRAKE + 1]
+
+    @property
+    def misuse_count(self) -> np.ndarray:
+        return self.istate[:, L.I_MISUSE]
+
+    @property
+    def gate_time_s(self) -> np.ndarray:
+        return self.state[:, L.GATE_TIME]
+
+    @property
+    def body_contacts(self) -> np.ndarray:
+        return self.state[:, L.BODY_CONTACTS].astype(np.int64)
+
+    def wheel_positions_m(self) -> np.ndarray:
+        """(N, W, 3) world positions of the wheel anchors."""
+        nw = int(self.params[:, L.P_N_WHEELS].max())
+        anchors = np.stack([self.params[:, [L.pw(w, L.PW_X), L.pw(w, L.PW_Y), L.pw(w, L.PW_Z)]]
+                            for w in range(nw)], axis=1)
+        return self.position_m[:, None, :] + np.einsum("nij,nwj->nwi", self.rotation, anchors)
+
+
+def quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    """(N, 4) unit quaternions (w, x, y, z) -> (N, 3, 3) rotation matrices."""
+    q = np.atleast_2d(q)
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    r = np.empty((q.shape[0], 3, 3))
+    r[:, 0, 0] = 1 - 2 * (y * y + z * z)
+    r[:, 0, 1] = 2 * (x * y - w * z)
+    r[:, 0, 2] = 2 * (x * z + w * y)
+    r[:, 1, 0] = 2 * (x * y + w * z)
+    r[:, 1, 1] = 1 - 2 * (x * x + z * z)
+    r[:, 1, 2] = 2 * (y * z - w * x)
+    r[:, 2, 0] = 2 * (x * z - w * y)
+    r[:, 2, 1] = 2 * (y * z + w * x)
+    r[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    return r

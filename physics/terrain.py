@@ -1,0 +1,258 @@
+"""The terrain interface the simulator samples: plain arrays, no knowledge of stages.
+
+A :class:`Terrain` is a regular heightfield (metres, world z up) on a grid of nodes spaced
+``cell_m`` apart starting at ``(x0_m, y0_m)``, a surface-id grid on the same nodes, and a grip
+multiplier per surface id. Heights are sampled bilinearly, surface ids by the nearest node.
+Outside the grid the edge values continue (the world does not end in a cliff).
+
+Several terrains are packed into one :class:`TerrainSet` (flat arrays + a metadata row per
+terrain) so that one kernel call can step cars that drive on different stages; each car carries
+the index of its terrain.
+
+Test terrains :func:`flat_terrain` and :func:`crest_and_ramp_terrain` let the physics be tested
+without the ``tracks`` package. They are built from polynomials only, so their bytes are the same
+on every platform.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from physics.errors import TerrainError
+
+#: Maximum number of surface ids a terrain may use (ids 0 .. MAX_SURFACES-1).
+MAX_SURFACES = 16
+
+# Column indices of the TerrainSet metadata rows.
+TM_X0 = 0
+TM_Y0 = 1
+TM_CELL = 2
+TM_INV_CELL = 3
+TM_NX = 4
+TM_NY = 5
+TM_OFFSET = 6
+N_TERRAIN_META = 7
+
+
+@dataclass(frozen=True, eq=False)
+class Terrain:
+    """One heightfield with its surface map.
+
+    Attributes:
+        heights_m: (ny, nx) float64 node heights, row j at y0 + j*cell, column i at x0 + i*cell.
+        surface_ids: (ny, nx) integer surface id per node, 0 <= id < MAX_SURFACES.
+        grip: (n_surfaces,) grip multiplier per surface id (multiplies the tire's base mu).
+        x0_m, y0_m: world position of node (0, 0).
+        cell_m: node spacing in metres.
+        name: a label for messages.
+    """
+
+    heights_m: np.ndarray
+    surface_ids: np.ndarray
+    grip: np.ndarray
+    x0_m: float
+    y0_m: float
+    cell_m: float
+    name: str = "terrain"
+    _digest: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        h = np.ascontiguousarray(self.heights_m, dtype=np.float64)
+        s = np.asarray(self.surface_ids)
+        g = np.ascontiguousarray(self.grip, dtype=np.float64)
+        if h.ndim != 2 or h.shape[0] < 2 or h.shape[1] < 2:
+            raise TerrainError(f"{self.name}: heights_m must be 2-D with at least 2x2 nodes, "
+                               f"got shape {h.shape}")
+        if not np.all(np.isfinite(h)):
+            raise TerrainError(f"{self.name}: heights_m contains non-finite values")
+        if s.shape != h.shape:
+            raise TerrainError(f"{self.name}: surface_ids shape {s.shape} != heights_m shape "
+                               f"{h.shape}")
+        if not np.issubdtype(s.dtype, np.integer):
+            raise TerrainError(f"{self.name}: surface_ids must be integers, got {s.dtype}")
+        if g.ndim != 1 or not 1 <= g.shape[0] <= MAX_SURFACES:
+            raise TerrainError(f"{self.name}: grip must be 1-D with 1..{MAX_SURFACES} entries, "
+                               f"got shape {g.shape}")
+        if not np.all(np.isfinite(g)) or np.any(g < 0.0) or np.any(g > 2.0):
+            raise TerrainError(f"{self.name}: grip multipliers must be finite and in [0, 2]")
+        if s.size and (s.min() < 0 or s.max() >= g.shape[0]):
+            raise TerrainError(f"{self.name}: surface ids must be in [0, {g.shape[0]}), got "
+                               f"range [{s.min()}, {s.max()}]")
+        for name in ("x0_m", "y0_m", "cell_m"):
+            v = getattr(self, name)
+            if not math.isfinite(v):
+                raise TerrainError(f"{self.name}: {name} must be finite, got {v!r}")
+        if self.cell_m <= 0.0:
+            raise TerrainError(f"{self.name}: cell_m must be > 0, got {self.cell_m!r}")
+        object.__setattr__(self, "heights_m", h)
+        object.__setattr__(self, "surface_ids", np.ascontiguousarray(s, dtype=np.int8))
+        object.__setattr__(self, "grip", g)
+        h.setflags(write=False)
+        self.surface_ids.setflags(write=False)
+        g.setflags(write=False)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.heights_m.shape  # type: ignore[return-value]
+
+    @property
+    def extent_m(self) -> tuple[float, float, float, float]:
+        """(x_min, x_max, y_min, y_max) of the grid."""
+        ny, nx = self.shape
+        return (self.x0_m, self.x0_m + (nx - 1) * self.cell_m,
+                self.y0_m, self.y0_m + (ny - 1) * self.cell_m)
+
+    def digest(self) -> str:
+        """blake2b digest of the terrain's bytes (identifies it in replays and hashes)."""
+        if not self._digest:
+            import hashlib
+
+            b = hashlib.blake2b(digest_size=16)
+            b.update(np.asarray([self.x0_m, self.y0_m, self.cell_m], np.float64).tobytes())
+            b.update(np.asarray(self.shape, np.int64).tobytes())
+            b.update(self.heights_m.tobytes())
+            b.update(self.surface_ids.tobytes())
+            b.update(self.grip.tobytes())
+            object.__setattr__(self, "_digest", b.hexdigest())
+        return self._digest
+
+    def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
+        """Bilinear height at world points (same arithmetic as the kernel)."""
+        ts = TerrainSet([self])
+        xs = np.atleast_1d(np.asarray(x, np.float64))
+        ys = np.broadcast_to(np.asarray(y, np.float64), xs.shape).copy()
+        out = np.empty(xs.shape, np.float64)
+        _heights_many(ts.heights, ts.meta, 0, xs.ravel(), ys.ravel(), out.ravel())
+        return out
+
+    def surface_at(self, x: float, y: float) -> int:
+        ts = TerrainSet([self])
+        return int(sample_surface(ts.surfaces, ts.meta, 0, float(x), float(y)))
+
+
+class TerrainSet:
+    """Several terrains packed into flat arrays for the kernels.
+
+    Attributes:
+        heights: float64 flat node heights of all terrains.
+        surfaces: int8 flat surface ids.
+        meta: (T, N_TERRAIN_META) float64 rows (x0, y0, cell, 1/cell, nx, ny, offset).
+        grip: (T, MAX_SURFACES) float64 grip multipliers (unused ids are 0).
+    """
+
+    def __init__(self, terrains: list[Terrain] | tuple[Terrain, ...]):
+        terrains = list(terrains)
+        if not terrains:
+            raise TerrainError("a TerrainSet needs at least one terrain")
+        for t in terrains:
+            if not isinstance(t, Terrain):
+                raise TerrainError(f"TerrainSet takes Terrain objects, got {type(t).__name__}")
+        self.terrains = terrains
+        sizes = [t.heights_m.size for t in terrains]
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.heights = np.concatenate([t.heights_m.ravel() for t in terrains])
+        self.surfaces = np.concatenate([t.surface_ids.ravel() for t in terrains])
+        self.meta = np.zeros((len(terrains), N_TERRAIN_META), np.float64)
+        self.grip = np.zeros((len(terrains), MAX_SURFACES), np.float64)
+        for k, t in enumerate(terrains):
+            ny, nx = t.shape
+            self.meta[k] = (t.x0_m, t.y0_m, t.cell_m, 1.0 / t.cell_m, nx, ny, offsets[k])
+            self.grip[k, : t.grip.shape[0]] = t.grip
+
+    def __len__(self) -> int:
+        return len(self.terrains)
+
+
+@njit(cache=True)
+def _cell(meta, tid, x, y):
+    """Grid cell (i, j) and fractions (tx, ty) of a world point, clamped to the grid."""
+    inv = meta[tid, TM_INV_CELL]
+    nx = int(meta[tid, TM_NX])
+    ny = int(meta[tid, TM_NY])
+    fx = (x - meta[tid, TM_X0]) * inv
+    fy = (y - meta[tid, TM_Y0]) * inv
+    if fx < 0.0:
+        fx = 0.0
+    elif fx > nx - 1.0:
+        fx = nx - 1.0
+    if fy < 0.0:
+        fy = 0.0
+    elif fy > ny - 1.0:
+        fy = ny - 1.0
+    i = int(math.floor(fx))
+    j = int(math.floor(fy))
+    if i > nx - 2:
+        i = nx - 2
+    if j > ny - 2:
+        j = ny - 2
+    return i, j, fx - i, fy - j, nx
+
+
+@njit(cache=True)
+def sample_height(heights, meta, tid, x, y):
+    """Bilinear terrain height (m) at world (x, y) on terrain ``tid``."""
+    i, j, tx, ty, nx = _cell(meta, tid, x, y)
+    base = int(meta[tid, TM_OFFSET]) + j * nx + i
+    h00 = heights[base]
+    h10 = heights[base + 1]
+    h01 = heights[base + nx]
+    h11 = heights[base + nx + 1]
+    a = h00 + (h10 - h00) * tx
+    b = h01 + (h11 - h01) * tx
+    return a + (b - a) * ty
+
+
+@njit(cache=True)
+def sample_surface(surfaces, meta, tid, x, y):
+    """Surface id of the nearest node to world (x, y) on terrain ``tid``."""
+    i, j, tx, ty, nx = _cell(meta, tid, x, y)
+    if tx >= 0.5:
+        i += 1
+    if ty >= 0.5:
+        j += 1
+    return surfaces[int(meta[tid, TM_OFFSET]) + j * nx + i]
+
+
+@njit(cache=True)
+def _heights_many(heights, meta, tid, xs, ys, out):
+    for k in range(xs.shape[0]):
+        out[k] = sample_height(heights, meta, tid, xs[k], ys[k])
+
+
+def flat_terrain(size_m: float = 4000.0, cell_m: float = 2.0, grip: float = 1.0,
+                 height_m: float = 0.0, name: str = "flat") -> Terrain:
+    """A flat square terrain centred on the origin, one surface (id 0) of the given grip."""
+    n = int(round(size_m / cell_m)) + 1
+    h = np.full((n, n), float(height_m))
+    return Terrain(h, np.zeros((n, n), np.int8), np.array([grip]), -size_m / 2, -size_m / 2,
+                   cell_m, name=name)
+
+
+def crest_and_ramp_terrain(crest_x_m: float = 300.0, crest_height_m: float = 3.0,
+                           crest_half_length_m: float = 40.0, ramp_x_m: float = 700.0,
+                           ramp_length_m: float = 12.0, ramp_lip_m: float = 1.5,
+                           length_m: float = 1200.0, width_m: float = 200.0,
+                           cell_m: float = 0.5) -> Terrain:
+    """A runway along +x from x = -100 m: a smooth crest, then a kicker ramp with a sharp drop.
+
+    Crest: h = H (1 - u^2)^2 for |u| < 1, u = (x - crest_x)/half_length (a smooth hump whose
+    far side falls away faster than a slow car's ballistic arc at Mars gravity only when taken
+    fast). Ramp: a linear rise to ``ramp_lip_m`` over ``ramp_length_m`` ending at ``ramp_x_m``,
+    then an immediate drop back to 0 (a jump).
+    """
+    x0 = -100.0
+    nx = int(round(length_m / cell_m)) + 1
+    ny = int(round(width_m / cell_m)) + 1
+    xs = x0 + np.arange(nx) * cell_m
+    u = (xs - crest_x_m) / crest_half_length_m
+    w = np.where(np.abs(u) < 1.0, 1.0 - u * u, 0.0)
+    prof = crest_height_m * w * w
+    r = (xs - (ramp_x_m - ramp_length_m)) / ramp_length_m
+    prof = prof + np.where((r >= 0.0) & (r <= 1.0), ramp_lip_m * r, 0.0)
+    h = np.tile(prof, (ny, 1))
+    return Terrain(h, np.zeros((ny, nx), np.int8), np.array([1.0]), x0, -width_m / 2, cell_m,
+                   name="crest-and-ramp")

@@ -1,0 +1,1 @@
+"""rally_env package (filled by later issues)."""

@@ -1,0 +1,1 @@
+"""tracks package (filled by later issues)."""

@@ -26,8 +26,10 @@ def run_demo(quick: bool = False) -> dict[str, float]:
     p = ROVER
     sim.step_seconds(1.0)
     print("rally-env physics demo: the seed game's 3000 kg Mars rover, 480 Hz, 4 wheels")
-    print(f"  g = {p.gravity_mps2} m/s^2, mu = {p.mu_base}, static load per wheel "
-          f"{sim.wheel_loads_n[0, 0]:.0f} N (LOAD_REF {p.load_ref_n:.0f} N)")
+    print(
+        f"  g = {p.gravity_mps2} m/s^2, mu = {p.mu_base}, static load per wheel "
+        f"{sim.wheel_loads_n[0, 0]:.0f} N (LOAD_REF {p.load_ref_n:.0f} N)"
+    )
     figures: dict[str, float] = {}
 
     # launch: time to 100 km/h
@@ -41,8 +43,10 @@ def run_demo(quick: bool = False) -> dict[str, float]:
             if quick:
                 break
     figures["t_0_100_s"] = float(t100)
-    print(f"  full throttle: 0-100 km/h in {t100:.2f} s; wheel loads under power "
-          f"F {loads[0]:.0f} N / R {loads[2]:.0f} N (load transfer from the springs)")
+    print(
+        f"  full throttle: 0-100 km/h in {t100:.2f} s; wheel loads under power "
+        f"F {loads[0]:.0f} N / R {loads[2]:.0f} N (load transfer from the springs)"
+    )
     if not quick:
         figures["top_speed_kmh"] = float(sim.speed_mps[0] * 3.6)
         print(f"  top speed after 60 s: {figures['top_speed_kmh']:.1f} km/h")
@@ -55,8 +59,10 @@ def run_demo(quick: bool = False) -> dict[str, float]:
     while sim.speed_mps[0] > 0.05:
         sim.step(1)
     figures["brake_100_m"] = float(sim.position_m[0, 0] - x0)
-    print(f"  ABS braking from 100 km/h: stopped in {figures['brake_100_m']:.1f} m "
-          f"(seed: about 165 m)")
+    print(
+        f"  ABS braking from 100 km/h: stopped in {figures['brake_100_m']:.1f} m "
+        f"(seed: about 165 m)"
+    )
 
     # handbrake turn at 60 km/h
     sim.reset(np.array([0.0, 0.0, 0.0, 60 / 3.6]))
@@ -72,8 +78,10 @@ def run_demo(quick: bool = False) -> dict[str, float]:
     v = sim.speed_mps[0]
     r = abs(v / sim.omega_radps[0, 2])
     figures["skidpad_lat_g"] = float(v * v / r / p.gravity_mps2)
-    print(f"  steady circle: {v * 3.6:.1f} km/h on a {r:.1f} m radius, "
-          f"{v * v / r:.2f} m/s^2 lateral ({figures['skidpad_lat_g']:.2f} g_Mars)")
+    print(
+        f"  steady circle: {v * 3.6:.1f} km/h on a {r:.1f} m radius, "
+        f"{v * v / r:.2f} m/s^2 lateral ({figures['skidpad_lat_g']:.2f} g_Mars)"
+    )
     print(f"  done in {time.perf_counter() - t0:.1f} s wall time")
     return figures
 

@@ -45,7 +45,36 @@ _CORNER_MARGIN_M = 1.0
 
 
 @njit(cache=True)
-def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PLR0915
+def lateral_curve(alpha, peak, clamp):
+    """Normalised lateral grip 2s/(1+s^2), s = alpha/peak, |s| clamped at ``clamp``.
+
+    Signed like ``alpha`` (the force opposes it): odd, |value| <= 1, exactly 1 at the peak, and
+    never below 2c/(1+c^2) past the clamp (0.92 for the seed's c = 1.5).
+    """
+    s = alpha / peak
+    a = abs(s)
+    if a > clamp:
+        a = clamp
+    f = 2.0 * a / (1.0 + a * a)
+    if s < 0.0:
+        return -f
+    if s > 0.0:
+        return f
+    return 0.0
+
+
+@njit(cache=True)
+def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
+    """mu multiplier 1 - k max(0, N/N_ref - 1), floored at 0: heavily loaded tires grip less."""
+    over = load_n / load_ref_n - 1.0
+    if over < 0.0:
+        over = 0.0
+    f = 1.0 - sensitivity * over
+    return f if f > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     tid = ist[k, L.I_TERRAIN]
     m = p[k, L.P_MASS]
     g = p[k, L.P_GRAVITY]
@@ -55,7 +84,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
     kc = p[k, L.P_CONTACT_K]
     cc = p[k, L.P_CONTACT_C]
     explicit = p[k, L.P_EXPLICIT_DAMPING] > 0.5
-    first = ist[k, L.I_SUBSTEPS] == 0
+    nsub = ist[k, L.I_SUBSTEPS]
+    inv_dt = 1.0 / dt
 
     # ---- orientation (body -> world rotation matrix) and body-frame velocities
     qw = s[k, L.QUAT_W]
@@ -71,6 +101,9 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
     r20 = 2.0 * (qx * qz - qw * qy)
     r21 = 2.0 * (qy * qz + qw * qx)
     r22 = 1.0 - 2.0 * (qx * qx + qy * qy)
+    # the wheel rays meet the ground only while the chassis is less than ~78 deg from upright
+    rays = r22 > 0.2
+    inv_r22 = 1.0 / r22 if rays else 0.0
     px = s[k, L.POS_X]
     py = s[k, L.POS_Y]
     pz = s[k, L.POS_Z]
@@ -145,26 +178,32 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
         awz = pz + r20 * ax + r21 * ay + r22 * az
         h = sample_height(heights, meta, tid, awx, awy)
         pen = -1e300
-        if r22 > 0.2:
+        if rays:
             # the ray runs along -(r02, r12, r22); refine the hit point twice
-            lr = (awz - h) / r22
+            lr = (awz - h) * inv_r22
             h = sample_height(heights, meta, tid, awx - r02 * lr, awy - r12 * lr)
-            lr = (awz - h) / r22
+            lr = (awz - h) * inv_r22
             pen = reach - lr
         if h > hmax:
             hmax = h
+        # the ground's rise under the moving wheel, and its rise predicted over this substep
+        # (the implicit damper tracks the predicted value, so it does not lag a curving road)
         dhdt = 0.0
-        if not first:
-            dhdt = (h - s[k, L.WL_GROUND_Z + w]) / dt  # ground rising under the moving wheel
+        dhdt_pred = 0.0
+        if nsub > 0:
+            dhdt = (h - s[k, L.WL_GROUND_Z + w]) * inv_dt
+            dhdt_pred = dhdt
+            if nsub > 1:
+                dhdt_pred = 2.0 * dhdt - s[k, L.WL_GROUND_VZ + w]
         s[k, L.WL_GROUND_Z + w] = h
+        s[k, L.WL_GROUND_VZ + w] = dhdt
         # separation speed of wheel and ground along the ray (+ = lifting off): the rate of
         # change of the ray length, from the anchor's world-z velocity and the ground's rise
-        vaz = (vz + r20 * (wy * az - wz * ay) + r21 * (wz * ax - wx * az)
-               + r22 * (wx * ay - wy * ax))
-        sep = (vaz - dhdt) / r22 if r22 > 0.2 else 0.0
+        vaz = vz + r20 * (wy * az - wz * ay) + r21 * (wz * ax - wx * az) + r22 * (wx * ay - wy * ax)
+        sep = (vaz - dhdt) * inv_r22
         # the implicit damper sees the anchor's body-z velocity ju; the rest of sep is explicit
         ju = vbz + wx * ay - wy * ax
-        rate = ju - sep
+        rate = ju - (vaz - dhdt_pred) * inv_r22
         load = 0.0
         comp = 0.0
         if pen > 0.0:
@@ -191,8 +230,11 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
                 tqy -= ax * fz
         elif soft_on:
             gap = -pen
-            if (gap >= p[k, L.P_SOFT_GAP_MIN] and gap <= p[k, L.P_SOFT_GAP_MAX]
-                    and sep <= p[k, L.P_SOFT_LIFT_GATE]):
+            if (
+                gap >= p[k, L.P_SOFT_GAP_MIN]
+                and gap <= p[k, L.P_SOFT_GAP_MAX]
+                and sep <= p[k, L.P_SOFT_LIFT_GATE]
+            ):
                 fs = -(p[k, L.P_SOFT_K] * gap + p[k, L.P_SOFT_C] * sep)
                 lo = -kc * p[k, L.P_SOFT_CLAMP]
                 if fs < lo:
@@ -209,6 +251,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
         total_load += load
 
     # ---- pass 2: tires
+    # resistive forces stop at zero speed: cap at the wheel's useful mass (load share x mass)
+    stop_scale = m * inv_dt / total_load if total_load > 0.0 else 0.0
     throttle_share = 0.0
     if n_driven > 0:
         throttle_share = fdrive / n_driven
@@ -248,16 +292,14 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
         vlong = cw * vpx + sw * vpy
         vlat = -sw * vpx + cw * vpy
         # effective mu: every grip factor multiplies into one value
-        sid = sample_surface(surfaces, meta, tid,
-                             px + r00 * rx + r01 * ry + r02 * rz,
-                             py + r10 * rx + r11 * ry + r12 * rz)
-        over = load / lref - 1.0
-        if over < 0.0:
-            over = 0.0
-        load_fac = 1.0 - lsens * over
-        if load_fac < 0.0:
-            load_fac = 0.0
-        mu = mu0 * grip[tid, sid] * load_fac
+        sid = sample_surface(
+            surfaces,
+            meta,
+            tid,
+            px + r00 * rx + r01 * ry + r02 * rz,
+            py + r10 * rx + r11 * ry + r12 * rz,
+        )
+        mu = mu0 * grip[tid, sid] * load_sensitivity_factor(load, lref, lsens)
         fmax = mu * load
         # longitudinal first
         fx_drive = 0.0
@@ -266,18 +308,16 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
             cap = p[k, L.P_DRIVE_CAP] * fmax
             if fx_drive > cap:
                 fx_drive = cap
-        fb = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)]
+        resist = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)] + p[k, L.P_CRR] * load
         if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5 and hb > 0.0:
-            fb = fb + hb  # the handbrake locks the wheel: no ABS margin
-            if fb > fmax:
-                fb = fmax
+            resist = resist + hb  # the handbrake locks the wheel: no ABS margin
+            cap = fmax
         else:
-            cap = p[k, L.P_ABS] * fmax
-            if fb > cap:
-                fb = cap
-        resist = fb + p[k, L.P_CRR] * load
+            cap = p[k, L.P_ABS] * fmax  # ABS keeps sqrt(1 - abs^2) of the circle for steering
+        if resist > cap:
+            resist = cap
         # a brake slows rolling and never reverses it: clamp to the wheel's useful mass
-        stop = abs(vlong) * (load / total_load) * m / dt
+        stop = abs(vlong) * load * stop_scale
         if resist > stop:
             resist = stop
         if vlong > 0.0:
@@ -292,20 +332,15 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
             fx = -fmax
         # lateral takes what is left of the circle
         alpha = atan2x(vlat, abs(vlong) + eps)
-        sy = alpha / peak
-        sa = abs(sy)
-        if sa > clampn:
-            sa = clampn
-        fy_des = fmax * (2.0 * sa / (1.0 + sa * sa))
+        fy_des = fmax * lateral_curve(alpha, peak, clampn)
         rem = fmax * fmax - fx * fx
         budget = math.sqrt(rem) if rem > 0.0 else 0.0
-        fy_mag = fy_des if fy_des < budget else budget
-        if sy > 0.0:
-            fy = -fy_mag
-        elif sy < 0.0:
-            fy = fy_mag
+        if fy_des > budget:
+            fy = -budget
+        elif fy_des < -budget:
+            fy = budget
         else:
-            fy = 0.0
+            fy = -fy_des
         # to the body frame, applied at the contact patch
         fxb = cw * fx - sw * fy
         fyb = sw * fx + cw * fy
@@ -364,7 +399,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):  # noqa: C901, PL
         fwy = 0.0
         if vt > 0.0:
             ft = mub * fn
-            fstop = vt * m_corner / dt
+            fstop = vt * m_corner * inv_dt
             if ft > fstop:
                 ft = fstop
             fwx = -ft * wvx / vt
@@ -485,6 +520,18 @@ def step_cars(s, ist, p, heights, surfaces, meta, grip, n_substeps, cars):
             _substep(k, s, ist, p, heights, surfaces, meta, grip, L.DT)
 
 
+@njit(cache=True)
+def step_cars_dt(s, ist, p, heights, surfaces, meta, grip, n_substeps, cars, dt):
+    """Validation only: step with a substep other than 1/480 s (e.g. to show why 480 Hz).
+
+    Never used by the environment: its time base is the fixed 480 Hz of :func:`step_cars`.
+    """
+    for ii in range(cars.shape[0]):
+        k = cars[ii]
+        for _ in range(n_substeps):
+            _substep(k, s, ist, p, heights, surfaces, meta, grip, dt)
+
+
 @njit(cache=True, parallel=True)
 def step_cars_parallel(s, ist, p, heights, surfaces, meta, grip, n_substeps, cars):
     """As :func:`step_cars`, with the cars spread over threads (``prange`` over cars only)."""
@@ -508,8 +555,9 @@ def set_commands(s, ist, cmds, cars):
         th = cmds[ii, 1]
         br = cmds[ii, 2]
         hb = cmds[ii, 3]
-        if not (math.isfinite(st) and math.isfinite(th) and math.isfinite(br)
-                and math.isfinite(hb)):
+        if not (
+            math.isfinite(st) and math.isfinite(th) and math.isfinite(br) and math.isfinite(hb)
+        ):
             ist[k, L.I_MISUSE] += 1
             refused += 1
             continue

@@ -54,7 +54,8 @@ WL_FY = _W0 + 9 * MAX_WHEELS  # lateral tire force, wheel frame (N, + left)
 WL_GROUND_Z = _W0 + 10 * MAX_WHEELS  # terrain height under the wheel last substep (m)
 WL_OMEGA = _W0 + 11 * MAX_WHEELS  # wheel angular speed (rad/s); rolling speed in this model
 WL_MU = _W0 + 12 * MAX_WHEELS  # effective friction coefficient last substep
-N_WHEEL_FIELDS = 13
+WL_GROUND_VZ = _W0 + 13 * MAX_WHEELS  # rate of rise of the ground under the wheel (m/s)
+N_WHEEL_FIELDS = 14
 N_STATE = _W0 + N_WHEEL_FIELDS * MAX_WHEELS
 
 # ---------------------------------------------------------------- int state, per car

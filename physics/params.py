@@ -29,8 +29,9 @@ from physics import layout as L
 from physics.errors import ParameterError
 
 
-def _check(owner: str, name: str, value: float, lo: float, hi: float,
-           lo_open: bool = False) -> None:
+def _check(
+    owner: str, name: str, value: float, lo: float, hi: float, lo_open: bool = False
+) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ParameterError(owner, name, value, "must be a real number")
     v = float(value)
@@ -74,8 +75,7 @@ class WheelParams:
         _check(o, "z_m", self.z_m, -5.0, 5.0)
         _check(o, "rest_length_m", self.rest_length_m, 0.0, 3.0, lo_open=True)
         _check(o, "radius_m", self.radius_m, 0.05, 3.0)
-        _check(o, "travel_m", self.travel_m, 0.0, self.rest_length_m + self.radius_m,
-               lo_open=True)
+        _check(o, "travel_m", self.travel_m, 0.0, self.rest_length_m + self.radius_m, lo_open=True)
         _check(o, "brake_share", self.brake_share, 0.0, 1.0)
         for name in ("steerable", "driven", "handbrake"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
@@ -206,21 +206,31 @@ class VehicleParams:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ParameterError(o, name, getattr(self, name), "must be a bool")
         if self.soft_gap_max_m < self.soft_gap_min_m:
-            raise ParameterError(o, "soft_gap_max_m", self.soft_gap_max_m,
-                                 f"must be >= soft_gap_min_m ({self.soft_gap_min_m})")
+            raise ParameterError(
+                o,
+                "soft_gap_max_m",
+                self.soft_gap_max_m,
+                f"must be >= soft_gap_min_m ({self.soft_gap_min_m})",
+            )
         if self.body_top_m <= self.body_bottom_m:
-            raise ParameterError(o, "body_top_m", self.body_top_m,
-                                 f"must be > body_bottom_m ({self.body_bottom_m})")
+            raise ParameterError(
+                o, "body_top_m", self.body_top_m, f"must be > body_bottom_m ({self.body_bottom_m})"
+            )
         if not isinstance(self.wheels, tuple) or not 1 <= len(self.wheels) <= L.MAX_WHEELS:
-            raise ParameterError(o, "wheels", self.wheels,
-                                 f"must be a tuple of 1..{L.MAX_WHEELS} WheelParams")
+            raise ParameterError(
+                o, "wheels", self.wheels, f"must be a tuple of 1..{L.MAX_WHEELS} WheelParams"
+            )
         for w in self.wheels:
             if not isinstance(w, WheelParams):
                 raise ParameterError(o, "wheels", w, "every entry must be a WheelParams")
         share = sum(w.brake_share for w in self.wheels)
         if abs(share - 1.0) > 1e-9 and share != 0.0:
-            raise ParameterError(o, "wheels", f"brake shares sum to {share}",
-                                 "brake_share over all wheels must sum to 1 (or all be 0)")
+            raise ParameterError(
+                o,
+                "wheels",
+                f"brake shares sum to {share}",
+                "brake_share over all wheels must sum to 1 (or all be 0)",
+            )
 
     def replace(self, **changes: object) -> VehicleParams:
         """A copy with some fields changed (validated again)."""

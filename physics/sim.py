@@ -34,9 +34,11 @@ def substeps_for(control_hz: float) -> int:
         raise StepError(f"control_hz must be finite and > 0, got {control_hz!r}")
     n = L.SUBSTEP_HZ / hz
     if n != int(n) or n < 1:
-        raise StepError(f"control_hz {control_hz!r} does not divide the {L.SUBSTEP_HZ} Hz "
-                        f"physics rate into whole substeps ({n:g} substeps); use a divisor of "
-                        f"{L.SUBSTEP_HZ}")
+        raise StepError(
+            f"control_hz {control_hz!r} does not divide the {L.SUBSTEP_HZ} Hz "
+            f"physics rate into whole substeps ({n:g} substeps); use a divisor of "
+            f"{L.SUBSTEP_HZ}"
+        )
     return int(n)
 
 
@@ -73,9 +75,13 @@ class VehicleBatch:
             bit-identical either way.
     """
 
-    def __init__(self, n_cars: int, params: VehicleParams | Sequence[VehicleParams] = ROVER,
-                 terrains: TerrainSet | Sequence[Terrain] | Terrain | None = None,
-                 parallel: bool = False):
+    def __init__(
+        self,
+        n_cars: int,
+        params: VehicleParams | Sequence[VehicleParams] = ROVER,
+        terrains: TerrainSet | Sequence[Terrain] | Terrain | None = None,
+        parallel: bool = False,
+    ):
         if isinstance(n_cars, bool) or not isinstance(n_cars, (int, np.integer)) or n_cars < 1:
             raise ParameterError("VehicleBatch", "n_cars", n_cars, "must be an integer >= 1")
         self.n = int(n_cars)
@@ -95,8 +101,9 @@ class VehicleBatch:
         self.reset()
 
     # ------------------------------------------------------------------ configuration
-    def set_params(self, params: VehicleParams | Sequence[VehicleParams],
-                   cars: np.ndarray | None = None) -> None:
+    def set_params(
+        self, params: VehicleParams | Sequence[VehicleParams], cars: np.ndarray | None = None
+    ) -> None:
         """Pack parameters for all cars (or for ``cars``): one VehicleParams or one per car."""
         idx = self._cars(cars)
         if isinstance(params, VehicleParams):
@@ -104,12 +111,17 @@ class VehicleBatch:
         else:
             plist = list(params)
             if len(plist) != len(idx):
-                raise ParameterError("VehicleBatch", "params", f"{len(plist)} entries",
-                                     f"need one VehicleParams per car ({len(idx)})")
+                raise ParameterError(
+                    "VehicleBatch",
+                    "params",
+                    f"{len(plist)} entries",
+                    f"need one VehicleParams per car ({len(idx)})",
+                )
             for q in plist:
                 if not isinstance(q, VehicleParams):
-                    raise ParameterError("VehicleBatch", "params", q,
-                                         "entries must be VehicleParams")
+                    raise ParameterError(
+                        "VehicleBatch", "params", q, "entries must be VehicleParams"
+                    )
             rows = np.stack([q.pack() for q in plist])
         self.params[idx] = rows
 
@@ -124,8 +136,12 @@ class VehicleBatch:
         return idx.astype(np.int64)
 
     # ------------------------------------------------------------------ simulation
-    def reset(self, poses: np.ndarray | None = None, cars: np.ndarray | None = None,
-              terrain_ids: np.ndarray | int = 0) -> None:
+    def reset(
+        self,
+        poses: np.ndarray | None = None,
+        cars: np.ndarray | None = None,
+        terrain_ids: np.ndarray | int = 0,
+    ) -> None:
         """Place cars at rest at ``poses`` (rows x, y, heading_rad, forward_speed_mps).
 
         Clears commands, readings, timers and the gate; keeps the misuse counter.
@@ -137,16 +153,29 @@ class VehicleBatch:
         if poses.ndim == 1:
             poses = np.tile(poses, (len(idx), 1))
         if poses.shape != (len(idx), 4):
-            raise ParameterError("VehicleBatch", "poses", poses.shape,
-                                 f"must have shape ({len(idx)}, 4): x, y, heading, speed")
+            raise ParameterError(
+                "VehicleBatch",
+                "poses",
+                poses.shape,
+                f"must have shape ({len(idx)}, 4): x, y, heading, speed",
+            )
         if not np.all(np.isfinite(poses)):
             raise ParameterError("VehicleBatch", "poses", "non-finite", "must be finite")
         tids = np.broadcast_to(np.asarray(terrain_ids, np.int64), (len(idx),)).copy()
         if tids.size and (tids.min() < 0 or tids.max() >= len(self.terrains)):
-            raise ParameterError("VehicleBatch", "terrain_ids", terrain_ids,
-                                 f"must be in [0, {len(self.terrains)})")
-        kernel.place_cars(self.state, self.istate, self.params, self.terrains.heights,
-                          self.terrains.meta, idx, poses, tids)
+            raise ParameterError(
+                "VehicleBatch", "terrain_ids", terrain_ids, f"must be in [0, {len(self.terrains)})"
+            )
+        kernel.place_cars(
+            self.state,
+            self.istate,
+            self.params,
+            self.terrains.heights,
+            self.terrains.meta,
+            idx,
+            poses,
+            tids,
+        )
 
     def set_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
         """Set held commands (steer [-1,1], throttle, brake, handbrake [0,1]) per car.
@@ -159,8 +188,9 @@ class VehicleBatch:
         if cmd.ndim == 1:
             cmd = cmd.reshape(1, -1)
         if cmd.shape != (len(idx), 4):
-            raise ParameterError("VehicleBatch", "commands", cmd.shape,
-                                 f"must have shape ({len(idx)}, 4)")
+            raise ParameterError(
+                "VehicleBatch", "commands", cmd.shape, f"must have shape ({len(idx)}, 4)"
+            )
         return int(kernel.set_commands(self.state, self.istate, np.ascontiguousarray(cmd), idx))
 
     def set_gate(self, gates: np.ndarray, cars: np.ndarray | None = None) -> None:
@@ -168,26 +198,38 @@ class VehicleBatch:
         G0->G1 to its left is timed inside the substep into ``gate_time_s`` (-1 until then)."""
         idx = self._cars(cars)
         g = np.asarray(gates, np.float64).reshape(len(idx), 4)
-        self.state[idx, L.GATE_X0:L.GATE_Y1 + 1] = g
+        self.state[idx, L.GATE_X0 : L.GATE_Y1 + 1] = g
         self.state[idx, L.GATE_TIME] = -1.0
 
     def step(self, n_substeps: int = 8, cars: np.ndarray | None = None) -> None:
         """Advance by ``n_substeps`` fixed substeps of 1/480 s."""
-        if isinstance(n_substeps, bool) or not isinstance(n_substeps, (int, np.integer)) \
-                or n_substeps < 0:
+        if (
+            isinstance(n_substeps, bool)
+            or not isinstance(n_substeps, (int, np.integer))
+            or n_substeps < 0
+        ):
             raise StepError(f"n_substeps must be a whole number >= 0, got {n_substeps!r}")
         idx = self._all if cars is None else self._cars(cars)
         fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
         t = self.terrains
-        fn(self.state, self.istate, self.params, t.heights, t.surfaces, t.meta, t.grip,
-           int(n_substeps), idx)
+        fn(
+            self.state,
+            self.istate,
+            self.params,
+            t.heights,
+            t.surfaces,
+            t.meta,
+            t.grip,
+            int(n_substeps),
+            idx,
+        )
 
     def step_seconds(self, seconds: float, cars: np.ndarray | None = None) -> None:
         """Advance by ``seconds``, which must be a whole number of substeps."""
         n = seconds * L.SUBSTEP_HZ
         if abs(n - round(n)) > 1e-9:
             raise StepError(f"{seconds!r} s is not a whole number of 1/{L.SUBSTEP_HZ} s substeps")
-        self.step(int(round(n)), cars)
+        self.step(round(n), cars)
 
     # ------------------------------------------------------------------ state
     def state_hash(self) -> str:
@@ -205,8 +247,10 @@ class VehicleBatch:
         if snap.version != L.LAYOUT_VERSION:
             raise SnapshotError(f"snapshot layout version {snap.version} != {L.LAYOUT_VERSION}")
         if snap.state.shape != self.state.shape or snap.istate.shape != self.istate.shape:
-            raise SnapshotError(f"snapshot shapes {snap.state.shape}/{snap.istate.shape} do not "
-                                f"match this batch {self.state.shape}/{self.istate.shape}")
+            raise SnapshotError(
+                f"snapshot shapes {snap.state.shape}/{snap.istate.shape} do not "
+                f"match this batch {self.state.shape}/{self.istate.shape}"
+            )
         if snap.state.dtype != np.float64 or snap.istate.dtype != np.int64:
             raise SnapshotError("snapshot arrays have the wrong dtype")
         if not snap.is_intact():
@@ -225,15 +269,15 @@ class VehicleBatch:
 
     @property
     def position_m(self) -> np.ndarray:
-        return self.state[:, L.POS_X:L.POS_Z + 1]
+        return self.state[:, L.POS_X : L.POS_Z + 1]
 
     @property
     def velocity_mps(self) -> np.ndarray:
-        return self.state[:, L.VEL_X:L.VEL_Z + 1]
+        return self.state[:, L.VEL_X : L.VEL_Z + 1]
 
     @property
     def quaternion(self) -> np.ndarray:
-        return self.state[:, L.QUAT_W:L.QUAT_Z + 1]
+        return self.state[:, L.QUAT_W : L.QUAT_Z + 1]
 
     @property
     def rotation(self) -> np.ndarray:
@@ -252,7 +296,7 @@ class VehicleBatch:
 
     @property
     def omega_radps(self) -> np.ndarray:
-        return self.state[:, L.OMEGA_X:L.OMEGA_Z + 1]
+        return self.state[:, L.OMEGA_X : L.OMEGA_Z + 1]
 
     @property
     def up_z(self) -> np.ndarray:
@@ -261,7 +305,7 @@ class VehicleBatch:
         return 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)
 
     def _wheels(self, field: int) -> np.ndarray:
-        return self.state[:, field:field + int(self.params[:, L.P_N_WHEELS].max())]
+        return self.state[:, field : field + int(self.params[:, L.P_N_WHEELS].max())]
 
     @property
     def wheel_loads_n(self) -> np.ndarray:
@@ -310,7 +354,7 @@ class VehicleBatch:
 
     @property
     def commands(self) -> np.ndarray:
-        return self.state[:, L.CMD_STEER:L.CMD_HANDBRAKE + 1]
+        return self.state[:, L.CMD_STEER : L.CMD_HANDBRAKE + 1]
 
     @property
     def misuse_count(self) -> np.ndarray:
@@ -327,8 +371,13 @@ class VehicleBatch:
     def wheel_positions_m(self) -> np.ndarray:
         """(N, W, 3) world positions of the wheel anchors."""
         nw = int(self.params[:, L.P_N_WHEELS].max())
-        anchors = np.stack([self.params[:, [L.pw(w, L.PW_X), L.pw(w, L.PW_Y), L.pw(w, L.PW_Z)]]
-                            for w in range(nw)], axis=1)
+        anchors = np.stack(
+            [
+                self.params[:, [L.pw(w, L.PW_X), L.pw(w, L.PW_Y), L.pw(w, L.PW_Z)]]
+                for w in range(nw)
+            ],
+            axis=1,
+        )
         return self.position_m[:, None, :] + np.einsum("nij,nwj->nwi", self.rotation, anchors)
 
 

@@ -2,7 +2,8 @@
 
 A :class:`Terrain` is a regular heightfield (metres, world z up) on a grid of nodes spaced
 ``cell_m`` apart starting at ``(x0_m, y0_m)``, a surface-id grid on the same nodes, and a grip
-multiplier per surface id. Heights are sampled bilinearly, surface ids by the nearest node.
+multiplier per surface id. Heights are sampled with a C1 quadratic B-spline over the nodes (see
+:func:`sample_height`), surface ids by the nearest node.
 Outside the grid the edge values continue (the world does not end in a cliff).
 
 Several terrains are packed into one :class:`TerrainSet` (flat arrays + a metadata row per
@@ -65,23 +66,28 @@ class Terrain:
         s = np.asarray(self.surface_ids)
         g = np.ascontiguousarray(self.grip, dtype=np.float64)
         if h.ndim != 2 or h.shape[0] < 2 or h.shape[1] < 2:
-            raise TerrainError(f"{self.name}: heights_m must be 2-D with at least 2x2 nodes, "
-                               f"got shape {h.shape}")
+            raise TerrainError(
+                f"{self.name}: heights_m must be 2-D with at least 2x2 nodes, got shape {h.shape}"
+            )
         if not np.all(np.isfinite(h)):
             raise TerrainError(f"{self.name}: heights_m contains non-finite values")
         if s.shape != h.shape:
-            raise TerrainError(f"{self.name}: surface_ids shape {s.shape} != heights_m shape "
-                               f"{h.shape}")
+            raise TerrainError(
+                f"{self.name}: surface_ids shape {s.shape} != heights_m shape {h.shape}"
+            )
         if not np.issubdtype(s.dtype, np.integer):
             raise TerrainError(f"{self.name}: surface_ids must be integers, got {s.dtype}")
         if g.ndim != 1 or not 1 <= g.shape[0] <= MAX_SURFACES:
-            raise TerrainError(f"{self.name}: grip must be 1-D with 1..{MAX_SURFACES} entries, "
-                               f"got shape {g.shape}")
+            raise TerrainError(
+                f"{self.name}: grip must be 1-D with 1..{MAX_SURFACES} entries, got shape {g.shape}"
+            )
         if not np.all(np.isfinite(g)) or np.any(g < 0.0) or np.any(g > 2.0):
             raise TerrainError(f"{self.name}: grip multipliers must be finite and in [0, 2]")
         if s.size and (s.min() < 0 or s.max() >= g.shape[0]):
-            raise TerrainError(f"{self.name}: surface ids must be in [0, {g.shape[0]}), got "
-                               f"range [{s.min()}, {s.max()}]")
+            raise TerrainError(
+                f"{self.name}: surface ids must be in [0, {g.shape[0]}), got "
+                f"range [{s.min()}, {s.max()}]"
+            )
         for name in ("x0_m", "y0_m", "cell_m"):
             v = getattr(self, name)
             if not math.isfinite(v):
@@ -103,8 +109,12 @@ class Terrain:
     def extent_m(self) -> tuple[float, float, float, float]:
         """(x_min, x_max, y_min, y_max) of the grid."""
         ny, nx = self.shape
-        return (self.x0_m, self.x0_m + (nx - 1) * self.cell_m,
-                self.y0_m, self.y0_m + (ny - 1) * self.cell_m)
+        return (
+            self.x0_m,
+            self.x0_m + (nx - 1) * self.cell_m,
+            self.y0_m,
+            self.y0_m + (ny - 1) * self.cell_m,
+        )
 
     def digest(self) -> str:
         """blake2b digest of the terrain's bytes (identifies it in replays and hashes)."""
@@ -121,7 +131,7 @@ class Terrain:
         return self._digest
 
     def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
-        """Bilinear height at world points (same arithmetic as the kernel)."""
+        """Height at world points (the kernel's own sampler)."""
         ts = TerrainSet([self])
         xs = np.atleast_1d(np.asarray(x, np.float64))
         ys = np.broadcast_to(np.asarray(y, np.float64), xs.shape).copy()
@@ -183,8 +193,8 @@ def _cell(meta, tid, x, y):
         fy = 0.0
     elif fy > ny - 1.0:
         fy = ny - 1.0
-    i = int(math.floor(fx))
-    j = int(math.floor(fy))
+    i = math.floor(fx)
+    j = math.floor(fy)
     if i > nx - 2:
         i = nx - 2
     if j > ny - 2:
@@ -193,17 +203,43 @@ def _cell(meta, tid, x, y):
 
 
 @njit(cache=True)
+def _bspline_axis(f, n):
+    """Node index of the nearest node, clamped neighbours and quadratic B-spline weights."""
+    if f < 0.0:
+        f = 0.0
+    elif f > n - 1.0:
+        f = n - 1.0
+    i = int(math.floor(f + 0.5))
+    u = f - i  # in [-0.5, 0.5]
+    a = 0.5 - u
+    b = 0.5 + u
+    im = i - 1 if i > 0 else 0
+    ip = i + 1 if i < n - 1 else n - 1
+    return im, i, ip, 0.5 * a * a, 0.75 - u * u, 0.5 * b * b
+
+
+@njit(cache=True)
 def sample_height(heights, meta, tid, x, y):
-    """Bilinear terrain height (m) at world (x, y) on terrain ``tid``."""
-    i, j, tx, ty, nx = _cell(meta, tid, x, y)
-    base = int(meta[tid, TM_OFFSET]) + j * nx + i
-    h00 = heights[base]
-    h10 = heights[base + 1]
-    h01 = heights[base + nx]
-    h11 = heights[base + nx + 1]
-    a = h00 + (h10 - h00) * tx
-    b = h01 + (h11 - h01) * tx
-    return a + (b - a) * ty
+    """Terrain height (m) at world (x, y) on terrain ``tid``.
+
+    A uniform quadratic B-spline over the nodes: the surface and its slope are continuous
+    (C1), so a wheel rolling over a curved crest sees no slope kinks at cell edges (the stiff
+    seed contact would chatter on bilinear facets). Planes are reproduced exactly, so a flat
+    or uniformly sloped road stays exactly flat or sloped.
+    """
+    nx = int(meta[tid, TM_NX])
+    ny = int(meta[tid, TM_NY])
+    inv = meta[tid, TM_INV_CELL]
+    xm, xc, xp, wx0, wx1, wx2 = _bspline_axis((x - meta[tid, TM_X0]) * inv, nx)
+    ym, yc, yp, wy0, wy1, wy2 = _bspline_axis((y - meta[tid, TM_Y0]) * inv, ny)
+    off = int(meta[tid, TM_OFFSET])
+    r0 = off + ym * nx
+    r1 = off + yc * nx
+    r2 = off + yp * nx
+    h0 = wx0 * heights[r0 + xm] + wx1 * heights[r0 + xc] + wx2 * heights[r0 + xp]
+    h1 = wx0 * heights[r1 + xm] + wx1 * heights[r1 + xc] + wx2 * heights[r1 + xp]
+    h2 = wx0 * heights[r2 + xm] + wx1 * heights[r2 + xc] + wx2 * heights[r2 + xp]
+    return wy0 * h0 + wy1 * h1 + wy2 * h2
 
 
 @njit(cache=True)
@@ -223,20 +259,32 @@ def _heights_many(heights, meta, tid, xs, ys, out):
         out[k] = sample_height(heights, meta, tid, xs[k], ys[k])
 
 
-def flat_terrain(size_m: float = 4000.0, cell_m: float = 2.0, grip: float = 1.0,
-                 height_m: float = 0.0, name: str = "flat") -> Terrain:
+def flat_terrain(
+    size_m: float = 4000.0,
+    cell_m: float = 2.0,
+    grip: float = 1.0,
+    height_m: float = 0.0,
+    name: str = "flat",
+) -> Terrain:
     """A flat square terrain centred on the origin, one surface (id 0) of the given grip."""
-    n = int(round(size_m / cell_m)) + 1
+    n = round(size_m / cell_m) + 1
     h = np.full((n, n), float(height_m))
-    return Terrain(h, np.zeros((n, n), np.int8), np.array([grip]), -size_m / 2, -size_m / 2,
-                   cell_m, name=name)
+    return Terrain(
+        h, np.zeros((n, n), np.int8), np.array([grip]), -size_m / 2, -size_m / 2, cell_m, name=name
+    )
 
 
-def crest_and_ramp_terrain(crest_x_m: float = 300.0, crest_height_m: float = 3.0,
-                           crest_half_length_m: float = 40.0, ramp_x_m: float = 700.0,
-                           ramp_length_m: float = 12.0, ramp_lip_m: float = 1.5,
-                           length_m: float = 1200.0, width_m: float = 200.0,
-                           cell_m: float = 0.5) -> Terrain:
+def crest_and_ramp_terrain(
+    crest_x_m: float = 300.0,
+    crest_height_m: float = 3.0,
+    crest_half_length_m: float = 40.0,
+    ramp_x_m: float = 700.0,
+    ramp_length_m: float = 12.0,
+    ramp_lip_m: float = 1.5,
+    length_m: float = 1200.0,
+    width_m: float = 200.0,
+    cell_m: float = 0.5,
+) -> Terrain:
     """A runway along +x from x = -100 m: a smooth crest, then a kicker ramp with a sharp drop.
 
     Crest: h = H (1 - u^2)^2 for |u| < 1, u = (x - crest_x)/half_length (a smooth hump whose
@@ -245,8 +293,8 @@ def crest_and_ramp_terrain(crest_x_m: float = 300.0, crest_height_m: float = 3.0
     then an immediate drop back to 0 (a jump).
     """
     x0 = -100.0
-    nx = int(round(length_m / cell_m)) + 1
-    ny = int(round(width_m / cell_m)) + 1
+    nx = round(length_m / cell_m) + 1
+    ny = round(width_m / cell_m) + 1
     xs = x0 + np.arange(nx) * cell_m
     u = (xs - crest_x_m) / crest_half_length_m
     w = np.where(np.abs(u) < 1.0, 1.0 - u * u, 0.0)
@@ -254,5 +302,12 @@ def crest_and_ramp_terrain(crest_x_m: float = 300.0, crest_height_m: float = 3.0
     r = (xs - (ramp_x_m - ramp_length_m)) / ramp_length_m
     prof = prof + np.where((r >= 0.0) & (r <= 1.0), ramp_lip_m * r, 0.0)
     h = np.tile(prof, (ny, 1))
-    return Terrain(h, np.zeros((ny, nx), np.int8), np.array([1.0]), x0, -width_m / 2, cell_m,
-                   name="crest-and-ramp")
+    return Terrain(
+        h,
+        np.zeros((ny, nx), np.int8),
+        np.array([1.0]),
+        x0,
+        -width_m / 2,
+        cell_m,
+        name="crest-and-ramp",
+    )

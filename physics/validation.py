@@ -425,7 +425,7 @@ def drop(
 
 
 def _max_wheel_gap(sim: VehicleBatch, terr: Terrain, x_end: float) -> tuple[float, float]:
-    """Drive (coasting) until x_end: (max air gap under any wheel, fraction of wheel-time loaded)."""
+    """Coast to x_end: (max air gap under any wheel, fraction of wheel-time loaded)."""
     reach = np.array([w.rest_length_m + w.radius_m for w in ROVER.wheels])
     gap = 0.0
     loaded = 0

@@ -1,1 +1,77 @@
-"""tracks package (filled by later issues)."""
+"""Rally stages: file format, library, generator, terrain bake and projection.
+
+Public API::
+
+    tracks.list_stages() -> list[str]
+    tracks.load_stage(name_or_path) -> Stage
+    tracks.save_stage(stage, path) -> Path
+    tracks.generate(seed, length_m=2000.0, difficulty=0.5, closed=False, ...) -> Stage
+    tracks.bake(stage, seed=None, cell_m=1.0) -> physics.terrain.Terrain
+    tracks.Projector(stage, lookahead_m=(...)).project(pos_xy, fwd_xy, s_prev) -> Projection
+
+Rendering (``python -m tracks.render``) is imported lazily and never by ``import tracks``.
+See ``docs/stages.md``.
+"""
+
+from tracks import surfaces
+from tracks.bake import bake, clear_bake_cache
+from tracks.builder import PathBuilder
+from tracks.errors import (
+    CurvatureError,
+    FieldTypeError,
+    FieldValueError,
+    GenerationError,
+    GeometryError,
+    MissingFieldError,
+    ProjectionError,
+    SelfIntersectionError,
+    StageError,
+    StageFormatError,
+    StageNotFoundError,
+    TracksError,
+    UnknownFieldError,
+    UnknownSurfaceError,
+)
+from tracks.generator import MAX_ATTEMPTS, generate
+from tracks.io import dumps_stage, list_stages, load_stage, loads_stage, save_stage
+from tracks.projection import Projection, Projector, delta_s, project_batch
+from tracks.stage import Feature, Finish, Section, Stage, StagePath, Start, TerrainSpec
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "CurvatureError",
+    "Feature",
+    "FieldTypeError",
+    "FieldValueError",
+    "Finish",
+    "GenerationError",
+    "GeometryError",
+    "MissingFieldError",
+    "PathBuilder",
+    "Projection",
+    "ProjectionError",
+    "Projector",
+    "Section",
+    "SelfIntersectionError",
+    "Stage",
+    "StageError",
+    "StageFormatError",
+    "StageNotFoundError",
+    "StagePath",
+    "Start",
+    "TerrainSpec",
+    "TracksError",
+    "UnknownFieldError",
+    "UnknownSurfaceError",
+    "bake",
+    "clear_bake_cache",
+    "delta_s",
+    "dumps_stage",
+    "generate",
+    "list_stages",
+    "load_stage",
+    "loads_stage",
+    "project_batch",
+    "save_stage",
+    "surfaces",
+]

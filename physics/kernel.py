@@ -42,6 +42,8 @@ from physics.terrain import sample_height, sample_surface
 # Chassis corners are only looked at when they come within this height of the highest ground
 # found under the wheels (saves four terrain samples per substep when cruising).
 _CORNER_MARGIN_M = 1.0
+# Largest rise rate of the ground under a wheel (m/s) the dampers respond to.
+_MAX_GROUND_RATE = 10.0
 
 
 @njit(cache=True)
@@ -152,14 +154,22 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     tqx = 0.0
     tqy = 0.0
     tqz = 0.0
-    # implicit damping matrix over u = (vbz, wx, wy), symmetric
+    # implicit suspension damping over u = (world vz, roll rate, pitch rate): D = sum g B J^T,
+    # B = where a wheel's force acts (world z share, roll arm, pitch arm), J = what its damper
+    # sees (the anchor's world-z speed); S = sum g J and fsus = sum of explicit spring forces
     d00 = 0.0
     d01 = 0.0
     d02 = 0.0
+    d10 = 0.0
     d11 = 0.0
     d12 = 0.0
+    d20 = 0.0
+    d21 = 0.0
     d22 = 0.0
-
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    fsus = 0.0
     nw = int(p[k, L.P_N_WHEELS])
     n_driven = 0
     total_load = 0.0
@@ -192,6 +202,11 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         dhdt_pred = 0.0
         if nsub > 0:
             dhdt = (h - s[k, L.WL_GROUND_Z + w]) * inv_dt
+            # a cliff face met at speed is a crash, not a suspension event: cap the rate
+            if dhdt > _MAX_GROUND_RATE:
+                dhdt = _MAX_GROUND_RATE
+            elif dhdt < -_MAX_GROUND_RATE:
+                dhdt = -_MAX_GROUND_RATE
             dhdt_pred = dhdt
             if nsub > 1:
                 dhdt_pred = 2.0 * dhdt - s[k, L.WL_GROUND_VZ + w]
@@ -201,9 +216,10 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         # change of the ray length, from the anchor's world-z velocity and the ground's rise
         vaz = vz + r20 * (wy * az - wz * ay) + r21 * (wz * ax - wx * az) + r22 * (wx * ay - wy * ax)
         sep = (vaz - dhdt) * inv_r22
-        # the implicit damper sees the anchor's body-z velocity ju; the rest of sep is explicit
-        ju = vbz + wx * ay - wy * ax
-        rate = ju - (vaz - dhdt_pred) * inv_r22
+        # anchor world-z speed = vz + jx wx + jy wy + jz wz (exact for any attitude)
+        jx = r22 * ay - r21 * az
+        jy = r20 * az - r22 * ax
+        jz = r21 * ax - r20 * ay
         load = 0.0
         comp = 0.0
         if pen > 0.0:
@@ -215,19 +231,28 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
             if f_unit > 0.0:
                 load = m * f_unit
                 if explicit:
-                    fz = load
+                    fbz += load
+                    tqx += ay * load
+                    tqy -= ax * load
                 else:
-                    fz = m * (kc * comp + cc * rate)
-                    c = m * cc
-                    d00 += c
-                    d01 += c * ay
-                    d02 -= c * ax
-                    d11 += c * ay * ay
-                    d12 -= c * ay * ax
-                    d22 += c * ax * ax
-                fbz += fz
-                tqx += ay * fz
-                tqy -= ax * fz
+                    # spring and the explicit share of the damper (yaw-rate and ground terms)
+                    fz = m * (kc * comp - cc * (wz * jz - dhdt_pred) * inv_r22)
+                    fsus += fz
+                    tqx += ay * fz
+                    tqy -= ax * fz
+                    gd = m * cc * inv_r22
+                    d00 += gd * r22
+                    d01 += gd * r22 * jx
+                    d02 += gd * r22 * jy
+                    d10 += gd * ay
+                    d11 += gd * ay * jx
+                    d12 += gd * ay * jy
+                    d20 -= gd * ax
+                    d21 -= gd * ax * jx
+                    d22 -= gd * ax * jy
+                    s0 += gd
+                    s1 += gd * jx
+                    s2 += gd * jy
         elif soft_on:
             gap = -pen
             if (
@@ -437,35 +462,38 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     wy = wy + (tqy - gy) / iyy * dt
     wz = wz + (tqz - gz) / izz * dt
 
-    if not explicit and d00 > 0.0:
-        # implicit suspension damping: (M + dt D) u' = M u, u = (body vz, roll rate, pitch rate)
-        u0 = r02 * vx + r12 * vy + r22 * vz
-        b0 = m * u0
+    if not explicit and s0 > 0.0:
+        # explicit spring share: vertical now, horizontal after the solve with the final force
+        vz = vz + r22 * fsus * inv_m * dt
+        # implicit damping: (M + dt D) u' = M u, u = (world vz, roll rate, pitch rate)
+        b0 = m * vz
         b1 = ixx * wx
         b2 = iyy * wy
         a00 = m + dt * d00
         a01 = dt * d01
         a02 = dt * d02
+        a10 = dt * d10
         a11 = ixx + dt * d11
         a12 = dt * d12
+        a20 = dt * d20
+        a21 = dt * d21
         a22 = iyy + dt * d22
-        # symmetric 3x3 solve by Cramer's rule (SPD, so det > 0)
-        c00 = a11 * a22 - a12 * a12
-        c01 = a02 * a12 - a01 * a22
-        c02 = a01 * a12 - a02 * a11
+        # 3x3 solve by Cramer's rule (diagonally dominant: det > 0)
+        c00 = a11 * a22 - a12 * a21
+        c01 = a12 * a20 - a10 * a22
+        c02 = a10 * a21 - a11 * a20
         det = a00 * c00 + a01 * c01 + a02 * c02
-        c11 = a00 * a22 - a02 * a02
-        c12 = a01 * a02 - a00 * a12
-        c22 = a00 * a11 - a01 * a01
-        n0 = (c00 * b0 + c01 * b1 + c02 * b2) / det
-        n1 = (c01 * b0 + c11 * b1 + c12 * b2) / det
-        n2 = (c02 * b0 + c12 * b1 + c22 * b2) / det
-        du = n0 - u0
-        vx = vx + r02 * du
-        vy = vy + r12 * du
-        vz = vz + r22 * du
+        inv_det = 1.0 / det
+        n0 = (b0 * c00 + b1 * (a02 * a21 - a01 * a22) + b2 * (a01 * a12 - a02 * a11)) * inv_det
+        n1 = (b0 * c01 + b1 * (a00 * a22 - a02 * a20) + b2 * (a02 * a10 - a00 * a12)) * inv_det
+        n2 = (b0 * c02 + b1 * (a01 * a20 - a00 * a21) + b2 * (a00 * a11 - a01 * a10)) * inv_det
+        vz = n0
         wx = n1
         wy = n2
+        # the suspension force's horizontal share, with the damping it ended up applying
+        ftot = fsus - (s0 * vz + s1 * wx + s2 * wy)
+        vx = vx + r02 * ftot * inv_m * dt
+        vy = vy + r12 * ftot * inv_m * dt
 
     # ---- integrate pose
     s[k, L.PREV_X] = px

@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+
+from physics import Terrain, TerrainError, TerrainSet, flat_terrain
+
+
+def _plane(a=0.1, b=-0.05, c=2.0):
+    n = 21
+    xs = np.arange(n) * 1.0
+    h = c + a * xs[None, :] + b * xs[:, None]
+    return Terrain(h, np.zeros((n, n), np.int8), np.array([1.0]), 0.0, 0.0, 1.0)
+
+
+def test_planes_are_reproduced_exactly_inside_the_grid():
+    t = _plane()
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1.0, 19.0, 500)
+    y = rng.uniform(1.0, 19.0, 500)
+    np.testing.assert_allclose(t.height_at(x, y), 2.0 + 0.1 * x - 0.05 * y, atol=1e-12)
+
+
+def test_height_and_slope_are_continuous_across_cell_edges():
+    rng = np.random.default_rng(1)
+    h = rng.normal(size=(12, 12))
+    t = Terrain(h, np.zeros((12, 12), np.int8), np.array([1.0]), 0.0, 0.0, 1.0)
+    eps = 1e-7
+    for edge in (3.5, 4.5, 6.5):  # B-spline knots sit half-way between nodes
+        y = 5.2
+        lo, hi = t.height_at(edge - eps, y)[0], t.height_at(edge + eps, y)[0]
+        assert abs(hi - lo) < 1e-5
+        s_lo = (t.height_at(edge - eps, y)[0] - t.height_at(edge - 2e-3, y)[0]) / 2e-3
+        s_hi = (t.height_at(edge + 2e-3, y)[0] - t.height_at(edge + eps, y)[0]) / 2e-3
+        assert abs(s_hi - s_lo) < 0.05
+
+
+def test_outside_the_grid_the_edge_continues():
+    t = _plane()
+    assert t.height_at(-50.0, 10.0)[0] == pytest.approx(t.height_at(0.0, 10.0)[0])
+
+
+def test_surface_nearest_node():
+    s = np.zeros((4, 4), np.int8)
+    s[:, 2:] = 1
+    t = Terrain(np.zeros((4, 4)), s, np.array([1.0, 0.5]), 0.0, 0.0, 1.0)
+    assert t.surface_at(1.4, 1.0) == 0 and t.surface_at(1.6, 1.0) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"heights_m": np.zeros(4)}, "2-D"),
+        ({"heights_m": np.full((3, 3), np.nan)}, "non-finite"),
+        ({"surface_ids": np.zeros((2, 2), np.int8)}, "shape"),
+        ({"surface_ids": np.full((3, 3), 5, np.int8)}, "surface ids"),
+        ({"grip": np.array([-1.0])}, "grip"),
+        ({"cell_m": 0.0}, "cell_m"),
+        ({"surface_ids": np.zeros((3, 3))}, "integers"),
+    ],
+)
+def test_bad_terrain_arrays(kwargs, needle):
+    base = dict(
+        heights_m=np.zeros((3, 3)),
+        surface_ids=np.zeros((3, 3), np.int8),
+        grip=np.array([1.0]),
+        x0_m=0.0,
+        y0_m=0.0,
+        cell_m=1.0,
+    )
+    base.update(kwargs)
+    with pytest.raises(TerrainError, match=needle):
+        Terrain(**base)
+
+
+def test_terrain_set_packs_several():
+    a = flat_terrain(100.0, 5.0, height_m=1.0)
+    b = flat_terrain(50.0, 2.0, height_m=-3.0, grip=0.6)
+    ts = TerrainSet([a, b])
+    assert len(ts) == 2
+    assert ts.heights.size == a.heights_m.size + b.heights_m.size
+    assert ts.grip[1, 0] == 0.6
+    with pytest.raises(TerrainError):
+        TerrainSet([])
+    assert a.digest() != b.digest()
+    assert a.digest() == flat_terrain(100.0, 5.0, height_m=1.0).digest()

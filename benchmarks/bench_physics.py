@@ -1,0 +1,120 @@
+"""Physics throughput: car-substeps per second, cold compile and warm start.
+
+    python3 benchmarks/bench_physics.py [--json out/bench_physics.json] [--quick]
+
+Prints figures and writes JSON; never used as a test gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from physics import ROVER, VehicleBatch, flat_terrain  # noqa: E402
+
+_START = """
+import time
+t0 = time.perf_counter()
+import numpy as np
+from physics import VehicleBatch
+sim = VehicleBatch(1)
+sim.step(8)
+print(time.perf_counter() - t0)
+"""
+
+
+def _subprocess_seconds(env: dict) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", _START],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _rate(n: int, parallel: bool, substeps: int, repeats: int) -> float:
+    sim = VehicleBatch(n, ROVER, [flat_terrain(4000.0, 4.0)], parallel=parallel)
+    rng = np.random.default_rng(0)
+    sim.reset(
+        np.column_stack(
+            [
+                rng.uniform(-500, 500, n),
+                rng.uniform(-500, 500, n),
+                rng.uniform(-3, 3, n),
+                rng.uniform(0, 25, n),
+            ]
+        )
+    )
+    sim.set_commands(
+        np.column_stack([rng.uniform(-0.5, 0.5, n), np.full(n, 0.6), np.zeros(n), np.zeros(n)])
+    )
+    sim.step(substeps)  # warm
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        sim.step(substeps)
+        best = min(best, time.perf_counter() - t)
+    return n * substeps / best
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--json", default="out/bench_physics.json")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    res: dict = {"cpu_count": os.cpu_count()}
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_CACHE_DIR=cache)
+        res["cold_start_s"] = _subprocess_seconds(env)  # compiles everything
+        res["warm_start_s"] = _subprocess_seconds(env)  # loads the cache
+    print(f"cold import + compile + first step: {res['cold_start_s']:.2f} s")
+    print(f"warm import-to-first-step:          {res['warm_start_s']:.2f} s")
+
+    sizes = (1, 64, 1024) if args.quick else (1, 64, 1024, 4096)
+    res["car_substeps_per_s"] = {}
+    print(
+        f"\n{'N':>6} {'serial Mcs/s':>13} {'us/car-substep':>15} {'prange Mcs/s':>13} "
+        f"{'speed-up':>9}"
+    )
+    for n in sizes:
+        subs = 480 if n <= 64 else 96
+        reps = 20 if n == 1 else 5
+        ser = _rate(n, False, subs, reps)
+        par = _rate(n, True, subs, reps)
+        res["car_substeps_per_s"][str(n)] = {"serial": ser, "prange": par}
+        print(f"{n:>6} {ser / 1e6:13.3f} {1e6 / ser:15.3f} {par / 1e6:13.3f} {par / ser:9.2f}x")
+
+    # one 60 Hz frame (8 substeps) for a single car, including the Python call
+    sim = VehicleBatch(1, ROVER, [flat_terrain(4000.0, 4.0)])
+    sim.set_commands(np.array([0.2, 0.5, 0.0, 0.0]))
+    sim.step(8)
+    reps = 20000
+    t = time.perf_counter()
+    for _ in range(reps):
+        sim.step(8)
+    res["frame_60hz_n1_us"] = (time.perf_counter() - t) / reps * 1e6
+    print(f"\none 60 Hz frame (8 substeps), N = 1, with the call: {res['frame_60hz_n1_us']:.2f} us")
+    out = pathlib.Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2))
+    print(f"JSON in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

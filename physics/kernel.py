@@ -37,7 +37,7 @@ from numba import njit, prange
 
 from physics import layout as L
 from physics.mathx import atan2x, sincosx
-from physics.terrain import sample_height, sample_surface
+from physics.terrain import sample_height, sample_height_grad, sample_surface
 
 # Chassis corners are only looked at when they come within this height of the highest ground
 # found under the wheels (saves four terrain samples per substep when cruising).
@@ -186,14 +186,15 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         awx = px + r00 * ax + r01 * ay + r02 * az
         awy = py + r10 * ax + r11 * ay + r12 * az
         awz = pz + r20 * ax + r21 * ay + r22 * az
-        h = sample_height(heights, meta, tid, awx, awy)
+        h, hgx, hgy = sample_height_grad(heights, meta, tid, awx, awy)
         pen = -1e300
         if rays:
-            # the ray runs along -(r02, r12, r22); refine the hit point twice
-            lr = (awz - h) * inv_r22
-            h = sample_height(heights, meta, tid, awx - r02 * lr, awy - r12 * lr)
-            lr = (awz - h) * inv_r22
-            pen = reach - lr
+            # the ray along -(r02, r12, r22) meets the ground's tangent plane at the anchor
+            den = r22 - hgx * r02 - hgy * r12
+            if den > 0.1:
+                lr = (awz - h) / den
+                h = h - (hgx * r02 + hgy * r12) * lr
+                pen = reach - lr
         if h > hmax:
             hmax = h
         # the ground's rise under the moving wheel, and its rise predicted over this substep

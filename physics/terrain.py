@@ -243,6 +243,60 @@ def sample_height(heights, meta, tid, x, y):
 
 
 @njit(cache=True)
+def sample_height_grad(heights, meta, tid, x, y):
+    """(height, dh/dx, dh/dy) of the same B-spline surface as :func:`sample_height`."""
+    nx = int(meta[tid, TM_NX])
+    ny = int(meta[tid, TM_NY])
+    inv = meta[tid, TM_INV_CELL]
+    fx = (x - meta[tid, TM_X0]) * inv
+    fy = (y - meta[tid, TM_Y0]) * inv
+    xm, xc, xp, wx0, wx1, wx2 = _bspline_axis(fx, nx)
+    ym, yc, yp, wy0, wy1, wy2 = _bspline_axis(fy, ny)
+    # derivative weights (zero outside the grid, where the edge continues flat)
+    ux = fx - xc
+    uy = fy - yc
+    if fx <= 0.0 or fx >= nx - 1.0:
+        dx0 = 0.0
+        dx1 = 0.0
+        dx2 = 0.0
+    else:
+        dx0 = (ux - 0.5) * inv
+        dx1 = -2.0 * ux * inv
+        dx2 = (ux + 0.5) * inv
+    if fy <= 0.0 or fy >= ny - 1.0:
+        dy0 = 0.0
+        dy1 = 0.0
+        dy2 = 0.0
+    else:
+        dy0 = (uy - 0.5) * inv
+        dy1 = -2.0 * uy * inv
+        dy2 = (uy + 0.5) * inv
+    off = int(meta[tid, TM_OFFSET])
+    r0 = off + ym * nx
+    r1 = off + yc * nx
+    r2 = off + yp * nx
+    a0 = heights[r0 + xm]
+    b0 = heights[r0 + xc]
+    c0 = heights[r0 + xp]
+    a1 = heights[r1 + xm]
+    b1 = heights[r1 + xc]
+    c1 = heights[r1 + xp]
+    a2 = heights[r2 + xm]
+    b2 = heights[r2 + xc]
+    c2 = heights[r2 + xp]
+    h0 = wx0 * a0 + wx1 * b0 + wx2 * c0
+    h1 = wx0 * a1 + wx1 * b1 + wx2 * c1
+    h2 = wx0 * a2 + wx1 * b2 + wx2 * c2
+    g0 = dx0 * a0 + dx1 * b0 + dx2 * c0
+    g1 = dx0 * a1 + dx1 * b1 + dx2 * c1
+    g2 = dx0 * a2 + dx1 * b2 + dx2 * c2
+    h = wy0 * h0 + wy1 * h1 + wy2 * h2
+    gx = wy0 * g0 + wy1 * g1 + wy2 * g2
+    gy = dy0 * h0 + dy1 * h1 + dy2 * h2
+    return h, gx, gy
+
+
+@njit(cache=True)
 def sample_surface(surfaces, meta, tid, x, y):
     """Surface id of the nearest node to world (x, y) on terrain ``tid``."""
     i, j, tx, ty, nx = _cell(meta, tid, x, y)

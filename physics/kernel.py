@@ -37,7 +37,7 @@ from numba import njit, prange
 
 from physics import layout as L
 from physics.mathx import atan2x, sincosx
-from physics.terrain import sample_height, sample_height_grad, sample_surface
+from physics.terrain import sample_height, sample_height_grad
 
 # Chassis corners are only looked at when they come within this height of the highest ground
 # found under the wheels (saves four terrain samples per substep when cruising).
@@ -83,6 +83,9 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     ixx = p[k, L.P_IXX]
     iyy = p[k, L.P_IYY]
     izz = p[k, L.P_IZZ]
+    inv_ixx = 1.0 / ixx
+    inv_iyy = 1.0 / iyy
+    inv_izz = 1.0 / izz
     kc = p[k, L.P_CONTACT_K]
     cc = p[k, L.P_CONTACT_C]
     explicit = p[k, L.P_EXPLICIT_DAMPING] > 0.5
@@ -186,7 +189,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         awx = px + r00 * ax + r01 * ay + r02 * az
         awy = py + r10 * ax + r11 * ay + r12 * az
         awz = pz + r20 * ax + r21 * ay + r22 * az
-        h, hgx, hgy = sample_height_grad(heights, meta, tid, awx, awy)
+        h, hgx, hgy, node = sample_height_grad(heights, meta, tid, awx, awy)
+        s[k, L.WL_SURFACE + w] = surfaces[node]  # the surface under the wheel
         pen = -1e300
         if rays:
             # the ray along -(r02, r12, r22) meets the ground's tangent plane at the anchor
@@ -318,13 +322,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         vlong = cw * vpx + sw * vpy
         vlat = -sw * vpx + cw * vpy
         # effective mu: every grip factor multiplies into one value
-        sid = sample_surface(
-            surfaces,
-            meta,
-            tid,
-            px + r00 * rx + r01 * ry + r02 * rz,
-            py + r10 * rx + r11 * ry + r12 * rz,
-        )
+        sid = int(s[k, L.WL_SURFACE + w])
         mu = mu0 * grip[tid, sid] * load_sensitivity_factor(load, lref, lsens)
         fmax = mu * load
         # longitudinal first
@@ -379,7 +377,6 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         s[k, L.WL_FX + w] = fx
         s[k, L.WL_FY + w] = fy
         s[k, L.WL_MU + w] = mu
-        s[k, L.WL_SURFACE + w] = sid
         s[k, L.WL_USAGE + w] = math.sqrt(fx * fx + fy * fy) / fmax if fmax > 0.0 else 0.0
         om = vlong / radius
         s[k, L.WL_OMEGA + w] = om
@@ -459,9 +456,9 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     gx = wy * izz * wz - wz * iyy * wy
     gy = wz * ixx * wx - wx * izz * wz
     gz = wx * iyy * wy - wy * ixx * wx
-    wx = wx + (tqx - gx) / ixx * dt
-    wy = wy + (tqy - gy) / iyy * dt
-    wz = wz + (tqz - gz) / izz * dt
+    wx = wx + (tqx - gx) * inv_ixx * dt
+    wy = wy + (tqy - gy) * inv_iyy * dt
+    wz = wz + (tqz - gz) * inv_izz * dt
 
     if not explicit and s0 > 0.0:
         # explicit spring share: vertical now, horizontal after the solve with the final force

@@ -6,7 +6,7 @@ replacements instead: IEEE-754 guarantees correctly rounded ``+ - * / sqrt``, an
 exact, so the results below are bit-identical everywhere, compiled by numba or run as plain
 Python (``NUMBA_DISABLE_JIT=1``).
 
-Accuracy (checked in ``tests/physics/test_mathx.py`` against numpy): a few ulp over the full
+Accuracy (checked in ``tests/physics/test_mathx.py`` against libm): a few ulp over the full
 range, far below anything the vehicle model can feel.
 """
 
@@ -22,25 +22,55 @@ TWO_PI = 6.283185307179586
 INV_HALF_PI = 0.6366197723675814
 
 
+# fdlibm's atan reduction (breakpoints 7/16, 11/16, 19/16, 39/16) and odd polynomial
+_AT0 = 3.33333333333329318027e-01
+_AT1 = -1.99999999998764832476e-01
+_AT2 = 1.42857142725034663711e-01
+_AT3 = -1.11111104054623557880e-01
+_AT4 = 9.09088713343650656196e-02
+_AT5 = -7.69187620504482999495e-02
+_AT6 = 6.66107313738753120669e-02
+_AT7 = -5.83357013379057348645e-02
+_AT8 = 4.97687799461593236017e-02
+_AT9 = -3.65315727442169155270e-02
+_AT10 = 1.62858201153657823623e-02
+
+
 @njit(cache=True)
-def _atan_unit(t: float) -> float:
-    """atan(t) for 0 <= t <= 1 by two half-angle reductions and a Taylor series."""
-    # atan(t) = 2 atan(t / (1 + sqrt(1 + t^2))); twice brings t below tan(pi/16) ~ 0.199.
-    t = t / (1.0 + math.sqrt(1.0 + t * t))
-    t = t / (1.0 + math.sqrt(1.0 + t * t))
-    t2 = t * t
-    # Horner form of t - t^3/3 + t^5/5 - ... - t^19/19 (truncation error < 1e-16 here).
-    p = -1.0 / 19.0
-    p = p * t2 + 1.0 / 17.0
-    p = p * t2 - 1.0 / 15.0
-    p = p * t2 + 1.0 / 13.0
-    p = p * t2 - 1.0 / 11.0
-    p = p * t2 + 1.0 / 9.0
-    p = p * t2 - 1.0 / 7.0
-    p = p * t2 + 1.0 / 5.0
-    p = p * t2 - 1.0 / 3.0
-    p = p * t2 + 1.0
-    return 4.0 * t * p
+def _atan_pos(t: float) -> float:
+    """atan(t) for t >= 0: one division and eleven multiply-adds (the fdlibm scheme)."""
+    if t < 0.4375:
+        hi = 0.0
+        lo = 0.0
+        x = t
+        ident = False
+    elif t < 0.6875:
+        hi = 4.63647609000806093515e-01
+        lo = 2.26987774529616870924e-17
+        x = (2.0 * t - 1.0) / (2.0 + t)
+        ident = True
+    elif t < 1.1875:
+        hi = 7.85398163397448278999e-01
+        lo = 3.06161699786838301793e-17
+        x = (t - 1.0) / (t + 1.0)
+        ident = True
+    elif t < 2.4375:
+        hi = 9.82793723247329054082e-01
+        lo = 1.39033110312309984516e-17
+        x = (t - 1.5) / (1.0 + 1.5 * t)
+        ident = True
+    else:
+        hi = 1.57079632679489655800e00
+        lo = 6.12323399573676603587e-17
+        x = -1.0 / t
+        ident = True
+    z = x * x
+    w = z * z
+    s1 = z * (_AT0 + w * (_AT2 + w * (_AT4 + w * (_AT6 + w * (_AT8 + w * _AT10)))))
+    s2 = w * (_AT1 + w * (_AT3 + w * (_AT5 + w * (_AT7 + w * _AT9))))
+    if not ident:
+        return x - x * (s1 + s2)
+    return hi - ((x * (s1 + s2) - lo) - x)
 
 
 @njit(cache=True)
@@ -51,9 +81,9 @@ def atan2x(y: float, x: float) -> float:
     if ax == 0.0 and ay == 0.0:
         return 0.0
     if ay <= ax:
-        a = _atan_unit(ay / ax)
+        a = _atan_pos(ay / ax)
     else:
-        a = HALF_PI - _atan_unit(ax / ay)
+        a = HALF_PI - _atan_pos(ax / ay)
     if x < 0.0:
         a = PI - a
     if y < 0.0:

@@ -244,7 +244,11 @@ def sample_height(heights, meta, tid, x, y):
 
 @njit(cache=True)
 def sample_height_grad(heights, meta, tid, x, y):
-    """(height, dh/dx, dh/dy) of the same B-spline surface as :func:`sample_height`."""
+    """(height, dh/dx, dh/dy, nearest node) of the B-spline surface of :func:`sample_height`.
+
+    The last value is the flat index of the node nearest (x, y): ``surfaces[index]`` is the
+    surface id :func:`sample_surface` would return.
+    """
     nx = int(meta[tid, TM_NX])
     ny = int(meta[tid, TM_NY])
     inv = meta[tid, TM_INV_CELL]
@@ -293,7 +297,7 @@ def sample_height_grad(heights, meta, tid, x, y):
     h = wy0 * h0 + wy1 * h1 + wy2 * h2
     gx = wy0 * g0 + wy1 * g1 + wy2 * g2
     gy = dy0 * h0 + dy1 * h1 + dy2 * h2
-    return h, gx, gy
+    return h, gx, gy, r1 + xc
 
 
 @njit(cache=True)

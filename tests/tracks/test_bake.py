@@ -1,0 +1,268 @@
+"""Terrain bake: the road follows its profile flat across the width, continuous edges,
+surfaces, features, determinism and the cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracks
+from physics.terrain import TerrainSet, sample_surface
+from tests.tracks.conftest import offset_points
+from tracks import surfaces
+from tracks.bake import MARGIN_M, bake_kernel, bake_uncached
+
+# Golden digest of the opener's bake (heights, surfaces, grip, grid). It pins the bake bit for
+# bit on every platform; if the bake changes on purpose, print the new value with
+#   python -c "import tracks; print(tracks.bake(tracks.load_stage('opener')).digest())"
+# and update it here in the same commit, saying why.
+GOLDEN_OPENER_BAKE = "8abc78ee45fdf24c6e0328666f357e0d"
+
+
+def _away_from_jumps(stage, s, margin=3.0):
+    ok = np.ones(s.shape, bool)
+    for f in stage.features:
+        if f.kind == "jump":
+            a, b = f.extent_m
+            ok &= (s < a - margin) | (s > b + margin)
+    return ok
+
+
+@pytest.mark.parametrize("name", ["opener", "switchbacks", "sweepers", "rallycross", "forest"])
+def test_road_follows_profile_flat_across(library, name):
+    stage = library[name]
+    path = stage.path
+    terr = tracks.bake(stage)
+    rng = np.random.default_rng(2)
+    s = rng.uniform(0.0, path.length_m, 4000)
+    s = s[_away_from_jumps(stage, s)]
+    hw = path.half_width_at(s)
+    lat = rng.uniform(-1.0, 1.0, s.shape) * (hw - 1.5)
+    pos = offset_points(path, s, lat)
+    h = terr.height_at(pos[:, 0], pos[:, 1])
+    z = path.z_at(s)
+    assert np.max(np.abs(h - z)) < 0.01
+    # across the width at one s: flat (no banking)
+    sk = np.repeat(s[:200], 9)
+    across = np.tile(np.linspace(-1.0, 1.0, 9), 200) * (path.half_width_at(sk) - 1.5)
+    row = offset_points(path, sk, across)
+    hh = terr.height_at(row[:, 0], row[:, 1]).reshape(200, 9)
+    assert np.ptp(hh, axis=1).max() < 0.01
+
+
+@pytest.mark.parametrize("name", ["opener", "switchbacks", "forest", "mixed-surface"])
+def test_heights_continuous_at_the_road_edge(library, name):
+    """Evaluate the bake on a 1 cm grid straddling the edge: no step anywhere (slope < 1)."""
+    stage = library[name]
+    path = stage.path
+    ts = stage.terrain
+    rng = np.random.default_rng(4)
+    s_all = rng.uniform(20.0, path.length_m - 20.0, 40)
+    s_all = s_all[_away_from_jumps(stage, s_all, 8.0)][:6]
+    for s in s_all:
+        for side in (-1.0, 1.0):
+            lat = side * float(path.half_width_at(s))
+            cx, cy = offset_points(path, np.array([s]), np.array([lat]))[0]
+            n = 301
+            cell = 0.01
+            x0, y0 = cx - 1.5, cy - 1.5
+            heights = np.empty((n, n))
+            surf = np.empty((n, n), np.int8)
+            bake_kernel(
+                path.x_m,
+                path.y_m,
+                path.tx,
+                path.ty,
+                path.z_base_m,
+                path.z_m,
+                path.half_width_m,
+                path.ds_m,
+                path.length_m,
+                path.closed,
+                path.section_start_m,
+                path.section_surface,
+                path.feature_kind,
+                path.feature_params,
+                x0,
+                y0,
+                cell,
+                n,
+                n,
+                ts.seed,
+                ts.amplitude_m,
+                ts.roughness_m,
+                ts.berm_height_m,
+                ts.berm_width_m,
+                ts.blend_m,
+                surfaces.OFFROAD_ID,
+                heights,
+                surf,
+            )
+            assert (surf == surfaces.OFFROAD_ID).any() and (surf != surfaces.OFFROAD_ID).any()
+            d1 = max(np.abs(np.diff(heights, axis=a)).max() for a in (0, 1))
+            d2 = max(
+                np.abs(heights[2:] - heights[:-2]).max(),
+                np.abs(heights[:, 2:] - heights[:, :-2]).max(),
+            )
+            # No step: differences shrink with the spacing (a step of size d would show as d at
+            # any spacing), and slopes stay below 2.5 m/m even on a mountain side.
+            assert d1 < 0.025, (name, s, side, d1)
+            assert d1 < 0.7 * d2 or d1 < 1e-4, (name, s, side, d1, d2)
+
+
+@pytest.mark.parametrize("name", ["opener", "switchbacks", "sweepers", "rallycross"])
+def test_no_cliffs_at_edges_on_the_full_grid(library, name):
+    """Neighbouring nodes across every road/off-road boundary differ by less than 0.8 m/m."""
+    terr = tracks.bake(library[name])
+    h, sid = terr.heights_m, terr.surface_ids
+    road = sid != surfaces.OFFROAD_ID
+    for axis in (0, 1):
+        dh = np.abs(np.diff(h, axis=axis))
+        edge = np.diff(road.astype(np.int8), axis=axis) != 0
+        assert edge.any()
+        assert dh[edge].max() < 0.8 * terr.cell_m
+
+
+@pytest.mark.parametrize("name", ["opener", "mixed-surface", "forest"])
+def test_surface_ids(library, name):
+    stage = library[name]
+    path = stage.path
+    terr = tracks.bake(stage)
+    rng = np.random.default_rng(9)
+    s = rng.uniform(0.0, path.length_m, 1500)
+    near_boundary = np.min(np.abs(s[:, None] - path.section_start_m[None, :]), axis=1) < 1.5
+    s = s[~near_boundary]
+    hw = path.half_width_at(s)
+    on = offset_points(path, s, rng.uniform(-1, 1, s.shape) * (hw - 0.8))
+    off = offset_points(path, s, np.where(rng.random(s.shape) < 0.5, -1.0, 1.0) * (hw + 1.5))
+    want = path.surface_at(s)
+    tset = TerrainSet([terr])
+    got_on = np.array([sample_surface(tset.surfaces, tset.meta, 0, x, y) for x, y in on])
+    got_off = np.array([sample_surface(tset.surfaces, tset.meta, 0, x, y) for x, y in off])
+    np.testing.assert_array_equal(got_on, want)
+    assert (got_off == surfaces.OFFROAD_ID).all()
+
+
+def test_grip_table():
+    grip = tracks.bake(tracks.load_stage("opener")).grip
+    np.testing.assert_array_equal(grip, surfaces.GRIP)
+    road_mu = [s.mu for s in surfaces.ROAD_SURFACES]
+    assert min(road_mu) == pytest.approx(0.53, abs=0.01)
+    assert max(road_mu) == pytest.approx(0.81, abs=0.01)
+    assert surfaces.OFFROAD.grip < min(s.grip for s in surfaces.ROAD_SURFACES)
+    assert {s.name for s in surfaces.ROAD_SURFACES} == {"packed-dirt", "gravel", "dust", "sand"}
+
+
+def test_features_are_shaped(library):
+    stage = library["sweepers"]
+    path = stage.path
+    terr = tracks.bake(stage)
+    for f in stage.features:
+        a, b = f.extent_m
+        s = np.arange(a - 10.0, b + 10.0, 0.25)
+        if f.kind == "jump":
+            s = s[(s < f.s_m - 0.5) | (s > f.s_m + f.face_m + 1.0)]
+        pos = offset_points(path, s, np.zeros_like(s))
+        h = terr.height_at(pos[:, 0], pos[:, 1])
+        base = np.interp(s, path.s_m, path.z_base_m)
+        bump = h - base
+        if f.kind == "crest":
+            assert bump.max() == pytest.approx(f.height_m, abs=0.02)
+        elif f.kind == "compression":
+            assert bump.min() == pytest.approx(-f.height_m, abs=0.02)
+        else:
+            # ramp: lip * u^2 just before the lip, back to the road after the face
+            u = (s - (f.s_m - f.length_m)) / f.length_m
+            ramp = (u >= 0) & (u <= 1)
+            np.testing.assert_allclose(bump[ramp], f.height_m * u[ramp] ** 2, atol=0.03)
+            assert np.abs(bump[s > f.s_m + f.face_m + 1.0]).max() < 0.02
+            assert f.height_m >= 1.2
+
+
+def test_measurement_stages_are_flat_and_uniform(library):
+    for name in ("proving-ground", "skidpad"):
+        terr = tracks.bake(library[name])
+        assert np.all(terr.heights_m == 0.0)
+        assert np.all(terr.surface_ids == surfaces.GRAVEL.id)
+
+
+def test_grid_covers_stage_plus_margin(library):
+    for name in ("opener", "skidpad"):
+        path = library[name].path
+        x0, x1, y0, y1 = tracks.bake(library[name]).extent_m
+        assert x0 <= path.x_m.min() - MARGIN_M and x1 >= path.x_m.max() + MARGIN_M
+        assert y0 <= path.y_m.min() - MARGIN_M and y1 >= path.y_m.max() + MARGIN_M
+
+
+def test_deterministic_cached_and_seeded(library):
+    stage = library["opener"]
+    a = bake_uncached(stage)
+    b = bake_uncached(stage)
+    assert a.heights_m.tobytes() == b.heights_m.tobytes()
+    assert a.surface_ids.tobytes() == b.surface_ids.tobytes()
+    assert a.digest() == GOLDEN_OPENER_BAKE
+    t1 = tracks.bake(stage)
+    assert tracks.bake(tracks.load_stage("opener")) is t1  # cached by content
+    other = tracks.bake(stage, seed=7)
+    assert other is not t1 and other.digest() != t1.digest()
+    road = t1.surface_ids != surfaces.OFFROAD_ID
+    np.testing.assert_array_equal(other.heights_m[road], t1.heights_m[road])  # road unchanged
+    assert not np.array_equal(other.heights_m[~road], t1.heights_m[~road])
+    tracks.clear_bake_cache()
+    assert tracks.bake(stage) is not t1
+    assert tracks.bake(stage).digest() == t1.digest()
+
+
+def test_same_bits_without_jit():
+    """The bake in pure Python (NUMBA_DISABLE_JIT=1) is bit-identical to the compiled one."""
+    code = textwrap.dedent("""
+        import tracks
+        b = tracks.PathBuilder().straight(60).turn(30, 60).straight(40)
+        st = tracks.Stage(name="tiny", knots=b.knots(), finish=tracks.Finish(100.0),
+                          sections=(tracks.Section(0.0, 8.0, "gravel"),),
+                          features=(tracks.Feature("jump", 80.0, 8.0, 0.6),))
+        print(tracks.bake(st).digest())
+    """)
+    here = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=_env(False),
+    ).stdout.strip()
+    nojit = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=_env(True),
+    ).stdout.strip()
+    assert here == nojit and len(here) == 32
+
+
+def _env(disable_jit: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    root = Path(tracks.__file__).resolve().parent.parent
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    if disable_jit:
+        env["NUMBA_DISABLE_JIT"] = "1"
+    else:
+        env.pop("NUMBA_DISABLE_JIT", None)
+    return env
+
+
+def test_bad_arguments(library):
+    with pytest.raises(ValueError, match="cell_m"):
+        tracks.bake(library["opener"], cell_m=0.0)
+    with pytest.raises(ValueError, match="seed"):
+        tracks.bake(library["opener"], seed=-3)
+    with pytest.raises(TypeError):
+        tracks.bake("opener")  # type: ignore[arg-type]

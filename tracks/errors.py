@@ -1,0 +1,81 @@
+"""Typed errors raised by the ``tracks`` package.
+
+Every problem with a stage (a file that does not parse, a missing or mistyped field, a value out
+of range, a centerline that crosses itself) raises a subclass of :class:`StageError`, which is a
+``ValueError``. The message always reads ``"<source>: <field>: <problem>"`` where ``source`` is the
+file path (or ``"<memory>"`` for a stage built in Python) and ``field`` is the dotted TOML path of
+the offending value, e.g. ``sections[2].surface``.
+"""
+
+from __future__ import annotations
+
+
+class TracksError(Exception):
+    """Base class of every error raised by the ``tracks`` package."""
+
+
+class StageError(TracksError, ValueError):
+    """A stage is invalid. Names the source file, the field and what is wrong.
+
+    Attributes:
+        source: file path or ``"<memory>"``.
+        field: dotted field path inside the stage (``"knots[3]"``, ``"finish.laps"``).
+        problem: human-readable description of the rule that was broken.
+    """
+
+    def __init__(self, source: str, field: str, problem: str):
+        self.source = source
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{source}: {field}: {problem}")
+
+    def __reduce__(self):  # keep pickling (multiprocessing, pytest-xdist) working
+        return (type(self), (self.source, self.field, self.problem))
+
+
+class StageFormatError(StageError):
+    """The file cannot be read or is not valid TOML."""
+
+
+class MissingFieldError(StageError):
+    """A required field is absent."""
+
+
+class UnknownFieldError(StageError):
+    """A field that the format does not define is present (usually a typo)."""
+
+
+class FieldTypeError(StageError):
+    """A field has the wrong type (e.g. a string where a number is expected)."""
+
+
+class FieldValueError(StageError):
+    """A field has the right type but a value outside its rule."""
+
+
+class UnknownSurfaceError(FieldValueError):
+    """A surface name is not in :mod:`tracks.surfaces`."""
+
+
+class GeometryError(FieldValueError):
+    """The centerline described by the knots is not drivable."""
+
+
+class SelfIntersectionError(GeometryError):
+    """The road (centerline plus width and clearance) overlaps itself."""
+
+
+class CurvatureError(GeometryError):
+    """The centerline turns tighter than the vehicle can drive or the width allows."""
+
+
+class StageNotFoundError(TracksError, LookupError):
+    """No library stage or file of that name exists."""
+
+
+class GenerationError(TracksError, RuntimeError):
+    """The stage generator exhausted its retry budget without producing a valid stage."""
+
+
+class ProjectionError(TracksError, ValueError):
+    """Arrays handed to the projector have the wrong shape or contents."""

@@ -1,0 +1,275 @@
+"""Reading and writing stage files (TOML), and the built-in library.
+
+Stage files are read with the standard library's ``tomllib`` (a data parser: nothing in a file
+is ever executed) and written with the small emitter in :mod:`tracks._toml`. Loading is
+all-or-nothing: the file is parsed, every field is checked and the :class:`~tracks.stage.Stage`
+is built (which validates the geometry); any problem raises a :class:`~tracks.errors.StageError`
+naming the file, the field and the rule, and nothing is returned or cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tracks._toml import dumps
+from tracks.errors import (
+    FieldTypeError,
+    FieldValueError,
+    MissingFieldError,
+    StageFormatError,
+    StageNotFoundError,
+    UnknownFieldError,
+)
+from tracks.stage import FORMAT_VERSION, Feature, Finish, Section, Stage, Start, TerrainSpec
+
+_TOP_KEYS = {
+    "format",
+    "name",
+    "description",
+    "closed",
+    "par_time_s",
+    "checkpoints_m",
+    "knots",
+    "terrain",
+    "start",
+    "finish",
+    "sections",
+    "features",
+}
+_TERRAIN_KEYS = {
+    "seed",
+    "amplitude_m",
+    "roughness_m",
+    "berm_height_m",
+    "berm_width_m",
+    "blend_m",
+    "offroad_surface",
+}
+_FEATURE_KEYS = {
+    "crest": ({"kind", "s_m", "length_m", "height_m"}, "height_m"),
+    "compression": ({"kind", "s_m", "length_m", "depth_m"}, "depth_m"),
+    "jump": ({"kind", "s_m", "ramp_m", "lip_m", "face_m"}, "lip_m"),
+}
+_GEN_RE = re.compile(r"^gen-(\d{1,10})$")
+
+HEADER = (
+    "rally-env stage file (format 1). Distances are metres of arc length along the\n"
+    "centerline from its first knot; see docs/stages.md for every field."
+)
+
+
+def _table(d: Any, src: str, fld: str) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise FieldTypeError(src, fld, f"expected a table, got {type(d).__name__} {d!r}")
+    return d
+
+
+def _keys(d: dict[str, Any], allowed: set[str], required: set[str], src: str, prefix: str):
+    for k in d:
+        if k not in allowed:
+            raise UnknownFieldError(
+                src, prefix + k, f"unknown field; allowed here: {', '.join(sorted(allowed))}"
+            )
+    for k in sorted(required):
+        if k not in d:
+            raise MissingFieldError(src, prefix + k, "required field is missing")
+
+
+def _array(v: Any, src: str, fld: str) -> list[Any]:
+    if not isinstance(v, list):
+        raise FieldTypeError(src, fld, f"expected an array, got {type(v).__name__} {v!r}")
+    return v
+
+
+def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
+    """Build a :class:`Stage` from the file schema (a parsed TOML document).
+
+    Raises:
+        StageError: (a subclass of) naming ``source`` and the field.
+    """
+    src = source
+    _table(doc, src, "<document>")
+    _keys(doc, _TOP_KEYS, {"format", "name", "knots", "sections", "finish"}, src, "")
+    fmt = doc["format"]
+    if isinstance(fmt, bool) or not isinstance(fmt, int):
+        raise FieldTypeError(src, "format", f"expected an integer, got {fmt!r}")
+    if fmt != FORMAT_VERSION:
+        raise FieldValueError(
+            src, "format", f"unsupported format {fmt}; this version reads format {FORMAT_VERSION}"
+        )
+    closed = doc.get("closed", False)
+
+    terrain = _table(doc.get("terrain", {}), src, "terrain")
+    _keys(terrain, _TERRAIN_KEYS, set(), src, "terrain.")
+    tspec = TerrainSpec(**terrain)
+
+    start = _table(doc.get("start", {}), src, "start")
+    _keys(start, {"s_m", "lateral_m"}, set(), src, "start.")
+    start_obj = Start(**start)
+
+    fin = _table(doc["finish"], src, "finish")
+    _keys(fin, {"s_m", "laps"}, set(), src, "finish.")
+    if not fin:
+        raise MissingFieldError(
+            src, "finish.s_m", "the finish needs s_m (point to point) or laps (closed loop)"
+        )
+    finish = Finish(fin.get("s_m"), fin.get("laps"))
+
+    sections = []
+    for i, sec in enumerate(_array(doc["sections"], src, "sections")):
+        f = f"sections[{i}]"
+        sec = _table(sec, src, f)
+        # s_m may be left out of the first section only (it starts at 0).
+        req = {"width_m", "surface"} if i == 0 else {"s_m", "width_m", "surface"}
+        _keys(sec, {"s_m", "width_m", "surface"}, req, src, f + ".")
+        sections.append(Section(sec.get("s_m", 0.0), sec["width_m"], sec["surface"]))
+
+    features = []
+    for i, ft in enumerate(_array(doc.get("features", []), src, "features")):
+        f = f"features[{i}]"
+        ft = _table(ft, src, f)
+        if "kind" not in ft:
+            raise MissingFieldError(
+                src, f + ".kind", f"required field is missing (one of {', '.join(_FEATURE_KEYS)})"
+            )
+        kind = ft["kind"]
+        if not isinstance(kind, str):
+            raise FieldTypeError(src, f + ".kind", f"expected a string, got {kind!r}")
+        if kind not in _FEATURE_KEYS:
+            raise FieldValueError(
+                src,
+                f + ".kind",
+                f"unknown feature kind {kind!r}; known: {', '.join(_FEATURE_KEYS)}",
+            )
+        allowed, hkey = _FEATURE_KEYS[kind]
+        req = allowed - {"face_m"}
+        _keys(ft, allowed, req, src, f + ".")
+        if kind == "jump":
+            features.append(
+                Feature(kind, ft["s_m"], ft["ramp_m"], ft["lip_m"], ft.get("face_m", 2.0))
+            )
+        else:
+            features.append(Feature(kind, ft["s_m"], ft["length_m"], ft[hkey]))
+
+    return Stage(
+        name=doc["name"],
+        description=doc.get("description", ""),
+        knots=_array(doc["knots"], src, "knots"),
+        sections=tuple(sections),
+        finish=finish,
+        closed=closed,
+        start=start_obj,
+        features=tuple(features),
+        checkpoints_m=tuple(_array(doc.get("checkpoints_m", []), src, "checkpoints_m")),
+        terrain=tspec,
+        par_time_s=doc.get("par_time_s"),
+        source=src,
+    )
+
+
+def loads_stage(text: str, source: str = "<string>") -> Stage:
+    """Parse stage TOML text.
+
+    Raises:
+        StageFormatError: if the text is not valid TOML.
+        StageError: (a subclass of) for any invalid field.
+    """
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise StageFormatError(source, "<toml>", f"not valid TOML: {e}") from None
+    return stage_from_dict(doc, source)
+
+
+def read_stage_file(path: str | os.PathLike[str]) -> Stage:
+    """Load a stage from a TOML file path."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise StageNotFoundError(f"{p}: no such stage file") from None
+    except OSError as e:
+        raise StageFormatError(str(p), "<file>", f"cannot read: {e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise StageFormatError(str(p), "<file>", f"not UTF-8 text: {e}") from None
+    return loads_stage(text, str(p))
+
+
+def _stage_dir():
+    return resources.files("tracks") / "stages"
+
+
+def list_stages() -> list[str]:
+    """Names of the built-in library stages, sorted."""
+    return sorted(p.name[:-5] for p in _stage_dir().iterdir() if p.name.endswith(".toml"))
+
+
+@functools.lru_cache(maxsize=64)
+def _load_library(name: str) -> Stage:
+    res = _stage_dir() / f"{name}.toml"
+    return loads_stage(res.read_text(encoding="utf-8"), f"tracks/stages/{name}.toml")
+
+
+def load_stage(name_or_path: str | os.PathLike[str]) -> Stage:
+    """Load a library stage by name, a generated stage by ``gen-<seed>``, or a TOML file.
+
+    Args:
+        name_or_path: a name from :func:`list_stages`, ``"gen-<seed>"`` (the same as
+            ``tracks.generate(seed)`` with default arguments), or a path to a ``.toml`` file.
+
+    Returns:
+        The validated :class:`Stage` (library stages are cached; they are immutable).
+
+    Raises:
+        StageNotFoundError: no such library stage or file.
+        StageError: the file is invalid (names the file, the field and the problem).
+    """
+    if isinstance(name_or_path, os.PathLike):
+        return read_stage_file(name_or_path)
+    s = str(name_or_path)
+    if s in list_stages():
+        return _load_library(s)
+    m = _GEN_RE.match(s)
+    if m:
+        from tracks.generator import generate
+
+        return generate(int(m.group(1)))
+    if s.endswith(".toml") or os.sep in s or "/" in s or os.path.exists(s):
+        return read_stage_file(s)
+    raise StageNotFoundError(
+        f"no stage named {s!r}; library stages: {', '.join(list_stages())}"
+        "; or give gen-<seed> or a path to a .toml file"
+    )
+
+
+def dumps_stage(stage: Stage) -> str:
+    """The stage as TOML text (reading it back gives an identical stage)."""
+    text = dumps(stage.to_dict(), header=HEADER)
+    if stage.par_time_s is None:
+        line = "closed = true\n" if stage.closed else "closed = false\n"
+        text = text.replace(
+            line, line + "# par_time_s = 0.0  # not set yet (the heuristic driver sets it)\n", 1
+        )
+    return text
+
+
+def save_stage(stage: Stage, path: str | os.PathLike[str]) -> Path:
+    """Write a stage to a TOML file (atomically: a temporary file is renamed into place).
+
+    Returns:
+        The path written.
+    """
+    p = Path(path)
+    text = dumps_stage(stage)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, p)
+    return p

@@ -1,0 +1,501 @@
+"""Project N cars onto a stage's centerline: progress, offset, heading error, edges, lookahead.
+
+The kernel :func:`project_batch` works on the plain arrays of a :class:`~tracks.stage.StagePath`
+(the centerline sampled every ~1 m, with the spline's unit tangent at every sample). A point is
+projected onto a segment along the *interpolated normal* (:func:`tracks._geometry.fan_project`):
+the foot moves continuously along the road as the point moves, also on the inside of bends where
+a closest-point projection onto a polyline jumps. Of all segments whose normal fan contains the
+point, the one with the smallest ``|lateral|`` wins (ties: lowest index).
+
+On an open stage the first fan is open behind the start and the last one beyond the finish
+end: there ``s`` clamps to 0 or the length and the lateral offset is measured from the
+centerline extended straight (as the lookahead does).
+
+Warm start: only the segments within ``±window_m`` of the previous distance ``s_prev`` are
+searched. If the winner lies on the window's border, or no fan in the window contains the
+point, the search goes global; a NaN or negative ``s_prev`` is a cold (global) start. So a warm
+search returns exactly what the exhaustive search returns whenever the answer lies inside the
+window.
+
+Outputs per car:
+
+- ``s``: arc length of the closest point (m); in [0, length) for loops.
+- ``lateral``: signed distance to the centerline, positive to the left of the direction of
+  travel (m).
+- ``heading_error``: angle from the road tangent to the car's forward vector (rad, positive
+  when the car points left of the road), via ``physics.mathx.atan2x``.
+- ``left_edge``, ``right_edge``: distance to the left and right road edge, positive while the
+  car's reference point is on the road (m).
+- ``lookahead``: (K, 3) per car: the centerline point at ``s + d_k`` in the car frame
+  (x forward, y left, m) and the road curvature there (1/m, positive left). Beyond the end of
+  an open stage the centerline continues straight along its last tangent (curvature 0); loops
+  wrap around.
+
+All arithmetic is ``+ - * / sqrt`` and ``atan2x``: the results are bit-identical everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from physics.mathx import atan2x
+from tracks._geometry import fan_project
+from tracks.errors import ProjectionError
+from tracks.stage import Stage, StagePath
+
+#: Default lookahead distances (m).
+DEFAULT_LOOKAHEAD_M = (5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 80.0, 100.0)
+#: Default warm-start window half width (m).
+DEFAULT_WINDOW_M = 15.0
+
+#: Columns of the packed segment array built by :func:`pack_path`.
+SEG_AX = 0
+SEG_AY = 1
+SEG_EX = 2
+SEG_EY = 3
+SEG_INV_L2 = 4
+N_SEG_COLS = 5
+
+
+def pack_path(path: StagePath) -> np.ndarray:
+    """(n_samples - 1, 5) float64 segment table: start point, edge vector, 1 / |edge|^2."""
+    x = path.x_m
+    y = path.y_m
+    ex = x[1:] - x[:-1]
+    ey = y[1:] - y[:-1]
+    seg = np.empty((x.shape[0] - 1, N_SEG_COLS), np.float64)
+    seg[:, SEG_AX] = x[:-1]
+    seg[:, SEG_AY] = y[:-1]
+    seg[:, SEG_EX] = ex
+    seg[:, SEG_EY] = ey
+    seg[:, SEG_INV_L2] = 1.0 / (ex * ex + ey * ey)
+    return seg
+
+
+@njit(cache=True)
+def _seg_dist2(seg, j, px, py):
+    wx = px - seg[j, SEG_AX]
+    wy = py - seg[j, SEG_AY]
+    ex = seg[j, SEG_EX]
+    ey = seg[j, SEG_EY]
+    t = (wx * ex + wy * ey) * seg[j, SEG_INV_L2]
+    if t < 0.0:
+        t = 0.0
+    elif t > 1.0:
+        t = 1.0
+    dx = wx - t * ex
+    dy = wy - t * ey
+    return dx * dx + dy * dy, t
+
+
+@njit(cache=True)
+def closest_segment(seg, px, py, lo, hi, closed):
+    """Closest segment (Euclidean, clamped foot) among indices ``lo..hi`` (inclusive,
+    wrapping modulo n for loops). Returns (index, t, distance^2, position in the window).
+    Ties go to the lowest segment index."""
+    n = seg.shape[0]
+    best = np.inf
+    best_j = -1
+    best_t = 0.0
+    best_w = 0
+    for w in range(hi - lo + 1):
+        j = lo + w
+        if closed:
+            if j < 0:
+                j += n
+            elif j >= n:
+                j -= n
+        d2, t = _seg_dist2(seg, j, px, py)
+        if d2 < best or (d2 == best and j < best_j):
+            best = d2
+            best_j = j
+            best_t = t
+            best_w = w
+    return best_j, best_t, best, best_w
+
+
+#: The bake accepts a fan projection when its |lateral| is within this factor (plus
+#: FAN_SLACK_M) of the closest-point distance; otherwise (beyond the ends of an open stage) the
+#: closest point is used, so the road does not continue past its ends.
+FAN_RATIO = 1.01
+FAN_SLACK_M = 0.01
+
+
+@njit(cache=True)
+def fan_segment(seg, tx, ty, px, py, lo, hi, closed, open_ends):
+    """Fan winner among segments ``lo..hi`` (indices wrap modulo n when ``closed``).
+
+    The segment whose normal fan contains the point with the smallest ``|lateral|`` (ties:
+    lowest index); with ``open_ends`` (open stages) the first segment's fan is open behind the
+    start and the last one's beyond the end. Returns (index or -1, t, lateral, window position).
+    """
+    n = seg.shape[0]
+    best = np.inf
+    best_j = -1
+    best_t = 0.0
+    best_lat = 0.0
+    best_w = 0
+    for w in range(hi - lo + 1):
+        j = lo + w
+        if closed:
+            if j < 0:
+                j += n
+            elif j >= n:
+                j -= n
+        inside, t, lat = fan_project(
+            seg[j, SEG_AX],
+            seg[j, SEG_AY],
+            seg[j, SEG_EX],
+            seg[j, SEG_EY],
+            tx[j],
+            ty[j],
+            tx[j + 1],
+            ty[j + 1],
+            px,
+            py,
+            open_ends and j == 0,
+            open_ends and j == n - 1,
+        )
+        if inside:
+            a = abs(lat)
+            if a < best or (a == best and j < best_j):
+                best = a
+                best_j = j
+                best_t = t
+                best_lat = lat
+                best_w = w
+    return best_j, best_t, best_lat, best_w
+
+
+@njit(cache=True)
+def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
+    """Segment, foot parameter and lateral offset of a point (warm start, global fallback).
+
+    1. Warm: fan search within ``±window_n`` segments of ``s_prev``; accepted when a fan in
+       the window contains the point and the winner is not on the window's border.
+    2. Global fan search.
+    3. A point in no fan at all (exactly at a bend's centre of curvature, say) takes the
+       closest point of the polyline, signed by side.
+    """
+    n = seg.shape[0]
+    if s_prev >= 0.0 and s_prev == s_prev and 2 * window_n + 1 < n:
+        i0 = int(s_prev / ds)
+        if i0 > n - 1:
+            i0 = n - 1
+        lo = i0 - window_n
+        hi = i0 + window_n
+        if not closed:
+            if lo < 0:
+                lo = 0
+            if hi > n - 1:
+                hi = n - 1
+        j, t, lat, w = fan_segment(seg, tx, ty, px, py, lo, hi, closed, not closed)
+        at_lo = w == 0 and (closed or lo > 0)
+        at_hi = w == hi - lo and (closed or hi < n - 1)
+        if j >= 0 and not (at_lo or at_hi):
+            return j, t, lat
+    j, t, lat, _ = fan_segment(seg, tx, ty, px, py, 0, n - 1, False, not closed)
+    if j >= 0:
+        return j, t, lat
+    j, t, d2, _ = closest_segment(seg, px, py, 0, n - 1, False)
+    cr = seg[j, SEG_EX] * (py - seg[j, SEG_AY]) - seg[j, SEG_EY] * (px - seg[j, SEG_AX])
+    lat = math.sqrt(d2)
+    return j, t, (-lat if cr < 0.0 else lat)
+
+
+@njit(cache=True)
+def _lerp(a, i, t):
+    return a[i] + (a[i + 1] - a[i]) * t
+
+
+@njit(cache=True)
+def project_batch(
+    seg,
+    tx,
+    ty,
+    curv,
+    hw,
+    x,
+    y,
+    ds,
+    length,
+    closed,
+    pos,
+    fwd,
+    s_prev,
+    window_m,
+    lookahead,
+    out_s,
+    out_lat,
+    out_herr,
+    out_left,
+    out_right,
+    out_look,
+):
+    """Project N cars onto a centerline (see the module docstring for the outputs).
+
+    Args:
+        seg: (n, 5) packed segments from :func:`pack_path`.
+        tx, ty, curv, hw, x, y: (n + 1,) path tangent, curvature, half width, position.
+        ds: sample spacing (m); length: path length (m); closed: loop or not.
+        pos: (N, 2) car reference-point positions (m).
+        fwd: (N, 2) car forward vectors (any non-zero length).
+        s_prev: (N,) previous arc lengths (m); NaN or negative for a cold start.
+        window_m: warm-start search half width (m).
+        lookahead: (K,) lookahead distances (m, may be negative).
+        out_s, out_lat, out_herr, out_left, out_right: (N,) outputs.
+        out_look: (N, K, 3) output lookahead ``x_car, y_car, curvature``.
+
+    Returns:
+        The number of cars with a non-finite position or forward vector (their outputs are
+        NaN).
+    """
+    n = seg.shape[0]
+    window_n = int(window_m / ds) + 1
+    n_look = lookahead.shape[0]
+    bad = 0
+    for k in range(pos.shape[0]):
+        px = pos[k, 0]
+        py = pos[k, 1]
+        if not (
+            math.isfinite(px)
+            and math.isfinite(py)
+            and math.isfinite(fwd[k, 0])
+            and math.isfinite(fwd[k, 1])
+        ):
+            bad += 1
+            out_s[k] = np.nan
+            out_lat[k] = np.nan
+            out_herr[k] = np.nan
+            out_left[k] = np.nan
+            out_right[k] = np.nan
+            out_look[k, :, :] = np.nan
+            continue
+        j, t, lat = locate(seg, tx, ty, ds, closed, px, py, s_prev[k], window_n)
+        s = (j + t) * ds
+        if closed and s >= length:
+            s -= length
+        elif s > length:
+            s = length
+        ux = _lerp(tx, j, t)
+        uy = _lerp(ty, j, t)
+        h = _lerp(hw, j, t)
+        fx = fwd[k, 0]
+        fy = fwd[k, 1]
+        fn = math.sqrt(fx * fx + fy * fy)
+        if fn > 0.0:
+            fx /= fn
+            fy /= fn
+        else:
+            un = math.sqrt(ux * ux + uy * uy)
+            fx = ux / un
+            fy = uy / un
+        out_s[k] = s
+        out_lat[k] = lat
+        out_herr[k] = atan2x(ux * fy - uy * fx, ux * fx + uy * fy)
+        out_left[k] = h - lat
+        out_right[k] = h + lat
+        for q in range(n_look):
+            sq = s + lookahead[q]
+            if closed:
+                sq = sq - length * math.floor(sq / length)
+                extra = 0.0
+            elif sq > length:
+                extra = sq - length
+                sq = length
+            elif sq < 0.0:
+                extra = sq
+                sq = 0.0
+            else:
+                extra = 0.0
+            f = sq / ds
+            i = int(f)
+            if i > n - 1:
+                i = n - 1
+            u = f - i
+            lx = _lerp(x, i, u)
+            ly = _lerp(y, i, u)
+            kq = _lerp(curv, i, u)
+            if extra != 0.0:
+                e = n if extra > 0.0 else 0
+                lx = x[e] + extra * tx[e]
+                ly = y[e] + extra * ty[e]
+                kq = 0.0
+            dx = lx - px
+            dy = ly - py
+            out_look[k, q, 0] = dx * fx + dy * fy
+            out_look[k, q, 1] = fx * dy - fy * dx
+            out_look[k, q, 2] = kq
+    return bad
+
+
+@dataclass(frozen=True, eq=False)
+class Projection:
+    """Result of :meth:`Projector.project` (arrays are reused by the next call unless copied).
+
+    Attributes:
+        s_m: (N,) arc length (m).
+        lateral_m: (N,) signed offset, positive left (m).
+        heading_error_rad: (N,) car heading minus road heading, wrapped to (-pi, pi].
+        left_edge_m, right_edge_m: (N,) distance to each edge, positive on the road (m).
+        lookahead: (N, K, 3) ``x, y`` in the car frame (m) and curvature (1/m) at each distance.
+    """
+
+    s_m: np.ndarray
+    lateral_m: np.ndarray
+    heading_error_rad: np.ndarray
+    left_edge_m: np.ndarray
+    right_edge_m: np.ndarray
+    lookahead: np.ndarray
+
+    @property
+    def lookahead_xy_m(self) -> np.ndarray:
+        """(N, K, 2) lookahead points in the car frame."""
+        return self.lookahead[:, :, :2]
+
+    @property
+    def lookahead_curvature(self) -> np.ndarray:
+        """(N, K) curvature at the lookahead points."""
+        return self.lookahead[:, :, 2]
+
+    @property
+    def on_road(self) -> np.ndarray:
+        """(N,) bool, the reference point is between the edges."""
+        return (self.left_edge_m >= 0.0) & (self.right_edge_m >= 0.0)
+
+
+class Projector:
+    """Batched projection of cars onto one stage (wraps :func:`project_batch`).
+
+    Args:
+        stage: the stage (or its :class:`StagePath`).
+        lookahead_m: (K,) lookahead distances in metres.
+        window_m: warm-start search half width in metres (a car that moved further than this
+            since ``s_prev`` is still found: the search then goes global).
+
+    Example:
+        >>> proj = Projector(tracks.load_stage("opener"))
+        >>> r = proj.project(pos, fwd, s_prev)     # pos, fwd (N, 2); s_prev (N,) or None
+        >>> s_prev = r.s_m.copy()
+    """
+
+    def __init__(
+        self,
+        stage: Stage | StagePath,
+        lookahead_m: tuple[float, ...] | np.ndarray = DEFAULT_LOOKAHEAD_M,
+        window_m: float = DEFAULT_WINDOW_M,
+    ):
+        path = stage.path if isinstance(stage, Stage) else stage
+        if not isinstance(path, StagePath):
+            raise ProjectionError(f"Projector needs a Stage or StagePath, got {type(stage)!r}")
+        la = np.ascontiguousarray(lookahead_m, dtype=np.float64).reshape(-1)
+        if not np.all(np.isfinite(la)):
+            raise ProjectionError("lookahead_m must be finite")
+        if not (math.isfinite(window_m) and window_m > 0):
+            raise ProjectionError(f"window_m must be > 0, got {window_m!r}")
+        self.path = path
+        self.lookahead_m = la
+        self.window_m = float(window_m)
+        self._seg = pack_path(path)
+        self._n = -1
+
+    @property
+    def n_lookahead(self) -> int:
+        return int(self.lookahead_m.shape[0])
+
+    def _buffers(self, n: int) -> Projection:
+        if n != self._n:
+            out = [np.empty(n) for _ in range(5)]
+            self._result = Projection(*out, np.empty((n, self.n_lookahead, 3)))
+            self._nan = np.full(n, np.nan)
+            self._n = n
+        return self._result
+
+    def project(
+        self, pos_xy: np.ndarray, fwd_xy: np.ndarray, s_prev: np.ndarray | None = None
+    ) -> Projection:
+        """Project cars.
+
+        Args:
+            pos_xy: (N, 2) positions (m).
+            fwd_xy: (N, 2) forward vectors (e.g. ``(cos yaw, sin yaw)``).
+            s_prev: (N,) previous arc lengths; ``None`` or NaN entries mean a cold start.
+
+        Returns:
+            A :class:`Projection`. The same object and arrays are reused (overwritten) by the
+            next call; copy what you keep.
+
+        Raises:
+            ProjectionError: on wrong shapes or non-finite positions.
+        """
+        pos = _f64(pos_xy)
+        fwd = _f64(fwd_xy)
+        if pos.ndim == 1:
+            pos = pos.reshape(1, -1)
+        if fwd.ndim == 1:
+            fwd = fwd.reshape(1, -1)
+        if pos.ndim != 2 or pos.shape[1] != 2:
+            raise ProjectionError(f"pos_xy must have shape (N, 2), got {np.shape(pos_xy)}")
+        if fwd.shape != pos.shape:
+            raise ProjectionError(f"fwd_xy shape {np.shape(fwd_xy)} != pos_xy shape {pos.shape}")
+        n = pos.shape[0]
+        res = self._buffers(n)
+        if s_prev is None:
+            sp = self._nan
+        else:
+            sp = _f64(s_prev).reshape(-1)
+            if sp.shape[0] != n:
+                raise ProjectionError(f"s_prev must have shape ({n},), got {np.shape(s_prev)}")
+        p = self.path
+        bad = project_batch(
+            self._seg,
+            p.tx,
+            p.ty,
+            p.curvature,
+            p.half_width_m,
+            p.x_m,
+            p.y_m,
+            p.ds_m,
+            p.length_m,
+            p.closed,
+            pos,
+            fwd,
+            sp,
+            self.window_m,
+            self.lookahead_m,
+            res.s_m,
+            res.lateral_m,
+            res.heading_error_rad,
+            res.left_edge_m,
+            res.right_edge_m,
+            res.lookahead,
+        )
+        if bad:
+            raise ProjectionError(
+                f"{bad} of {n} cars have a non-finite position or forward "
+                "vector (pos_xy and fwd_xy must be finite)"
+            )
+        return res
+
+
+def _f64(a: np.ndarray) -> np.ndarray:
+    if type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous:
+        return a
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def delta_s(
+    s_from: np.ndarray | float, s_to: np.ndarray | float, length_m: float, closed: bool
+) -> np.ndarray:
+    """Progress from ``s_from`` to ``s_to`` (m); for loops wrapped into [-L/2, L/2).
+
+    Use it to accumulate race distance across a loop's start line: ``race += delta_s(...)``.
+    """
+    d = np.asarray(s_to, np.float64) - np.asarray(s_from, np.float64)
+    if closed:
+        d = d - length_m * np.floor(d / length_m + 0.5)
+    return d

@@ -1,0 +1,956 @@
+"""The stage data model: a frozen, validated :class:`Stage` and its resampled :class:`StagePath`.
+
+A stage is data (see ``docs/stages.md`` for the file format): centerline knots ``(x, y, z)``,
+road sections (width and surface from a distance ``s`` along the path), elevation features
+(crests, jumps, compressions), the start line, the finish (a distance, or a lap count for closed
+loops), checkpoints, terrain parameters and an optional par time.
+
+Constructing a :class:`Stage` validates everything and computes the derived centerline
+(:attr:`Stage.path`): a cubic spline through the knots resampled every ~1 m. All distances in a
+stage (sections, features, start, finish, checkpoints) are arc length ``s`` along that path,
+in metres from the first knot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from physics.mathx import atan2x
+from tracks import surfaces as _surf
+from tracks._geometry import first_overlap, fit_and_resample
+from tracks.errors import (
+    CurvatureError,
+    FieldTypeError,
+    FieldValueError,
+    GeometryError,
+    SelfIntersectionError,
+    UnknownSurfaceError,
+)
+
+#: Stage file format version written by :func:`tracks.save_stage`.
+FORMAT_VERSION = 1
+#: Resampled centerline spacing (m).
+SAMPLE_DS_M = 1.0
+#: Tightest centerline radius any stage may have (m). The rover turns in ~5 m; 12 m hairpins.
+MIN_RADIUS_M = 12.0
+#: The centerline radius must also exceed the half width by this much (m), so the inner edge of
+#: a corner never folds and the terrain blend beside it stays continuous.
+RADIUS_WIDTH_MARGIN_M = 6.0
+#: Required gap between the road edges of two different parts of a stage (m).
+CLEARANCE_M = 10.0
+#: Steepest grade of the knot elevation profile (rise over run; features excluded).
+MAX_GRADE = 0.25
+#: Knots closer than this are rejected (m).
+MIN_KNOT_SPACING_M = 1.0
+#: Shortest allowed path (m).
+MIN_LENGTH_M = 50.0
+#: Road width range (m).
+MIN_WIDTH_M = 3.0
+MAX_WIDTH_M = 40.0
+#: Width changes between sections are blended over this length, centred on the boundary (m).
+WIDTH_BLEND_M = 10.0
+#: Shortest section (m).
+MIN_SECTION_M = 20.0
+#: Shortest timed distance of a point-to-point stage (m).
+MIN_TIMED_M = 10.0
+
+FEATURE_KINDS = ("crest", "jump", "compression")
+FEATURE_CREST = 0
+FEATURE_JUMP = 1
+FEATURE_COMPRESSION = 2
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
+# ---------------------------------------------------------------------------------------------
+# value checks that name the source and field
+# ---------------------------------------------------------------------------------------------
+
+
+def _num(v: Any, src: str, fld: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise FieldTypeError(src, fld, f"expected a number, got {type(v).__name__} {v!r}")
+    f = float(v)
+    if not math.isfinite(f):
+        raise FieldValueError(src, fld, f"must be finite, got {f!r}")
+    return f
+
+
+def _int(v: Any, src: str, fld: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise FieldTypeError(src, fld, f"expected an integer, got {type(v).__name__} {v!r}")
+    return int(v)
+
+
+def _str(v: Any, src: str, fld: str) -> str:
+    if not isinstance(v, str):
+        raise FieldTypeError(src, fld, f"expected a string, got {type(v).__name__} {v!r}")
+    return v
+
+
+def _bool(v: Any, src: str, fld: str) -> bool:
+    if not isinstance(v, (bool, np.bool_)):
+        raise FieldTypeError(src, fld, f"expected true or false, got {type(v).__name__} {v!r}")
+    return bool(v)
+
+
+def _range(v: float, lo: float, hi: float, src: str, fld: str, unit: str = "") -> float:
+    if not lo <= v <= hi:
+        raise FieldValueError(src, fld, f"{v!r}{unit} is outside [{lo}, {hi}]{unit}")
+    return v
+
+
+def _surface(v: Any, src: str, fld: str) -> str:
+    name = _str(v, src, fld)
+    try:
+        _surf.by_name(name)
+    except KeyError:
+        raise UnknownSurfaceError(
+            src, fld, f"unknown surface {name!r}; known: {', '.join(_surf.surface_names())}"
+        ) from None
+    return name
+
+
+def _smoothstep(u: np.ndarray) -> np.ndarray:
+    u = np.clip(u, 0.0, 1.0)
+    return u * u * (3.0 - 2.0 * u)
+
+
+# ---------------------------------------------------------------------------------------------
+# parts
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A stretch of road from ``s_m`` to the next section (or the end of the path).
+
+    Attributes:
+        s_m: where the section starts, arc length along the path (m). The first must be 0.
+        width_m: road width (m), edge to edge. Width changes are blended over 10 m.
+        surface: surface name (see :mod:`tracks.surfaces`).
+    """
+
+    s_m: float
+    width_m: float
+    surface: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"s_m": self.s_m, "width_m": self.width_m, "surface": self.surface}
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """An elevation feature added to the road's profile.
+
+    Attributes:
+        kind: ``"crest"`` (smooth hump), ``"jump"`` (kicker ramp, lip, steep face back down to
+            the landing) or ``"compression"`` (smooth dip).
+        s_m: crest/compression centre, or the jump's lip, as arc length (m).
+        length_m: crest/compression total length, or the jump's ramp length before the lip (m).
+        height_m: crest height, compression depth or jump lip height, all positive (m).
+        face_m: jump only: length of the drop from the lip back to the road (m).
+    """
+
+    kind: str
+    s_m: float
+    length_m: float
+    height_m: float
+    face_m: float = 2.0
+
+    @property
+    def extent_m(self) -> tuple[float, float]:
+        """(start, end) arc length the feature occupies."""
+        if self.kind == "jump":
+            return (self.s_m - self.length_m, self.s_m + self.face_m)
+        return (self.s_m - 0.5 * self.length_m, self.s_m + 0.5 * self.length_m)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == "jump":
+            return {
+                "kind": "jump",
+                "s_m": self.s_m,
+                "ramp_m": self.length_m,
+                "lip_m": self.height_m,
+                "face_m": self.face_m,
+            }
+        key = "height_m" if self.kind == "crest" else "depth_m"
+        return {"kind": self.kind, "s_m": self.s_m, "length_m": self.length_m, key: self.height_m}
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The start line.
+
+    Attributes:
+        s_m: arc length of the start line (m).
+        lateral_m: the car's offset from the centerline at the start, positive left (m).
+    """
+
+    s_m: float = 0.0
+    lateral_m: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"s_m": self.s_m, "lateral_m": self.lateral_m}
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The finish: a line at ``s_m`` (point to point) or the start line after ``laps`` laps.
+
+    Exactly one of the two is set: ``s_m`` for point-to-point stages, ``laps`` for closed loops.
+    """
+
+    s_m: float | None = None
+    laps: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"s_m": self.s_m} if self.laps is None else {"laps": self.laps}
+
+
+@dataclass(frozen=True, slots=True)
+class TerrainSpec:
+    """How the ground around the road is baked (see :func:`tracks.bake`).
+
+    Attributes:
+        seed: terrain noise seed (default 42, as in the source game).
+        amplitude_m: amplitude of the large-scale ground undulation away from the road (m).
+        roughness_m: amplitude of the short-wavelength rough ground beyond the edges (m).
+        berm_height_m: height of the raised lip just beyond each road edge (m).
+        berm_width_m: width of that lip (m).
+        blend_m: distance over which the lip blends into the surrounding ground (m).
+        offroad_surface: surface of everything that is not road (default ``"offroad"``).
+    """
+
+    seed: int = 42
+    amplitude_m: float = 2.0
+    roughness_m: float = 0.15
+    berm_height_m: float = 0.3
+    berm_width_m: float = 2.0
+    blend_m: float = 3.0
+    offroad_surface: str = "offroad"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "amplitude_m": self.amplitude_m,
+            "roughness_m": self.roughness_m,
+            "berm_height_m": self.berm_height_m,
+            "berm_width_m": self.berm_width_m,
+            "blend_m": self.blend_m,
+            "offroad_surface": self.offroad_surface,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class StagePath:
+    """The centerline resampled at uniform arc length (computed once when a stage is built).
+
+    Sample ``i`` is at ``s_m[i] = i * ds_m``. A closed loop's last sample repeats its first
+    (``s = length_m``), so segment ``i`` always runs from sample ``i`` to ``i + 1``.
+
+    Attributes:
+        s_m: (m,) arc length of each sample (m).
+        x_m, y_m: (m,) position (m).
+        z_m: (m,) road elevation including features (m).
+        z_base_m: (m,) elevation of the knot spline alone (m).
+        tx, ty: (m,) unit tangent (direction of travel).
+        curvature: (m,) signed curvature (1/m), positive when the road turns left.
+        grade: (m,) dz/ds of the knot profile (features excluded).
+        half_width_m: (m,) half the road width (m), blended across section changes.
+        surface: (m,) int8 surface id of each sample.
+        section_start_m: (n_sections,) arc length where each section starts.
+        section_surface: (n_sections,) int8 surface id of each section.
+        feature_kind: (n_features,) int64 kind (0 crest, 1 jump, 2 compression).
+        feature_params: (n_features, 4) float64 ``s_m, length_m, height_m, face_m``.
+        length_m: arc length of the whole path (m).
+        ds_m: sample spacing (m).
+        closed: whether the path is a loop.
+    """
+
+    s_m: np.ndarray
+    x_m: np.ndarray
+    y_m: np.ndarray
+    z_m: np.ndarray
+    z_base_m: np.ndarray
+    tx: np.ndarray
+    ty: np.ndarray
+    curvature: np.ndarray
+    grade: np.ndarray
+    half_width_m: np.ndarray
+    surface: np.ndarray
+    section_start_m: np.ndarray
+    section_surface: np.ndarray
+    feature_kind: np.ndarray
+    feature_params: np.ndarray
+    length_m: float
+    ds_m: float
+    closed: bool
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.s_m.shape[0])
+
+    def wrap(self, s: np.ndarray | float) -> np.ndarray:
+        """Map arc lengths into [0, length) for loops (unchanged for open paths)."""
+        s = np.asarray(s, np.float64)
+        if not self.closed:
+            return s
+        return s - self.length_m * np.floor(s / self.length_m)
+
+    def _interp(self, arr: np.ndarray, s: np.ndarray | float) -> np.ndarray:
+        s = np.clip(self.wrap(s), 0.0, self.length_m)
+        f = s / self.ds_m
+        i = np.minimum(np.floor(f).astype(np.int64), self.n_samples - 2)
+        t = f - i
+        return arr[i] + (arr[i + 1] - arr[i]) * t
+
+    def point_at(self, s: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) on the centerline polyline at arc length(s) ``s`` (clamped for open paths)."""
+        return self._interp(self.x_m, s), self._interp(self.y_m, s)
+
+    def z_at(self, s: np.ndarray | float) -> np.ndarray:
+        """Road elevation at ``s`` (linear between samples)."""
+        return self._interp(self.z_m, s)
+
+    def half_width_at(self, s: np.ndarray | float) -> np.ndarray:
+        """Half width at ``s`` (m)."""
+        return self._interp(self.half_width_m, s)
+
+    def curvature_at(self, s: np.ndarray | float) -> np.ndarray:
+        """Signed curvature at ``s`` (1/m)."""
+        return self._interp(self.curvature, s)
+
+    def tangent_at(self, s: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """Unit tangent at ``s`` (interpolated between samples and renormalised)."""
+        tx = self._interp(self.tx, s)
+        ty = self._interp(self.ty, s)
+        n = np.sqrt(tx * tx + ty * ty)
+        return tx / n, ty / n
+
+    def surface_at(self, s: np.ndarray | float) -> np.ndarray:
+        """Surface id of the section containing ``s``."""
+        s = np.clip(self.wrap(s), 0.0, self.length_m)
+        k = np.searchsorted(self.section_start_m, s, side="right") - 1
+        return self.section_surface[np.maximum(k, 0)]
+
+
+def feature_profile(kind: np.ndarray, params: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Elevation offset (m) the features add at arc lengths ``s`` (polynomials only).
+
+    Crest: ``h (1 - u^2)^2`` with ``u = (s - s_c) / (length / 2)``; compression: the same, negative.
+    Jump: a parabolic ramp ``lip * u^2`` over the ramp length up to the lip, then a smoothstep face
+    back down to the road over ``face_m``.
+    """
+    s = np.asarray(s, np.float64)
+    out = np.zeros_like(s)
+    for k in range(kind.shape[0]):
+        sc, ln, h, face = params[k]
+        if kind[k] == FEATURE_JUMP:
+            u = (s - (sc - ln)) / ln
+            ramp = np.where((u >= 0.0) & (u <= 1.0), h * u * u, 0.0)
+            v = (s - sc) / face
+            vc = np.clip(v, 0.0, 1.0)
+            drop = np.where((v > 0.0) & (v < 1.0), h * (1.0 - vc * vc * (3.0 - 2.0 * vc)), 0.0)
+            out = out + ramp + drop
+        else:
+            u = (s - sc) / (0.5 * ln)
+            w = np.where(np.abs(u) < 1.0, 1.0 - u * u, 0.0)
+            sign = 1.0 if kind[k] == FEATURE_CREST else -1.0
+            out = out + sign * h * w * w
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the stage
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Stage:
+    """A rally stage. Immutable; validated on construction.
+
+    Attributes:
+        name: short identifier (lowercase letters, digits, ``-``, ``_``, ``.``).
+        knots: (n, 3) float64 centerline knots ``x, y, z`` in metres (closed loops do not repeat
+            the first knot).
+        sections: road sections (width, surface), the first starting at s = 0.
+        finish: finish line (``s_m``) for point-to-point, ``laps`` for closed loops.
+        description: free text.
+        closed: ``True`` for a closed loop (circuit), ``False`` for point to point.
+        start: the start line and the car's lateral offset there.
+        features: crests, jumps and compressions.
+        checkpoints_m: arc lengths of the checkpoint lines, in driving order.
+        terrain: how the ground is baked (noise seed, berm, ...).
+        par_time_s: par time in seconds, or ``None`` when not set yet.
+        source: file the stage came from (only used in messages; not part of the content).
+
+    Derived attributes (computed once): ``path`` (:class:`StagePath`), ``start_pose``
+    ``(x, y, heading_rad)``, ``finish_s_m``, ``timed_length_m``.
+
+    Raises:
+        StageError: (a subclass of) if anything is invalid; the message names source and field.
+    """
+
+    name: str
+    knots: np.ndarray
+    sections: tuple[Section, ...]
+    finish: Finish
+    description: str = ""
+    closed: bool = False
+    start: Start = field(default_factory=Start)
+    features: tuple[Feature, ...] = ()
+    checkpoints_m: tuple[float, ...] = ()
+    terrain: TerrainSpec = field(default_factory=TerrainSpec)
+    par_time_s: float | None = None
+    source: str = "<memory>"
+
+    path: StagePath = field(init=False, repr=False)
+    start_pose: tuple[float, float, float] = field(init=False, repr=False)
+    _digest: str = field(init=False, default="", repr=False)
+
+    # -- validation ------------------------------------------------------------------------
+
+    def __post_init__(self) -> None:
+        src = _str(self.source, "<memory>", "source")
+        s = object.__setattr__
+        name = _str(self.name, src, "name")
+        if not _NAME_RE.match(name):
+            raise FieldValueError(
+                src,
+                "name",
+                f"{name!r} must be 1-64 chars of lowercase "
+                "letters, digits, '-', '_' or '.', starting with a letter/digit",
+            )
+        _str(self.description, src, "description")
+        closed = _bool(self.closed, src, "closed")
+        s(self, "closed", closed)
+        s(self, "knots", self._check_knots(src, closed))
+        s(self, "sections", self._check_sections(src))
+        s(self, "terrain", self._check_terrain(src))
+        s(self, "features", self._check_features_types(src))
+        if not isinstance(self.start, Start):
+            raise FieldTypeError(src, "start", f"expected a Start, got {type(self.start)!r}")
+        if not isinstance(self.finish, Finish):
+            raise FieldTypeError(src, "finish", f"expected a Finish, got {type(self.finish)!r}")
+        if isinstance(self.checkpoints_m, (str, bytes)) or not hasattr(
+            self.checkpoints_m, "__iter__"
+        ):
+            raise FieldTypeError(src, "checkpoints_m", "expected an array of numbers")
+        s(
+            self,
+            "checkpoints_m",
+            tuple(_num(c, src, f"checkpoints_m[{i}]") for i, c in enumerate(self.checkpoints_m)),
+        )
+        if self.par_time_s is not None:
+            p = _num(self.par_time_s, src, "par_time_s")
+            if p <= 0.0:
+                raise FieldValueError(src, "par_time_s", f"must be > 0 s, got {p!r}")
+            s(self, "par_time_s", p)
+
+        path = self._build_path(src)
+        s(self, "path", path)
+        self._check_features_on_path(src, path)
+        self._check_timing(src, path)
+        x, y = path.point_at(self.start.s_m)
+        tx, ty = path.tangent_at(self.start.s_m)
+        x = float(x) - float(ty) * self.start.lateral_m
+        y = float(y) + float(tx) * self.start.lateral_m
+        s(self, "start_pose", (x, y, float(atan2x(float(ty), float(tx)))))
+
+    def _check_knots(self, src: str, closed: bool) -> np.ndarray:
+        k = self.knots
+        if isinstance(k, np.ndarray):
+            if k.dtype == np.bool_ or not (
+                np.issubdtype(k.dtype, np.floating) or np.issubdtype(k.dtype, np.integer)
+            ):
+                raise FieldTypeError(src, "knots", f"expected numbers, got dtype {k.dtype}")
+            arr = np.array(k, dtype=np.float64)
+            if arr.ndim != 2 or arr.shape[1] != 3:
+                raise FieldValueError(src, "knots", f"expected shape (n, 3), got {arr.shape}")
+        else:
+            if isinstance(k, (str, bytes)) or not hasattr(k, "__iter__"):
+                raise FieldTypeError(src, "knots", "expected an array of [x, y, z] arrays")
+            rows = []
+            for i, row in enumerate(k):
+                if isinstance(row, (str, bytes)) or not hasattr(row, "__len__"):
+                    raise FieldTypeError(
+                        src, f"knots[{i}]", f"expected [x, y, z], got {type(row).__name__} {row!r}"
+                    )
+                if len(row) != 3:
+                    raise FieldValueError(
+                        src, f"knots[{i}]", f"expected 3 numbers [x, y, z], got {len(row)}"
+                    )
+                rows.append([_num(v, src, f"knots[{i}][{j}]") for j, v in enumerate(row)])
+            arr = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        if not np.all(np.isfinite(arr)):
+            i = int(np.argwhere(~np.isfinite(arr))[0, 0])
+            raise FieldValueError(src, f"knots[{i}]", "contains a non-finite value")
+        need = 3 if closed else 2
+        if arr.shape[0] < need:
+            raise FieldValueError(
+                src,
+                "knots",
+                f"a {'closed' if closed else 'point-to-point'} "
+                f"stage needs at least {need} knots, got {arr.shape[0]}",
+            )
+        if np.any(np.abs(arr) > 1.0e6):
+            raise FieldValueError(src, "knots", "coordinates must be within ±1e6 m")
+        d = np.diff(arr[:, :2], axis=0)
+        chord = np.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1])
+        bad = np.flatnonzero(chord < MIN_KNOT_SPACING_M)
+        if bad.size:
+            i = int(bad[0]) + 1
+            raise FieldValueError(
+                src,
+                f"knots[{i}]",
+                f"is {chord[i - 1]:.3f} m from knots[{i - 1}]"
+                f"; knots must be at least {MIN_KNOT_SPACING_M} m apart",
+            )
+        if closed:
+            dx, dy = arr[0, :2] - arr[-1, :2]
+            if math.sqrt(dx * dx + dy * dy) < MIN_KNOT_SPACING_M:
+                raise FieldValueError(
+                    src,
+                    f"knots[{arr.shape[0] - 1}]",
+                    "a closed loop must not repeat its first knot at the end "
+                    f"(or put knots closer than {MIN_KNOT_SPACING_M} m)",
+                )
+        arr.setflags(write=False)
+        return arr
+
+    def _check_sections(self, src: str) -> tuple[Section, ...]:
+        secs = self.sections
+        if isinstance(secs, (str, bytes, Section)) or not hasattr(secs, "__iter__"):
+            raise FieldTypeError(src, "sections", "expected an array of sections")
+        secs = tuple(secs)
+        if not secs:
+            raise FieldValueError(src, "sections", "at least one section is required")
+        out = []
+        prev = -math.inf
+        for i, sec in enumerate(secs):
+            f = f"sections[{i}]"
+            if not isinstance(sec, Section):
+                raise FieldTypeError(src, f, f"expected a Section, got {type(sec).__name__}")
+            s0 = _num(sec.s_m, src, f + ".s_m")
+            w = _range(
+                _num(sec.width_m, src, f + ".width_m"),
+                MIN_WIDTH_M,
+                MAX_WIDTH_M,
+                src,
+                f + ".width_m",
+                " m",
+            )
+            surf = _surface(sec.surface, src, f + ".surface")
+            if i == 0 and s0 != 0.0:
+                raise FieldValueError(
+                    src, f + ".s_m", f"the first section must start at 0, got {s0!r}"
+                )
+            if i > 0 and s0 < prev + MIN_SECTION_M:
+                raise FieldValueError(
+                    src,
+                    f + ".s_m",
+                    f"{s0!r} must be at least "
+                    f"{MIN_SECTION_M} m after the previous section ({prev!r})",
+                )
+            prev = s0
+            out.append(Section(s0, w, surf))
+        return tuple(out)
+
+    def _check_terrain(self, src: str) -> TerrainSpec:
+        t = self.terrain
+        if not isinstance(t, TerrainSpec):
+            raise FieldTypeError(src, "terrain", f"expected a TerrainSpec, got {type(t)!r}")
+        seed = _int(t.seed, src, "terrain.seed")
+        if not 0 <= seed < 2**32:
+            raise FieldValueError(src, "terrain.seed", f"{seed} must be in [0, 2**32)")
+        vals = {}
+        for name, hi in (
+            ("amplitude_m", 50.0),
+            ("roughness_m", 2.0),
+            ("berm_height_m", 2.0),
+            ("berm_width_m", 5.0),
+            ("blend_m", 5.0),
+        ):
+            vals[name] = _range(
+                _num(getattr(t, name), src, f"terrain.{name}"),
+                0.0,
+                hi,
+                src,
+                f"terrain.{name}",
+                " m",
+            )
+        if vals["berm_width_m"] + vals["blend_m"] > 0.5 * CLEARANCE_M:
+            raise FieldValueError(
+                src,
+                "terrain.blend_m",
+                f"berm_width_m + blend_m = "
+                f"{vals['berm_width_m'] + vals['blend_m']} m must not exceed "
+                f"{0.5 * CLEARANCE_M} m (half the road clearance)",
+            )
+        if vals["berm_width_m"] <= 0.0 or vals["blend_m"] <= 0.0:
+            raise FieldValueError(
+                src, "terrain.berm_width_m", "berm_width_m and blend_m must be > 0"
+            )
+        off = _surface(t.offroad_surface, src, "terrain.offroad_surface")
+        return TerrainSpec(seed, offroad_surface=off, **vals)
+
+    def _check_features_types(self, src: str) -> tuple[Feature, ...]:
+        feats = self.features
+        if isinstance(feats, (str, bytes, Feature)) or not hasattr(feats, "__iter__"):
+            raise FieldTypeError(src, "features", "expected an array of features")
+        out = []
+        for i, ft in enumerate(feats):
+            f = f"features[{i}]"
+            if not isinstance(ft, Feature):
+                raise FieldTypeError(src, f, f"expected a Feature, got {type(ft).__name__}")
+            kind = _str(ft.kind, src, f + ".kind")
+            if kind not in FEATURE_KINDS:
+                raise FieldValueError(
+                    src,
+                    f + ".kind",
+                    f"unknown feature kind {kind!r}; known: {', '.join(FEATURE_KINDS)}",
+                )
+            sc = _num(ft.s_m, src, f + ".s_m")
+            if kind == "jump":
+                lip = _range(
+                    _num(ft.height_m, src, f + ".lip_m"), 0.05, 3.0, src, f + ".lip_m", " m"
+                )
+                ramp = _range(
+                    _num(ft.length_m, src, f + ".ramp_m"),
+                    max(4.0, 4.0 * lip),
+                    60.0,
+                    src,
+                    f + ".ramp_m",
+                    " m",
+                )
+                face = _range(
+                    _num(ft.face_m, src, f + ".face_m"), 0.5, 10.0, src, f + ".face_m", " m"
+                )
+                out.append(Feature(kind, sc, ramp, lip, face))
+            else:
+                hname = "height_m" if kind == "crest" else "depth_m"
+                ln = _range(
+                    _num(ft.length_m, src, f + ".length_m"), 10.0, 400.0, src, f + ".length_m", " m"
+                )
+                h = _range(
+                    _num(ft.height_m, src, f + "." + hname),
+                    0.05,
+                    ln / 6.0,
+                    src,
+                    f + "." + hname,
+                    " m",
+                )
+                if ft.face_m != 2.0:
+                    raise FieldValueError(src, f + ".face_m", "only jumps have a face")
+                out.append(Feature(kind, sc, ln, h))
+        return tuple(out)
+
+    # -- derived path ----------------------------------------------------------------------
+
+    def _nearest_knot(self, x: float, y: float) -> int:
+        d = (self.knots[:, 0] - x) ** 2 + (self.knots[:, 1] - y) ** 2
+        return int(np.argmin(d))
+
+    def _build_path(self, src: str) -> StagePath:
+        out, length, _ = fit_and_resample(self.knots, self.closed, SAMPLE_DS_M)
+        if length < MIN_LENGTH_M:
+            raise GeometryError(
+                src,
+                "knots",
+                f"the centerline is {length:.1f} m long; the minimum is {MIN_LENGTH_M} m",
+            )
+        n = out.shape[0]
+        ds = length / (n - 1)
+        s_arr = np.arange(n, dtype=np.float64) * ds
+        s_arr[-1] = length
+        # sections: width (blended) and surface per sample
+        starts = np.array([sec.s_m for sec in self.sections], np.float64)
+        widths = np.array([sec.width_m for sec in self.sections], np.float64)
+        sids = np.array([_surf.surface_id(sec.surface) for sec in self.sections], np.int8)
+        last = float(starts[-1])
+        if last > length - MIN_SECTION_M:
+            i = len(self.sections) - 1
+            raise FieldValueError(
+                src,
+                f"sections[{i}].s_m",
+                f"{last!r} leaves less than "
+                f"{MIN_SECTION_M} m before the end of the {length:.1f} m path",
+            )
+        k = np.searchsorted(starts, s_arr, side="right") - 1
+        width = widths[k]
+        half = 0.5 * WIDTH_BLEND_M
+        for b in range(1, len(starts)):
+            m = np.abs(s_arr - starts[b]) < half
+            u = (s_arr[m] - (starts[b] - half)) / WIDTH_BLEND_M
+            width[m] = widths[b - 1] + (widths[b] - widths[b - 1]) * _smoothstep(u)
+        if self.closed and widths[-1] != widths[0]:
+            m = s_arr < half
+            u = (s_arr[m] + half) / WIDTH_BLEND_M
+            width[m] = widths[-1] + (widths[0] - widths[-1]) * _smoothstep(u)
+            m = s_arr > length - half
+            u = (s_arr[m] - (length - half)) / WIDTH_BLEND_M
+            width[m] = widths[-1] + (widths[0] - widths[-1]) * _smoothstep(u)
+        hw = 0.5 * width
+        surface = sids[k]
+        if self.closed:
+            hw[-1] = hw[0]
+            surface[-1] = surface[0]
+
+        x, y, zb = out[:, 0].copy(), out[:, 1].copy(), out[:, 2].copy()
+        kappa = out[:, 5].copy()
+        grade = out[:, 7].copy()
+        # curvature rules
+        ak = np.abs(kappa)
+        i = int(np.argmax(ak))
+        if not math.isfinite(ak[i]) or ak[i] > 1.0 / MIN_RADIUS_M:
+            r = 1.0 / ak[i] if ak[i] > 0 else math.inf
+            kn = self._nearest_knot(x[i], y[i])
+            raise CurvatureError(
+                src,
+                f"knots[{kn}]",
+                f"the centerline radius is {r:.1f} m at "
+                f"s = {s_arr[i]:.0f} m, below the {MIN_RADIUS_M} m minimum "
+                "(spread the knots or soften the corner)",
+            )
+        need = hw + RADIUS_WIDTH_MARGIN_M
+        bad = np.flatnonzero(ak * need > 1.0)
+        if bad.size:
+            i = int(bad[0])
+            kn = self._nearest_knot(x[i], y[i])
+            raise CurvatureError(
+                src,
+                f"knots[{kn}]",
+                f"the centerline radius {1 / ak[i]:.1f} m "
+                f"at s = {s_arr[i]:.0f} m is too tight for a {2 * hw[i]:.1f} m "
+                f"wide road (needs >= half width + {RADIUS_WIDTH_MARGIN_M} m "
+                f"= {need[i]:.1f} m)",
+            )
+        ag = np.abs(grade)
+        i = int(np.argmax(ag))
+        if ag[i] > MAX_GRADE:
+            kn = self._nearest_knot(x[i], y[i])
+            raise GeometryError(
+                src,
+                f"knots[{kn}]",
+                f"the grade is {100 * grade[i]:.1f}% at "
+                f"s = {s_arr[i]:.0f} m; the limit is {100 * MAX_GRADE:.0f}%",
+            )
+        i, j, dist = first_overlap(x, y, hw, self.closed, CLEARANCE_M)
+        if i >= 0:
+            lim = hw[i] + hw[j] + CLEARANCE_M
+            a, b = sorted((i, j))
+            ka = self._nearest_knot(x[a], y[a])
+            kb = self._nearest_knot(x[b], y[b])
+            raise SelfIntersectionError(
+                src,
+                "knots",
+                f"the road overlaps itself: s = {s_arr[a]:.0f} m (near "
+                f"knots[{ka}]) and s = {s_arr[b]:.0f} m (near knots[{kb}]) are {dist:.1f} m "
+                f"apart, need >= {lim:.1f} m (both half widths + {CLEARANCE_M} m clearance)",
+            )
+
+        fk = np.array([FEATURE_KINDS.index(f.kind) for f in self.features], np.int64)
+        fp = np.array(
+            [[f.s_m, f.length_m, f.height_m, f.face_m] for f in self.features], np.float64
+        ).reshape(-1, 4)
+        z = zb + feature_profile(fk, fp, s_arr)
+        if self.closed:
+            z[-1] = z[0]
+        arrays = dict(
+            s_m=s_arr,
+            x_m=x,
+            y_m=y,
+            z_m=z,
+            z_base_m=zb,
+            tx=out[:, 3].copy(),
+            ty=out[:, 4].copy(),
+            curvature=kappa,
+            grade=grade,
+            half_width_m=hw,
+            surface=surface,
+            section_start_m=starts,
+            section_surface=sids,
+            feature_kind=fk,
+            feature_params=fp,
+        )
+        for a in arrays.values():
+            a.setflags(write=False)
+        return StagePath(**arrays, length_m=float(length), ds_m=float(ds), closed=self.closed)
+
+    def _check_features_on_path(self, src: str, path: StagePath) -> None:
+        spans = []
+        for i, ft in enumerate(self.features):
+            a, b = ft.extent_m
+            hi = path.length_m
+            if a < 0.0 or b > hi:
+                raise FieldValueError(
+                    src,
+                    f"features[{i}].s_m",
+                    f"the {ft.kind} spans s = "
+                    f"{a:.1f}..{b:.1f} m, outside the path [0, {hi:.1f}] m"
+                    + (" (features may not span a loop's closure)" if self.closed else ""),
+                )
+            spans.append((a, b, i))
+        spans.sort()
+        for (_, b0, i0), (a1, _, i1) in itertools.pairwise(spans):
+            if a1 < b0:
+                raise FieldValueError(
+                    src,
+                    f"features[{i1}].s_m",
+                    f"overlaps features[{i0}] (features may not overlap)",
+                )
+
+    def _check_timing(self, src: str, path: StagePath) -> None:
+        L = path.length_m
+        st = self.start
+        s0 = _num(st.s_m, src, "start.s_m")
+        lat = _num(st.lateral_m, src, "start.lateral_m")
+        hi = L if not self.closed else math.nextafter(L, 0.0)
+        _range(s0, 0.0, hi, src, "start.s_m", " m")
+        hw0 = float(path.half_width_at(s0))
+        if abs(lat) > hw0 - 1.0:
+            raise FieldValueError(
+                src,
+                "start.lateral_m",
+                f"{lat!r} m puts the car within 1 m of the road edge (half width {hw0:.2f} m)",
+            )
+        object.__setattr__(self, "start", Start(s0, lat))
+        fin = self.finish
+        if self.closed:
+            if fin.s_m is not None:
+                raise FieldValueError(
+                    src,
+                    "finish.s_m",
+                    "a closed loop finishes on its start "
+                    "line: give finish.laps instead of finish.s_m",
+                )
+            if fin.laps is None:
+                raise FieldValueError(src, "finish.laps", "a closed loop needs finish.laps")
+            laps = _int(fin.laps, src, "finish.laps")
+            _range(laps, 1, 1000, src, "finish.laps")
+            object.__setattr__(self, "finish", Finish(None, laps))
+            rel = [(c - s0) % L for c in self.checkpoints_m]
+            for i, c in enumerate(self.checkpoints_m):
+                _range(c, 0.0, hi, src, f"checkpoints_m[{i}]", " m")
+                if rel[i] <= 0.0 or (i > 0 and rel[i] <= rel[i - 1]):
+                    raise FieldValueError(
+                        src,
+                        f"checkpoints_m[{i}]",
+                        "checkpoints must be in driving order after the start line, within one lap",
+                    )
+        else:
+            if fin.laps is not None:
+                raise FieldValueError(
+                    src,
+                    "finish.laps",
+                    "only closed loops have laps; give finish.s_m for a point-to-point stage",
+                )
+            if fin.s_m is None:
+                raise FieldValueError(src, "finish.s_m", "a point-to-point stage needs finish.s_m")
+            f = _num(fin.s_m, src, "finish.s_m")
+            if f > L:
+                raise FieldValueError(
+                    src, "finish.s_m", f"{f!r} m is beyond the end of the {L:.1f} m path"
+                )
+            if f < s0 + MIN_TIMED_M:
+                raise FieldValueError(
+                    src,
+                    "finish.s_m",
+                    f"{f!r} m must be at least {MIN_TIMED_M} m after the start ({s0!r} m)",
+                )
+            object.__setattr__(self, "finish", Finish(f, None))
+            prev = s0
+            for i, c in enumerate(self.checkpoints_m):
+                if not prev < c < f:
+                    raise FieldValueError(
+                        src,
+                        f"checkpoints_m[{i}]",
+                        f"{c!r} m must lie after "
+                        f"{'the start' if i == 0 else 'the previous checkpoint'}"
+                        f" ({prev!r} m) and before the finish ({f!r} m)",
+                    )
+                prev = c
+
+    # -- derived values --------------------------------------------------------------------
+
+    @property
+    def length_m(self) -> float:
+        """Arc length of the whole centerline (m), including any run-up and run-off."""
+        return self.path.length_m
+
+    @property
+    def laps(self) -> int:
+        """Number of laps (1 for point-to-point stages)."""
+        return 1 if self.finish.laps is None else self.finish.laps
+
+    @property
+    def start_s_m(self) -> float:
+        """Arc length of the start line (m)."""
+        return self.start.s_m
+
+    @property
+    def finish_s_m(self) -> float:
+        """Arc length of the finish line (m); for loops the start line (after ``laps`` laps)."""
+        return self.start.s_m if self.finish.s_m is None else self.finish.s_m
+
+    @property
+    def timed_length_m(self) -> float:
+        """Distance from start to finish along the path (m); laps x length for loops."""
+        if self.closed:
+            return self.laps * self.path.length_m
+        return self.finish_s_m - self.start.s_m
+
+    @property
+    def surfaces_used(self) -> tuple[str, ...]:
+        """Distinct road surface names, in order of first appearance."""
+        return tuple(dict.fromkeys(sec.surface for sec in self.sections))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stage as the file schema (what :func:`tracks.save_stage` writes)."""
+        d: dict[str, Any] = {
+            "format": FORMAT_VERSION,
+            "name": self.name,
+            "description": self.description,
+            "closed": self.closed,
+        }
+        if self.par_time_s is not None:
+            d["par_time_s"] = self.par_time_s
+        d["checkpoints_m"] = list(self.checkpoints_m)
+        d["knots"] = [[float(v) for v in row] for row in self.knots]
+        d["terrain"] = self.terrain.to_dict()
+        d["start"] = self.start.to_dict()
+        d["finish"] = self.finish.to_dict()
+        d["sections"] = [sec.to_dict() for sec in self.sections]
+        d["features"] = [f.to_dict() for f in self.features]
+        return d
+
+    def digest(self) -> str:
+        """blake2b digest of the stage content (not its source path); identifies the stage."""
+        if not self._digest:
+            from tracks._toml import dumps
+
+            h = hashlib.blake2b(dumps(self.to_dict()).encode("utf-8"), digest_size=16)
+            object.__setattr__(self, "_digest", h.hexdigest())
+        return self._digest
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Stage):
+            return NotImplemented
+        return self.digest() == other.digest()
+
+    def __hash__(self) -> int:
+        return hash(self.digest())
+
+    def replace(self, **changes: Any) -> Stage:
+        """A copy with some fields changed (validated again), e.g. ``replace(par_time_s=95.2)``."""
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)

@@ -1,1 +1,66 @@
-"""rally_env package (filled by later issues)."""
+"""rally_env: the Gymnasium rally-driving environment.
+
+    import gymnasium as gym
+    import rally_env  # registers Rally-v0
+
+    env = gym.make("Rally-v0", stage="opener")
+    envs = gym.make_vec("Rally-v0", num_envs=64, vectorization_mode="vector_entry_point")
+
+Importing this package never imports pygame, torch or stable-baselines3.
+"""
+
+from __future__ import annotations
+
+from rally_env.config import (
+    CONTROL_HZ_CHOICES,
+    RallyConfig,
+    RandomizeConfig,
+    RewardWeights,
+    TerminationConfig,
+)
+from rally_env.core import INFO_KEYS
+from rally_env.env import RallyEnv
+from rally_env.errors import ConfigError, RallyEnvError, StateError
+from rally_env.kernels import END_REASONS, REWARD_TERMS
+from rally_env.spaces import DEFAULT_LAYOUT, DISCRETE_ACTIONS, ObsLayout
+from rally_env.vector import RallyVectorEnv
+
+ENV_IDS: tuple[str, ...] = ("Rally-v0",)
+
+
+def register_envs() -> None:
+    """Register ``Rally-v0`` with Gymnasium (idempotent; also the ``gymnasium.envs`` entry
+    point)."""
+    from gymnasium.envs.registration import register, registry
+
+    if "Rally-v0" not in registry:
+        register(
+            id="Rally-v0",
+            entry_point="rally_env.env:RallyEnv",
+            vector_entry_point="rally_env.vector:RallyVectorEnv",
+            kwargs={"stage": "opener"},
+        )
+
+
+register_envs()
+
+__all__ = [
+    "CONTROL_HZ_CHOICES",
+    "DEFAULT_LAYOUT",
+    "DISCRETE_ACTIONS",
+    "END_REASONS",
+    "ENV_IDS",
+    "INFO_KEYS",
+    "REWARD_TERMS",
+    "ConfigError",
+    "ObsLayout",
+    "RallyConfig",
+    "RallyEnv",
+    "RallyEnvError",
+    "RallyVectorEnv",
+    "RandomizeConfig",
+    "RewardWeights",
+    "StateError",
+    "TerminationConfig",
+    "register_envs",
+]

@@ -1,0 +1,372 @@
+"""Environment settings: frozen, validated dataclasses.
+
+Every constructor argument of :class:`rally_env.RallyEnv` ends up in one :class:`RallyConfig`.
+Sub-settings (reward weights, termination, randomization) may be given as the dataclass or as a
+plain ``dict`` of overrides; unknown keys and bad values raise :class:`ConfigError` naming the
+field, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from physics import ROVER, VehicleParams
+from physics.errors import ParameterError
+from rally_env.errors import ConfigError
+
+#: Control rates the env accepts: divisors of the 480 Hz physics rate from 10 to 60 Hz.
+CONTROL_HZ_CHOICES: tuple[int, ...] = tuple(h for h in range(10, 61) if 480 % h == 0)
+
+#: Surfaces of generated stages etc. are drawn from these when ``stage="random"``.
+RANDOM_STAGE_DEFAULTS: dict[str, Any] = {"length_m": 2000.0, "difficulty": (0.2, 0.8)}
+
+
+def _real(owner: str, name: str, v: Any, lo: float = -math.inf, hi: float = math.inf) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ConfigError(f"{owner}.{name}", v, "must be a real number")
+    f = float(v)
+    if not math.isfinite(f):
+        raise ConfigError(f"{owner}.{name}", v, "must be finite")
+    if not lo <= f <= hi:
+        raise ConfigError(f"{owner}.{name}", v, f"must be in [{lo}, {hi}]")
+    return f
+
+
+def _from(cls: type, value: Any, owner: str) -> Any:
+    """Build ``cls`` from an instance, a dict of overrides or None (defaults)."""
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        names = {f.name for f in fields(cls)}
+        for k in value:
+            if k not in names:
+                raise ConfigError(
+                    f"{owner}.{k}", value[k], f"unknown setting; known: {', '.join(sorted(names))}"
+                )
+        return cls(**value)
+    raise ConfigError(owner, value, f"must be a {cls.__name__}, a dict of overrides or None")
+
+
+@dataclass(frozen=True, slots=True)
+class RewardWeights:
+    """Weights of the named reward terms (see the env docstring for each term).
+
+    Attributes:
+        progress: reward per metre of credited arc-length progress along the stage (per m).
+        time: cost per second of stage time (per s).
+        off_road: cost per second with the car's centre beyond a road edge (per s).
+        crash: terminal cost when an episode ends off_stage, rolled, stuck or wrong_way.
+        finish: bonus for crossing the finish line.
+        action_change: cost per unit squared change of the action vector between steps.
+    """
+
+    progress: float = 0.1
+    time: float = 0.1
+    off_road: float = 0.5
+    crash: float = 20.0
+    finish: float = 20.0
+    action_change: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(
+                self, f.name, _real("reward_weights", f.name, getattr(self, f.name), 0.0, 1e6)
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class TerminationConfig:
+    """When an episode ends (see the env docstring, "Episode End").
+
+    Attributes:
+        off_road_max_m: terminate ``off_stage`` when the car's centre is this far beyond a road
+            edge (m).
+        off_road_max_s: terminate ``off_stage`` after this long continuously off the road (s).
+        stuck_time_s: terminate ``stuck`` when the credited progress has not grown by
+            ``stuck_progress_m`` for this long (s).
+        stuck_progress_m: progress that counts as "not stuck" (m).
+        roll_up_z: the car counts as rolled while the world z of its up axis is below this.
+        roll_time_s: terminate ``rolled`` after this long rolled (s).
+        wrong_way_m: terminate ``wrong_way`` when the car is this far behind the furthest
+            point it has reached along the stage (m).
+        cut_ratio, cut_slack_m: while off the road, the stage position may run ahead of the
+            credited position by at most ``cut_ratio * distance driven off the road +
+            cut_slack_m``; beyond that the car has cut across the stage and the episode ends
+            ``off_stage``.
+        time_limit_base_s, time_limit_speed_mps: truncation after
+            ``time_limit_base_s + stage_length_m / time_limit_speed_mps`` seconds.
+        time_limit_s: if set, a fixed time limit (s) instead.
+    """
+
+    off_road_max_m: float = 10.0
+    off_road_max_s: float = 10.0
+    stuck_time_s: float = 10.0
+    stuck_progress_m: float = 2.0
+    roll_up_z: float = 0.3
+    roll_time_s: float = 1.0
+    wrong_way_m: float = 25.0
+    cut_ratio: float = 1.25
+    cut_slack_m: float = 10.0
+    time_limit_base_s: float = 30.0
+    time_limit_speed_mps: float = 5.0
+    time_limit_s: float | None = None
+
+    def __post_init__(self) -> None:
+        o = "termination"
+        bounds = {
+            "off_road_max_m": (0.0, 1000.0),
+            "off_road_max_s": (0.0, 1e6),
+            "stuck_time_s": (0.05, 1e6),
+            "stuck_progress_m": (0.0, 1e4),
+            "roll_up_z": (-1.0, 1.0),
+            "roll_time_s": (0.0, 1e6),
+            "wrong_way_m": (0.0, 1e6),
+            "cut_ratio": (1.0, 100.0),
+            "cut_slack_m": (0.0, 1e4),
+            "time_limit_base_s": (0.0, 1e7),
+            "time_limit_speed_mps": (0.01, 1e4),
+        }
+        for name, (lo, hi) in bounds.items():
+            object.__setattr__(self, name, _real(o, name, getattr(self, name), lo, hi))
+        if self.time_limit_s is not None:
+            object.__setattr__(
+                self, "time_limit_s", _real(o, "time_limit_s", self.time_limit_s, 0.05, 1e7)
+            )
+
+
+def _range_pair(owner: str, name: str, v: Any, lo: float, hi: float) -> tuple[float, float]:
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        a = b = _real(owner, name, v, lo, hi)
+    else:
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) != 2:
+            raise ConfigError(f"{owner}.{name}", v, "must be a (low, high) pair or a number")
+        a = _real(owner, name, v[0], lo, hi)
+        b = _real(owner, name, v[1], lo, hi)
+    if a > b:
+        raise ConfigError(f"{owner}.{name}", v, "low must be <= high")
+    return (a, b)
+
+
+@dataclass(frozen=True, slots=True)
+class RandomizeConfig:
+    """Domain randomization ranges, drawn per car at every reset from the env's RNG.
+
+    Each entry is a ``(low, high)`` range of a multiplier on the vehicle's (or surface's)
+    nominal value, drawn uniformly; ``(1, 1)`` (or ``None`` for the whole config) turns it off.
+
+    Attributes:
+        surface_mu: grip multiplier of each road section of the stage (one draw per section).
+        mass: multiplier on ``mass_kg`` (the inertias scale with it).
+        power: multiplier on ``power_w`` and ``drive_force_n``.
+        tire_peak: multiplier on ``peak_slip_angle_rad``.
+        load_sensitivity: multiplier on ``load_sensitivity``.
+    """
+
+    surface_mu: tuple[float, float] = (0.85, 1.15)
+    mass: tuple[float, float] = (0.9, 1.1)
+    power: tuple[float, float] = (0.85, 1.15)
+    tire_peak: tuple[float, float] = (0.85, 1.15)
+    load_sensitivity: tuple[float, float] = (0.5, 1.5)
+
+    def __post_init__(self) -> None:
+        limits = {
+            "surface_mu": (0.3, 1.7),
+            "mass": (0.5, 2.0),
+            "power": (0.2, 3.0),
+            "tire_peak": (0.5, 2.0),
+            "load_sensitivity": (0.0, 4.0),
+        }
+        for name, (lo, hi) in limits.items():
+            object.__setattr__(
+                self, name, _range_pair("randomize", name, getattr(self, name), lo, hi)
+            )
+
+    @property
+    def randomizes_surfaces(self) -> bool:
+        return self.surface_mu != (1.0, 1.0)
+
+
+def _vehicle(value: Any) -> VehicleParams:
+    if value is None or (isinstance(value, str) and value == "rover"):
+        return ROVER
+    if isinstance(value, VehicleParams):
+        return value
+    if isinstance(value, dict):
+        try:
+            return ROVER.replace(**value)
+        except TypeError as e:
+            raise ConfigError("vehicle", value, f"unknown VehicleParams field ({e})") from None
+        except ParameterError as e:
+            raise ConfigError(f"vehicle.{e.field}", e.value, e.rule) from None
+    raise ConfigError(
+        "vehicle", value, "must be 'rover', a VehicleParams or a dict of VehicleParams overrides"
+    )
+
+
+StageSpec = Any  # str | os.PathLike | tracks.Stage | list of those
+
+
+@dataclass(frozen=True)
+class RallyConfig:
+    """Everything that defines an environment (see :class:`rally_env.RallyEnv` for each).
+
+    Attributes:
+        stage: a library stage name, ``"gen-<seed>"``, a path to a stage file, a
+            :class:`tracks.Stage`, ``"random"`` (a fresh generated stage at every reset drawn
+            from the reset seed) or a list of the non-random forms to sample from at reset.
+        vehicle: ``"rover"``, a :class:`physics.VehicleParams` or a dict of overrides.
+        control_hz: control rate; one of :data:`CONTROL_HZ_CHOICES`.
+        reward_weights, termination, randomize: see their classes; ``randomize=True`` uses the
+            default ranges, ``None``/``False`` turns randomization off.
+        random_stage: ``generate`` arguments for ``stage="random"``: ``length_m`` and
+            ``difficulty`` (a number or a (low, high) range drawn per reset).
+        discrete_actions: use the discrete action table instead of the continuous Box.
+        render_mode: ``None``, ``"human"`` or ``"rgb_array"``.
+    """
+
+    stage: StageSpec = "opener"
+    vehicle: VehicleParams = ROVER
+    control_hz: int = 20
+    reward_weights: RewardWeights = field(default_factory=RewardWeights)
+    termination: TerminationConfig = field(default_factory=TerminationConfig)
+    randomize: RandomizeConfig | None = None
+    random_stage: dict[str, Any] = field(default_factory=lambda: dict(RANDOM_STAGE_DEFAULTS))
+    discrete_actions: bool = False
+    render_mode: str | None = None
+
+    @classmethod
+    def build(cls, **kw: Any) -> RallyConfig:
+        """Build from constructor keyword arguments (dicts and shorthands accepted)."""
+        names = {f.name for f in fields(cls)}
+        for k in kw:
+            if k not in names:
+                raise ConfigError(k, kw[k], f"unknown argument; known: {', '.join(sorted(names))}")
+        return cls(**kw)
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        s(self, "stage", _check_stage_spec(self.stage))
+        s(self, "vehicle", _vehicle(self.vehicle))
+        hz = self.control_hz
+        if isinstance(hz, bool) or not isinstance(hz, (int, float, np.integer, np.floating)):
+            raise ConfigError("control_hz", hz, "must be a number")
+        if float(hz) not in CONTROL_HZ_CHOICES:
+            raise ConfigError(
+                "control_hz",
+                hz,
+                f"must divide the 480 Hz physics rate and lie in 10..60 Hz: one of "
+                f"{', '.join(map(str, CONTROL_HZ_CHOICES))}",
+            )
+        s(self, "control_hz", int(hz))
+        s(self, "reward_weights", _from(RewardWeights, self.reward_weights, "reward_weights"))
+        s(self, "termination", _from(TerminationConfig, self.termination, "termination"))
+        r = self.randomize
+        if r is False:
+            r = None
+        elif r is True:
+            r = RandomizeConfig()
+        elif r is not None:
+            r = _from(RandomizeConfig, r, "randomize")
+        s(self, "randomize", r)
+        s(self, "random_stage", _check_random_stage(self.random_stage))
+        if not isinstance(self.discrete_actions, (bool, np.bool_)):
+            raise ConfigError("discrete_actions", self.discrete_actions, "must be a bool")
+        s(self, "discrete_actions", bool(self.discrete_actions))
+        if self.render_mode not in (None, "human", "rgb_array"):
+            raise ConfigError(
+                "render_mode", self.render_mode, "must be None, 'human' or 'rgb_array'"
+            )
+
+    @property
+    def substeps(self) -> int:
+        """Physics substeps per control step."""
+        return 480 // self.control_hz
+
+    @property
+    def dt_s(self) -> float:
+        """Control period (s)."""
+        return self.substeps / 480.0
+
+    def digest(self) -> str:
+        """Identifies the settings that shape an episode (used to check ``set_state``)."""
+        parts = [
+            repr(_stage_key(self.stage)),
+            repr(self.vehicle),
+            str(self.control_hz),
+            repr(self.reward_weights),
+            repr(self.termination),
+            repr(self.randomize),
+            repr(sorted(self.random_stage.items())),
+            str(self.discrete_actions),
+        ]
+        return hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
+
+    def replace(self, **changes: Any) -> RallyConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _stage_key(spec: Any) -> Any:
+    from tracks import Stage
+
+    if isinstance(spec, Stage):
+        return ("stage", spec.digest())
+    if isinstance(spec, tuple):
+        return tuple(_stage_key(x) for x in spec)
+    return spec
+
+
+def _check_one_stage(v: Any, fld: str) -> Any:
+    from tracks import Stage
+
+    if isinstance(v, Stage):
+        return v
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    if isinstance(v, str) and v:
+        return v
+    raise ConfigError(
+        fld, v, "must be a stage name, 'gen-<seed>', a path to a stage file or a tracks.Stage"
+    )
+
+
+def _check_stage_spec(v: Any) -> Any:
+    if isinstance(v, str) and v == "random":
+        return v
+    if isinstance(v, (list, tuple)):
+        if not v:
+            raise ConfigError("stage", v, "a list of stages must not be empty")
+        out = []
+        for i, x in enumerate(v):
+            if isinstance(x, str) and x == "random":
+                raise ConfigError(f"stage[{i}]", x, "'random' cannot be part of a list")
+            out.append(_check_one_stage(x, f"stage[{i}]"))
+        return tuple(out)
+    return _check_one_stage(v, "stage")
+
+
+def _check_random_stage(v: Any) -> dict[str, Any]:
+    if v is None:
+        v = {}
+    if not isinstance(v, dict):
+        raise ConfigError("random_stage", v, "must be a dict with length_m and/or difficulty")
+    out = dict(RANDOM_STAGE_DEFAULTS)
+    for k, x in v.items():
+        if k == "length_m":
+            out[k] = _real("random_stage", k, x, 200.0, 20000.0)
+        elif k == "difficulty":
+            out[k] = _range_pair("random_stage", k, x, 0.0, 1.0)
+        else:
+            raise ConfigError(
+                f"random_stage.{k}", x, "unknown setting; known: difficulty, length_m"
+            )
+    out["difficulty"] = _range_pair("random_stage", "difficulty", out["difficulty"], 0.0, 1.0)
+    return out

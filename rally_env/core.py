@@ -1,0 +1,644 @@
+"""The one batched code path under both envs: N cars, their stages, timers and rewards.
+
+:class:`RallyCore` owns a :class:`physics.VehicleBatch`, a :class:`~rally_env.stages.StageBank`
+and the per-car env state, and implements reset and step for any subset of cars.
+:class:`rally_env.RallyEnv` is a core with N = 1; :class:`rally_env.RallyVectorEnv` a core with
+N = ``num_envs``. Nothing per car depends on N: each car has its own RNG stream (spawned from
+the reset seed, ``SeedSequence(seed, spawn_key=(k,))`` = ``SeedSequence(seed).spawn(n)[k]``),
+its own rows in every array, and the kernels touch only its rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import numpy as np
+
+from physics import VehicleBatch, flat_terrain
+from physics import layout as L
+from rally_env import kernels as K
+from rally_env import stages as S
+from rally_env.config import RallyConfig
+from rally_env.errors import StateError
+from rally_env.spaces import ObsLayout
+
+STATE_FORMAT = "rally_env.state"
+_END_REASONS_ARR = np.array(K.END_REASONS, dtype=object)
+STATE_VERSION = 1
+
+#: Keys every step's ``info`` carries (the vector env: arrays over cars).
+INFO_KEYS: tuple[str, ...] = (
+    "stage",
+    "stage_time_s",
+    "progress_m",
+    "credited_progress_m",
+    "stage_length_m",
+    "speed_mps",
+    "lateral_offset_m",
+    "heading_error_rad",
+    "off_road",
+    "finished",
+    "finish_time_s",
+    "checkpoint_times_s",
+    "lap",
+    "wheel_loads_n",
+    "slip_angles_rad",
+    "position_m",
+    "end_reason",
+    "reward_terms",
+)
+
+RANDOMIZED_FIELDS: tuple[str, ...] = (
+    "mass_kg",
+    "power_w",
+    "peak_slip_angle_rad",
+    "load_sensitivity",
+)
+
+
+class NotYet(float):
+    """NaN that compares equal to NaN: a time not reached yet (finish, checkpoints).
+
+    It is an ordinary NaN float for arithmetic and ``math.isnan``; equality is the one
+    difference, so the info dicts of two identical unfinished runs compare equal (Gymnasium's
+    determinism checks compare info with ``==``).
+    """
+
+    def __new__(cls) -> NotYet:
+        return super().__new__(cls, "nan")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and math.isnan(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash("NotYet")
+
+    def __repr__(self) -> str:
+        return "nan"
+
+    def __reduce__(self):
+        return (NotYet, ())
+
+
+#: The value of ``finish_time_s`` and of uncrossed ``checkpoint_times_s`` entries (a NaN).
+NOT_YET = NotYet()
+
+
+def _time(v: float) -> float:
+    return float(v) if v == v else NOT_YET
+
+
+def car_seed_sequence(seed: int, car: int) -> np.random.SeedSequence:
+    """The RNG stream of car ``car`` for reset seed ``seed`` (independent of the batch size)."""
+    return np.random.SeedSequence(int(seed), spawn_key=(int(car),))
+
+
+class RallyCore:
+    """N cars on the stages of one config.
+
+    Args:
+        config: the env settings.
+        n_cars: number of cars N.
+        parallel: step the physics with threads; ``None`` = when N >= 64.
+    """
+
+    def __init__(self, config: RallyConfig, n_cars: int, parallel: bool | None = None):
+        self.config = config
+        self.n = int(n_cars)
+        self.n_sub = config.substeps
+        self.dt = config.dt_s
+        self.bank = S.StageBank(config, self.n)
+        self.layout = ObsLayout(len(config.vehicle.wheels))
+        self.n_wheels = self.layout.n_wheels
+        self.lookahead = np.array(self.layout.lookahead_m, np.float64)
+        par = self.n >= 64 if parallel is None else bool(parallel)
+        terrains = self.bank.terrains if self.bank.built else [flat_terrain()]
+        self.sim = VehicleBatch(self.n, config.vehicle, terrains, parallel=par)
+        self.base_params_row = config.vehicle.pack()
+        n = self.n
+        self.estate = np.zeros((n, K.N_E), np.float64)
+        self.eistate = np.zeros((n, K.N_EI), np.int64)
+        self.etimes = np.full((n, max(1, self.bank.n_lines_max if self.bank.built else 1)), np.nan)
+        self.section_mu = np.ones((n, S.MAX_SECTION_IDS), np.float64)
+        self.draws: list[dict[str, Any] | None] = [None] * n
+        self.p_s = np.zeros(n)
+        self.p_lat = np.zeros(n)
+        self.p_herr = np.zeros(n)
+        self.p_left = np.zeros(n)
+        self.p_right = np.zeros(n)
+        self.look = np.zeros((n, len(self.lookahead), 3))
+        self.obs = np.zeros((n, self.layout.size), np.float32)
+        self.obs_low = self.layout.low.astype(np.float64)
+        self.obs_high = self.layout.high.astype(np.float64)
+        self.rew = np.zeros(n)
+        self.terms = np.zeros((n, K.N_TERMS))
+        self.term = np.zeros(n, np.bool_)
+        self.trunc = np.zeros(n, np.bool_)
+        self.actions = np.zeros((n, 4))
+        self.rngs: list[np.random.Generator | None] = [None] * n
+        self.ever_reset = np.zeros(n, np.bool_)
+        self._all = np.arange(n, dtype=np.int64)
+        self.cfg = self._cfg_vector()
+
+    # ------------------------------------------------------------------ configuration
+    def _cfg_vector(self) -> np.ndarray:
+        c = np.zeros(K.N_C)
+        w = self.config.reward_weights
+        for i, name in enumerate(K.REWARD_TERMS):
+            c[K.C_W0 + i] = getattr(w, name)
+        t = self.config.termination
+        hz = L.SUBSTEP_HZ
+        c[K.C_OFF_MAX_M] = t.off_road_max_m
+        c[K.C_OFF_MAX_SUB] = round(t.off_road_max_s * hz)
+        c[K.C_STUCK_SUB] = round(t.stuck_time_s * hz)
+        c[K.C_STUCK_M] = t.stuck_progress_m
+        c[K.C_ROLL_UPZ] = t.roll_up_z
+        c[K.C_ROLL_SUB] = round(t.roll_time_s * hz)
+        c[K.C_WRONG_M] = t.wrong_way_m
+        c[K.C_CUT_RATIO] = t.cut_ratio
+        c[K.C_CUT_SLACK] = t.cut_slack_m
+        c[K.C_LINE_TOL] = K.LINE_TOL_M
+        c[K.C_WINDOW] = K.WINDOW_M
+        c[K.C_LINE_MISS] = K.LINE_MISS_M
+        return c
+
+    def _attach_bank(self) -> None:
+        """After the bank rebuilt: hand the new terrains to the physics, refresh grip rows."""
+        b = self.bank
+        self.sim.terrains = b.terrains
+        if b.n_lines_max > self.etimes.shape[1]:
+            et = np.full((self.n, b.n_lines_max), np.nan)
+            et[:, : self.etimes.shape[1]] = self.etimes
+            self.etimes = et
+        if b.sectioned:
+            for k in range(self.n):
+                if self.ever_reset[k]:
+                    b.set_car_grip(k, int(self.eistate[k, K.EI_SLOT]), self.section_mu[k])
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, cars: np.ndarray, seeds: list[np.random.SeedSequence | None]) -> None:
+        """Start new episodes for ``cars`` (int64 indices); ``seeds[i]`` reseeds car i's RNG."""
+        cfg = self.config
+        bank = self.bank
+        rebuild = False
+        slots = np.empty(len(cars), np.int64)
+        for i, k in enumerate(cars):
+            k = int(k)
+            ss = seeds[i] if seeds is not None else None
+            if ss is not None:
+                self.rngs[k] = np.random.Generator(np.random.PCG64(ss))
+            elif self.rngs[k] is None:
+                self.rngs[k] = np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
+            rng = self.rngs[k]
+            if bank.mode == "fixed":
+                slot = 0
+            elif bank.mode == "list":
+                slot = int(rng.integers(bank.n_slots))
+            else:
+                gen_seed = int(rng.integers(0, 2**31 - 1))
+                lo, hi = cfg.random_stage["difficulty"]
+                diff = lo + (hi - lo) * float(rng.random())
+                st = S.generated_stage(gen_seed, cfg.random_stage["length_m"], round(diff, 6))
+                if bank.slots[k] is not st:
+                    bank.slots[k] = st
+                    rebuild = True
+                slot = k
+            slots[i] = slot
+            self._draw_randomization(k, slot, rng)
+        if rebuild or not bank.built:
+            bank.rebuild()
+        if rebuild or self.sim.terrains is not bank.terrains:
+            self.ever_reset[cars] = True
+            self._attach_bank()
+        rows = np.array(
+            [bank.terrain_row(int(k), int(s)) for k, s in zip(cars, slots, strict=True)], np.int64
+        )
+        self.eistate[cars, K.EI_SLOT] = slots
+        self.eistate[cars, K.EI_ROW] = rows
+        if bank.sectioned:
+            for k, s in zip(cars, slots, strict=True):
+                bank.set_car_grip(int(k), int(s), self.section_mu[int(k)])
+        poses = np.zeros((len(cars), 4))
+        for i, s in enumerate(slots):
+            poses[i, :3] = bank.stage(int(s)).start_pose
+        self.sim.reset(poses, cars=cars, terrain_ids=rows)
+        self.actions[cars] = 0.0
+        self.ever_reset[cars] = True
+        b = bank
+        K.reset_cars(
+            cars,
+            self.sim.state,
+            self.sim.params,
+            b.terrains.grip,
+            b.table,
+            b.seg,
+            b.tx,
+            b.ty,
+            b.curv,
+            b.hw,
+            b.px,
+            b.py,
+            b.line_gate,
+            self.cfg,
+            self.lookahead,
+            self.n_wheels,
+            self.estate,
+            self.eistate,
+            self.etimes,
+            self.p_s,
+            self.p_lat,
+            self.p_herr,
+            self.p_left,
+            self.p_right,
+            self.look,
+            self.obs_low,
+            self.obs_high,
+            self.obs,
+        )
+        self.rew[cars] = 0.0
+        self.terms[cars] = 0.0
+        self.term[cars] = False
+        self.trunc[cars] = False
+
+    def _draw_randomization(self, k: int, slot: int, rng: np.random.Generator) -> None:
+        r = self.config.randomize
+        if r is None:
+            self.draws[k] = None
+            return
+        base = self.config.vehicle
+        u = rng.random(4)
+        f_mass = r.mass[0] + (r.mass[1] - r.mass[0]) * u[0]
+        f_power = r.power[0] + (r.power[1] - r.power[0]) * u[1]
+        f_peak = r.tire_peak[0] + (r.tire_peak[1] - r.tire_peak[0]) * u[2]
+        f_ls = r.load_sensitivity[0] + (r.load_sensitivity[1] - r.load_sensitivity[0]) * u[3]
+        p = base.replace(
+            mass_kg=base.mass_kg * f_mass,
+            inertia_roll_kgm2=base.inertia_roll_kgm2 * f_mass,
+            inertia_pitch_kgm2=base.inertia_pitch_kgm2 * f_mass,
+            inertia_yaw_kgm2=base.inertia_yaw_kgm2 * f_mass,
+            power_w=base.power_w * f_power,
+            drive_force_n=base.drive_force_n * f_power,
+            peak_slip_angle_rad=base.peak_slip_angle_rad * f_peak,
+            load_sensitivity=min(1.0, base.load_sensitivity * f_ls),
+        )
+        self.sim.set_params(p, cars=np.array([k], np.int64))
+        st = self.bank.stage(slot)
+        n_sec = min(len(st.path.section_start_m), S.MAX_SECTION_IDS)
+        mu = np.ones(S.MAX_SECTION_IDS)
+        if self.bank.sectioned:
+            lo, hi = r.surface_mu
+            mu[:n_sec] = lo + (hi - lo) * rng.random(n_sec)
+        self.section_mu[k] = mu
+        self.draws[k] = {
+            "mass_kg": float(p.mass_kg),
+            "power_w": float(p.power_w),
+            "peak_slip_angle_rad": float(p.peak_slip_angle_rad),
+            "load_sensitivity": float(p.load_sensitivity),
+            "section_mu_scale": mu[:n_sec].copy(),
+        }
+
+    # ------------------------------------------------------------------ step
+    def step(self, actions: np.ndarray, cars: np.ndarray | None = None) -> None:
+        """Step cars (all, or ``cars``) with validated, clipped ``actions`` (N, 4) float64."""
+        st = self.sim.state
+        if cars is None:
+            st[:, L.CMD_STEER : L.CMD_HANDBRAKE + 1] = actions
+            self.sim.step(self.n_sub)
+            idx = self._all
+        else:
+            st[cars, L.CMD_STEER : L.CMD_HANDBRAKE + 1] = actions[cars]
+            self.sim.step(self.n_sub, cars)
+            idx = cars
+        b = self.bank
+        sim = self.sim
+        post = K.post_step_parallel if sim.parallel else K.post_step
+        post(
+            idx,
+            self.n_sub,
+            actions,
+            st,
+            sim.istate,
+            sim.params,
+            b.terrains.grip,
+            b.table,
+            b.seg,
+            b.tx,
+            b.ty,
+            b.curv,
+            b.hw,
+            b.px,
+            b.py,
+            b.line_race,
+            b.line_gate,
+            self.cfg,
+            self.lookahead,
+            self.n_wheels,
+            self.estate,
+            self.eistate,
+            self.etimes,
+            self.p_s,
+            self.p_lat,
+            self.p_herr,
+            self.p_left,
+            self.p_right,
+            self.look,
+            self.obs_low,
+            self.obs_high,
+            self.obs,
+            self.rew,
+            self.terms,
+            self.term,
+            self.trunc,
+        )
+
+    # ------------------------------------------------------------------ info
+    def lines_of(self, k: int) -> int:
+        return int(self.bank.table[self.eistate[k, K.EI_SLOT], S.SL_N_LINES])
+
+    def info_one(self, k: int) -> dict[str, Any]:
+        """The info dict of car ``k`` (plain Python scalars and small arrays)."""
+        e = self.estate[k]
+        ei = self.eistate[k]
+        st = self.sim.state[k]
+        nw = self.n_wheels
+        slot = int(ei[K.EI_SLOT])
+        stage = self.bank.slots[slot]
+        nl = int(self.bank.table[slot, S.SL_N_LINES])
+        vx, vy, vz = st[L.VEL_X], st[L.VEL_Y], st[L.VEL_Z]
+        terms = self.terms[k]
+        end = int(ei[K.EI_END])
+        return {
+            "stage": stage.name,
+            "stage_time_s": int(self.sim.istate[k, L.I_SUBSTEPS]) / L.SUBSTEP_HZ,
+            "progress_m": float(e[K.E_RACE]),
+            "credited_progress_m": float(e[K.E_BEST]),
+            "stage_length_m": float(e[K.E_TIMED]),
+            "speed_mps": math.sqrt(vx * vx + vy * vy + vz * vz),
+            "lateral_offset_m": float(e[K.E_LAT]),
+            "heading_error_rad": float(e[K.E_HERR]),
+            "off_road": bool(ei[K.EI_OFF]),
+            "finished": end == K.END_FINISHED,
+            "finish_time_s": _time(e[K.E_FINISH_TIME]),
+            "checkpoint_times_s": tuple(_time(v) for v in self.etimes[k, : nl - 1]),
+            "lap": self._lap(k, slot, stage),
+            "wheel_loads_n": st[L.WL_LOAD : L.WL_LOAD + nw].copy(),
+            "slip_angles_rad": st[L.WL_SLIP_ANGLE : L.WL_SLIP_ANGLE + nw].copy(),
+            "position_m": st[L.POS_X : L.POS_Z + 1].copy(),
+            "end_reason": K.END_REASONS[end],
+            "reward_terms": {name: float(terms[i]) for i, name in enumerate(K.REWARD_TERMS)},
+        }
+
+    def _lap(self, k: int, slot: int, stage) -> int:
+        if not stage.closed:
+            return 1
+        lap = int(self.estate[k, K.E_BEST] // stage.path.length_m) + 1
+        return min(max(lap, 1), stage.laps)
+
+    def info_batch(self, cars: np.ndarray | None = None) -> dict[str, Any]:
+        """The info of all cars (or ``cars``) as arrays over cars."""
+        idx = self._all if cars is None else cars
+        e = self.estate[idx]
+        ei = self.eistate[idx]
+        st = self.sim.state[idx]
+        nw = self.n_wheels
+        slots = ei[:, K.EI_SLOT]
+        v = st[:, L.VEL_X : L.VEL_Z + 1]
+        end = ei[:, K.EI_END]
+        ncp = max(self.etimes.shape[1] - 1, 0)
+        cp = self.etimes[idx, :ncp].copy()
+        if ncp:
+            nl = self.bank.table[slots, S.SL_N_LINES].astype(np.int64)
+            cp[np.arange(ncp)[None, :] >= (nl - 1)[:, None]] = np.nan
+        b = self.bank
+        names = b.slot_names[slots]
+        laps = np.ones(len(idx), np.int64)
+        closed = b.table[slots, S.SL_CLOSED] > 0.5
+        if closed.any():
+            lap = np.floor(e[:, K.E_BEST] / b.table[slots, S.SL_LENGTH]).astype(np.int64) + 1
+            laps = np.where(closed, np.clip(lap, 1, b.slot_laps[slots]), 1)
+        return {
+            "stage": names,
+            "stage_time_s": self.sim.istate[idx, L.I_SUBSTEPS] / L.SUBSTEP_HZ,
+            "progress_m": e[:, K.E_RACE].copy(),
+            "credited_progress_m": e[:, K.E_BEST].copy(),
+            "stage_length_m": e[:, K.E_TIMED].copy(),
+            "speed_mps": np.sqrt((v * v).sum(axis=1)),
+            "lateral_offset_m": e[:, K.E_LAT].copy(),
+            "heading_error_rad": e[:, K.E_HERR].copy(),
+            "off_road": ei[:, K.EI_OFF] == 1,
+            "finished": end == K.END_FINISHED,
+            "finish_time_s": e[:, K.E_FINISH_TIME].copy(),
+            "checkpoint_times_s": cp,
+            "lap": laps,
+            "wheel_loads_n": st[:, L.WL_LOAD : L.WL_LOAD + nw].copy(),
+            "slip_angles_rad": st[:, L.WL_SLIP_ANGLE : L.WL_SLIP_ANGLE + nw].copy(),
+            "position_m": st[:, L.POS_X : L.POS_Z + 1].copy(),
+            "end_reason": _END_REASONS_ARR[end],
+            "reward_terms": {
+                name: self.terms[idx, i].copy() for i, name in enumerate(K.REWARD_TERMS)
+            },
+        }
+
+    def randomization_info(self, k: int) -> dict[str, Any] | None:
+        d = self.draws[k]
+        if d is None:
+            return None
+        return {key: (val.copy() if isinstance(val, np.ndarray) else val) for key, val in d.items()}
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict[str, Any]:
+        """A plain, picklable snapshot of everything that shapes the cars' futures."""
+        b = self.bank
+        st: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "layout_version": L.LAYOUT_VERSION,
+            "config_digest": self.config.digest(),
+            "n_cars": self.n,
+            "slots": [None if s is None else S.stage_record(s) for s in b.slots],
+            "sim_state": self.sim.state.copy(),
+            "sim_istate": self.sim.istate.copy(),
+            "sim_params": self.sim.params.copy(),
+            "estate": self.estate.copy(),
+            "eistate": self.eistate.copy(),
+            "etimes": self.etimes.copy(),
+            "section_mu": self.section_mu.copy(),
+            "obs": self.obs.copy(),
+            "actions": self.actions.copy(),
+            "ever_reset": self.ever_reset.copy(),
+            "rng": [None if r is None else r.bit_generator.state for r in self.rngs],
+            "draws": [None if d is None else dict(d) for d in self.draws],
+        }
+        st["digest"] = state_digest(st)
+        return st
+
+    def check_state(self, st: Any) -> list[Any]:
+        """Validate a state for this core; returns the resolved slot stages. Changes nothing."""
+        if not isinstance(st, dict):
+            raise StateError(f"a state must be a dict from get_state(), got {type(st).__name__}")
+        need = (
+            "format",
+            "version",
+            "layout_version",
+            "config_digest",
+            "n_cars",
+            "slots",
+            "sim_state",
+            "sim_istate",
+            "sim_params",
+            "estate",
+            "eistate",
+            "etimes",
+            "section_mu",
+            "obs",
+            "actions",
+            "ever_reset",
+            "rng",
+            "draws",
+            "digest",
+        )
+        missing = [k for k in need if k not in st]
+        if missing:
+            raise StateError(f"state is missing {', '.join(missing)}")
+        if st["format"] != STATE_FORMAT or st["version"] != STATE_VERSION:
+            raise StateError(
+                f"state format {st['format']!r} v{st['version']!r} is not "
+                f"{STATE_FORMAT!r} v{STATE_VERSION}"
+            )
+        if st["layout_version"] != L.LAYOUT_VERSION:
+            raise StateError(f"state physics layout v{st['layout_version']} != v{L.LAYOUT_VERSION}")
+        if st["config_digest"] != self.config.digest():
+            raise StateError(
+                "state comes from an env with different settings "
+                "(stage, vehicle, rate, rewards, termination or randomization)"
+            )
+        if st["n_cars"] != self.n:
+            raise StateError(f"state has {st['n_cars']} cars, this env has {self.n}")
+        try:
+            digest = state_digest(st)
+        except Exception as e:  # malformed content
+            raise StateError(f"state content is malformed: {e}") from None
+        if digest != st["digest"]:
+            raise StateError("state is corrupt: its contents do not match its digest")
+        shapes = {
+            "sim_state": ((self.n, L.N_STATE), np.float64),
+            "sim_istate": ((self.n, L.N_ISTATE), np.int64),
+            "sim_params": ((self.n, L.N_PARAMS), np.float64),
+            "estate": ((self.n, K.N_E), np.float64),
+            "eistate": ((self.n, K.N_EI), np.int64),
+            "section_mu": ((self.n, S.MAX_SECTION_IDS), np.float64),
+            "obs": ((self.n, self.layout.size), np.float32),
+            "actions": ((self.n, 4), np.float64),
+            "ever_reset": ((self.n,), np.bool_),
+        }
+        for key, (shape, dtype) in shapes.items():
+            a = st[key]
+            if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype:
+                raise StateError(
+                    f"state[{key!r}] must be a {dtype.__name__} array of shape {shape}"
+                )
+        et = st["etimes"]
+        if not isinstance(et, np.ndarray) or et.ndim != 2 or et.shape[0] != self.n:
+            raise StateError("state['etimes'] has the wrong shape")
+        if len(st["slots"]) != len(self.bank.slots) or len(st["rng"]) != self.n:
+            raise StateError("state has the wrong number of stage slots or RNG streams")
+        stages = []
+        for i, rec in enumerate(st["slots"]):
+            if rec is None:
+                stages.append(None)
+                continue
+            try:
+                stg = S.stage_from_record(rec)
+            except Exception as e:
+                raise StateError(f"state slot {i}: cannot rebuild its stage: {e}") from None
+            if self.bank.mode != "random" and stg.digest() != self.bank.slots[i].digest():
+                raise StateError(f"state slot {i} is a different stage than this env's")
+            stages.append(stg)
+        slots = st["eistate"][:, K.EI_SLOT]
+        if slots.min() < 0 or slots.max() >= len(stages):
+            raise StateError("state refers to a stage slot this env does not have")
+        for k in np.flatnonzero(st["ever_reset"]):
+            if stages[int(slots[k])] is None:
+                raise StateError(f"state car {k} is on a stage slot with no stage")
+        if et.shape[1] < max(1, max((len(S.timing_lines(s)) for s in stages if s), default=1)):
+            raise StateError("state['etimes'] is too narrow for its stages")
+        for r in st["rng"]:
+            if r is not None:
+                try:
+                    g = np.random.PCG64()
+                    g.state = r
+                except Exception as e:
+                    raise StateError(f"state RNG stream is malformed: {e}") from None
+        return stages
+
+    def set_state(self, st: dict[str, Any]) -> None:
+        """Restore a state from :meth:`get_state`; a bad state raises and changes nothing."""
+        stages = self.check_state(st)
+        b = self.bank
+        if b.mode == "random":
+            changed = any(a is not c for a, c in zip(stages, b.slots, strict=True))
+            if changed or not b.built:
+                old = list(b.slots)
+                b.slots = list(stages)
+                try:
+                    b.rebuild()
+                except Exception as e:
+                    b.slots = old
+                    if any(s is not None for s in old):
+                        b.rebuild()
+                    raise StateError(f"cannot rebuild the state's stages: {e}") from None
+        self.ever_reset[...] = st["ever_reset"]
+        self.section_mu[...] = st["section_mu"]
+        self.eistate[...] = st["eistate"]
+        self.estate[...] = st["estate"]
+        if st["etimes"].shape != self.etimes.shape:
+            self.etimes = st["etimes"].copy()
+        else:
+            self.etimes[...] = st["etimes"]
+        self.sim.params[...] = st["sim_params"]
+        self.sim.state[...] = st["sim_state"]
+        self.sim.istate[...] = st["sim_istate"]
+        self.obs[...] = st["obs"]
+        self.actions[...] = st["actions"]
+        self._attach_bank()
+        for k, r in enumerate(st["rng"]):
+            if r is None:
+                self.rngs[k] = None
+            else:
+                g = np.random.PCG64()
+                g.state = r
+                self.rngs[k] = np.random.Generator(g)
+        self.draws = [None if d is None else dict(d) for d in st["draws"]]
+
+
+def _feed(h: Any, obj: Any) -> None:
+    if isinstance(obj, np.ndarray):
+        h.update(repr((obj.dtype.str, obj.shape)).encode())
+        h.update(np.ascontiguousarray(obj).tobytes())
+    elif isinstance(obj, dict):
+        h.update(b"{")
+        for key in sorted(obj, key=str):
+            h.update(repr(key).encode())
+            _feed(h, obj[key])
+        h.update(b"}")
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"[")
+        for x in obj:
+            _feed(h, x)
+        h.update(b"]")
+    elif isinstance(obj, float):
+        h.update(np.float64(obj).tobytes())
+    else:
+        h.update(repr(obj).encode())
+
+
+def state_digest(st: dict[str, Any]) -> str:
+    """blake2b over every entry of a state except ``digest`` itself."""
+    h = hashlib.blake2b(digest_size=16)
+    _feed(h, {k: v for k, v in st.items() if k != "digest"})
+    return h.hexdigest()

@@ -1,0 +1,153 @@
+"""``RallyEnv``: the single-car Gymnasium environment (a :class:`RallyCore` with N = 1)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.error import ResetNeeded
+
+from rally_env.actions import validate_continuous, validate_discrete
+from rally_env.config import RallyConfig
+from rally_env.core import RallyCore, car_seed_sequence, state_digest
+from rally_env.docstrings import env_docstring
+from rally_env.errors import StateError
+from rally_env.spaces import action_space
+
+RENDER_MODES = ["human", "rgb_array"]
+_ONE = np.zeros(1, np.int64)
+
+
+def not_yet_rendering(mode: str | None) -> NotImplementedError:
+    return NotImplementedError(
+        f"rendering (render_mode={mode!r}) is not implemented yet in Rally-v0; it lands with "
+        "the renderer. Create the env with render_mode=None to train and evaluate."
+    )
+
+
+class RallyEnv(gym.Env):
+    __doc__ = env_docstring()
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": RENDER_MODES, "render_fps": 20}
+
+    def __init__(
+        self,
+        stage: Any = "opener",
+        vehicle: Any = "rover",
+        control_hz: int = 20,
+        reward_weights: Any = None,
+        termination: Any = None,
+        randomize: Any = None,
+        random_stage: dict[str, Any] | None = None,
+        discrete_actions: bool = False,
+        render_mode: str | None = None,
+    ):
+        self.config = RallyConfig.build(
+            stage=stage,
+            vehicle=vehicle,
+            control_hz=control_hz,
+            reward_weights=reward_weights,
+            termination=termination,
+            randomize=randomize,
+            random_stage=random_stage,
+            discrete_actions=discrete_actions,
+            render_mode=render_mode,
+        )
+        self.render_mode = self.config.render_mode
+        self.metadata = {"render_modes": RENDER_MODES, "render_fps": self.config.control_hz}
+        self.core = RallyCore(self.config, 1, parallel=False)
+        self.observation_space = self.core.layout.space()
+        self.action_space = action_space(self.config.discrete_actions)
+        self._validate = (
+            validate_discrete if self.config.discrete_actions else (validate_continuous)
+        )
+        self._cmd = self.core.actions
+        self._needs_reset = True
+
+    # ---------------------------------------------------------------------------- API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode.
+
+        Args:
+            seed: reseeds the env's RNG stream (stage choice, randomization); ``None``
+                continues the stream.
+            options: ``{"car_index": k}`` draws from stream ``k`` of the seed, the one car
+                ``k`` of a :class:`RallyVectorEnv` reset with the same seed uses.
+        """
+        super().reset(seed=seed)
+        car = 0
+        if options:
+            unknown = set(options) - {"car_index"}
+            if unknown:
+                raise ValueError(f"unknown reset options {sorted(unknown)}; known: car_index")
+            car = options.get("car_index", 0)
+            if isinstance(car, bool) or not isinstance(car, (int, np.integer)) or car < 0:
+                raise ValueError(f"options['car_index'] must be an integer >= 0, got {car!r}")
+        ss = None if seed is None else car_seed_sequence(seed, int(car))
+        self.core.reset(_ONE, [ss])
+        self._needs_reset = False
+        info = self.core.info_one(0)
+        rnd = self.core.randomization_info(0)
+        if rnd is not None:
+            info["randomization"] = rnd
+        return self.core.obs[0].copy(), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self._needs_reset:
+            raise ResetNeeded("call reset() before step()")
+        self._validate(action, None, self._cmd)
+        c = self.core
+        c.step(self._cmd)
+        return (c.obs[0].copy(), float(c.rew[0]), bool(c.term[0]), bool(c.trunc[0]), c.info_one(0))
+
+    def render(self) -> Any:
+        raise not_yet_rendering(self.render_mode)
+
+    def close(self) -> None:
+        pass
+
+    # ---------------------------------------------------------------------- state API
+    def get_state(self) -> dict[str, Any]:
+        """A plain, picklable snapshot of the whole env (physics, stage, timers, RNG).
+
+        ``set_state`` on it (in this env or a new one with the same arguments) continues the
+        run bit-identically.
+        """
+        st = self.core.get_state()
+        st["extra"] = {
+            "kind": "RallyEnv",
+            "needs_reset": self._needs_reset,
+            "np_random": None if self._np_random is None else self._np_random.bit_generator.state,
+            "np_random_seed": self._np_random_seed,
+        }
+        st["digest"] = state_digest(st)
+        return st
+
+    def set_state(self, state: dict[str, Any]) -> np.ndarray:
+        """Restore :meth:`get_state` output; returns the current observation.
+
+        Raises:
+            StateError: the state is malformed, corrupt or from an env with other settings;
+                the env is unchanged.
+        """
+        extra = state.get("extra") if isinstance(state, dict) else None
+        if not isinstance(extra, dict) or extra.get("kind") != "RallyEnv":
+            raise StateError("not a RallyEnv state (missing or wrong 'extra')")
+        self.core.check_state(state)
+        npr = extra.get("np_random")
+        gen = None
+        if npr is not None:
+            try:
+                bg = np.random.PCG64()
+                bg.state = npr
+                gen = np.random.Generator(bg)
+            except Exception as e:
+                raise StateError(f"state np_random is malformed: {e}") from None
+        self.core.set_state(state)
+        self._np_random = gen
+        self._np_random_seed = extra.get("np_random_seed")
+        self._needs_reset = bool(extra.get("needs_reset", False))
+        return self.core.obs[0].copy()

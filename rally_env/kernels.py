@@ -1,0 +1,842 @@
+"""The env's per-step numba kernels: projection, timing, reward, termination, observation.
+
+Everything here is per car and reads only that car's rows, so car k's results never depend on
+how many cars are in the batch. Arithmetic is ``+ - * / sqrt floor`` (and the projection's
+``atan2x``): bit-identical everywhere, with or without the JIT.
+
+Per-car env state lives in two arrays with named columns (below): ``estate`` float64
+(N, N_E) and ``eistate`` int64 (N, N_EI), plus ``etimes`` (N, lines) line-crossing times.
+Timers count physics substeps (integers), so time limits are exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from physics import layout as L
+from rally_env import stages as S
+from rally_env.spaces import (
+    CURVATURE_SCALE_PER_M,
+    EDGE_SCALE_M,
+    LATERAL_SPEED_SCALE_MPS,
+    SLIP_ANGLE_SCALE_RAD,
+    SLIP_RATIO_SCALE,
+    SPEED_SCALE_MPS,
+    YAW_RATE_SCALE_RADPS,
+)
+from tracks.projection import project_batch
+
+# ---------------------------------------------------------------- float env state, per car
+E_S = 0  # projected arc length on the path (m)
+E_RACE = 1  # stage position: distance along the stage from the start line (m), continuous
+E_CREDIT = 2  # credited position (m): progress is paid for its increase
+E_BEST = 3  # furthest credited position reached (m)
+E_LAT = 4  # signed lateral offset (m, + left)
+E_HERR = 5  # heading error (rad)
+E_LEFT = 6  # distance to the left edge (m, + on the road)
+E_RIGHT = 7  # distance to the right edge (m)
+E_OFF_TRAVEL = 8  # distance driven since leaving the road (m)
+E_STUCK_REF = 9  # credited position when the stuck timer last restarted (m)
+E_FINISH_TIME = 10  # exact finish time (s), NaN until finished
+E_PX = 11  # CG x at the last control step (m)
+E_PY = 12  # CG y at the last control step (m)
+E_ACT = 13  # 13..16: the last action applied (steer, throttle, brake, handbrake)
+E_TIMED = 17  # start-to-finish distance of the car's stage (m)
+E_RACE_PREV = 18  # stage position one control step earlier (m)
+E_PAID = 19  # progress paid this episode (m)
+N_E = 20
+
+# ------------------------------------------------------------------ int env state, per car
+EI_SLOT = 0  # stage slot
+EI_NEXT_LINE = 1  # index of the next timing line to cross
+EI_END = 2  # end code (END_*), 0 while running
+EI_OFF = 3  # 1 while the car's centre is beyond a road edge
+EI_OFF_SUB = 4  # substeps continuously off the road
+EI_STUCK_SUB = 5  # substeps since the credited position last grew by stuck_progress_m
+EI_ROLL_SUB = 6  # substeps continuously rolled
+EI_ROW = 7  # terrain-set row
+EI_LIMIT_SUB = 8  # time limit in substeps
+EI_STEPS = 9  # control steps this episode
+N_EI = 10
+
+# ------------------------------------------------------------------------------ end codes
+END_NONE = 0
+END_FINISHED = 1
+END_OFF_STAGE = 2
+END_ROLLED = 3
+END_STUCK = 4
+END_WRONG_WAY = 5
+END_TIME_LIMIT = 6
+END_REASONS: tuple[str, ...] = (
+    "",
+    "finished",
+    "off_stage",
+    "rolled",
+    "stuck",
+    "wrong_way",
+    "time_limit",
+)
+
+# ---------------------------------------------------------------------------- reward terms
+T_PROGRESS = 0
+T_TIME = 1
+T_OFF_ROAD = 2
+T_CRASH = 3
+T_FINISH = 4
+T_ACTION_CHANGE = 5
+REWARD_TERMS: tuple[str, ...] = ("progress", "time", "off_road", "crash", "finish", "action_change")
+N_TERMS = 6
+
+# ------------------------------------------------------------------------- config vector
+C_W0 = 0  # 0..5: reward weights in REWARD_TERMS order
+C_OFF_MAX_M = 6
+C_OFF_MAX_SUB = 7
+C_STUCK_SUB = 8
+C_STUCK_M = 9
+C_ROLL_UPZ = 10
+C_ROLL_SUB = 11
+C_WRONG_M = 12
+C_CUT_RATIO = 13
+C_CUT_SLACK = 14
+C_LINE_TOL = 15
+C_WINDOW = 16
+C_LINE_MISS = 17
+N_C = 18
+
+#: A gate crossing counts only if the stage position is within this distance of the line (m).
+LINE_TOL_M = 30.0
+#: A line passed by this much without its gate firing is timed from the stage position (m).
+LINE_MISS_M = 2.0
+#: On the road, the stage position may advance at most this many times the distance driven
+#: (plus ``cut_slack_m``) in one step (the inside of the tightest corner allows about 4.3).
+ONROAD_JUMP_RATIO = 5.0
+#: Warm-start window of the projection (m).
+WINDOW_M = 25.0
+
+_INV_SPEED = 1.0 / SPEED_SCALE_MPS
+_INV_LATV = 1.0 / LATERAL_SPEED_SCALE_MPS
+_INV_YAW = 1.0 / YAW_RATE_SCALE_RADPS
+_INV_SLIP = 1.0 / SLIP_ANGLE_SCALE_RAD
+_INV_RATIO = 1.0 / SLIP_RATIO_SCALE
+_INV_EDGE = 1.0 / EDGE_SCALE_M
+_CURV = CURVATURE_SCALE_PER_M
+_INV_PI = 1.0 / math.pi
+
+
+@njit(cache=True)
+def _project_car(
+    k,
+    state,
+    table,
+    seg_all,
+    tx_all,
+    ty_all,
+    cu_all,
+    hw_all,
+    x_all,
+    y_all,
+    slot,
+    s_prev,
+    window,
+    lookahead,
+    pos_buf,
+    fwd_buf,
+    sp_buf,
+    p_s,
+    p_lat,
+    p_herr,
+    p_left,
+    p_right,
+    look,
+):
+    so = int(table[slot, S.SL_SEG_OFF])
+    ns = int(table[slot, S.SL_N_SEG])
+    po = int(table[slot, S.SL_PT_OFF])
+    qw = state[k, L.QUAT_W]
+    qx = state[k, L.QUAT_X]
+    qy = state[k, L.QUAT_Y]
+    qz = state[k, L.QUAT_Z]
+    pos_buf[0, 0] = state[k, L.POS_X]
+    pos_buf[0, 1] = state[k, L.POS_Y]
+    fwd_buf[0, 0] = 1.0 - 2.0 * (qy * qy + qz * qz)
+    fwd_buf[0, 1] = 2.0 * (qx * qy + qw * qz)
+    sp_buf[0] = s_prev
+    project_batch(
+        seg_all[so : so + ns],
+        tx_all[po : po + ns + 1],
+        ty_all[po : po + ns + 1],
+        cu_all[po : po + ns + 1],
+        hw_all[po : po + ns + 1],
+        x_all[po : po + ns + 1],
+        y_all[po : po + ns + 1],
+        table[slot, S.SL_DS],
+        table[slot, S.SL_LENGTH],
+        table[slot, S.SL_CLOSED] > 0.5,
+        pos_buf,
+        fwd_buf,
+        sp_buf,
+        window,
+        lookahead,
+        p_s[k : k + 1],
+        p_lat[k : k + 1],
+        p_herr[k : k + 1],
+        p_left[k : k + 1],
+        p_right[k : k + 1],
+        look[k : k + 1],
+    )
+
+
+@njit(cache=True)
+def _clip(v, lo, hi):
+    if v < lo:
+        return lo
+    if v > hi:
+        return hi
+    return v
+
+
+@njit(cache=True)
+def _write_obs(
+    k,
+    state,
+    params,
+    tgrip,
+    estate,
+    eistate,
+    look,
+    lookahead,
+    n_wheels,
+    obs_low,
+    obs_high,
+    obs,
+    vals,
+):
+    qw = state[k, L.QUAT_W]
+    qx = state[k, L.QUAT_X]
+    qy = state[k, L.QUAT_Y]
+    qz = state[k, L.QUAT_Z]
+    vx = state[k, L.VEL_X]
+    vy = state[k, L.VEL_Y]
+    vz = state[k, L.VEL_Z]
+    r00 = 1.0 - 2.0 * (qy * qy + qz * qz)
+    r10 = 2.0 * (qx * qy + qw * qz)
+    r20 = 2.0 * (qx * qz - qw * qy)
+    r01 = 2.0 * (qx * qy - qw * qz)
+    r11 = 1.0 - 2.0 * (qx * qx + qz * qz)
+    r21 = 2.0 * (qy * qz + qw * qx)
+    i = 0
+    vals[i] = math.sqrt(vx * vx + vy * vy + vz * vz) * _INV_SPEED
+    i += 1
+    vals[i] = (r00 * vx + r10 * vy + r20 * vz) * _INV_SPEED
+    i += 1
+    vals[i] = (r01 * vx + r11 * vy + r21 * vz) * _INV_LATV
+    i += 1
+    vals[i] = state[k, L.OMEGA_Z] * _INV_YAW
+    i += 1
+    vals[i] = -r20
+    i += 1
+    vals[i] = r21
+    i += 1
+    for w in range(n_wheels):
+        vals[i] = state[k, L.WL_SLIP_ANGLE + w] * _INV_SLIP
+        i += 1
+    for w in range(n_wheels):
+        vals[i] = state[k, L.WL_SLIP_RATIO + w] * _INV_RATIO
+        i += 1
+    static = params[k, L.P_MASS] * params[k, L.P_GRAVITY] / params[k, L.P_N_WHEELS]
+    for w in range(n_wheels):
+        vals[i] = state[k, L.WL_LOAD + w] / static
+        i += 1
+    for w in range(n_wheels):
+        vals[i] = 1.0 if state[k, L.WL_GROUNDED + w] > 0.5 else 0.0
+        i += 1
+    row = eistate[k, EI_ROW]
+    for w in range(n_wheels):
+        vals[i] = tgrip[row, int(state[k, L.WL_SURFACE + w])]
+        i += 1
+    left = estate[k, E_LEFT]
+    right = estate[k, E_RIGHT]
+    hw = 0.5 * (left + right)
+    vals[i] = estate[k, E_HERR] * _INV_PI
+    i += 1
+    vals[i] = estate[k, E_LAT] / hw if hw > 0.0 else 0.0
+    i += 1
+    vals[i] = left * _INV_EDGE
+    i += 1
+    vals[i] = right * _INV_EDGE
+    i += 1
+    for q in range(lookahead.shape[0]):
+        d = lookahead[q]
+        vals[i] = look[k, q, 0] / d
+        vals[i + 1] = look[k, q, 1] / d
+        vals[i + 2] = look[k, q, 2] * _CURV
+        i += 3
+    for a in range(4):
+        vals[i] = estate[k, E_ACT + a]
+        i += 1
+    vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
+    i += 1
+    for j in range(obs.shape[1]):
+        obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
+
+
+@njit(cache=True)
+def _arm_gate(k, state, table, line_gate, slot, line):
+    g = int(table[slot, S.SL_LINE_OFF]) + line
+    state[k, L.GATE_X0] = line_gate[g, 0]
+    state[k, L.GATE_Y0] = line_gate[g, 1]
+    state[k, L.GATE_X1] = line_gate[g, 2]
+    state[k, L.GATE_Y1] = line_gate[g, 3]
+    state[k, L.GATE_TIME] = -1.0
+
+
+@njit(cache=True)
+def reset_cars(
+    cars,
+    state,
+    params,
+    tgrip,
+    table,
+    seg_all,
+    tx_all,
+    ty_all,
+    cu_all,
+    hw_all,
+    x_all,
+    y_all,
+    line_gate,
+    cfg,
+    lookahead,
+    n_wheels,
+    estate,
+    eistate,
+    etimes,
+    p_s,
+    p_lat,
+    p_herr,
+    p_left,
+    p_right,
+    look,
+    obs_low,
+    obs_high,
+    obs,
+):
+    """Initialise the env state of freshly placed cars (slot and row already in eistate),
+    arm their first gate and write their first observation."""
+    pos_buf = np.empty((1, 2))
+    fwd_buf = np.empty((1, 2))
+    sp_buf = np.empty(1)
+    vals = np.empty(obs.shape[1])
+    for ii in range(cars.shape[0]):
+        k = cars[ii]
+        slot = eistate[k, EI_SLOT]
+        for c in range(estate.shape[1]):
+            estate[k, c] = 0.0
+        for c in range(etimes.shape[1]):
+            etimes[k, c] = np.nan
+        for c in range(eistate.shape[1]):
+            if c != EI_SLOT and c != EI_ROW:
+                eistate[k, c] = 0
+        s0 = table[slot, S.SL_START_S]
+        _project_car(
+            k,
+            state,
+            table,
+            seg_all,
+            tx_all,
+            ty_all,
+            cu_all,
+            hw_all,
+            x_all,
+            y_all,
+            slot,
+            s0,
+            cfg[C_WINDOW],
+            lookahead,
+            pos_buf,
+            fwd_buf,
+            sp_buf,
+            p_s,
+            p_lat,
+            p_herr,
+            p_left,
+            p_right,
+            look,
+        )
+        d = p_s[k] - s0
+        if table[slot, S.SL_CLOSED] > 0.5:
+            length = table[slot, S.SL_LENGTH]
+            d -= length * math.floor(d / length + 0.5)
+        estate[k, E_S] = p_s[k]
+        estate[k, E_RACE] = d
+        estate[k, E_RACE_PREV] = d
+        estate[k, E_CREDIT] = d
+        estate[k, E_BEST] = d
+        estate[k, E_STUCK_REF] = d
+        estate[k, E_LAT] = p_lat[k]
+        estate[k, E_HERR] = p_herr[k]
+        estate[k, E_LEFT] = p_left[k]
+        estate[k, E_RIGHT] = p_right[k]
+        estate[k, E_FINISH_TIME] = np.nan
+        estate[k, E_PX] = state[k, L.POS_X]
+        estate[k, E_PY] = state[k, L.POS_Y]
+        estate[k, E_TIMED] = table[slot, S.SL_TIMED]
+        eistate[k, EI_OFF] = 1 if (p_left[k] < 0.0 or p_right[k] < 0.0) else 0
+        eistate[k, EI_LIMIT_SUB] = int(
+            math.ceil(table[slot, S.SL_TIME_LIMIT] * L.SUBSTEP_HZ - 1e-6)
+        )
+        _arm_gate(k, state, table, line_gate, slot, 0)
+        _write_obs(
+            k,
+            state,
+            params,
+            tgrip,
+            estate,
+            eistate,
+            look,
+            lookahead,
+            n_wheels,
+            obs_low,
+            obs_high,
+            obs,
+            vals,
+        )
+
+
+@njit(cache=True)
+def _post_car(
+    k,
+    n_sub,
+    actions,
+    state,
+    istate,
+    params,
+    tgrip,
+    table,
+    seg_all,
+    tx_all,
+    ty_all,
+    cu_all,
+    hw_all,
+    x_all,
+    y_all,
+    line_race,
+    line_gate,
+    cfg,
+    lookahead,
+    n_wheels,
+    estate,
+    eistate,
+    etimes,
+    p_s,
+    p_lat,
+    p_herr,
+    p_left,
+    p_right,
+    look,
+    obs_low,
+    obs_high,
+    obs,
+    rew,
+    terms,
+    term,
+    trunc,
+    pos_buf,
+    fwd_buf,
+    sp_buf,
+    vals,
+):
+    """One car of :func:`post_step`."""
+    dt = n_sub * L.DT
+    slot = eistate[k, EI_SLOT]
+    closed = table[slot, S.SL_CLOSED] > 0.5
+    length = table[slot, S.SL_LENGTH]
+    s_prev = estate[k, E_S]
+    _project_car(
+        k,
+        state,
+        table,
+        seg_all,
+        tx_all,
+        ty_all,
+        cu_all,
+        hw_all,
+        x_all,
+        y_all,
+        slot,
+        s_prev,
+        cfg[C_WINDOW],
+        lookahead,
+        pos_buf,
+        fwd_buf,
+        sp_buf,
+        p_s,
+        p_lat,
+        p_herr,
+        p_left,
+        p_right,
+        look,
+    )
+    d = p_s[k] - s_prev
+    if closed:
+        d -= length * math.floor(d / length + 0.5)
+    race_prev = estate[k, E_RACE]
+    race = race_prev + d
+    left = p_left[k]
+    right = p_right[k]
+    off = left < 0.0 or right < 0.0
+    off_dist = -min(left, right)
+    px = state[k, L.POS_X]
+    py = state[k, L.POS_Y]
+    dx = px - estate[k, E_PX]
+    dy = py - estate[k, E_PY]
+    travel = math.sqrt(dx * dx + dy * dy)
+
+    # ---- credited progress: paid only for distance driven on the road; backward motion
+    # is always charged; running ahead off the road is forfeited, and running ahead of
+    # the credited position by more than the cut allowance is cutting the stage.
+    credit = estate[k, E_CREDIT]
+    off_travel = estate[k, E_OFF_TRAVEL]
+    pay = 0.0
+    cut = False
+    if off:
+        off_travel += travel
+        if race < credit:
+            pay = race - credit
+            credit = race
+        elif race - credit > cfg[C_CUT_RATIO] * off_travel + cfg[C_CUT_SLACK]:
+            cut = True
+        eistate[k, EI_OFF_SUB] += n_sub
+    else:
+        if eistate[k, EI_OFF] == 1:
+            gap = race - credit
+            if gap > cfg[C_CUT_RATIO] * off_travel + cfg[C_CUT_SLACK]:
+                cut = True
+            elif gap > 0.0:
+                credit = race
+        elif d > ONROAD_JUMP_RATIO * travel + cfg[C_CUT_SLACK]:
+            cut = True  # the projection jumped to another part of the stage
+        if not cut:
+            pay = race - credit
+            credit = race
+        off_travel = 0.0
+        eistate[k, EI_OFF_SUB] = 0
+    best = max(estate[k, E_BEST], credit)
+    if best >= estate[k, E_STUCK_REF] + cfg[C_STUCK_M]:
+        estate[k, E_STUCK_REF] = best
+        eistate[k, EI_STUCK_SUB] = 0
+    else:
+        eistate[k, EI_STUCK_SUB] += n_sub
+    qx = state[k, L.QUAT_X]
+    qy = state[k, L.QUAT_Y]
+    up_z = 1.0 - 2.0 * (qx * qx + qy * qy)
+    if up_z < cfg[C_ROLL_UPZ]:
+        eistate[k, EI_ROLL_SUB] += n_sub
+    else:
+        eistate[k, EI_ROLL_SUB] = 0
+
+    # ---- timing lines: the physics gate times the crossing inside the substep
+    finished = False
+    n_lines = int(table[slot, S.SL_N_LINES])
+    li = eistate[k, EI_NEXT_LINE]
+    if li < n_lines and not cut:
+        lo = int(table[slot, S.SL_LINE_OFF])
+        lr = line_race[lo + li]
+        gt = state[k, L.GATE_TIME]
+        crossed = False
+        tcross = 0.0
+        if gt >= 0.0:
+            if abs(race - lr) <= cfg[C_LINE_TOL]:
+                crossed = True
+                tcross = gt
+            else:
+                state[k, L.GATE_TIME] = -1.0  # another part of the stage: re-arm
+        elif (
+            race > lr + cfg[C_LINE_MISS]
+            and race_prev < lr + cfg[C_LINE_MISS]
+            and (not off or off_dist <= cfg[C_OFF_MAX_M])
+        ):
+            t1 = istate[k, L.I_SUBSTEPS] * L.DT
+            f = (lr - race_prev) / (race - race_prev)
+            f = _clip(f, 0.0, 1.0)
+            crossed = True
+            tcross = t1 - dt + f * dt
+        if crossed:
+            etimes[k, li] = tcross
+            li += 1
+            eistate[k, EI_NEXT_LINE] = li
+            if li < n_lines:
+                _arm_gate(k, state, table, line_gate, slot, li)
+            else:
+                finished = True
+                estate[k, E_FINISH_TIME] = tcross
+
+    # ---- termination
+    prev_end = eistate[k, EI_END]
+    end = END_NONE
+    if prev_end == END_NONE:
+        if finished:
+            end = END_FINISHED
+        elif eistate[k, EI_ROLL_SUB] >= cfg[C_ROLL_SUB] and up_z < cfg[C_ROLL_UPZ]:
+            end = END_ROLLED
+        elif cut or (
+            off and (off_dist > cfg[C_OFF_MAX_M] or eistate[k, EI_OFF_SUB] > cfg[C_OFF_MAX_SUB])
+        ):
+            end = END_OFF_STAGE
+        elif best - race > cfg[C_WRONG_M]:
+            end = END_WRONG_WAY
+        elif eistate[k, EI_STUCK_SUB] >= cfg[C_STUCK_SUB]:
+            end = END_STUCK
+        elif istate[k, L.I_SUBSTEPS] >= eistate[k, EI_LIMIT_SUB]:
+            end = END_TIME_LIMIT
+
+    # ---- reward
+    for t in range(N_TERMS):
+        terms[k, t] = 0.0
+    if prev_end == END_NONE:
+        terms[k, T_PROGRESS] = cfg[C_W0 + T_PROGRESS] * pay
+        terms[k, T_TIME] = -cfg[C_W0 + T_TIME] * dt
+        if off:
+            terms[k, T_OFF_ROAD] = -cfg[C_W0 + T_OFF_ROAD] * dt
+        if end == END_OFF_STAGE or end == END_ROLLED or end == END_STUCK or (end == END_WRONG_WAY):
+            terms[k, T_CRASH] = -cfg[C_W0 + T_CRASH]
+        if end == END_FINISHED:
+            terms[k, T_FINISH] = cfg[C_W0 + T_FINISH]
+        da = 0.0
+        for a in range(4):
+            e = actions[k, a] - estate[k, E_ACT + a]
+            da += e * e
+        terms[k, T_ACTION_CHANGE] = -cfg[C_W0 + T_ACTION_CHANGE] * da
+        estate[k, E_PAID] += pay
+        eistate[k, EI_END] = end
+    r = 0.0
+    for t in range(N_TERMS):
+        r += terms[k, t]
+    rew[k] = r
+    e_now = eistate[k, EI_END]
+    term[k] = e_now != END_NONE and e_now != END_TIME_LIMIT
+    trunc[k] = e_now == END_TIME_LIMIT
+
+    # ---- store
+    estate[k, E_S] = p_s[k]
+    estate[k, E_RACE_PREV] = race_prev
+    estate[k, E_RACE] = race
+    estate[k, E_CREDIT] = credit
+    estate[k, E_BEST] = best
+    estate[k, E_LAT] = p_lat[k]
+    estate[k, E_HERR] = p_herr[k]
+    estate[k, E_LEFT] = left
+    estate[k, E_RIGHT] = right
+    estate[k, E_OFF_TRAVEL] = off_travel
+    estate[k, E_PX] = px
+    estate[k, E_PY] = py
+    for a in range(4):
+        estate[k, E_ACT + a] = actions[k, a]
+    eistate[k, EI_OFF] = 1 if off else 0
+    eistate[k, EI_STEPS] += 1
+    _write_obs(
+        k,
+        state,
+        params,
+        tgrip,
+        estate,
+        eistate,
+        look,
+        lookahead,
+        n_wheels,
+        obs_low,
+        obs_high,
+        obs,
+        vals,
+    )
+
+
+@njit(cache=True)
+def post_step(
+    cars,
+    n_sub,
+    actions,
+    state,
+    istate,
+    params,
+    tgrip,
+    table,
+    seg_all,
+    tx_all,
+    ty_all,
+    cu_all,
+    hw_all,
+    x_all,
+    y_all,
+    line_race,
+    line_gate,
+    cfg,
+    lookahead,
+    n_wheels,
+    estate,
+    eistate,
+    etimes,
+    p_s,
+    p_lat,
+    p_herr,
+    p_left,
+    p_right,
+    look,
+    obs_low,
+    obs_high,
+    obs,
+    rew,
+    terms,
+    term,
+    trunc,
+):
+    """After the physics step of cars ``cars``: project, time, reward, terminate, observe.
+
+    ``actions`` (N, 4) holds the (clipped) actions the cars were stepped with.
+    """
+    n = state.shape[0]
+    pos_all = np.empty((n, 2))
+    fwd_all = np.empty((n, 2))
+    sp_all = np.empty(n)
+    vals_all = np.empty((n, obs.shape[1]))
+    for ii in range(cars.shape[0]):
+        k = cars[ii]
+        _post_car(
+            k,
+            n_sub,
+            actions,
+            state,
+            istate,
+            params,
+            tgrip,
+            table,
+            seg_all,
+            tx_all,
+            ty_all,
+            cu_all,
+            hw_all,
+            x_all,
+            y_all,
+            line_race,
+            line_gate,
+            cfg,
+            lookahead,
+            n_wheels,
+            estate,
+            eistate,
+            etimes,
+            p_s,
+            p_lat,
+            p_herr,
+            p_left,
+            p_right,
+            look,
+            obs_low,
+            obs_high,
+            obs,
+            rew,
+            terms,
+            term,
+            trunc,
+            pos_all[k : k + 1],
+            fwd_all[k : k + 1],
+            sp_all[k : k + 1],
+            vals_all[k],
+        )
+
+
+@njit(cache=True, parallel=True)
+def post_step_parallel(
+    cars,
+    n_sub,
+    actions,
+    state,
+    istate,
+    params,
+    tgrip,
+    table,
+    seg_all,
+    tx_all,
+    ty_all,
+    cu_all,
+    hw_all,
+    x_all,
+    y_all,
+    line_race,
+    line_gate,
+    cfg,
+    lookahead,
+    n_wheels,
+    estate,
+    eistate,
+    etimes,
+    p_s,
+    p_lat,
+    p_herr,
+    p_left,
+    p_right,
+    look,
+    obs_low,
+    obs_high,
+    obs,
+    rew,
+    terms,
+    term,
+    trunc,
+):
+    """After the physics step of cars ``cars``: project, time, reward, terminate, observe.
+
+    ``actions`` (N, 4) holds the (clipped) actions the cars were stepped with.
+    """
+    n = state.shape[0]
+    pos_all = np.empty((n, 2))
+    fwd_all = np.empty((n, 2))
+    sp_all = np.empty(n)
+    vals_all = np.empty((n, obs.shape[1]))
+    for ii in prange(cars.shape[0]):
+        k = cars[ii]
+        _post_car(
+            k,
+            n_sub,
+            actions,
+            state,
+            istate,
+            params,
+            tgrip,
+            table,
+            seg_all,
+            tx_all,
+            ty_all,
+            cu_all,
+            hw_all,
+            x_all,
+            y_all,
+            line_race,
+            line_gate,
+            cfg,
+            lookahead,
+            n_wheels,
+            estate,
+            eistate,
+            etimes,
+            p_s,
+            p_lat,
+            p_herr,
+            p_left,
+            p_right,
+            look,
+            obs_low,
+            obs_high,
+            obs,
+            rew,
+            terms,
+            term,
+            trunc,
+            pos_all[k : k + 1],
+            fwd_all[k : k + 1],
+            sp_all[k : k + 1],
+            vals_all[k],
+        )

@@ -1,0 +1,230 @@
+"""Action and observation spaces, and the observation index table.
+
+The observation layout is built here from named constants; the numba kernel that fills the
+observation writes the fields in exactly this order, and the docstring and ``docs/env.md``
+tables are generated from the same :class:`ObsLayout`, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from tracks.projection import DEFAULT_LOOKAHEAD_M
+
+# ---------------------------------------------------------------------------------- actions
+#: Continuous action: steer [-1, 1] (+ left), throttle, brake, handbrake [0, 1].
+ACTION_NAMES: tuple[str, ...] = ("steer", "throttle", "brake", "handbrake")
+ACTION_LOW = np.array([-1.0, 0.0, 0.0, 0.0], np.float32)
+ACTION_HIGH = np.array([1.0, 1.0, 1.0, 1.0], np.float32)
+
+#: Discrete action variant (for DQN): steer levels x pedal states.
+DISCRETE_STEER: tuple[float, ...] = (-1.0, -0.5, 0.0, 0.5, 1.0)
+#: (throttle, brake) pairs: full throttle, coast, full brake.
+DISCRETE_PEDALS: tuple[tuple[float, float], ...] = ((1.0, 0.0), (0.0, 0.0), (0.0, 1.0))
+DISCRETE_PEDAL_NAMES: tuple[str, ...] = ("throttle", "coast", "brake")
+#: (n, 4) table: action ``i`` = steer ``DISCRETE_STEER[i // 3]``, pedals ``DISCRETE_PEDALS[i % 3]``.
+DISCRETE_ACTIONS = np.array(
+    [[s, t, b, 0.0] for s in DISCRETE_STEER for (t, b) in DISCRETE_PEDALS], np.float64
+)
+DISCRETE_ACTIONS.setflags(write=False)
+
+
+def action_space(discrete: bool = False) -> spaces.Space:
+    """The single-car action space."""
+    if discrete:
+        return spaces.Discrete(DISCRETE_ACTIONS.shape[0])
+    return spaces.Box(ACTION_LOW.copy(), ACTION_HIGH.copy(), dtype=np.float32)
+
+
+# ----------------------------------------------------------------------------- observations
+#: Scales: observation = physical value / scale (then clipped to the field's bounds).
+SPEED_SCALE_MPS = 50.0
+LATERAL_SPEED_SCALE_MPS = 20.0
+YAW_RATE_SCALE_RADPS = 2.0
+SLIP_ANGLE_SCALE_RAD = 0.5
+SLIP_RATIO_SCALE = 1.0
+EDGE_SCALE_M = 10.0
+CURVATURE_SCALE_PER_M = 10.0  # observation = curvature (1/m) * 10
+#: Lookahead distances along the stage (m).
+LOOKAHEAD_M: tuple[float, ...] = tuple(float(d) for d in DEFAULT_LOOKAHEAD_M)
+#: Bound of the open-ended scaled fields.
+OBS_BOUND = 5.0
+
+_WHEEL_LABELS_4 = ("FL", "FR", "RL", "RR")
+
+
+@dataclass(frozen=True)
+class ObsField:
+    """One observation entry: its index, name, meaning, scaling and bounds."""
+
+    index: int
+    name: str
+    group: str
+    description: str
+    low: float
+    high: float
+
+
+def wheel_labels(n_wheels: int) -> tuple[str, ...]:
+    return _WHEEL_LABELS_4 if n_wheels == 4 else tuple(f"W{w}" for w in range(n_wheels))
+
+
+class ObsLayout:
+    """The observation vector for a vehicle with ``n_wheels`` wheels.
+
+    Attributes:
+        fields: every entry, in index order.
+        size: length of the vector.
+        low, high: (size,) float32 bounds.
+        groups: group name -> slice of indices.
+    """
+
+    def __init__(self, n_wheels: int = 4, lookahead_m: tuple[float, ...] = LOOKAHEAD_M):
+        self.n_wheels = int(n_wheels)
+        self.lookahead_m = tuple(float(d) for d in lookahead_m)
+        B = OBS_BOUND
+        rows: list[tuple[str, str, str, float, float]] = []
+
+        def add(name, group, desc, lo=-B, hi=B):
+            rows.append((name, group, desc, lo, hi))
+
+        add("speed", "speed", f"speed (norm of the CG velocity) / {SPEED_SCALE_MPS:g} m/s", 0.0, B)
+        add("v_forward", "v_forward", f"body-frame forward velocity / {SPEED_SCALE_MPS:g} m/s")
+        add(
+            "v_left",
+            "v_left",
+            f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s",
+        )
+        add("yaw_rate", "yaw_rate", f"yaw rate (+ left) / {YAW_RATE_SCALE_RADPS:g} rad/s")
+        add("pitch", "pitch", "sin(pitch), + nose down (ISO 8855)", -1.0, 1.0)
+        add("roll", "roll", "sin(roll) cos(pitch), + right side down (ISO 8855)", -1.0, 1.0)
+        labels = wheel_labels(self.n_wheels)
+        for w in labels:
+            add(f"slip_angle_{w}", "slip_angle", f"slip angle / {SLIP_ANGLE_SCALE_RAD:g} rad")
+        for w in labels:
+            add(f"slip_ratio_{w}", "slip_ratio", f"slip ratio / {SLIP_RATIO_SCALE:g}")
+        for w in labels:
+            add(f"load_{w}", "load", "normal load / static load (m g / wheels)", 0.0, B)
+        for w in labels:
+            add(f"grounded_{w}", "grounded", "1 if the wheel carries load, else 0", 0.0, 1.0)
+        for w in labels:
+            add(f"grip_{w}", "grip", "grip multiplier of the surface under the wheel", 0.0, 2.0)
+        add(
+            "heading_error",
+            "heading_error",
+            "car heading minus road heading / pi (+ left)",
+            -1.0,
+            1.0,
+        )
+        add(
+            "lateral_offset",
+            "lateral_offset",
+            "signed offset from the centerline (+ left) / half width",
+        )
+        add(
+            "left_edge",
+            "left_edge",
+            f"distance to the left edge (+ on the road) / {EDGE_SCALE_M:g} m",
+        )
+        add(
+            "right_edge",
+            "right_edge",
+            f"distance to the right edge (+ on the road) / {EDGE_SCALE_M:g} m",
+        )
+        for d in self.lookahead_m:
+            tag = f"{d:g}m"
+            add(
+                f"look_x_{tag}",
+                "lookahead",
+                f"centerline point {d:g} m ahead: forward (car frame) / {d:g} m",
+            )
+            add(
+                f"look_y_{tag}",
+                "lookahead",
+                f"centerline point {d:g} m ahead: left (car frame) / {d:g} m",
+            )
+            add(
+                f"look_curv_{tag}",
+                "lookahead",
+                f"road curvature {d:g} m ahead (+ left) x {CURVATURE_SCALE_PER_M:g} m",
+            )
+        for name, lo in zip(ACTION_NAMES, ACTION_LOW, strict=True):
+            add(f"prev_{name}", "prev_action", f"previous action: {name}", float(lo), 1.0)
+        add(
+            "progress",
+            "progress",
+            "stage position / stage length (0 at the start, 1 at the finish)",
+            -1.0,
+            2.0,
+        )
+
+        self.fields = tuple(
+            ObsField(i, n, g, d, float(lo), float(hi)) for i, (n, g, d, lo, hi) in enumerate(rows)
+        )
+        self.size = len(self.fields)
+        self.low = np.array([f.low for f in self.fields], np.float32)
+        self.high = np.array([f.high for f in self.fields], np.float32)
+        self.index = {f.name: f.index for f in self.fields}
+        groups: dict[str, list[int]] = {}
+        for f in self.fields:
+            groups.setdefault(f.group, []).append(f.index)
+        self.groups = {g: slice(ix[0], ix[-1] + 1) for g, ix in groups.items()}
+
+    def space(self) -> spaces.Box:
+        return spaces.Box(self.low.copy(), self.high.copy(), dtype=np.float32)
+
+    def table_markdown(self, compact: bool = True) -> str:
+        """The index table as Markdown (per-wheel and lookahead rows grouped if ``compact``)."""
+        lines = ["| index | name | meaning | low | high |", "| --- | --- | --- | --- | --- |"]
+        done: set[str] = set()
+        for f in self.fields:
+            if compact and f.group in (
+                "slip_angle",
+                "slip_ratio",
+                "load",
+                "grounded",
+                "grip",
+                "lookahead",
+                "prev_action",
+            ):
+                if f.group in done:
+                    continue
+                done.add(f.group)
+                sl = self.groups[f.group]
+                members = self.fields[sl]
+                if f.group == "lookahead":
+                    dists = ", ".join(f"{d:g}" for d in self.lookahead_m)
+                    name = "look_{x,y,curv}_{d}m"
+                    desc = (
+                        f"per lookahead distance d in ({dists}) m, 3 values each: "
+                        f"centerline point forward / d, left / d (car frame), curvature x "
+                        f"{CURVATURE_SCALE_PER_M:g} m"
+                    )
+                elif f.group == "prev_action":
+                    name = "prev_{" + ",".join(ACTION_NAMES) + "}"
+                    desc = "the previous action (after clipping), 0 after a reset"
+                else:
+                    name = f"{f.group}_{{{','.join(wheel_labels(self.n_wheels))}}}"
+                    desc = f.description + " (per wheel)"
+                lo = min(m.low for m in members)
+                hi = max(m.high for m in members)
+                lines.append(f"| {sl.start}-{sl.stop - 1} | `{name}` | {desc} | {lo:g} | {hi:g} |")
+            else:
+                lines.append(
+                    f"| {f.index} | `{f.name}` | {f.description} | {f.low:g} | {f.high:g} |"
+                )
+        return "\n".join(lines)
+
+
+DEFAULT_LAYOUT = ObsLayout(4)
+
+
+def discrete_table_markdown() -> str:
+    """The discrete action table as Markdown."""
+    lines = ["| action | steer | throttle | brake |", "| --- | --- | --- | --- |"]
+    for i, row in enumerate(DISCRETE_ACTIONS):
+        lines.append(f"| {i} | {row[0]:+g} | {row[1]:g} | {row[2]:g} |")
+    return "\n".join(lines)

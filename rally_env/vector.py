@@ -1,0 +1,255 @@
+"""``RallyVectorEnv``: the native batched vector env (a :class:`RallyCore` with N cars)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium.error import ResetNeeded
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rally_env.actions import validate_continuous, validate_discrete
+from rally_env.config import RallyConfig
+from rally_env.core import RallyCore, car_seed_sequence, state_digest
+from rally_env.env import RENDER_MODES, not_yet_rendering
+from rally_env.errors import ConfigError, StateError
+from rally_env.spaces import action_space
+from rally_env.stages import MAX_SECTION_IDS
+
+
+def _masked(d: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
+    """Add Gymnasium's ``_key`` masks to a dict of arrays (recursively)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out[k] = _masked(v, mask) if isinstance(v, dict) else v
+        out[f"_{k}"] = mask
+    return out
+
+
+class RallyVectorEnv(VectorEnv):
+    """``num_envs`` cars stepped together by one batched physics and env kernel.
+
+    Same settings as :class:`rally_env.RallyEnv` (see its docstring for spaces, rewards and
+    episode ends); car ``k`` behaves exactly like a ``RallyEnv`` reset with
+    ``options={"car_index": k}`` and the same seed.
+
+    Args:
+        num_envs: number of cars.
+        autoreset_mode: ``"NextStep"`` (Gymnasium's default: the step after an episode ends
+            resets that car and returns its first observation with reward 0), ``"SameStep"``
+            (SB3's convention: the car is reset inside the ending step; the final observation
+            and info are in ``info["final_obs"]`` / ``info["final_info"]``) or ``"Disabled"``
+            (reset cars yourself with ``reset(options={"reset_mask": mask})``).
+        parallel: step the physics with threads (default: when ``num_envs >= 64``).
+        **kwargs: the ``RallyEnv`` arguments (``stage``, ``vehicle``, ``control_hz``, ...).
+
+    Seeds: ``reset(seed=s)`` gives car ``k`` the stream ``SeedSequence(s).spawn(num_envs)[k]``
+    (independent of ``num_envs``); a list of seeds gives car ``k`` the stream a ``RallyEnv``
+    reset with ``seed=seeds[k]`` uses.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": RENDER_MODES,
+        "render_fps": 20,
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        *,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        parallel: bool | None = None,
+        max_episode_steps: int | None = None,
+        **kwargs: Any,
+    ):
+        if (
+            isinstance(num_envs, bool)
+            or not isinstance(num_envs, (int, np.integer))
+            or (num_envs < 1)
+        ):
+            raise ConfigError("num_envs", num_envs, "must be an integer >= 1")
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            raise ConfigError(
+                "autoreset_mode",
+                autoreset_mode,
+                f"must be one of {[m.value for m in AutoresetMode]}",
+            ) from None
+        if max_episode_steps is not None:
+            raise ConfigError(
+                "max_episode_steps",
+                max_episode_steps,
+                "Rally-v0 truncates itself (termination.time_limit_s)",
+            )
+        self.config = RallyConfig.build(**kwargs)
+        self.num_envs = int(num_envs)
+        self.autoreset_mode = mode
+        self.render_mode = self.config.render_mode
+        self.metadata = {
+            "render_modes": RENDER_MODES,
+            "render_fps": self.config.control_hz,
+            "autoreset_mode": mode,
+        }
+        self.core = RallyCore(self.config, self.num_envs, parallel=parallel)
+        self.single_observation_space = self.core.layout.space()
+        self.single_action_space = action_space(self.config.discrete_actions)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._validate = (
+            validate_discrete if self.config.discrete_actions else (validate_continuous)
+        )
+        self._cmd = self.core.actions
+        self._autoreset = np.zeros(self.num_envs, np.bool_)
+        self._needs_reset = True
+        self._all = np.arange(self.num_envs, dtype=np.int64)
+
+    # ---------------------------------------------------------------------------- API
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset all cars (or those in ``options["reset_mask"]``).
+
+        Args:
+            seed: an int (car ``k`` gets stream ``k`` of it), a list of one seed (or None) per
+                car, or None (continue each car's stream).
+            options: ``{"reset_mask": bool array (num_envs,)}`` to reset only some cars.
+        """
+        n = self.num_envs
+        mask = None
+        if options:
+            unknown = set(options) - {"reset_mask"}
+            if unknown:
+                raise ValueError(f"unknown reset options {sorted(unknown)}; known: reset_mask")
+            mask = options.get("reset_mask")
+            if mask is not None:
+                mask = np.asarray(mask)
+                if mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
+                    raise ValueError(
+                        f"options['reset_mask'] must be a bool array of shape "
+                        f"({n},) with at least one True"
+                    )
+        if seed is None:
+            seeds: list[Any] = [None] * n
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seeds = [car_seed_sequence(int(seed), k) for k in range(n)]
+            self._np_random, self._np_random_seed = _seeded(int(seed))
+        else:
+            seed = list(seed)
+            if len(seed) != n:
+                raise ValueError(f"a list of seeds must have num_envs={n} entries, got {len(seed)}")
+            seeds = [None if s is None else car_seed_sequence(int(s), 0) for s in seed]
+        cars = self._all if mask is None else np.flatnonzero(mask).astype(np.int64)
+        self.core.reset(cars, [seeds[int(k)] for k in cars])
+        self._autoreset[cars] = False
+        self._needs_reset = False
+        info = self._info(cars)
+        return self.core.obs.copy(), info
+
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if self._needs_reset:
+            raise ResetNeeded("call reset() before step()")
+        self._validate(actions, self.num_envs, self._cmd)
+        c = self.core
+        mode = self.autoreset_mode
+        if mode == AutoresetMode.NEXT_STEP and self._autoreset.any():
+            resetting = np.flatnonzero(self._autoreset).astype(np.int64)
+            stepping = np.flatnonzero(~self._autoreset).astype(np.int64)
+            if stepping.size:
+                c.step(self._cmd, stepping)
+            c.reset(resetting, [None] * len(resetting))
+            info = self._info(resetting)
+        else:
+            if mode == AutoresetMode.DISABLED and self._autoreset.any():
+                bad = np.flatnonzero(self._autoreset)
+                raise ResetNeeded(
+                    f"autoreset is disabled and cars {bad.tolist()} have ended: reset them with "
+                    "reset(options={'reset_mask': mask})"
+                )
+            c.step(self._cmd)
+            info = None
+        rew = c.rew.copy()
+        term = c.term.copy()
+        trunc = c.trunc.copy()
+        done = term | trunc
+        if mode == AutoresetMode.SAME_STEP and done.any():
+            ending = np.flatnonzero(done).astype(np.int64)
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            for k in ending:
+                final_obs[k] = c.obs[k].copy()
+            final_info = _masked(c.info_batch(), done.copy())
+            c.reset(ending, [None] * len(ending))
+            info = self._info(ending)
+            info["final_obs"] = final_obs
+            info["_final_obs"] = done.copy()
+            info["final_info"] = final_info
+            info["_final_info"] = done.copy()
+            self._autoreset[...] = False
+        else:
+            self._autoreset = done
+        if info is None:
+            info = self._info(None)
+        return c.obs.copy(), rew, term, trunc, info
+
+    def _info(self, reset_cars: np.ndarray | None) -> dict[str, Any]:
+        info = _masked(self.core.info_batch(), np.ones(self.num_envs, np.bool_))
+        if reset_cars is not None and self.config.randomize is not None and len(reset_cars):
+            mask = np.zeros(self.num_envs, np.bool_)
+            mask[reset_cars] = True
+            rnd: dict[str, Any] = {}
+            for k in reset_cars:
+                d = self.core.randomization_info(int(k))
+                for key, val in d.items():
+                    if key not in rnd:
+                        shape = np.shape(val)
+                        rnd[key] = np.full(
+                            (self.num_envs, MAX_SECTION_IDS) if shape else self.num_envs, np.nan
+                        )
+                    if np.shape(val):
+                        rnd[key][k, : len(val)] = val
+                    else:
+                        rnd[key][k] = val
+            info["randomization"] = _masked(rnd, mask)
+            info["_randomization"] = mask
+        return info
+
+    def render(self) -> Any:
+        raise not_yet_rendering(self.render_mode)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        pass
+
+    # ---------------------------------------------------------------------- state API
+    def get_state(self) -> dict[str, Any]:
+        """A plain, picklable snapshot of all cars (see :meth:`RallyEnv.get_state`)."""
+        st = self.core.get_state()
+        st["extra"] = {
+            "kind": "RallyVectorEnv",
+            "autoreset": self._autoreset.copy(),
+            "needs_reset": self._needs_reset,
+        }
+        st["digest"] = state_digest(st)
+        return st
+
+    def set_state(self, state: dict[str, Any]) -> np.ndarray:
+        """Restore :meth:`get_state` output; returns the current observations."""
+        extra = state.get("extra") if isinstance(state, dict) else None
+        if not isinstance(extra, dict) or extra.get("kind") != "RallyVectorEnv":
+            raise StateError("not a RallyVectorEnv state (missing or wrong 'extra')")
+        ar = extra.get("autoreset")
+        if not isinstance(ar, np.ndarray) or ar.shape != (self.num_envs,) or ar.dtype != bool:
+            raise StateError("state autoreset flags have the wrong shape")
+        self.core.set_state(state)
+        self._autoreset[...] = ar
+        self._needs_reset = bool(extra.get("needs_reset", False))
+        return self.core.obs.copy()
+
+
+def _seeded(seed: int) -> tuple[np.random.Generator, int]:
+    from gymnasium.utils import seeding
+
+    return seeding.np_random(seed)

@@ -1,0 +1,128 @@
+"""Every action-validation path: typed errors with a reason, clipping, no state change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium.error import InvalidAction, ResetNeeded
+
+from physics import layout as L
+from rally_env import DEFAULT_LAYOUT, DISCRETE_ACTIONS, RallyEnv, RallyVectorEnv
+
+
+def _snapshot(env):
+    c = env.core
+    return (c.sim.state_hash(), c.estate.copy(), c.eistate.copy(), c.obs.copy())
+
+
+def _unchanged(env, snap):
+    c = env.core
+    assert c.sim.state_hash() == snap[0]
+    assert np.array_equal(c.estate, snap[1], equal_nan=True)
+    assert np.array_equal(c.eistate, snap[2])
+    assert np.array_equal(c.obs, snap[3])
+
+
+@pytest.fixture
+def env():
+    e = RallyEnv()
+    e.reset(seed=0)
+    for _ in range(5):
+        e.step(np.array([0.1, 0.8, 0.0, 0.0], np.float32))
+    return e
+
+
+@pytest.mark.parametrize(
+    ("action", "match"),
+    [
+        (np.array([np.nan, 1, 0, 0], np.float32), "non-finite value nan at steer"),
+        (np.array([0, np.inf, 0, 0], np.float32), "non-finite value inf at throttle"),
+        (np.array([0, 1, 0, -np.inf]), "non-finite value -inf at handbrake"),
+        (np.zeros(3, np.float32), r"shape \(3,\) != \(4,\)"),
+        (np.zeros((1, 4), np.float32), r"shape \(1, 4\) != \(4,\)"),
+        (np.zeros(5), "shape"),
+        (np.zeros(4, np.complex64), "dtype complex64 is not a real number type"),
+        (np.array(["a", "b", "c", "d"]), "dtype <U1 is not a real number type"),
+        (np.zeros(4, bool), "dtype bool is not a real number type"),
+        (np.array([None] * 4), "dtype object"),
+        ([[0.0, 1.0], [0.0]], "cannot be read as an array"),
+        ("full throttle", "dtype"),
+    ],
+)
+def test_invalid_actions_raise_and_change_nothing(env, action, match):
+    snap = _snapshot(env)
+    with pytest.raises(InvalidAction, match=match):
+        env.step(action)
+    _unchanged(env, snap)
+    env.step(np.zeros(4, np.float32))  # the env still works
+
+
+def test_valid_forms_and_clipping(env):
+    for a in (
+        [0.0, 0.5, 0.0, 0.0],
+        (0, 1, 0, 0),
+        np.array([0, 1, 0, 0], np.int64),
+        np.array([0.2, 0.5, 0.0, 0.0], np.float64),
+        np.array([0, 1, 0, 0], np.float16),
+    ):
+        env.step(a)
+    obs, *_ = env.step(np.array([-3.0, 7.0, -2.0, 0.5], np.float32))
+    cmds = env.core.sim.state[0, L.CMD_STEER : L.CMD_HANDBRAKE + 1]
+    assert cmds.tolist() == [-1.0, 1.0, 0.0, 0.5]
+    prev = obs[DEFAULT_LAYOUT.groups["prev_action"]]
+    assert prev.tolist() == [-1.0, 1.0, 0.0, 0.5]
+
+
+def test_step_before_reset():
+    with pytest.raises(ResetNeeded):
+        RallyEnv().step(np.zeros(4, np.float32))
+    with pytest.raises(ResetNeeded):
+        RallyVectorEnv(2).step(np.zeros((2, 4), np.float32))
+
+
+def test_vector_actions():
+    venv = RallyVectorEnv(3)
+    venv.reset(seed=0)
+    venv.step(np.tile([0.0, 1.0, 0.0, 0.0], (3, 1)).astype(np.float32))
+    snap = _snapshot(venv)
+    bad = np.zeros((3, 4), np.float32)
+    bad[2, 1] = np.nan
+    with pytest.raises(InvalidAction, match=r"throttle \(index 1\) of car 2"):
+        venv.step(bad)
+    _unchanged(venv, snap)
+    with pytest.raises(InvalidAction, match=r"shape \(4,\) != \(3, 4\)"):
+        venv.step(np.zeros(4, np.float32))
+    with pytest.raises(InvalidAction, match=r"shape \(2, 4\)"):
+        venv.step(np.zeros((2, 4), np.float32))
+    _unchanged(venv, snap)
+    venv.step(np.full((3, 4), 9.0, np.float32))  # clipped
+    assert venv.core.actions[:, 0].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_discrete_actions():
+    env = RallyEnv(discrete_actions=True)
+    env.reset(seed=0)
+    for a in (0, np.int64(4), np.array(14), 7):
+        obs, *_ = env.step(a)
+    assert obs[DEFAULT_LAYOUT.groups["prev_action"]].tolist() == DISCRETE_ACTIONS[7].tolist()
+    snap = _snapshot(env)
+    for bad, match in (
+        (15, "outside"),
+        (-1, "outside"),
+        (True, "bool"),
+        (1.0, "integer"),
+        (np.array([1, 2]), "shape"),
+        (np.array(2.0), "dtype"),
+        ("3", "str"),
+    ):
+        with pytest.raises(InvalidAction, match=match):
+            env.step(bad)
+    _unchanged(env, snap)
+    venv = RallyVectorEnv(2, discrete_actions=True)
+    venv.reset(seed=0)
+    venv.step(np.array([1, 13]))
+    assert venv.core.actions.tolist() == DISCRETE_ACTIONS[[1, 13]].tolist()
+    with pytest.raises(InvalidAction, match="car 1"):
+        venv.step(np.array([1, 15]))
+    with pytest.raises(InvalidAction, match="integer array"):
+        venv.step(np.array([1.0, 2.0]))

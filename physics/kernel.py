@@ -47,6 +47,26 @@ _MAX_GROUND_RATE = 10.0
 
 
 @njit(cache=True)
+def rotation_of(s, k):
+    """Body->world rotation matrix of car ``k`` from its quaternion, row-major (r00 .. r22)."""
+    qw = s[k, L.QUAT_W]
+    qx = s[k, L.QUAT_X]
+    qy = s[k, L.QUAT_Y]
+    qz = s[k, L.QUAT_Z]
+    return (
+        1.0 - 2.0 * (qy * qy + qz * qz),
+        2.0 * (qx * qy - qw * qz),
+        2.0 * (qx * qz + qw * qy),
+        2.0 * (qx * qy + qw * qz),
+        1.0 - 2.0 * (qx * qx + qz * qz),
+        2.0 * (qy * qz - qw * qx),
+        2.0 * (qx * qz - qw * qy),
+        2.0 * (qy * qz + qw * qx),
+        1.0 - 2.0 * (qx * qx + qy * qy),
+    )
+
+
+@njit(cache=True)
 def lateral_curve(alpha, peak, clamp):
     """Normalised lateral grip 2s/(1+s^2), s = alpha/peak, |s| clamped at ``clamp``.
 
@@ -97,15 +117,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     qx = s[k, L.QUAT_X]
     qy = s[k, L.QUAT_Y]
     qz = s[k, L.QUAT_Z]
-    r00 = 1.0 - 2.0 * (qy * qy + qz * qz)
-    r01 = 2.0 * (qx * qy - qw * qz)
-    r02 = 2.0 * (qx * qz + qw * qy)
-    r10 = 2.0 * (qx * qy + qw * qz)
-    r11 = 1.0 - 2.0 * (qx * qx + qz * qz)
-    r12 = 2.0 * (qy * qz - qw * qx)
-    r20 = 2.0 * (qx * qz - qw * qy)
-    r21 = 2.0 * (qy * qz + qw * qx)
-    r22 = 1.0 - 2.0 * (qx * qx + qy * qy)
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = rotation_of(s, k)
     # the wheel rays meet the ground only while the chassis is less than ~78 deg from upright
     rays = r22 > 0.2
     inv_r22 = 1.0 / r22 if rays else 0.0

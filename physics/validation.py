@@ -83,6 +83,23 @@ def _cmd(sim: VehicleBatch, steer=0.0, throttle=0.0, brake=0.0, handbrake=0.0) -
     sim.set_commands(np.array([steer, throttle, brake, handbrake], np.float64))
 
 
+def _step_dt(sim: VehicleBatch, dt: float) -> None:
+    """One substep of ``dt`` seconds (validation only: the product runs at 1/480 s)."""
+    t = sim.terrains
+    kernel.step_cars_dt(
+        sim.state,
+        sim.istate,
+        sim.params,
+        t.heights,
+        t.surfaces,
+        t.meta,
+        t.grip,
+        1,
+        kernel.all_cars(sim.n),
+        dt,
+    )
+
+
 def static_load(params: VehicleParams = ROVER) -> list[Check]:
     """Settled on flat ground: loads sum to m g, each wheel sags g / (n K)."""
     sim = _sim(params)
@@ -374,22 +391,10 @@ def drop(
     sim.state[0, L.POS_Z] = rest + height_m
     sim.state[0, L.VEL_Z] = 0.0
     dt = 1.0 / (60.0 * substeps_per_frame)
-    t = sim.terrains
     touched = False
     peak_after = -math.inf
     for _ in range(int(4.0 / dt)):
-        kernel.step_cars_dt(
-            sim.state,
-            sim.istate,
-            sim.params,
-            t.heights,
-            t.surfaces,
-            t.meta,
-            t.grip,
-            1,
-            kernel.all_cars(1),
-            dt,
-        )
+        _step_dt(sim, dt)
         z = float(sim.position_m[0, 2])
         if not math.isfinite(z) or abs(z) > 1e3:
             peak_after = math.inf
@@ -531,22 +536,9 @@ def long_frame(params: VehicleParams = ROVER) -> list[Check]:
     """A 50 ms frame (the seed's clamp) taken as 8 substeps of 6.25 ms stays stable."""
     dt = 0.05 / 8
     sim = _sim(params, speed=15.0)
-    t = sim.terrains
     _cmd(sim, steer=0.5, throttle=0.6)
-    finite = True
     for _ in range(int(10.0 / dt)):
-        kernel.step_cars_dt(
-            sim.state,
-            sim.istate,
-            sim.params,
-            t.heights,
-            t.surfaces,
-            t.meta,
-            t.grip,
-            1,
-            kernel.all_cars(1),
-            dt,
-        )
+        _step_dt(sim, dt)
     finite = bool(np.all(np.isfinite(sim.state)))
     z = float(sim.position_m[0, 2])
     ride = params.static_ride_height_m

@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from physics import layout as L
+from physics.kernel import rotation_of
 from rally_env import stages as S
 from rally_env.spaces import (
     CURVATURE_SCALE_PER_M,
@@ -214,19 +215,10 @@ def _write_obs(
     obs,
     vals,
 ):
-    qw = state[k, L.QUAT_W]
-    qx = state[k, L.QUAT_X]
-    qy = state[k, L.QUAT_Y]
-    qz = state[k, L.QUAT_Z]
     vx = state[k, L.VEL_X]
     vy = state[k, L.VEL_Y]
     vz = state[k, L.VEL_Z]
-    r00 = 1.0 - 2.0 * (qy * qy + qz * qz)
-    r10 = 2.0 * (qx * qy + qw * qz)
-    r20 = 2.0 * (qx * qz - qw * qy)
-    r01 = 2.0 * (qx * qy - qw * qz)
-    r11 = 1.0 - 2.0 * (qx * qx + qz * qz)
-    r21 = 2.0 * (qy * qz + qw * qx)
+    r00, r01, _r02, r10, r11, _r12, r20, r21, _r22 = rotation_of(state, k)
     i = 0
     vals[i] = math.sqrt(vx * vx + vy * vy + vz * vz) * _INV_SPEED
     i += 1

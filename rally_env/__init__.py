@@ -22,6 +22,7 @@ from rally_env.core import INFO_KEYS
 from rally_env.env import RallyEnv
 from rally_env.errors import ConfigError, RallyEnvError, StateError
 from rally_env.kernels import END_REASONS, REWARD_TERMS
+from rally_env.replay import RecordReplay, ReplayError
 from rally_env.spaces import DEFAULT_LAYOUT, DISCRETE_ACTIONS, ObsLayout
 from rally_env.vector import RallyVectorEnv
 
@@ -44,6 +45,18 @@ def register_envs() -> None:
 
 register_envs()
 
+
+def render_episode(policy: object, path: str, **kwargs: object) -> object:
+    """Run one episode of ``policy`` and write it as a video (MP4, or GIF by extension).
+
+    ``rally_env.render_episode(policy, "run.mp4", stage="opener", seed=0)``; see
+    :func:`rally_env.render.video.render_episode` for the options. Needs the ``render`` extra.
+    """
+    from rally_env.render.video import render_episode as _render_episode
+
+    return _render_episode(policy, path, **kwargs)
+
+
 __all__ = [
     "CONTROL_HZ_CHOICES",
     "DEFAULT_LAYOUT",
@@ -59,8 +72,11 @@ __all__ = [
     "RallyEnvError",
     "RallyVectorEnv",
     "RandomizeConfig",
+    "RecordReplay",
+    "ReplayError",
     "RewardWeights",
     "StateError",
     "TerminationConfig",
     "register_envs",
+    "render_episode",
 ]

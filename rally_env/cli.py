@@ -1,4 +1,7 @@
-"""The ``rally`` command line."""
+"""The ``rally`` command line.
+
+Subcommands import what they need when they run (``rally demo`` never imports pygame).
+"""
 
 from __future__ import annotations
 
@@ -13,12 +16,165 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_record(args: argparse.Namespace) -> int:
+    from gymnasium.error import DependencyNotInstalled
+
+    from rally_env.render.ghost import GhostFileError
+    from rally_env.render.play import _load_any_ghost
+    from rally_env.render.policies import load_agent
+    from rally_env.render.video import render_episode
+
+    try:
+        from rally_env.env import RallyEnv
+
+        kw = {}
+        if args.control_hz is not None:
+            kw["control_hz"] = args.control_hz
+        env = RallyEnv(stage=args.stage, vehicle=args.vehicle, **kw)
+        policy, label = load_agent(args.agent, env, seed=args.seed)
+        ghosts = [_load_any_ghost(g) for g in args.ghost]
+        gif = True if args.gif == "" else args.gif
+        res = render_episode(
+            policy,
+            args.out,
+            env=env,
+            seed=args.seed,
+            fps=args.fps,
+            width=args.width,
+            height=args.height,
+            camera=args.camera,
+            zoom=args.zoom,
+            max_seconds=args.max_seconds,
+            gif=gif,
+            gif_seconds=args.gif_seconds,
+            ghosts=ghosts,
+            progress=not args.quiet,
+        )
+    except (DependencyNotInstalled, GhostFileError, FileNotFoundError, ValueError) as e:
+        print(f"rally record: error: {e}", file=sys.stderr)
+        return 2
+    end = res.end_reason or "cut"
+    fin = f", finish {res.finish_time_s:.2f} s" if res.finish_time_s == res.finish_time_s else ""
+    print(
+        f"wrote {res.path} ({res.frames} frames at {res.fps:g} fps, {res.sim_time_s:.1f} s of "
+        f"{args.stage} driven by {label}: {end}{fin}; {res.sim_time_s / res.wall_time_s:.1f}x "
+        "real time)"
+    )
+    if res.gif_path is not None:
+        print(f"wrote {res.gif_path}")
+    return 0
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    from gymnasium.error import DependencyNotInstalled
+
+    from rally_env.render.ghost import GhostFileError
+    from rally_env.render.play import play
+
+    try:
+        res = play(
+            args.stage,
+            vehicle=args.vehicle,
+            ghost=args.ghost,
+            seed=args.seed,
+            width=args.width,
+            height=args.height,
+            camera=args.camera,
+            zoom=args.zoom,
+            save_dir=None if args.no_save else args.save_dir,
+            max_frames=args.frames,
+        )
+    except (DependencyNotInstalled, GhostFileError, ValueError) as e:
+        print(f"rally play: error: {e}", file=sys.stderr)
+        return 2
+    for t in res.finish_times_s:
+        print(f"finished in {t:.2f} s")
+    for p in res.saved:
+        print(f"saved {p}")
+    return 0
+
+
+def _add_view_args(p: argparse.ArgumentParser, width: int, height: int) -> None:
+    p.add_argument("--width", type=int, default=width, help=f"frame width in px ({width})")
+    p.add_argument("--height", type=int, default=height, help=f"frame height in px ({height})")
+    p.add_argument(
+        "--camera",
+        default="car-up",
+        choices=("car-up", "chase", "north-up"),
+        help="the view turns with the car (car-up, alias chase) or stays north-up",
+    )
+    p.add_argument("--zoom", type=float, default=1.0, help="magnification (1 = 80 m across)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rally", description="rally-env command line")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the project's demo")
     demo.add_argument("--quick", action="store_true", help="a shorter run (for tests)")
     demo.set_defaults(func=_cmd_demo)
+
+    rec = sub.add_parser(
+        "record",
+        help="record an episode to an H.264 MP4 (and a short GIF)",
+        description="Run one episode of an agent and write it as an H.264 MP4 via imageio-ffmpeg.",
+    )
+    rec.add_argument("--stage", default="opener", help="stage name, gen-<seed> or a .toml path")
+    rec.add_argument(
+        "--agent",
+        default="heuristic",
+        help="heuristic | line | random | PATH.zip (a stable-baselines3 model)",
+    )
+    rec.add_argument("--out", default="run.mp4", help="output video (.mp4, or .gif)")
+    rec.add_argument("--seed", type=int, default=0, help="reset seed (0)")
+    rec.add_argument("--fps", type=float, default=30.0, help="video frame rate (30)")
+    rec.add_argument(
+        "--gif",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="also write a short GIF (default path: the video's with .gif)",
+    )
+    rec.add_argument("--gif-seconds", type=float, default=12.0, help="GIF length in s (12)")
+    rec.add_argument("--max-seconds", type=float, default=None, help="cut after this sim time")
+    rec.add_argument("--vehicle", default="rover", help="vehicle (rover)")
+    rec.add_argument("--control-hz", type=int, default=None, help="env control rate (env default)")
+    rec.add_argument(
+        "--ghost",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="draw a ghost: a replay or ghost file (repeatable)",
+    )
+    rec.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_view_args(rec, 600, 400)
+    rec.set_defaults(func=_cmd_record)
+
+    play = sub.add_parser(
+        "play",
+        help="drive a stage with the keyboard",
+        description=(
+            "Drive a stage in a window: arrows or WASD, space = handbrake, R = restart, "
+            "Esc = quit. 60 Hz frames with 8 physics substeps each."
+        ),
+    )
+    play.add_argument("--stage", default="opener", help="stage name, gen-<seed> or a .toml path")
+    play.add_argument("--vehicle", default="rover", help="vehicle (rover)")
+    play.add_argument(
+        "--ghost", default=None, metavar="FILE", help="race this run (a replay or ghost file)"
+    )
+    play.add_argument("--seed", type=int, default=0, help="reset seed (0)")
+    play.add_argument(
+        "--save-dir", default="replays", help="where finished runs are saved (replays/)"
+    )
+    play.add_argument("--no-save", action="store_true", help="do not save finished runs")
+    play.add_argument("--frames", type=int, default=None, help="quit after N frames (demo/test)")
+    _add_view_args(play, 960, 640)
+    play.set_defaults(func=_cmd_play)
+
+    from rally_env import replay as _replay  # replay, verify, leaderboard (no pygame import)
+
+    _replay.add_subcommands(sub)
     return parser
 
 

@@ -148,8 +148,8 @@ configured, or drawn at reset from the reset seed (``stage="random"`` or a list)
 
 - ``random_stage``: ``{{"length_m": 2000, "difficulty": (0.2, 0.8)}}`` for ``stage="random"``.
 - ``discrete_actions`` (default False): the ``Discrete(15)`` action table.
-- ``render_mode``: ``None``, ``"human"`` or ``"rgb_array"`` (rendering lands in a later
-  version; ``render()`` raises ``NotImplementedError`` until then).
+- ``render_mode``: ``None``, ``"human"`` (a pygame window paced to ``render_fps``) or
+  ``"rgb_array"`` ((400, 600, 3) uint8 frames); needs the ``render`` extra.
 
 ## Version History
 - v0: initial version (physics layout v1, stage format v1).
@@ -232,8 +232,8 @@ def args_table() -> str:
         (
             "render_mode",
             "`None`",
-            '`"human"` or `"rgb_array"`; rendering lands later '
-            "(`render()` raises `NotImplementedError` until then)",
+            '`"human"` (a window paced to `render_fps`) or `"rgb_array"` (uint8 frames); '
+            "needs the `render` extra",
         ),
     ]
     out = ["| argument | default | meaning |", "| --- | --- | --- |"]

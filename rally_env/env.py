@@ -19,11 +19,26 @@ RENDER_MODES = ["human", "rgb_array"]
 _ONE = np.zeros(1, np.int64)
 
 
-def not_yet_rendering(mode: str | None) -> NotImplementedError:
-    return NotImplementedError(
-        f"rendering (render_mode={mode!r}) is not implemented yet in Rally-v0; it lands with "
-        "the renderer. Create the env with render_mode=None to train and evaluate."
-    )
+def make_renderer(render_mode: str, fps: float) -> Any:
+    """The env's renderer, imported only now (pygame loads with it, never on import)."""
+    from rally_env.render import EnvRenderer
+
+    return EnvRenderer(render_mode, fps)
+
+
+def render_core(owner: Any, focus: int | None = None) -> Any:
+    """Shared ``render()`` of the single and the vector env: a frame, or a window update."""
+    if owner.render_mode is None:
+        gym.logger.warn(
+            "render() called with render_mode=None; create the env with "
+            'render_mode="rgb_array" or "human" to get frames'
+        )
+        return None
+    if owner._renderer is None:
+        owner._renderer = make_renderer(owner.render_mode, owner.metadata["render_fps"])
+    if focus is None:
+        return owner._renderer.render(owner.core)
+    return owner._renderer.render(owner.core, focus=focus)
 
 
 class RallyEnv(gym.Env):
@@ -64,6 +79,7 @@ class RallyEnv(gym.Env):
         )
         self._cmd = self.core.actions
         self._needs_reset = True
+        self._renderer: Any = None
 
     # ---------------------------------------------------------------------------- API
     def reset(
@@ -93,6 +109,10 @@ class RallyEnv(gym.Env):
         rnd = self.core.randomization_info(0)
         if rnd is not None:
             info["randomization"] = rnd
+        if self._renderer is not None:
+            self._renderer.reset()
+        if self.render_mode == "human":
+            self.render()
         return self.core.obs[0].copy(), info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -101,13 +121,19 @@ class RallyEnv(gym.Env):
         self._validate(action, None, self._cmd)
         c = self.core
         c.step(self._cmd)
+        if self.render_mode == "human":
+            self.render()
         return (c.obs[0].copy(), float(c.rew[0]), bool(c.term[0]), bool(c.trunc[0]), c.info_one(0))
 
     def render(self) -> Any:
-        raise not_yet_rendering(self.render_mode)
+        """An (H, W, 3) uint8 frame ("rgb_array"), or a window update paced to render_fps
+        ("human"). Never changes the simulation."""
+        return render_core(self)
 
     def close(self) -> None:
-        pass
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
 
     # ---------------------------------------------------------------------- state API
     def get_state(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from gymnasium.vector.utils import batch_space
 from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig
 from rally_env.core import RallyCore, car_seed_sequence, state_digest
-from rally_env.env import RENDER_MODES, not_yet_rendering
+from rally_env.env import RENDER_MODES, render_core
 from rally_env.errors import ConfigError, StateError
 from rally_env.spaces import action_space
 from rally_env.stages import MAX_SECTION_IDS
@@ -105,6 +105,7 @@ class RallyVectorEnv(VectorEnv):
         self._autoreset = np.zeros(self.num_envs, np.bool_)
         self._needs_reset = True
         self._all = np.arange(self.num_envs, dtype=np.int64)
+        self._renderer: Any = None
 
     # ---------------------------------------------------------------------------- API
     def reset(
@@ -146,6 +147,10 @@ class RallyVectorEnv(VectorEnv):
         self._autoreset[cars] = False
         self._needs_reset = False
         info = self._info(cars)
+        if self._renderer is not None:
+            self._renderer.reset()
+        if self.render_mode == "human":
+            self.render()
         return self.core.obs.copy(), info
 
     def step(
@@ -193,6 +198,8 @@ class RallyVectorEnv(VectorEnv):
             self._autoreset = done
         if info is None:
             info = self._info(None)
+        if self.render_mode == "human":
+            self.render()
         return c.obs.copy(), rew, term, trunc, info
 
     def _info(self, reset_cars: np.ndarray | None) -> dict[str, Any]:
@@ -218,10 +225,13 @@ class RallyVectorEnv(VectorEnv):
         return info
 
     def render(self) -> Any:
-        raise not_yet_rendering(self.render_mode)
+        """A frame of car 0 with the other cars of the batch drawn translucent."""
+        return render_core(self, focus=0)
 
     def close_extras(self, **kwargs: Any) -> None:
-        pass
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
 
     # ---------------------------------------------------------------------- state API
     def get_state(self) -> dict[str, Any]:

@@ -14,8 +14,6 @@ from gymnasium.utils.env_checker import check_env
 import rally_env
 from rally_env import RallyEnv, RallyVectorEnv
 
-# Rendering is a later issue: render() raises NotImplementedError until it lands, so the
-# render checks are skipped (everything else in the checkers runs).
 SB3_ACTION_WARNING = "symmetric and normalized Box action space"
 
 
@@ -31,6 +29,12 @@ def _no_warnings(fn, allowed: tuple[str, ...] = ()):
 def test_gymnasium_check_env(kwargs):
     env = gym.make("Rally-v0", **kwargs)
     _no_warnings(lambda: check_env(env.unwrapped, skip_render_check=True))
+
+
+def test_gymnasium_check_env_with_rendering():
+    pytest.importorskip("pygame")
+    env = gym.make("Rally-v0", render_mode="rgb_array")
+    _no_warnings(lambda: check_env(env.unwrapped))
 
 
 def test_sb3_check_env():
@@ -60,13 +64,16 @@ def test_registration_and_make_vec():
     assert envs.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
 
 
-def test_metadata_and_render_not_yet():
+def test_metadata_and_render():
+    pytest.importorskip("pygame")
     env = RallyEnv(render_mode="rgb_array")
     assert env.metadata["render_modes"] == ["human", "rgb_array"]
     assert env.metadata["render_fps"] == 20
     env.reset(seed=0)
-    with pytest.raises(NotImplementedError, match="not implemented yet"):
-        env.render()
+    frame = env.render()
+    assert frame.shape == (400, 600, 3) and frame.dtype == np.uint8
+    with pytest.warns(UserWarning, match="render_mode=None"):
+        assert RallyEnv().render() is None
 
 
 def test_spaces():

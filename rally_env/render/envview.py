@@ -1,0 +1,242 @@
+"""Rendering a ``Rally-v0`` env: the glue between the env's core and the :class:`Renderer`.
+
+:class:`EnvRenderer` is what ``RallyEnv.render()`` / ``RallyVectorEnv.render()`` delegate to: it
+reads the env's :class:`rally_env.core.RallyCore` (the physics batch, the stage of each car, the
+info of the focused car), builds the :class:`CarView` and :class:`HudInfo` records, keeps one
+:class:`Renderer` per stage, and for ``render_mode="human"`` shows the frame in a :class:`Window`
+paced to the env's ``render_fps``. It only reads the core: rendering never changes a run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from physics import layout as L
+from rally_env.render._deps import require_pygame
+from rally_env.render.views import CarView, car_views, format_time, hud_from_info
+
+RENDER_MODES = ("human", "rgb_array")
+#: Other cars of a batch are drawn when within this distance of the focused car (m) ...
+NEAR_M = 150.0
+#: ... the nearest this many of them.
+MAX_OTHERS = 63
+
+_END_MESSAGES = {
+    "off_stage": "OFF STAGE",
+    "rolled": "ROLLED",
+    "stuck": "STUCK",
+    "wrong_way": "WRONG WAY",
+    "time_limit": "TIME LIMIT",
+}
+
+
+class Window:
+    """A pygame window that shows frames at a steady rate.
+
+    Args:
+        width, height: window size (px).
+        fps: frames per second :meth:`show` paces to (0: as fast as possible).
+        title: window caption.
+    """
+
+    def __init__(self, width: int, height: int, fps: float = 60.0, title: str = "rally-env"):
+        self.pg = pg = require_pygame()
+        pg.display.init()
+        self.screen = pg.display.set_mode((int(width), int(height)))
+        pg.display.set_caption(title)
+        self.clock = pg.time.Clock()
+        self.fps = float(fps)
+        self.size = (int(width), int(height))
+        self.closed = False
+
+    def poll(self) -> list[Any]:
+        """Handle window events; returns them (a closed window sets :attr:`closed`)."""
+        if self.closed:
+            return []
+        events = self.pg.event.get()
+        for e in events:
+            if e.type == self.pg.QUIT:
+                self.closed = True
+        return events
+
+    def show(self, frame: np.ndarray, pace: bool = True) -> None:
+        """Blit an (H, W, 3) uint8 frame, flip, and wait for the next frame slot."""
+        if self.closed:
+            return
+        pg = self.pg
+        h, w = frame.shape[:2]
+        surf = pg.image.frombuffer(np.ascontiguousarray(frame), (w, h), "RGB")
+        if (w, h) != self.size:
+            surf = pg.transform.smoothscale(surf, self.size)
+        self.screen.blit(surf, (0, 0))
+        pg.display.flip()
+        if pace and self.fps > 0:
+            self.clock.tick(self.fps)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+        if self.pg.display.get_init():
+            self.pg.display.quit()
+
+
+def _stage_of(core: Any, k: int) -> Any:
+    from rally_env import kernels as K
+
+    return core.bank.stage(int(core.eistate[k, K.EI_SLOT]))
+
+
+class EnvRenderer:
+    """Frames of a ``Rally-v0`` env (single or vector).
+
+    Args:
+        render_mode: ``"rgb_array"`` (:meth:`render` returns frames) or ``"human"`` (a window).
+        fps: the env's ``metadata["render_fps"]`` (human mode paces to it).
+        width, height, camera, zoom: see :class:`Renderer`.
+        show_others: draw the batch's other cars (vector env), translucent.
+        ghosts: :class:`~rally_env.render.ghost.Ghost` runs to draw; the first one on the
+            focused car's stage gives the HUD's split deltas.
+        title: HUD corner text (default: the stage name).
+        renderer_kwargs: more :class:`Renderer` arguments.
+
+    Raises:
+        gymnasium.error.DependencyNotInstalled: pygame is missing.
+    """
+
+    def __init__(
+        self,
+        render_mode: str = "rgb_array",
+        fps: float = 20.0,
+        *,
+        width: int = 600,
+        height: int = 400,
+        camera: str = "car-up",
+        zoom: float = 1.0,
+        show_others: bool = True,
+        ghosts: Sequence[Any] = (),
+        title: str | None = None,
+        **renderer_kwargs: Any,
+    ):
+        if render_mode not in RENDER_MODES:
+            raise ValueError(f"render_mode must be one of {RENDER_MODES}, got {render_mode!r}")
+        require_pygame()
+        self.render_mode = render_mode
+        self.fps = float(fps)
+        self.width, self.height = int(width), int(height)
+        self.camera = camera
+        self.zoom = zoom
+        self.show_others = bool(show_others)
+        self.ghosts = list(ghosts)
+        self.title = title
+        self.renderer_kwargs = renderer_kwargs
+        self._renderers: OrderedDict[str, Any] = OrderedDict()
+        self.window: Window | None = None
+        self.message: str | None = None
+
+    def renderer_for(self, stage: Any, terrain: Any = None) -> Any:
+        """The :class:`Renderer` of ``stage`` (made on first use; the last 4 are kept)."""
+        from rally_env.render.renderer import Renderer
+
+        key = stage.digest()
+        r = self._renderers.get(key)
+        if r is None:
+            r = Renderer(
+                stage,
+                terrain,
+                width=self.width,
+                height=self.height,
+                camera=self.camera,
+                zoom=self.zoom,
+                **self.renderer_kwargs,
+            )
+            self._renderers[key] = r
+            while len(self._renderers) > 4:
+                self._renderers.popitem(last=False)
+        else:
+            self._renderers.move_to_end(key)
+        return r
+
+    def frame(self, core: Any, focus: int = 0) -> np.ndarray:
+        """Draw car ``focus`` of a :class:`RallyCore` (others on its stage translucent)."""
+        n = core.sim.state.shape[0]
+        if not self.show_others or n == 1:
+            return self.draw_views(core, {focus: car_views(core.sim, [focus])[0]}, focus)
+        # only the cars near the focused one (a big batch would cost a view per car per frame)
+        pos = core.sim.state[:, L.POS_X : L.POS_Y + 1]
+        d2 = ((pos - pos[focus]) ** 2).sum(axis=1)
+        near = np.flatnonzero(d2 <= NEAR_M * NEAR_M)
+        if near.size > MAX_OTHERS + 1:
+            near = near[np.argsort(d2[near], kind="stable")[: MAX_OTHERS + 1]]
+        near = np.unique(np.append(near, focus))
+        views = dict(zip(near.tolist(), car_views(core.sim, near), strict=True))
+        return self.draw_views(core, views, focus)
+
+    def draw_views(
+        self, core: Any, views: Mapping[int, CarView] | Sequence[CarView], focus: int = 0
+    ) -> np.ndarray:
+        """Like :meth:`frame` with the cars given as ``views``: car index -> view (or a list,
+        index = car), at least the focused car's; e.g. interpolated between two steps."""
+        if not isinstance(views, Mapping):
+            views = dict(enumerate(views))
+        stage = _stage_of(core, focus)
+        r = self.renderer_for(stage)
+        car = views[focus]
+        others: dict[int, CarView] = {}
+        if self.show_others and len(views) > 1:
+            key = stage.digest()
+            others = {
+                i: v for i, v in views.items() if i != focus and _stage_of(core, i).digest() == key
+            }
+        info = core.info_one(focus)
+        info["stage_time_s"] = car.time_s
+        ghosts, ref = [], None
+        for g in self.ghosts:
+            if g.stage != stage.name:
+                continue
+            if ref is None:
+                ref = g.reference_times_s
+            gv = g.view_at(car.time_s)
+            if gv is not None:
+                ghosts.append(gv)
+        msg = self.message
+        if msg is None:
+            end = info.get("end_reason", "")
+            if end == "finished":
+                msg = f"FINISH  {format_time(float(info.get('finish_time_s', math.nan)))}"
+            elif end:
+                msg = _END_MESSAGES.get(end, str(end).upper())
+        hud = hud_from_info(
+            info,
+            stage=stage,
+            reference_times_s=ref,
+            message=msg,
+            title=stage.name if self.title is None else self.title,
+        )
+        return r.draw(car, others=others, ghosts=ghosts, hud=hud)
+
+    def render(self, core: Any, focus: int = 0) -> np.ndarray | None:
+        """``rgb_array``: the frame; ``human``: show it in the window (paced), return ``None``."""
+        f = self.frame(core, focus)
+        if self.render_mode == "rgb_array":
+            return f
+        if self.window is None:
+            self.window = Window(self.width, self.height, self.fps, title="rally-env")
+        self.window.poll()
+        self.window.show(f)
+        return None
+
+    def reset(self) -> None:
+        """Forget skid marks and camera smoothing (an episode reset)."""
+        for r in self._renderers.values():
+            r.reset()
+
+    def close(self) -> None:
+        if self.window is not None:
+            self.window.close()
+            self.window = None
+        self._renderers.clear()

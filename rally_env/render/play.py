@@ -1,0 +1,283 @@
+"""``rally play``: drive a stage with the keyboard, in real time.
+
+Keys: arrows or WASD (up/W throttle, down/S brake, left/A and right/D steer), space = handbrake,
+R = restart, Esc = quit (or close the window).
+
+The loop is the source game's: 60 Hz frames with 8 physics substeps each (``Rally-v0`` at
+``control_hz=60``). Real time drives a fixed-step accumulator: each frame adds the wall-clock
+time since the last one, clamped at 50 ms (a stalled frame never makes the car jump), and runs
+as many whole 1/60 s steps as fit, so the simulation itself is exactly the env's fixed-step,
+deterministic one. At the finish it shows the stage time and the splits and saves the run as a
+replay (``rally_env.replay``; a ghost ``.npz`` where replays are unavailable); the next attempt of
+the session races it, and ``--ghost`` loads either kind later.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rally_env.render._deps import require_pygame
+from rally_env.render.ghost import Ghost, GhostRecorder, load_ghost
+from rally_env.render.views import format_delta, format_time
+
+#: The source game's loop.
+PLAY_HZ = 60
+#: Longest frame delta the accumulator takes (s).
+MAX_FRAME_DT_S = 0.05
+
+
+@dataclass
+class PlayResult:
+    """What a ``rally play`` session did.
+
+    Attributes:
+        frames: frames drawn.
+        steps: physics control steps (1/60 s each) over all attempts.
+        attempts: episodes started (R restarts one).
+        finish_times_s: the finish time of every finished attempt.
+        best_splits_s: checkpoint times of the best finished attempt.
+        saved: ghost files written.
+        quit_reason: ``"escape"``, ``"window"`` or ``"frames"`` (the frame limit).
+    """
+
+    frames: int = 0
+    steps: int = 0
+    attempts: int = 1
+    finish_times_s: list[float] = field(default_factory=list)
+    best_splits_s: tuple[float, ...] = ()
+    saved: list[Path] = field(default_factory=list)
+    quit_reason: str = ""
+
+
+class KeyState:
+    """Held keys, tracked from KEYDOWN/KEYUP events (so synthetic events drive it too)."""
+
+    def __init__(self, pg: Any):
+        self.pg = pg
+        self.held: set[int] = set()
+        k = pg
+        self.up = {k.K_UP, k.K_w}
+        self.down = {k.K_DOWN, k.K_s}
+        self.left = {k.K_LEFT, k.K_a}
+        self.right = {k.K_RIGHT, k.K_d}
+        self.hand = {k.K_SPACE}
+
+    def handle(self, e: Any) -> None:
+        if e.type == self.pg.KEYDOWN:
+            self.held.add(e.key)
+        elif e.type == self.pg.KEYUP:
+            self.held.discard(e.key)
+
+    def _any(self, keys: set[int]) -> float:
+        return 1.0 if self.held & keys else 0.0
+
+    def action(self) -> np.ndarray:
+        """``[steer, throttle, brake, handbrake]``: steer +1 = left."""
+        steer = self._any(self.left) - self._any(self.right)
+        return np.array(
+            [steer, self._any(self.up), self._any(self.down), self._any(self.hand)], np.float32
+        )
+
+
+def _splits_text(cps: Sequence[float], ref: Sequence[float] | None) -> list[str]:
+    out = []
+    for i, t in enumerate(cps):
+        s = f"CP{i + 1}  {format_time(t)}"
+        if ref is not None and i < len(ref) and ref[i] == ref[i] and t == t:
+            s += f"  {format_delta(t - ref[i])}"
+        out.append(s)
+    return out
+
+
+def play(
+    stage: Any = "opener",
+    *,
+    vehicle: Any = "rover",
+    ghost: str | Path | Ghost | None = None,
+    seed: int | None = 0,
+    width: int = 960,
+    height: int = 640,
+    camera: str = "car-up",
+    zoom: float = 1.0,
+    save_dir: str | Path | None = "replays",
+    max_frames: int | None = None,
+    events: Sequence[tuple[int, Any]] = (),
+    realtime: bool = True,
+) -> PlayResult:
+    """Drive ``stage`` with the keyboard in a window.
+
+    Args:
+        stage: stage name, path or :class:`tracks.Stage`.
+        vehicle: the env's ``vehicle`` argument.
+        ghost: a replay or ghost file (or a :class:`Ghost`) to race; its splits give the HUD
+            deltas.
+        seed: reset seed.
+        width, height, camera, zoom: the window and the camera (see :class:`Renderer`).
+        save_dir: where finished runs are saved as replays (``None``: not saved).
+        max_frames: stop after this many frames (for tests and demos).
+        events: scripted input, ``(frame_index, pygame.event.Event)`` pairs posted to the event
+            queue at the start of that frame (tests drive the real key handling this way).
+        realtime: pace to the wall clock (``False``: exactly one 1/60 s step per frame, no
+            waiting; with ``max_frames``, a deterministic headless run).
+
+    Returns:
+        A :class:`PlayResult`.
+    """
+    pg = require_pygame()
+    from rally_env.env import RallyEnv
+    from rally_env.render.envview import EnvRenderer, Window
+
+    base = RallyEnv(stage=stage, vehicle=vehicle, control_hz=PLAY_HZ)
+    core = base.core
+    env: Any = base
+    record = _replay_recorder()
+    if record is not None and save_dir is not None:
+        # finished runs are saved as replays (re-simulated bit-exactly by `rally verify`)
+        env = record(base, directory=save_dir, meta={"source": "rally play"})
+    ghosts: list[Ghost] = []
+    if ghost is not None:
+        ghosts.append(ghost if isinstance(ghost, Ghost) else _load_any_ghost(ghost))
+    er = EnvRenderer("rgb_array", PLAY_HZ, width=width, height=height, camera=camera, zoom=zoom)
+    er.ghosts = ghosts
+    win = Window(width, height, fps=0, title="rally play - arrows/WASD, space, R, Esc")
+    keys = KeyState(pg)
+    res = PlayResult()
+    script = sorted(((int(f), e) for f, e in events), key=lambda p: p[0])
+    si = 0
+    dt = 1.0 / PLAY_HZ
+
+    pending: list[Ghost] = []  # a new best run: raced from the next attempt on
+
+    def start() -> None:
+        env.reset(seed=seed)
+        er.reset()
+        er.message = None
+        if pending:
+            ghosts[:] = pending
+            pending.clear()
+
+    start()
+    stage_obj = core.bank.stage(0)
+    rec = GhostRecorder(stage_obj.name, meta={"vehicle": str(vehicle), "control_hz": PLAY_HZ})
+    rec.sample(core.sim, 0)
+    ended = False
+    acc = 0.0
+    last = time.perf_counter()
+    try:
+        while True:
+            if max_frames is not None and res.frames >= max_frames:
+                res.quit_reason = "frames"
+                break
+            while si < len(script) and script[si][0] <= res.frames:
+                pg.event.post(script[si][1])
+                si += 1
+            quit_now = False
+            for e in win.poll():
+                keys.handle(e)
+                if e.type == pg.KEYDOWN and e.key == pg.K_ESCAPE:
+                    res.quit_reason = "escape"
+                    quit_now = True
+                elif e.type == pg.KEYDOWN and e.key == pg.K_r:
+                    start()
+                    rec.clear()
+                    rec.sample(core.sim, 0)
+                    ended = False
+                    acc = 0.0
+                    res.attempts += 1
+            if win.closed and not quit_now:
+                res.quit_reason = "window"
+                quit_now = True
+            if quit_now:
+                break
+            if realtime:
+                now = time.perf_counter()
+                acc += min(now - last, MAX_FRAME_DT_S)
+                last = now
+                n_steps = int(acc / dt)
+                acc -= n_steps * dt
+            else:
+                n_steps = 1
+            for _ in range(n_steps):
+                if ended:
+                    break
+                a = keys.action()
+                _, _, term, trunc, info = env.step(a)
+                res.steps += 1
+                rec.sample(core.sim, 0, a)
+                if term or trunc:
+                    ended = True
+                    saved = list(getattr(env, "saved", ()))
+                    new = [Path(p) for p in saved if Path(p) not in res.saved]
+                    _on_end(info, rec, ghosts, pending, er, res, save_dir, stage_obj, new)
+            frame = er.frame(core)
+            win.show(frame, pace=False)
+            res.frames += 1
+            if realtime:
+                # wait for the next 60 Hz frame slot (the accumulator absorbs the jitter)
+                spare = dt - (time.perf_counter() - last)
+                if spare > 0.001:
+                    time.sleep(spare)
+    finally:
+        win.close()
+        er.close()
+        env.close()
+    return res
+
+
+def _replay_recorder() -> Any:
+    """``rally_env.replay.RecordReplay`` when replays exist, else ``None``."""
+    try:
+        from rally_env.replay import RecordReplay
+    except ImportError:
+        return None
+    return RecordReplay
+
+
+def _load_any_ghost(path: str | Path) -> Ghost:
+    """A ghost from a replay file (re-simulated) or a ghost ``.npz``."""
+    if Path(path).suffix != ".npz":
+        try:
+            from rally_env.replay import load_any_ghost
+        except ImportError:
+            pass
+        else:
+            return load_any_ghost(path)
+    return load_ghost(path)
+
+
+def _on_end(info, rec, ghosts, pending, er, res, save_dir, stage, replays=()) -> None:
+    end = info.get("end_reason", "")
+    cps = tuple(float(t) for t in info.get("checkpoint_times_s", ()))
+    if end != "finished":
+        er.message = f"{str(end).replace('_', ' ').upper() or 'STOPPED'}\nR to restart, Esc to quit"
+        return
+    t = float(info.get("finish_time_s", math.nan))
+    ref = ghosts[0].reference_times_s if ghosts else None
+    lines = [f"FINISH  {format_time(t)}"]
+    if ref is not None and len(ref) > len(cps) and ref[len(cps)] == ref[len(cps)]:
+        lines[0] += f"  {format_delta(t - ref[len(cps)])}"
+    lines += _splits_text(cps, ref)
+    best = min(res.finish_times_s) if res.finish_times_s else math.inf
+    res.finish_times_s.append(t)
+    g = rec.ghost(cps, t)
+    if replays:  # the replay recorder saved the run
+        res.saved.extend(replays)
+        lines.append(f"saved {replays[-1]}")
+    elif save_dir is not None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        p = Path(save_dir) / f"{stage.name}-{stamp}-{t:.2f}s.ghost.npz"
+        g.save(p)
+        res.saved.append(p)
+        lines.append(f"saved {p}")
+    if t < best:
+        res.best_splits_s = cps
+        pending[:] = [g]  # race your best run on the next attempt
+    lines.append("R to restart, Esc to quit")
+    er.message = "\n".join(lines)

@@ -1,0 +1,334 @@
+"""What the renderer draws, as plain data: :class:`CarView` per car and :class:`HudInfo`.
+
+The renderer never reads the simulator itself: it draws what these records say, so drawing can
+never change a run. :func:`car_views` builds the records from a :class:`physics.VehicleBatch`
+(copies, read once per frame); :func:`hud_from_info` builds the HUD record from an env ``info``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from physics import layout as L
+
+#: Drawn tire width (m); the physics has no tire width (a wheel is a ray).
+WHEEL_WIDTH_M = 0.45
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CarView:
+    """One car as the renderer sees it (world frame, metres, radians).
+
+    Attributes:
+        x_m, y_m, z_m: CG position (m).
+        rotation: (3, 3) body -> world rotation (columns: forward, left, up).
+        body_front_m, body_rear_m, body_half_width_m: the body box in the body frame (m).
+        wheel_xy_m: (W, 2) world x, y of each wheel centre.
+        wheel_dir: (W, 2) unit world x, y of each wheel's rolling direction (steer included).
+        wheel_radius_m: (W,) wheel radius (m).
+        usage: (W,) friction-circle usage |F| / (mu N): 0 = all grip in reserve, 1 = sliding.
+        loads_n: (W,) normal load (N).
+        grounded: (W,) bool, the wheel carries load.
+        static_load_n: m g / W, the load bars' reference (N).
+        speed_mps: speed (m/s).
+        time_s: simulated time since the car's reset (s).
+        steer_rad: road-wheel steer angle (rad, + left).
+        height_m: height of the CG above the ground under the wheels (m), for the shadow.
+        wheel_width_m: drawn tire width (m).
+    """
+
+    x_m: float
+    y_m: float
+    z_m: float
+    rotation: np.ndarray
+    body_front_m: float
+    body_rear_m: float
+    body_half_width_m: float
+    wheel_xy_m: np.ndarray
+    wheel_dir: np.ndarray
+    wheel_radius_m: np.ndarray
+    usage: np.ndarray
+    loads_n: np.ndarray
+    grounded: np.ndarray
+    static_load_n: float = 7000.0
+    speed_mps: float = 0.0
+    time_s: float = 0.0
+    steer_rad: float = 0.0
+    height_m: float = 0.9
+    wheel_width_m: float = WHEEL_WIDTH_M
+
+    @property
+    def n_wheels(self) -> int:
+        return int(self.wheel_xy_m.shape[0])
+
+    @property
+    def heading_rad(self) -> float:
+        """Yaw of the body's forward axis projected on the ground (rad, CCW from +x)."""
+        r = self.rotation
+        return math.atan2(float(r[1, 0]), float(r[0, 0]))
+
+    def body_corners_xy(self) -> np.ndarray:
+        """(4, 2) world x, y of the body box's corners: front-left, front-right, rear-right,
+        rear-left (the box's top-down footprint at its true attitude)."""
+        r = self.rotation
+        f = r[:2, 0]
+        lft = r[:2, 1]
+        c = np.array([self.x_m, self.y_m])
+        a, b, w = self.body_front_m, self.body_rear_m, self.body_half_width_m
+        return np.stack(
+            [c + a * f + w * lft, c + a * f - w * lft, c - b * f - w * lft, c - b * f + w * lft]
+        )
+
+    @classmethod
+    def from_pose(
+        cls,
+        x_m: float,
+        y_m: float,
+        heading_rad: float,
+        *,
+        z_m: float = 0.0,
+        rotation: np.ndarray | None = None,
+        steer_rad: float = 0.0,
+        speed_mps: float = 0.0,
+        time_s: float = 0.0,
+        params: Any = None,
+    ) -> CarView:
+        """A car at a ground pose with straight (or ``steer_rad``-steered front) wheels, neutral
+        wheel colours and the geometry of ``params`` (a ``VehicleParams``; default the rover).
+        Used for ghosts and tests."""
+        if params is None:
+            from physics import ROVER
+
+            params = ROVER
+        if rotation is None:
+            c, s = math.cos(heading_rad), math.sin(heading_rad)
+            rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        rotation = np.asarray(rotation, np.float64)
+        wheels = params.wheels
+        anchors = np.array([[w.x_m, w.y_m, 0.0] for w in wheels], np.float64)
+        xy = np.array([x_m, y_m]) + (anchors @ rotation.T)[:, :2]
+        steer = np.array([steer_rad if w.steerable else 0.0 for w in wheels])
+        local = np.stack([np.cos(steer), np.sin(steer), np.zeros_like(steer)], axis=1)
+        d = (local @ rotation.T)[:, :2]
+        d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-9)
+        nw = len(wheels)
+        return cls(
+            x_m=float(x_m),
+            y_m=float(y_m),
+            z_m=float(z_m),
+            rotation=rotation,
+            body_front_m=float(params.body_front_m),
+            body_rear_m=float(params.body_rear_m),
+            body_half_width_m=float(params.body_half_width_m),
+            wheel_xy_m=xy,
+            wheel_dir=d,
+            wheel_radius_m=np.array([w.radius_m for w in wheels], np.float64),
+            usage=np.zeros(nw),
+            loads_n=np.full(nw, params.mass_kg * params.gravity_mps2 / nw),
+            grounded=np.ones(nw, np.bool_),
+            static_load_n=float(params.mass_kg * params.gravity_mps2 / nw),
+            speed_mps=float(speed_mps),
+            time_s=float(time_s),
+            steer_rad=float(steer_rad),
+        )
+
+
+def car_views(batch: Any, cars: Sequence[int] | np.ndarray | None = None) -> list[CarView]:
+    """:class:`CarView` records of ``cars`` (default: all) of a :class:`physics.VehicleBatch`.
+
+    Reads ``batch.state``, ``batch.istate`` and ``batch.params`` (copies; nothing is written).
+    Anything with those three arrays in the physics layout works (e.g. a snapshot).
+    """
+    state = np.asarray(batch.state)
+    istate = np.asarray(batch.istate)
+    params = np.asarray(batch.params)
+    idx = np.arange(state.shape[0]) if cars is None else np.asarray(cars, np.int64).reshape(-1)
+    if idx.size == 0:
+        return []
+    st = state[idx]
+    pr = params[idx]
+    q = st[:, L.QUAT_W : L.QUAT_Z + 1]
+    rot = _quat_to_matrix(q)
+    out: list[CarView] = []
+    for i in range(idx.size):
+        s, p, r = st[i], pr[i], rot[i]
+        nw = int(p[L.P_N_WHEELS])
+        w = np.arange(nw)
+        base = L.PW_BASE + w * L.N_WHEEL_PARAMS
+        anchors = np.stack(
+            [p[base + L.PW_X], p[base + L.PW_Y], np.zeros(nw)], axis=1
+        )  # body-plane footprint of the wheel centres
+        pos = s[L.POS_X : L.POS_Z + 1]
+        xy = pos[:2] + (anchors @ r.T)[:, :2]
+        steer = float(s[L.STEER_ANGLE])
+        ws = np.where(p[base + L.PW_STEER] > 0.5, steer, 0.0)
+        local = np.stack([np.cos(ws), np.sin(ws), np.zeros(nw)], axis=1)
+        d = (local @ r.T)[:, :2]
+        d /= np.maximum(np.sqrt((d * d).sum(axis=1, keepdims=True)), 1e-9)
+        grounded = s[L.WL_GROUNDED : L.WL_GROUNDED + nw] > 0.5
+        gz = s[L.WL_GROUND_Z : L.WL_GROUND_Z + nw]
+        height = (
+            float(pos[2] - gz[grounded].mean())
+            if grounded.any()
+            else float(pos[2] - gz.mean() if np.all(np.isfinite(gz)) else 0.9)
+        )
+        v = s[L.VEL_X : L.VEL_Z + 1]
+        out.append(
+            CarView(
+                x_m=float(pos[0]),
+                y_m=float(pos[1]),
+                z_m=float(pos[2]),
+                rotation=r,
+                body_front_m=float(p[L.P_BODY_XF]),
+                body_rear_m=float(p[L.P_BODY_XR]),
+                body_half_width_m=float(p[L.P_BODY_HW]),
+                wheel_xy_m=xy,
+                wheel_dir=d,
+                wheel_radius_m=p[base + L.PW_RADIUS].copy(),
+                usage=np.clip(s[L.WL_USAGE : L.WL_USAGE + nw], 0.0, 1.0),
+                loads_n=s[L.WL_LOAD : L.WL_LOAD + nw].copy(),
+                grounded=grounded,
+                static_load_n=float(p[L.P_MASS] * p[L.P_GRAVITY] / max(nw, 1)),
+                speed_mps=float(math.sqrt(float(v @ v))),
+                time_s=int(istate[idx[i], L.I_SUBSTEPS]) / L.SUBSTEP_HZ,
+                steer_rad=steer,
+                height_m=height,
+            )
+        )
+    return out
+
+
+def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    r = np.empty((q.shape[0], 3, 3))
+    r[:, 0, 0] = 1 - 2 * (y * y + z * z)
+    r[:, 0, 1] = 2 * (x * y - w * z)
+    r[:, 0, 2] = 2 * (x * z + w * y)
+    r[:, 1, 0] = 2 * (x * y + w * z)
+    r[:, 1, 1] = 1 - 2 * (x * x + z * z)
+    r[:, 1, 2] = 2 * (y * z - w * x)
+    r[:, 2, 0] = 2 * (x * z - w * y)
+    r[:, 2, 1] = 2 * (y * z + w * x)
+    r[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    return r
+
+
+@dataclass(frozen=True, slots=True)
+class HudInfo:
+    """What the HUD shows (the per-wheel load bars come from the focused :class:`CarView`).
+
+    Attributes:
+        speed_mps: speed (m/s), shown in km/h.
+        stage_time_s: time since the start (s).
+        progress_m: distance along the stage from the start line (m).
+        stage_length_m: timed length of the stage (m); 0 hides the progress bar.
+        checkpoint_times_s: time at each checkpoint in driving order (NaN = not reached).
+        reference_times_s: a reference time per checkpoint (and optionally the finish last),
+            e.g. from a ghost or a best run; gives the split's delta. ``None``: no delta.
+        finish_time_s: the finish time (NaN = not finished).
+        lap, laps: lap counter of closed stages (``laps`` 1 hides it).
+        message: a banner across the middle (e.g. ``"FINISH"``; more lines after ``\\n`` are
+            drawn smaller), or ``None``.
+        title: small text in the top-left corner (stage name, driver), or ``""``.
+        checkpoints_m: where the checkpoints are, as progress (m), for the progress bar ticks.
+    """
+
+    speed_mps: float = 0.0
+    stage_time_s: float = 0.0
+    progress_m: float = 0.0
+    stage_length_m: float = 0.0
+    checkpoint_times_s: tuple[float, ...] = ()
+    reference_times_s: tuple[float, ...] | None = None
+    finish_time_s: float = math.nan
+    lap: int = 1
+    laps: int = 1
+    message: str | None = None
+    title: str = ""
+    checkpoints_m: tuple[float, ...] = field(default=())
+
+    def last_split(self) -> tuple[int, float, float | None] | None:
+        """``(index, time_s, delta_s)`` of the last checkpoint reached (``index`` 0-based,
+        ``len(checkpoint_times_s)`` for the finish), delta against the reference or ``None``;
+        ``None`` before the first checkpoint."""
+        times = list(self.checkpoint_times_s)
+        k = -1
+        for i, t in enumerate(times):
+            if t == t:  # not NaN
+                k = i
+        if self.finish_time_s == self.finish_time_s:
+            k = len(times)
+            t = float(self.finish_time_s)
+        elif k < 0:
+            return None
+        else:
+            t = float(times[k])
+        ref = self.reference_times_s
+        delta = None
+        if ref is not None and k < len(ref) and ref[k] == ref[k]:
+            delta = t - float(ref[k])
+        return k, t, delta
+
+
+def hud_from_info(
+    info: Mapping[str, Any],
+    *,
+    reference_times_s: Sequence[float] | None = None,
+    message: str | None = None,
+    title: str = "",
+    stage: Any = None,
+) -> HudInfo:
+    """A :class:`HudInfo` from a ``Rally-v0`` step/reset ``info`` dict (one car).
+
+    Args:
+        info: the env's info (``speed_mps``, ``stage_time_s``, ``progress_m``,
+            ``stage_length_m``, ``checkpoint_times_s``, ``finish_time_s``, ``lap``; missing keys
+            default).
+        reference_times_s: reference splits (checkpoints, then finish) for the deltas.
+        message: a banner.
+        title: corner text.
+        stage: the :class:`tracks.Stage`, for the checkpoint ticks and the lap count.
+    """
+    cps: tuple[float, ...] = ()
+    laps = 1
+    if stage is not None:
+        start = float(stage.start_s_m)
+        length = float(stage.path.length_m)
+        cps = tuple(
+            (float(c) - start) % length if stage.closed else float(c) - start
+            for c in stage.checkpoints_m
+        )
+        laps = int(stage.laps)
+    return HudInfo(
+        speed_mps=float(info.get("speed_mps", 0.0)),
+        stage_time_s=float(info.get("stage_time_s", 0.0)),
+        progress_m=float(info.get("progress_m", 0.0)),
+        stage_length_m=float(info.get("stage_length_m", 0.0)),
+        checkpoint_times_s=tuple(float(t) for t in info.get("checkpoint_times_s", ())),
+        reference_times_s=None if reference_times_s is None else tuple(reference_times_s),
+        finish_time_s=float(info.get("finish_time_s", math.nan)),
+        lap=int(info.get("lap", 1)),
+        laps=laps,
+        message=message,
+        title=title,
+        checkpoints_m=cps,
+    )
+
+
+def format_time(t: float) -> str:
+    """``m:ss.cc`` (``--:--.--`` for NaN)."""
+    if t != t:
+        return "--:--.--"
+    sign = "-" if t < 0 else ""
+    t = abs(t)
+    m = int(t // 60.0)
+    return f"{sign}{m}:{t - 60.0 * m:05.2f}"
+
+
+def format_delta(d: float) -> str:
+    """``+1.23`` / ``-0.45`` seconds."""
+    return f"{d:+.2f}"

@@ -100,7 +100,7 @@ def render_stage(stage: Stage, size: int = 720, title: bool = True):
     rgb = np.clip(rgb, 0, 255).astype(np.uint8)
     # resample the terrain image into the view (bilinear), dim outside the baked grid
     ny_t = h.shape[0]
-    timg = Image.fromarray(np.ascontiguousarray(rgb[::-1]), "RGB")
+    timg = Image.fromarray(np.ascontiguousarray(rgb[::-1]))
     y_top = terr.y0_m + (ny_t - 1) * terr.cell_m
     k = mpp / terr.cell_m
     affine = (k, 0.0, (vx0 - terr.x0_m) / terr.cell_m, 0.0, k, (y_top - vy1) / terr.cell_m)
@@ -108,7 +108,7 @@ def render_stage(stage: Stage, size: int = 720, title: bool = True):
     view = timg.transform((W, map_h), Image.AFFINE, affine, resample=Image.BILINEAR, fillcolor=fill)
     img_arr = np.full((H, W, 3), 24, np.uint8)
     img_arr[top:] = np.asarray(view)
-    img = Image.fromarray(img_arr, "RGB")
+    img = Image.fromarray(img_arr)
     draw = ImageDraw.Draw(img)
 
     def px(x, y):

@@ -150,31 +150,59 @@ class TerrainSet:
     Attributes:
         heights: float64 flat node heights of all terrains.
         surfaces: int8 flat surface ids.
-        meta: (T, N_TERRAIN_META) float64 rows (x0, y0, cell, 1/cell, nx, ny, offset).
-        grip: (T, MAX_SURFACES) float64 grip multipliers (unused ids are 0).
+        meta: (rows, N_TERRAIN_META) float64 rows (x0, y0, cell, 1/cell, nx, ny, offset).
+        grip: (rows, MAX_SURFACES) float64 grip multipliers (unused ids are 0).
+        n_base: the number of terrains; rows past it are variants (see :meth:`set_variant`).
     """
 
-    def __init__(self, terrains: list[Terrain] | tuple[Terrain, ...]):
+    def __init__(self, terrains: list[Terrain] | tuple[Terrain, ...], n_variants: int = 0):
         terrains = list(terrains)
         if not terrains:
             raise TerrainError("a TerrainSet needs at least one terrain")
         for t in terrains:
             if not isinstance(t, Terrain):
                 raise TerrainError(f"TerrainSet takes Terrain objects, got {type(t).__name__}")
+        if isinstance(n_variants, bool) or not isinstance(n_variants, int) or n_variants < 0:
+            raise TerrainError(f"n_variants must be an integer >= 0, got {n_variants!r}")
         self.terrains = terrains
+        self.n_base = len(terrains)
         sizes = [t.heights_m.size for t in terrains]
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         self.heights = np.concatenate([t.heights_m.ravel() for t in terrains])
         self.surfaces = np.concatenate([t.surface_ids.ravel() for t in terrains])
-        self.meta = np.zeros((len(terrains), N_TERRAIN_META), np.float64)
-        self.grip = np.zeros((len(terrains), MAX_SURFACES), np.float64)
+        rows = self.n_base + n_variants
+        self.meta = np.zeros((rows, N_TERRAIN_META), np.float64)
+        self.grip = np.zeros((rows, MAX_SURFACES), np.float64)
         for k, t in enumerate(terrains):
             ny, nx = t.shape
             self.meta[k] = (t.x0_m, t.y0_m, t.cell_m, 1.0 / t.cell_m, nx, ny, offsets[k])
             self.grip[k, : t.grip.shape[0]] = t.grip
+        for row in range(self.n_base, rows):
+            self.meta[row] = self.meta[0]
+            self.grip[row] = self.grip[0]
+
+    def set_variant(self, row: int, base: int, grip: np.ndarray) -> None:
+        """Make variant row ``row`` drive on terrain ``base``'s heightfield with its own grip.
+
+        Variant rows (``n_base <= row < len(self)``) let cars share one baked heightfield while
+        each carries, e.g., randomised grip multipliers. ``grip`` is (MAX_SURFACES,) or shorter.
+        """
+        if not self.n_base <= row < len(self):
+            raise TerrainError(f"variant row {row} is not in [{self.n_base}, {len(self)})")
+        if not 0 <= base < self.n_base:
+            raise TerrainError(f"base terrain {base} is not in [0, {self.n_base})")
+        g = np.asarray(grip, np.float64)
+        if g.ndim != 1 or g.shape[0] > MAX_SURFACES:
+            raise TerrainError(f"grip must be 1-D with at most {MAX_SURFACES} entries")
+        if not np.all(np.isfinite(g)) or np.any(g < 0.0) or np.any(g > 2.0):
+            raise TerrainError("grip multipliers must be finite and in [0, 2]")
+        self.meta[row] = self.meta[base]
+        self.grip[row] = 0.0
+        self.grip[row, : g.shape[0]] = g
 
     def __len__(self) -> int:
-        return len(self.terrains)
+        """Rows a car's terrain index may take: the base terrains, then the variants."""
+        return self.meta.shape[0]
 
 
 @njit(cache=True)

@@ -247,21 +247,6 @@ def sectioned_terrain(stage: tracks.Stage, base: Terrain) -> tuple[Terrain, np.n
     return _cached(_SECTIONED_CACHE, stage.digest() + base.digest(), make, size=8)
 
 
-class BankTerrainSet(TerrainSet):
-    """A TerrainSet with extra rows that alias other rows' heightfields with their own grip."""
-
-    def __init__(self, terrains: list[Terrain], alias_of: np.ndarray | None = None):
-        super().__init__(terrains)
-        self.n_base = len(terrains)
-        if alias_of is not None and len(alias_of):
-            self.meta = np.ascontiguousarray(np.vstack([self.meta, self.meta[alias_of]]))
-            self.grip = np.ascontiguousarray(np.vstack([self.grip, self.grip[alias_of]]))
-        self._rows = self.meta.shape[0]
-
-    def __len__(self) -> int:
-        return self._rows
-
-
 # --------------------------------------------------------------------------------- the bank
 class StageBank:
     """Slots of stages and their packed tables (see the module docstring).
@@ -372,8 +357,8 @@ class StageBank:
         first = next(s for s in slots if s is not None)
         self.slot_names = np.array([(s or first).name for s in slots], dtype=object)
         self.slot_laps = np.array([(s or first).laps for s in slots], np.int64)
-        alias = np.zeros(self.n_cars, np.int64) if self.sectioned else None
-        self.terrains = BankTerrainSet(terrains, alias)
+        # with per-section grip randomisation every car drives a variant row of its own
+        self.terrains = TerrainSet(terrains, n_variants=self.n_cars if self.sectioned else 0)
         self.version += 1
         self.built = True
 
@@ -387,13 +372,11 @@ class StageBank:
     def set_car_grip(self, car: int, slot: int, section_mu: np.ndarray) -> None:
         """Point car ``car``'s alias row at ``slot`` with per-section grip multipliers."""
         ts = self.terrains
-        row = ts.n_base + car
-        ts.meta[row] = ts.meta[slot]
         g = ts.grip[slot].copy()
         ids = self.section_ids[slot]
         for i in range(min(len(ids), MAX_SECTION_IDS)):
             g[ids[i]] *= section_mu[i]
-        ts.grip[row] = g
+        ts.set_variant(ts.n_base + car, slot, g)
 
     def stage(self, slot: int) -> tracks.Stage:
         st = self.slots[slot]

@@ -82,3 +82,19 @@ def test_terrain_set_packs_several():
         TerrainSet([])
     assert a.digest() != b.digest()
     assert a.digest() == flat_terrain(100.0, 5.0, height_m=1.0).digest()
+
+
+def test_variant_rows_share_heights_with_their_own_grip():
+    a = flat_terrain(100.0, 5.0, height_m=1.0)
+    b = flat_terrain(50.0, 2.0, height_m=-3.0, grip=0.6)
+    ts = TerrainSet([a, b], n_variants=2)
+    assert len(ts) == 4 and ts.n_base == 2
+    ts.set_variant(3, 1, np.array([0.3]))
+    np.testing.assert_array_equal(ts.meta[3], ts.meta[1])
+    assert ts.grip[3, 0] == 0.3 and ts.grip[1, 0] == 0.6
+    for bad in ((1, 0, [1.0]), (4, 0, [1.0]), (2, 2, [1.0]), (2, 0, [np.nan]), (2, 0, [3.0])):
+        with pytest.raises(TerrainError):
+            ts.set_variant(bad[0], bad[1], np.array(bad[2]))
+    assert ts.grip[2, 0] == 1.0  # unchanged by the refused calls
+    with pytest.raises(TerrainError):
+        TerrainSet([a], n_variants=-1)

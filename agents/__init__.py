@@ -1,1 +1,46 @@
-"""agents package (filled by later issues)."""
+"""Agents for rally-env: the heuristic driver, the reference-time solver, stage-time
+evaluation, and stable-baselines3 training.
+
+    import agents
+    agents.reference_time("opener").time_s          # point-mass reference time (s)
+    res = agents.evaluate("heuristic", "opener", seeds=range(3))
+    print(res.table())
+
+This is the only package that imports stable-baselines3 or torch, and only in
+``agents.sb3`` (training, ``.zip`` policies): ``import agents`` stays light. See docs/agents.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LAZY = {
+    "evaluate": ("agents.evaluate", "evaluate"),
+    "EvalResult": ("agents.evaluate", "EvalResult"),
+    "StageSummary": ("agents.evaluate", "StageSummary"),
+    "RunResult": ("agents.evaluate", "RunResult"),
+    "resolve_stages": ("agents.evaluate", "resolve_stages"),
+    "HeuristicDriver": ("agents.heuristic", "HeuristicDriver"),
+    "HeuristicParams": ("agents.heuristic", "HeuristicParams"),
+    "reference_time": ("agents.reference", "reference_time"),
+    "ReferenceProfile": ("agents.reference", "ReferenceProfile"),
+    "make_policy": ("agents.policies", "make_policy"),
+}
+
+__all__ = [*sorted(_LAZY), "heuristic_policy"]
+
+
+def heuristic_policy(env: Any = None, params: Any = None):
+    """A fresh heuristic driver (``env`` is accepted for the renderer's agent loader)."""
+    from agents.heuristic import HeuristicDriver
+
+    return HeuristicDriver(params)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(f"module 'agents' has no attribute {name!r}")

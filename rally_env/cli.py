@@ -175,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rally_env import replay as _replay  # replay, verify, leaderboard (no pygame import)
 
     _replay.add_subcommands(sub)
+    from agents.cli import add_subcommands as _agents  # train, eval, par; `demo` -> agents demo
+
+    _agents(sub)
     return parser
 
 

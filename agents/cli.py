@@ -1,0 +1,288 @@
+"""``rally train``, ``rally eval``, ``rally par`` and the agents' ``rally demo``.
+
+Wired into ``rally_env.cli.build_parser`` by :func:`add_subcommands`. Only argparse is imported
+here; every command imports what it needs (torch and stable-baselines3 only for training and
+for ``.zip`` policies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
+    """Add ``train``, ``eval`` and ``par``, and point ``demo`` at :func:`cmd_demo`."""
+    tr = sub.add_parser(
+        "train",
+        help="train PPO or SAC (stable-baselines3) on the native vector env",
+        description="Train a policy; the model, config.json, checkpoints, eval_log.csv and "
+        "TensorBoard logs go to --out. Hyperparameters: agents.sb3.PPO_DEFAULTS / SAC_DEFAULTS "
+        "(docs/agents.md).",
+    )
+    tr.add_argument("--algo", choices=("ppo", "sac"), default="ppo")
+    tr.add_argument("--stage", default="opener", help="stage name, gen-<seed> or 'random'")
+    tr.add_argument("--timesteps", type=int, default=1_000_000, help="environment steps (1e6)")
+    tr.add_argument("--n-envs", type=int, default=8, help="cars in the vector env (8)")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--out", default="runs/ppo-opener", help="output directory")
+    tr.add_argument("--resume", default=None, metavar="CKPT.zip", help="continue a checkpoint")
+    tr.add_argument("--eval-freq", type=int, default=None, help="steps between evaluations")
+    tr.add_argument("--eval-seeds", type=int, default=None, help="episodes per evaluation")
+    tr.add_argument("--checkpoint-freq", type=int, default=None, help="steps between checkpoints")
+    tr.add_argument("--threads", type=int, default=None, help="torch threads (1)")
+    tr.add_argument(
+        "--warmstart-steps",
+        type=int,
+        default=None,
+        help="PPO: behaviour-clone the heuristic driver on N env steps first (default 0)",
+    )
+    tr.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="override a hyperparameter, e.g. --set learning_rate=1e-4 (repeatable)",
+    )
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser(
+        "eval",
+        help="stage-time evaluation of an agent",
+        description="Evaluate an agent: finish rate, median/best stage time, gap to the "
+        "reference time and to par, off-road time, mean speed, per stage.",
+    )
+    ev.add_argument(
+        "--agent",
+        default="heuristic",
+        help="heuristic | random | ppo-opener | PATH.zip | module:function",
+    )
+    ev.add_argument(
+        "--stages", default="opener", help="comma list, 'library' or 'random:N' (held out)"
+    )
+    ev.add_argument("--episodes", type=int, default=1, help="episodes per stage (seeds S..)")
+    ev.add_argument("--seed", type=int, default=0, help="first reset seed")
+    ev.add_argument("--json", default=None, metavar="OUT.json")
+    ev.add_argument("--csv", default=None, metavar="OUT.csv")
+    ev.add_argument("--video", default=None, metavar="DIR", help="video of each stage's best run")
+    ev.add_argument("--plots", default=None, metavar="DIR", help="telemetry plot per run")
+    ev.add_argument("--plain", action="store_true", help="plain-text table (no rich)")
+    ev.set_defaults(func=cmd_eval)
+
+    par = sub.add_parser(
+        "par",
+        help="write the heuristic driver's par times (agents/par_times.json)",
+    )
+    par.add_argument("--stages", default="library")
+    par.add_argument("--out", default=None, help="output file (default agents/par_times.json)")
+    par.set_defaults(func=cmd_par)
+
+    if "demo" in sub.choices:
+        demo = sub.choices["demo"]
+    else:
+        demo = sub.add_parser("demo", help="run the project's demo")
+        demo.add_argument("--quick", action="store_true", help="a shorter run (for tests)")
+    demo.description = (
+        "Evaluate the heuristic driver and the shipped PPO policy on the default stage, print "
+        "the stage-time table against the reference time and write a video of the best run."
+    )
+    demo.add_argument("--stage", default="opener")
+    demo.add_argument("--out", default="out/demo", help="where the video and JSON go")
+    demo.add_argument("--no-video", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+
+
+# ----------------------------------------------------------------------------- commands
+def _parse_sets(items: list[str]) -> dict[str, Any]:
+    hp: dict[str, Any] = {}
+    for it in items:
+        key, sep, val = it.partition("=")
+        if not sep:
+            raise SystemExit(f"rally train: --set needs KEY=VALUE, got {it!r}")
+        try:
+            hp[key] = json.loads(val)
+        except json.JSONDecodeError:
+            hp[key] = val
+    return hp
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    try:
+        from agents.sb3 import train
+    except ImportError as e:
+        print(
+            f'rally train: needs stable-baselines3 and torch ({e}); pip install "rally-env[train]"',
+            file=sys.stderr,
+        )
+        return 2
+    summary = train(
+        args.algo,
+        args.stage,
+        timesteps=args.timesteps,
+        n_envs=args.n_envs,
+        seed=args.seed,
+        out=args.out,
+        resume=args.resume,
+        hyperparams=_parse_sets(args.set),
+        eval_freq=args.eval_freq,
+        eval_seeds=args.eval_seeds,
+        checkpoint_freq=args.checkpoint_freq,
+        threads=args.threads,
+        progress_bar=not args.no_progress,
+        warmstart_steps=args.warmstart_steps,
+    )
+    fe = summary.get("final_eval") or {}
+    print(
+        f"trained {summary['timesteps']} steps in {summary['wall_time_s']:.0f} s -> "
+        f"{summary['model']}; final evaluation: finish rate {fe.get('finish_rate', math.nan):.2f}"
+        f", median stage time {fe.get('median_time_s', math.nan):.2f} s"
+    )
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from agents.evaluate import evaluate
+
+    if args.episodes < 1:
+        print("rally eval: --episodes must be >= 1", file=sys.stderr)
+        return 2
+    seeds = list(range(args.seed, args.seed + args.episodes))
+    try:
+        res = evaluate(args.agent, args.stages, seeds, record=bool(args.plots), progress=False)
+    except (FileNotFoundError, ValueError, ImportError) as e:
+        print(f"rally eval: error: {e}", file=sys.stderr)
+        return 2
+    print(res.table(rich=False if args.plain else None), end="")
+    if args.json:
+        print(f"wrote {res.write_json(args.json)}")
+    if args.csv:
+        print(f"wrote {res.write_csv(args.csv)}")
+    if args.plots:
+        from agents.plots import telemetry_plots
+
+        for p in telemetry_plots(res, args.plots):
+            print(f"wrote {p}")
+    if args.video:
+        for p in best_run_videos(res, args.video):
+            print(f"wrote {p}")
+    return 0
+
+
+def cmd_par(args: argparse.Namespace) -> int:
+    from agents.par import write_par_times
+
+    path, times = write_par_times(args.stages, args.out)
+    for k, v in times.items():
+        print(f"{k:16s} {v:8.2f} s")
+    print(f"wrote {path}")
+    return 0
+
+
+def best_run_videos(
+    res: Any,
+    out_dir: str | Path,
+    width: int = 480,
+    height: int = 320,
+    max_seconds: float | None = None,
+):
+    """Replay each stage's best run (its recorded actions) into ``DIR/<agent>-<stage>.mp4``."""
+    import numpy as np
+
+    paths = []
+    best: dict[str, Any] = {}
+    for r in res.runs:
+        if r.finished and (r.stage not in best or r.stage_time_s < best[r.stage].stage_time_s):
+            best[r.stage] = r
+    if not best:
+        return paths
+    try:
+        from rally_env.render.video import render_episode
+    except ImportError as e:
+        print(f"no video (renderer unavailable: {e})", file=sys.stderr)
+        return paths
+    for stage, run in best.items():
+        acts = run.actions
+        it = iter(range(len(acts)))
+
+        def replay(obs, _a=acts, _it=it):
+            i = next(_it, len(_a) - 1)
+            return np.asarray(_a[min(i, len(_a) - 1)], dtype=np.float32)
+
+        path = Path(out_dir) / f"{_safe(res.agent)}-{stage}.mp4"
+        try:
+            render_episode(
+                replay,
+                path,
+                stage=stage,
+                seed=run.seed,
+                width=width,
+                height=height,
+                max_seconds=max_seconds,
+            )
+        except Exception as e:  # the renderer is optional: report and go on
+            print(f"no video for {stage}: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        paths.append(path)
+    return paths
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).stem or name)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Heuristic + shipped PPO on the stage, the table against the reference, a video."""
+    from agents.evaluate import EvalResult, evaluate, format_table
+    from agents.policies import SHIPPED, shipped_policy_path
+    from agents.reference import reference_time
+
+    t0 = time.perf_counter()
+    stage = args.stage
+    out = Path(args.out)
+    ref = reference_time(stage)
+    cen = reference_time(stage, "centerline")
+    print(
+        f"{stage}: reference time {ref.time_s:.2f} s on the racing line, {cen.time_s:.2f} s on "
+        "the centerline (point-mass quasi-steady solver; a reference, not a strict bound)"
+    )
+    results: list[EvalResult] = [evaluate("heuristic", stage, [0])]
+    for name in SHIPPED:
+        try:
+            shipped_policy_path(name)
+        except FileNotFoundError as e:
+            print(f"(skipping {name}: {e})")
+            continue
+        try:
+            results.append(evaluate(name, stage, [0]))
+        except ImportError as e:
+            print(f"(skipping {name}: needs stable-baselines3/torch: {e})")
+    rows = [s for r in results for s in r.stages]
+    print(format_table(rows), end="")
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "stage": stage,
+        "reference_time_s": ref.time_s,
+        "centerline_time_s": cen.time_s,
+        "results": [r.to_dict() for r in results],
+    }
+    (out / "demo.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {out / 'demo.json'}")
+    if not args.no_video:
+        finished = [(r, run) for r in results for run in r.runs if run.finished]
+        if finished:
+            best_res, best_run = min(finished, key=lambda x: x[1].stage_time_s)
+            one = EvalResult(best_res.agent, best_res.stages, [best_run], [best_run.seed], 0.0)
+            w, h = (320, 240) if args.quick else (640, 400)
+            cut = 4.0 if args.quick else None
+            for p in best_run_videos(one, out, width=w, height=h, max_seconds=cut):
+                print(f"wrote {p} (best run: {best_res.agent}, {best_run.stage_time_s:.2f} s)")
+        else:
+            print("no finished run: no video")
+    print(f"demo done in {time.perf_counter() - t0:.0f} s")
+    return 0

@@ -1,0 +1,432 @@
+"""Stage-time evaluation: ``agents.evaluate(policy, stages, seeds)`` and its table, JSON, CSV.
+
+Every episode is one ``RallyEnv`` run from a standing start to the end of the episode; the
+figures per stage are the finish rate, the median and best stage time (the exact,
+sub-step-interpolated ``finish_time_s``), the gap of the median to the reference time (the
+point-mass racing-line time of :mod:`agents.reference`) and to the stage's par time (the
+heuristic driver's time, :data:`PAR_TIMES_PATH`), the mean off-road time and the mean speed.
+
+Stages: names, ``"library"`` (every built-in stage) or ``"random:N"``: N *held-out* generated
+stages ``gen-<HELD_OUT_SEED_BASE + i>``. Training on ``stage="random"`` draws generator seeds
+in ``[0, 2**31 - 1)`` (``rally_env.core``), so the evaluation seeds, from ``2**31`` on, are
+never trained on (as benchmark suites keep a held-out track).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PAR_TIMES_PATH = Path(__file__).parent / "par_times.json"
+#: First generator seed of the held-out evaluation stages (training draws below 2**31 - 1).
+HELD_OUT_SEED_BASE = 2**31
+#: Version of the JSON written by ``rally eval --json``.
+EVAL_SCHEMA_VERSION = 1
+
+#: Per-stage figures, in table / CSV column order.
+SUMMARY_FIELDS = (
+    "stage",
+    "agent",
+    "episodes",
+    "finished",
+    "finish_rate",
+    "median_time_s",
+    "best_time_s",
+    "reference_time_s",
+    "gap_reference_pct",
+    "par_time_s",
+    "gap_par_pct",
+    "off_road_s",
+    "mean_speed_mps",
+)
+
+
+@dataclass
+class RunResult:
+    """One episode.
+
+    Attributes:
+        stage, seed: what was driven, and the reset seed.
+        finished, end_reason: how it ended.
+        stage_time_s: exact finish time (s); NaN when not finished.
+        episode_time_s: simulated time of the episode (s).
+        progress_m: stage position reached (m).
+        off_road_s: time with the car's centre beyond a road edge (s).
+        mean_speed_mps: mean speed over the episode (m/s).
+        steps: control steps.
+        telemetry: per-step arrays (``progress_m``, ``speed_mps``, ``a_long_mps2``,
+            ``a_lat_mps2``, ``usage``, ``off_road``) when recorded.
+        actions: (steps, 4) float32 actions (to replay the run for its video).
+    """
+
+    stage: str
+    seed: int
+    finished: bool
+    end_reason: str
+    stage_time_s: float
+    episode_time_s: float
+    progress_m: float
+    off_road_s: float
+    mean_speed_mps: float
+    steps: int
+    telemetry: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    actions: np.ndarray | None = field(default=None, repr=False)
+
+    def figures(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("telemetry")
+        d.pop("actions")
+        return _clean(d)
+
+
+@dataclass
+class StageSummary:
+    """The figures of one stage over its episodes (see :data:`SUMMARY_FIELDS`)."""
+
+    stage: str
+    agent: str
+    episodes: int
+    finished: int
+    finish_rate: float
+    median_time_s: float
+    best_time_s: float
+    reference_time_s: float
+    gap_reference_pct: float
+    par_time_s: float
+    gap_par_pct: float
+    off_road_s: float
+    mean_speed_mps: float
+
+    def figures(self) -> dict[str, Any]:
+        return _clean(asdict(self))
+
+
+@dataclass
+class EvalResult:
+    """What :func:`evaluate` returns: ``.stages`` (summaries), ``.runs`` (every episode)."""
+
+    agent: str
+    stages: list[StageSummary]
+    runs: list[RunResult]
+    seeds: list[int]
+    wall_time_s: float
+
+    def summary(self, stage: str) -> StageSummary:
+        for s in self.stages:
+            if s.stage == stage:
+                return s
+        raise KeyError(stage)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document (schema version :data:`EVAL_SCHEMA_VERSION`)."""
+        return {
+            "schema": "rally-eval",
+            "version": EVAL_SCHEMA_VERSION,
+            "agent": self.agent,
+            "seeds": list(self.seeds),
+            "wall_time_s": self.wall_time_s,
+            "stages": [s.figures() for s in self.stages],
+            "runs": [r.figures() for r in self.runs],
+        }
+
+    def write_json(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        return p
+
+    def write_csv(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with p.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(SUMMARY_FIELDS))
+            w.writeheader()
+            for s in self.stages:
+                w.writerow({k: ("" if v is None else v) for k, v in s.figures().items()})
+        return p
+
+    def table(self, rich: bool | None = None) -> str:
+        """The per-stage table as text (rich's rendering when available, else plain)."""
+        return format_table(self.stages, rich=rich)
+
+
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    """NaN -> None (JSON null), numpy scalars -> Python."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (np.floating, float)):
+            v = float(v)
+            out[k] = None if not math.isfinite(v) else v
+        elif isinstance(v, (np.integer,)):
+            out[k] = int(v)
+        elif isinstance(v, np.bool_):
+            out[k] = bool(v)
+        else:
+            out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------------------------- stages
+def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
+    """``"opener,forest"``, ``"library"``, ``"random:N"`` (held out) or a list -> stage list."""
+    import tracks
+
+    if not isinstance(spec, str):
+        out: list[Any] = []
+        for s in spec:
+            out.extend(resolve_stages(s) if isinstance(s, str) else [s])
+        return out
+    out = []
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        if part == "library":
+            out.extend(tracks.list_stages())
+        elif part.startswith("random:"):
+            n = int(part.split(":", 1)[1])
+            if n < 1:
+                raise ValueError(f"random:N needs N >= 1, got {part!r}")
+            out.extend(f"gen-{HELD_OUT_SEED_BASE + i}" for i in range(n))
+        else:
+            out.append(part)
+    if not out:
+        raise ValueError(f"no stages in {spec!r}")
+    return out
+
+
+def load_par_times() -> dict[str, float]:
+    """``{stage: par time (s)}`` written by ``python -m agents.par`` (the heuristic driver)."""
+    if not PAR_TIMES_PATH.exists():
+        return {}
+    data = json.loads(PAR_TIMES_PATH.read_text())
+    return {k: float(v) for k, v in data.get("par_time_s", {}).items()}
+
+
+def _stage_name(stage: Any) -> str:
+    return stage if isinstance(stage, str) else getattr(stage, "name", str(stage))
+
+
+# --------------------------------------------------------------------------------- running
+def run_episode(
+    policy: Any,
+    stage: Any,
+    seed: int,
+    env: Any = None,
+    record: bool = True,
+    env_kwargs: dict[str, Any] | None = None,
+    max_steps: int | None = None,
+) -> RunResult:
+    """Drive one episode of ``policy`` on ``stage`` from ``reset(seed=seed)``."""
+    from rally_env.env import RallyEnv
+    from rally_env.spaces import DEFAULT_LAYOUT
+
+    ix = DEFAULT_LAYOUT.index
+    if env is None:
+        env = RallyEnv(stage=stage, **(env_kwargs or {}))
+    dt = 1.0 / env.config.control_hz
+    obs, info = env.reset(seed=int(seed))
+    if hasattr(policy, "reset"):
+        try:
+            policy.reset(1)
+        except TypeError:
+            policy.reset()
+    prog, spd, offr, vf, vl, yr, grip = [], [], [], [], [], [], []
+    acts = []
+    steps = 0
+    while True:
+        a = np.asarray(policy(obs[None, :]))
+        a = a[0] if a.ndim > 1 or (a.ndim == 1 and a.shape[0] == 1) else a
+        obs, _, term, trunc, info = env.step(a)
+        steps += 1
+        acts.append(np.asarray(a, dtype=np.float32).reshape(-1))
+        prog.append(info["progress_m"])
+        spd.append(info["speed_mps"])
+        offr.append(bool(info["off_road"]))
+        if record:
+            vf.append(obs[ix["v_forward"]] * 50.0)
+            vl.append(obs[ix["v_left"]] * 20.0)
+            yr.append(obs[ix["yaw_rate"]] * 2.0)
+            grip.append(float(np.mean(obs[[ix[f"grip_{w}"] for w in ("FL", "FR", "RL", "RR")]])))
+        if term or trunc or (max_steps is not None and steps >= max_steps):
+            break
+    fin = bool(info["finished"])
+    ft = float(info["finish_time_s"]) if fin else math.nan
+    tel: dict[str, np.ndarray] = {}
+    if record:
+        vf_a, vl_a, yr_a = np.array(vf), np.array(vl), np.array(yr)
+        a_long = np.gradient(vf_a, dt) - vl_a * yr_a if steps > 1 else np.zeros(steps)
+        a_lat = np.gradient(vl_a, dt) + vf_a * yr_a if steps > 1 else np.zeros(steps)
+        g = env.config.vehicle.gravity_mps2
+        mu = env.config.vehicle.mu_base * np.array(grip)
+        tel = {
+            "progress_m": np.array(prog),
+            "speed_mps": np.array(spd),
+            "a_long_mps2": a_long,
+            "a_lat_mps2": a_lat,
+            "usage": np.hypot(a_long, a_lat) / np.maximum(mu * g, 1e-6),
+            "off_road": np.array(offr),
+        }
+    return RunResult(
+        stage=_stage_name(info.get("stage", stage)),
+        seed=int(seed),
+        finished=fin,
+        end_reason=str(info["end_reason"]),
+        stage_time_s=ft,
+        episode_time_s=float(info["stage_time_s"]),
+        progress_m=float(info["progress_m"]),
+        off_road_s=float(np.sum(offr)) * dt,
+        mean_speed_mps=float(np.mean(spd)) if spd else 0.0,
+        steps=steps,
+        telemetry=tel,
+        actions=np.array(acts, dtype=np.float32),
+    )
+
+
+def summarize(
+    stage: str, agent: str, runs: Sequence[RunResult], par: dict[str, float] | None = None
+) -> StageSummary:
+    from agents.reference import reference_time
+
+    par = load_par_times() if par is None else par
+    times = np.array([r.stage_time_s for r in runs if r.finished])
+    ref = reference_time(stage).time_s
+    med = float(np.median(times)) if times.size else math.nan
+    best = float(np.min(times)) if times.size else math.nan
+    p = par.get(stage, math.nan)
+    return StageSummary(
+        stage=stage,
+        agent=agent,
+        episodes=len(runs),
+        finished=int(times.size),
+        finish_rate=times.size / max(1, len(runs)),
+        median_time_s=med,
+        best_time_s=best,
+        reference_time_s=ref,
+        gap_reference_pct=100.0 * (med / ref - 1.0) if times.size else math.nan,
+        par_time_s=p,
+        gap_par_pct=100.0 * (med / p - 1.0) if times.size and math.isfinite(p) else math.nan,
+        off_road_s=float(np.mean([r.off_road_s for r in runs])) if runs else math.nan,
+        mean_speed_mps=float(np.mean([r.mean_speed_mps for r in runs])) if runs else math.nan,
+    )
+
+
+def evaluate(
+    policy: Any,
+    stages: str | Sequence[Any] = "opener",
+    seeds: Iterable[int] = (0,),
+    *,
+    record: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
+    agent_name: str | None = None,
+    progress: bool = False,
+) -> EvalResult:
+    """Evaluate a policy: one episode per (stage, seed).
+
+    Args:
+        policy: a policy (``policy(obs (N, D)) -> actions (N, 4)``) or anything
+            :func:`agents.policies.make_policy` resolves (``"heuristic"``, ``"random"``,
+            ``"ppo-opener"``, ``"model.zip"``, ``"module:function"``).
+        stages: see :func:`resolve_stages`.
+        seeds: reset seeds (one episode each per stage).
+        record: keep per-step telemetry in every :class:`RunResult`.
+        env_kwargs: more ``RallyEnv`` arguments (the same for every stage).
+        agent_name: the name in the table (default from the policy).
+        progress: print one line per stage on stderr.
+
+    Returns:
+        An :class:`EvalResult` (``.stages``, ``.runs``, ``.table()``, ``.to_dict()``).
+    """
+    import sys
+
+    from agents.policies import make_policy, policy_name
+    from rally_env.env import RallyEnv
+
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must not be empty")
+    spec = policy
+    pol = make_policy(policy, seed=seeds[0])
+    name = agent_name or policy_name(pol, spec)
+    t0 = time.perf_counter()
+    par = load_par_times()
+    summaries, runs = [], []
+    for stage in resolve_stages(stages):
+        env = RallyEnv(stage=stage, **(env_kwargs or {}))
+        sr = [run_episode(pol, stage, s, env=env, record=record) for s in seeds]
+        sname = _stage_name(stage)
+        for r in sr:
+            r.stage = sname
+        runs.extend(sr)
+        summaries.append(summarize(sname, name, sr, par))
+        if progress:
+            s = summaries[-1]
+            print(
+                f"  {name} on {sname}: {s.finished}/{s.episodes} finished, "
+                f"median {s.median_time_s:.2f} s",
+                file=sys.stderr,
+            )
+    return EvalResult(name, summaries, runs, seeds, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------------- table
+_HEAD = {
+    "stage": "stage",
+    "agent": "agent",
+    "finish_rate": "finish",
+    "median_time_s": "median s",
+    "best_time_s": "best s",
+    "reference_time_s": "ref s",
+    "gap_reference_pct": "gap ref %",
+    "par_time_s": "par s",
+    "gap_par_pct": "gap par %",
+    "off_road_s": "off-road s",
+    "mean_speed_mps": "mean m/s",
+}
+
+
+def _fmt(key: str, v: Any, s: StageSummary) -> str:
+    if key == "finish_rate":
+        return f"{s.finished}/{s.episodes}"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "-"
+        if key.endswith("_pct"):
+            return f"{v:+.1f}"
+        return f"{v:.2f}" if key.endswith("_s") else f"{v:.1f}"
+    return str(v)
+
+
+def format_table(stages: Sequence[StageSummary], rich: bool | None = None) -> str:
+    """The stage-time table (``rich`` rendering if installed and not disabled, else plain)."""
+    cols = list(_HEAD)
+    rows = [[_fmt(c, getattr(s, c), s) for c in cols] for s in stages]
+    if rich is not False:
+        try:
+            from io import StringIO
+
+            from rich.console import Console
+            from rich.table import Table
+
+            t = Table(title="stage times (reference: point-mass racing line)")
+            for c in cols:
+                t.add_column(_HEAD[c], justify="left" if c in ("stage", "agent") else "right")
+            for r in rows:
+                t.add_row(*r)
+            buf = StringIO()
+            Console(file=buf, width=140, force_terminal=False, color_system=None).print(t)
+            return buf.getvalue()
+        except ImportError:
+            if rich:
+                raise
+    widths = [max(len(_HEAD[c]), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    lines = ["  ".join(_HEAD[c].rjust(w) for c, w in zip(cols, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)))
+    return "\n".join(lines) + "\n"

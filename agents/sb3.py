@@ -1,0 +1,683 @@
+"""stable-baselines3 on the native vector env: the ``VecEnv`` adapter, action rescaling,
+model loading, and training (``rally train``).
+
+This module imports stable-baselines3 and torch: nothing in ``rally_env`` imports it.
+
+* :class:`RallyVecEnv` wraps :class:`rally_env.RallyVectorEnv` (same-step autoreset) as an SB3
+  ``VecEnv``: ``step_wait`` returns SB3's ``(obs, rewards, dones, infos)`` with
+  ``infos[i]["terminal_observation"]`` and ``infos[i]["TimeLimit.truncated"]`` on the step an
+  episode ends, and seeds as ``DummyVecEnv`` does (``seed(s)`` -> car i gets ``s + i``, what a
+  ``RallyEnv.reset(seed=s + i)`` gets). The policy acts in ``[-1, 1]^4``
+  (:func:`from_policy_action` maps them to the env's box).
+* :func:`train` is ``rally train``: ``VecMonitor`` + ``VecNormalize``, the hyperparameters in
+  :data:`PPO_DEFAULTS` / :data:`SAC_DEFAULTS`, periodic stage-time evaluation and
+  checkpoints, TensorBoard logs, a progress bar, ``config.json`` beside the model, resume.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+
+#: PPO defaults (``rally train --algo ppo``), tuned on ``opener`` with 8 cars.
+PPO_DEFAULTS: dict[str, Any] = {
+    "n_steps": 512,
+    "batch_size": 512,
+    "n_epochs": 10,
+    "learning_rate": 3e-4,
+    "gamma": 0.995,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "ent_coef": 0.0,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "policy_kwargs": {"net_arch": [64, 64], "log_std_init": -1.0},
+}
+#: SAC defaults (``rally train --algo sac``).
+SAC_DEFAULTS: dict[str, Any] = {
+    "learning_rate": 3e-4,
+    "buffer_size": 300_000,
+    "batch_size": 256,
+    "gamma": 0.99,
+    "tau": 0.005,
+    "train_freq": 1,
+    "gradient_steps": 1,
+    "learning_starts": 5_000,
+    "policy_kwargs": {"net_arch": [128, 128]},
+}
+#: Environment / wrapper defaults of ``rally train``.
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "n_envs": 8,
+    "norm_obs": True,
+    "norm_reward": True,
+    "clip_obs": 10.0,
+    "eval_freq": 50_000,
+    "eval_seeds": 3,
+    "checkpoint_freq": 100_000,
+    "threads": 1,
+    # PPO only: behaviour-clone the heuristic driver on this many env steps before training
+    # (0 = off); these steps count in the benchmark's step budget
+    "warmstart_steps": 0,
+}
+#: Name of the metadata member ``rally train`` adds to a model zip (normalisation, config).
+META_NAME = "rally_meta.json"
+
+
+def algo_defaults(algo: str) -> dict[str, Any]:
+    algo = algo.lower()
+    if algo == "ppo":
+        return copy.deepcopy(PPO_DEFAULTS)
+    if algo == "sac":
+        return copy.deepcopy(SAC_DEFAULTS)
+    raise ValueError(f"algo must be 'ppo' or 'sac', got {algo!r}")
+
+
+# ------------------------------------------------------------------------------- actions
+POLICY_ACTION_SPACE = gym.spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
+
+
+def from_policy_action(a: np.ndarray) -> np.ndarray:
+    """Policy actions in ``[-1, 1]`` -> env actions.
+
+    Steer as is; throttle ``(a + 1) / 2``; brake and handbrake ``max(a, 0)`` (the lower half
+    of their range is "off", so a fresh policy, whose mean action is 0, drives off instead
+    of standing on half brake).
+    """
+    a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
+    out = a.copy()
+    out[..., 1] = (a[..., 1] + np.float32(1.0)) * np.float32(0.5)
+    out[..., 2:] = np.maximum(a[..., 2:], np.float32(0.0))
+    return out
+
+
+def to_policy_action(a: np.ndarray) -> np.ndarray:
+    """Env actions -> the policy's ``[-1, 1]`` box (a right inverse of
+    :func:`from_policy_action`: a zero brake maps to 0)."""
+    a = np.asarray(a, dtype=np.float32)
+    out = a.copy()
+    out[..., 1] = a[..., 1] * np.float32(2.0) - np.float32(1.0)
+    return out
+
+
+class PolicyActionWrapper(gym.ActionWrapper):
+    """A single ``RallyEnv`` taking policy actions in ``[-1, 1]^4`` (for ``DummyVecEnv``)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.action_space = POLICY_ACTION_SPACE
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        return from_policy_action(action)
+
+
+# ------------------------------------------------------------------------------- adapter
+#: ``info`` keys copied into each car's SB3 info dict (all keys would cost per step).
+INFO_KEYS = ("progress_m", "stage_time_s", "finished", "finish_time_s", "end_reason")
+
+
+class RallyVecEnv(VecEnv):
+    """:class:`rally_env.RallyVectorEnv` as a stable-baselines3 ``VecEnv``.
+
+    Args:
+        num_envs: number of cars.
+        rescale_actions: the policy acts in ``[-1, 1]^4`` (default) instead of the env's box.
+        **env_kwargs: ``RallyEnv`` arguments (``stage``, ``control_hz``, ``randomize``, ...).
+    """
+
+    def __init__(self, num_envs: int = 8, rescale_actions: bool = True, **env_kwargs: Any):
+        from rally_env.vector import RallyVectorEnv
+
+        self.venv = RallyVectorEnv(num_envs, autoreset_mode="SameStep", **env_kwargs)
+        self.rescale_actions = rescale_actions
+        act = POLICY_ACTION_SPACE if rescale_actions else self.venv.single_action_space
+        super().__init__(num_envs, self.venv.single_observation_space, act)
+        self._actions: np.ndarray | None = None
+        self.render_mode = None
+
+    # SB3 API
+    def reset(self) -> np.ndarray:
+        seeds = [None if s is None else int(s) for s in self._seeds]
+        if all(s is None for s in seeds):
+            obs, _ = self.venv.reset()
+        else:  # a car without a seed continues its stream, as DummyVecEnv's envs do
+            obs, _ = self.venv.reset(seed=seeds)
+        self._reset_seeds()
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        a = np.asarray(actions, dtype=np.float32).reshape(self.num_envs, -1)
+        self._actions = from_policy_action(a) if self.rescale_actions else a
+
+    def step_wait(self):
+        obs, rew, term, trunc, info = self.venv.step(self._actions)
+        dones = term | trunc
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        if dones.any():
+            fo = info["final_obs"]
+            fi = info["final_info"]
+            for k in np.flatnonzero(dones):
+                d = {key: _item(fi[key][k]) for key in INFO_KEYS if key in fi}
+                d["terminal_observation"] = np.asarray(fo[k], dtype=np.float32)
+                d["TimeLimit.truncated"] = bool(trunc[k] and not term[k])
+                infos[k] = d
+        return obs, rew.astype(np.float32), dones, infos
+
+    def close(self) -> None:
+        self.venv.close()
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        idx = self._get_indices(indices)
+        if attr_name == "render_mode":
+            return [None for _ in idx]
+        val = getattr(self.venv, attr_name)
+        return [val for _ in idx]
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        setattr(self.venv, attr_name, value)
+
+    def env_method(self, method_name: str, *args: Any, indices: Any = None, **kw: Any) -> list:
+        idx = self._get_indices(indices)
+        res = getattr(self.venv, method_name)(*args, **kw)
+        return [res for _ in idx]
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+    def get_images(self) -> list[np.ndarray]:
+        raise NotImplementedError("RallyVecEnv does not render")
+
+
+def _item(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def make_vec_env(n_envs: int, stage: Any = "opener", seed: int | None = 0, **kw: Any):
+    """A seeded :class:`RallyVecEnv` (car i gets seed ``seed + i`` at the first reset)."""
+    venv = RallyVecEnv(n_envs, stage=stage, **kw)
+    if seed is not None:
+        venv.seed(seed)
+    return venv
+
+
+# ------------------------------------------------------------------------------ loading
+def write_meta(model_path: Path, meta: dict[str, Any]) -> None:
+    """Add (or replace) :data:`META_NAME` in a model zip."""
+    model_path = Path(model_path)
+    with zipfile.ZipFile(model_path, "r") as z:
+        members = {n: z.read(n) for n in z.namelist() if n != META_NAME}
+    with zipfile.ZipFile(model_path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for n, data in members.items():
+            z.writestr(n, data)
+        z.writestr(META_NAME, json.dumps(meta, indent=1))
+
+
+def read_meta(model_path: Path) -> dict[str, Any]:
+    with zipfile.ZipFile(model_path, "r") as z:
+        if META_NAME not in z.namelist():
+            return {}
+        return json.loads(z.read(META_NAME))
+
+
+def obs_norm_meta(vn: Any) -> dict[str, Any]:
+    """The observation normalisation of a ``VecNormalize`` as plain lists."""
+    return {
+        "mean": vn.obs_rms.mean.astype(float).tolist(),
+        "var": vn.obs_rms.var.astype(float).tolist(),
+        "clip_obs": float(vn.clip_obs),
+        "epsilon": float(vn.epsilon),
+    }
+
+
+def load_model(path: str | Path):
+    """``(model, obs_rms, meta)`` of a model saved by :func:`train`.
+
+    ``obs_rms`` is ``(mean, var, clip, eps)`` from the zip's metadata, else from a
+    ``vecnormalize.pkl`` beside the model, else ``None``.
+    """
+    import pickle
+
+    from stable_baselines3 import PPO, SAC
+
+    path = Path(path)
+    meta = read_meta(path)
+    algo = meta.get("algo")
+    classes = {"ppo": PPO, "sac": SAC}
+    order = [classes[algo]] if algo in classes else [PPO, SAC]
+    model, err = None, None
+    for cls in order:
+        try:
+            model = cls.load(str(path), device="cpu")
+            break
+        except Exception as e:  # not this algorithm
+            err = e
+    if model is None:
+        raise ValueError(f"{path}: not a PPO/SAC model ({err})")
+    rms = None
+    norm = meta.get("obs_norm")
+    if norm:
+        rms = (
+            np.asarray(norm["mean"], np.float32),
+            np.asarray(norm["var"], np.float32),
+            float(norm["clip_obs"]),
+            float(norm["epsilon"]),
+        )
+    else:
+        for cand in (_vecnormalize_for(path) or path.with_name("vecnormalize.pkl"),):
+            if cand.exists():
+                with cand.open("rb") as f:
+                    vn = pickle.load(f)
+                if getattr(vn, "norm_obs", True):
+                    m = obs_norm_meta(vn)
+                    rms = (
+                        np.asarray(m["mean"], np.float32),
+                        np.asarray(m["var"], np.float32),
+                        m["clip_obs"],
+                        m["epsilon"],
+                    )
+                break
+    return model, rms, meta
+
+
+# ------------------------------------------------------------------- heuristic warm start
+def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
+    """Heuristic (env) actions -> regression targets in policy space.
+
+    Like :func:`to_policy_action`, but a released brake / handbrake maps to -0.5 (not 0),
+    so the cloned policy's exploration noise rarely touches the pedal it does not use.
+    """
+    y = to_policy_action(a_env)
+    for j in (2, 3):
+        y[..., j] = np.where(a_env[..., j] > 0.0, a_env[..., j], np.float32(-0.5))
+    return y
+
+
+def collect_heuristic(
+    n_steps: int, stage: Any, n_envs: int, seed: int, noise: float = 0.3, **env_kwargs: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(obs, targets)`` from the heuristic driver, driving with Gaussian action noise (so
+    the data covers recoveries) and labelled with its clean actions (DAgger-style)."""
+    from agents.heuristic import HeuristicDriver
+    from rally_env.vector import RallyVectorEnv
+
+    venv = RallyVectorEnv(n_envs, autoreset_mode="SameStep", stage=stage, **env_kwargs)
+    drv = HeuristicDriver()
+    rng = np.random.default_rng(seed)
+    obs, _ = venv.reset(seed=seed)
+    drv.reset(n_envs)
+    xs, ys = [], []
+    for _ in range(max(1, n_steps // n_envs)):
+        a = drv(obs)
+        xs.append(obs.copy())
+        ys.append(heuristic_targets(a))
+        a_exec = a + rng.normal(0.0, noise, size=a.shape).astype(np.float32)
+        a_exec[:, 3] = 0.0
+        lo, hi = venv.single_action_space.low, venv.single_action_space.high
+        obs, _, term, trunc, _ = venv.step(np.clip(a_exec, lo, hi))
+        done = term | trunc
+        if done.any():
+            drv.reset(n_envs, done)
+    venv.close()
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def warm_start(
+    model: Any,
+    vn: Any,
+    obs: np.ndarray,
+    targets: np.ndarray,
+    epochs: int = 10,
+    batch_size: int = 256,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> float:
+    """Behaviour-clone the policy mean onto ``targets``; seeds ``vn``'s observation stats.
+
+    Returns the final mean squared error (policy space).
+    """
+    import torch
+
+    vn.obs_rms.update(obs)
+    x = torch.as_tensor(vn.normalize_obs(obs).astype(np.float32))
+    y = torch.as_tensor(targets.astype(np.float32))
+    pol = model.policy
+    params = list(pol.mlp_extractor.policy_net.parameters()) + list(pol.action_net.parameters())
+    if hasattr(pol, "features_extractor"):
+        params += list(pol.features_extractor.parameters())
+    opt = torch.optim.Adam(params, lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    n = x.shape[0]
+    loss_v = math.nan
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=g)
+        tot, cnt = 0.0, 0
+        for i in range(0, n, batch_size):
+            idx = perm[i : i + batch_size]
+            feats = pol.extract_features(x[idx], pol.pi_features_extractor)
+            lat = pol.mlp_extractor.forward_actor(feats)
+            mean = pol.action_net(lat)
+            loss = torch.mean((mean - y[idx]) ** 2)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            tot += loss.item() * len(idx)
+            cnt += len(idx)
+        loss_v = tot / cnt
+    return loss_v
+
+
+# ----------------------------------------------------------------------------- training
+def _stage_label(stage: Any) -> str:
+    return stage if isinstance(stage, str) else getattr(stage, "name", str(stage))
+
+
+def train(
+    algo: str = "ppo",
+    stage: Any = "opener",
+    timesteps: int = 1_000_000,
+    n_envs: int | None = None,
+    seed: int = 0,
+    out: str | Path = "runs/ppo-opener",
+    *,
+    resume: str | Path | None = None,
+    hyperparams: dict[str, Any] | None = None,
+    eval_freq: int | None = None,
+    eval_seeds: int | None = None,
+    eval_stages: Any = None,
+    checkpoint_freq: int | None = None,
+    threads: int | None = None,
+    progress_bar: bool = True,
+    tensorboard: bool = True,
+    env_kwargs: dict[str, Any] | None = None,
+    verbose: int = 0,
+    warmstart_steps: int | None = None,
+) -> dict[str, Any]:
+    """Train PPO or SAC on the native vector env (``rally train``).
+
+    Returns:
+        A summary dict: paths, wall time, timesteps, last evaluation.
+    """
+    import torch
+    from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+    from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+
+    td = dict(TRAIN_DEFAULTS)
+    n_envs = int(n_envs or td["n_envs"])
+    eval_freq = int(td["eval_freq"] if eval_freq is None else eval_freq)
+    eval_seeds = int(td["eval_seeds"] if eval_seeds is None else eval_seeds)
+    checkpoint_freq = int(td["checkpoint_freq"] if checkpoint_freq is None else checkpoint_freq)
+    threads = int(td["threads"] if threads is None else threads)
+    warmstart_steps = int(td["warmstart_steps"] if warmstart_steps is None else warmstart_steps)
+    torch.set_num_threads(threads)
+    algo = algo.lower()
+    hp = algo_defaults(algo)
+    for k, v in (hyperparams or {}).items():
+        if k == "policy_kwargs" and isinstance(v, dict):
+            hp["policy_kwargs"] = {**hp.get("policy_kwargs", {}), **v}
+        else:
+            hp[k] = v
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if eval_stages is None:
+        # generated training stages are evaluated on held-out generated stages
+        eval_stages = "random:2" if stage == "random" else stage
+    config = {
+        "algo": algo,
+        "stage": _stage_label(stage),
+        "timesteps": int(timesteps),
+        "n_envs": n_envs,
+        "seed": int(seed),
+        "hyperparams": hp,
+        "norm_obs": td["norm_obs"],
+        "norm_reward": td["norm_reward"],
+        "clip_obs": td["clip_obs"],
+        "eval_freq": eval_freq,
+        "eval_seeds": eval_seeds,
+        "eval_stages": eval_stages if isinstance(eval_stages, str) else list(eval_stages),
+        "checkpoint_freq": checkpoint_freq,
+        "threads": threads,
+        "warmstart_steps": warmstart_steps if (algo == "ppo" and not resume) else 0,
+        "env_kwargs": env_kwargs or {},
+        "resume": str(resume) if resume else None,
+        "versions": _versions(),
+    }
+    venv = make_vec_env(n_envs, stage=stage, seed=seed, **(env_kwargs or {}))
+    venv = VecMonitor(venv)
+    cls = {"ppo": PPO, "sac": SAC}[algo]
+    tb = str(out / "tb") if tensorboard and _has_tensorboard() else None
+    if resume:
+        resume = Path(resume)
+        vn_path = _vecnormalize_for(resume)
+        if vn_path is not None:
+            venv = VecNormalize.load(str(vn_path), venv)
+            venv.training = True
+        else:
+            venv = VecNormalize(
+                venv,
+                norm_obs=td["norm_obs"],
+                norm_reward=td["norm_reward"],
+                clip_obs=td["clip_obs"],
+                gamma=hp["gamma"],
+            )
+        model = cls.load(str(resume), env=venv, device="cpu", tensorboard_log=tb)
+        reset_num = False
+    else:
+        venv = VecNormalize(
+            venv,
+            norm_obs=td["norm_obs"],
+            norm_reward=td["norm_reward"],
+            clip_obs=td["clip_obs"],
+            gamma=hp["gamma"],
+        )
+        model = cls(
+            "MlpPolicy", venv, seed=seed, device="cpu", verbose=verbose, tensorboard_log=tb, **hp
+        )
+        reset_num = True
+        if algo == "ppo" and warmstart_steps > 0:
+            obs, tg = collect_heuristic(warmstart_steps, stage, n_envs, seed, **(env_kwargs or {}))
+            config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    evaluator = StageTimeCallback(eval_stages, eval_seeds, eval_freq, out, n_envs)
+    cbs = [evaluator]
+    if checkpoint_freq > 0:
+        cbs.append(
+            CheckpointCallback(
+                save_freq=max(1, checkpoint_freq // n_envs),
+                save_path=str(out / "checkpoints"),
+                name_prefix=algo,
+                save_vecnormalize=True,
+            )
+        )
+    steps = int(timesteps)
+    if algo == "ppo":
+        # whole rollouts only, rounded down, so the budget is never exceeded
+        per = int(hp["n_steps"]) * n_envs
+        steps = max(per, steps // per * per)
+    config["timesteps_run"] = steps
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    t0 = time.perf_counter()
+    model.learn(
+        total_timesteps=steps,
+        callback=CallbackList(cbs),
+        progress_bar=progress_bar and _has_progress_bar(),
+        reset_num_timesteps=reset_num,
+        tb_log_name=algo,
+    )
+    wall = time.perf_counter() - t0
+    model_path = out / "model.zip"
+    model.save(str(model_path))
+    venv.save(str(out / "vecnormalize.pkl"))
+    meta = {"algo": algo, "obs_norm": obs_norm_meta(venv), "config": config}
+    write_meta(model_path, meta)
+    final = evaluator.evaluate_now(model, venv, final=True) if eval_seeds > 0 else None
+    summary = {
+        "model": str(model_path),
+        "config": str(out / "config.json"),
+        "timesteps": int(model.num_timesteps),
+        "warmstart_steps": config["warmstart_steps"],
+        "wall_time_s": wall,
+        "final_eval": final,
+        "eval_log": str(out / "eval_log.csv"),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    venv.close()
+    return summary
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, np.generic):
+        return o.item()
+    return str(o)
+
+
+def _vecnormalize_for(ckpt: Path) -> Path | None:
+    # CheckpointCallback: ppo_100000_steps.zip + ppo_vecnormalize_100000_steps.pkl
+    name = ckpt.stem
+    parts = name.rsplit("_", 2)
+    if len(parts) == 3 and parts[2] == "steps":
+        cand = ckpt.with_name(f"{parts[0]}_vecnormalize_{parts[1]}_steps.pkl")
+        if cand.exists():
+            return cand
+    cand = ckpt.with_name("vecnormalize.pkl")
+    return cand if cand.exists() else None
+
+
+def _has_progress_bar() -> bool:
+    try:
+        import rich  # noqa: F401
+        import tqdm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _has_tensorboard() -> bool:
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _versions() -> dict[str, str]:
+    import stable_baselines3
+    import torch
+
+    return {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__}
+
+
+class _LivePolicy:
+    """The model being trained as an evaluation policy (current normalisation stats)."""
+
+    def __init__(self, model: Any, vn: Any):
+        self.model = model
+        self.vn = vn
+        self.name = "training"
+
+    def reset(self, n: int = 1) -> None:
+        pass
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        o = self.vn.normalize_obs(np.atleast_2d(obs).astype(np.float32))
+        a, _ = self.model.predict(o, deterministic=True)
+        return from_policy_action(a)
+
+
+def _make_callback_base():
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    return BaseCallback
+
+
+class StageTimeCallback(_make_callback_base()):
+    """Every ``eval_freq`` steps: evaluate the policy's stage times, log them, keep the best.
+
+    Writes ``eval_log.csv`` (the learning curve: timesteps, wall time, finish rate, median
+    stage time, mean episode return of the training episodes) and ``best_model.zip``.
+    """
+
+    def __init__(self, stages: Any, n_seeds: int, eval_freq: int, out: Path, n_envs: int):
+        super().__init__(verbose=0)
+        self.stages = stages
+        self.seeds = list(range(1000, 1000 + max(0, n_seeds)))
+        self.eval_freq = eval_freq
+        self.out = Path(out)
+        self.n_envs = n_envs
+        self._next = eval_freq
+        self._t0 = time.perf_counter()
+        self.best = (-1.0, math.inf)
+        self.log_path = self.out / "eval_log.csv"
+
+    def _on_training_start(self) -> None:
+        if not self.log_path.exists():
+            self.log_path.write_text(
+                "timesteps,wall_time_s,finish_rate,median_time_s,best_time_s,ep_return\n"
+            )
+        self._next = self.num_timesteps + self.eval_freq
+
+    def _on_step(self) -> bool:
+        if self.eval_freq > 0 and self.seeds and self.num_timesteps >= self._next:
+            self._next += self.eval_freq
+            self.evaluate_now(self.model, self.model.get_env())
+        return True
+
+    def evaluate_now(self, model: Any, vn: Any, final: bool = False) -> dict[str, Any]:
+        from agents.evaluate import evaluate
+
+        res = evaluate(_LivePolicy(model, vn), self.stages, self.seeds, agent_name="training")
+        fr = float(np.mean([s.finish_rate for s in res.stages]))
+        times = [s.median_time_s for s in res.stages]
+        med = float(np.mean(times)) if all(math.isfinite(t) for t in times) else math.nan
+        best = (
+            float(np.nanmin([s.best_time_s for s in res.stages]))
+            if any(math.isfinite(s.best_time_s) for s in res.stages)
+            else math.nan
+        )
+        ep_ret = math.nan
+        buf = getattr(model, "ep_info_buffer", None)
+        if buf:
+            ep_ret = float(np.mean([e["r"] for e in buf]))
+        wall = time.perf_counter() - self._t0
+        with self.log_path.open("a") as f:
+            f.write(
+                f"{model.num_timesteps},{wall:.1f},{fr:.3f},{med:.3f},{best:.3f},{ep_ret:.3f}\n"
+            )
+        if self.logger is not None and not final:
+            self.logger.record("eval/finish_rate", fr)
+            if math.isfinite(med):
+                self.logger.record("eval/median_stage_time_s", med)
+        key = (fr, -med if math.isfinite(med) else -math.inf)
+        if not final and (
+            key[0] > self.best[0] or (key[0] == self.best[0] and key[1] > -self.best[1])
+        ):
+            self.best = (fr, med if math.isfinite(med) else math.inf)
+            p = self.out / "best_model.zip"
+            model.save(str(p))
+            write_meta(
+                p,
+                {
+                    "algo": type(model).__name__.lower(),
+                    "obs_norm": obs_norm_meta(vn),
+                    "timesteps": int(model.num_timesteps),
+                },
+            )
+        return {
+            "timesteps": int(model.num_timesteps),
+            "finish_rate": fr,
+            "median_time_s": med,
+            "best_time_s": best,
+        }

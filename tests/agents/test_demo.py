@@ -1,0 +1,27 @@
+"""`rally demo` end to end in the reduced (--quick) mode."""
+
+from __future__ import annotations
+
+import json
+
+from rally_env.cli import main
+
+
+def test_demo_quick(tmp_path, capsys):
+    rc = main(["demo", "--quick", "--out", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "reference time" in out and "heuristic" in out
+    doc = json.loads((tmp_path / "demo.json").read_text())
+    assert doc["stage"] == "opener" and doc["reference_time_s"] > 0
+    agents = [r["agent"] for r in doc["results"]]
+    assert agents[0] == "heuristic"
+    heur = doc["results"][0]["stages"][0]
+    assert heur["finished"] == 1
+    try:
+        import imageio_ffmpeg  # noqa: F401
+        import pygame  # noqa: F401
+    except ImportError:
+        return
+    videos = list(tmp_path.glob("*.mp4"))
+    assert len(videos) == 1 and videos[0].stat().st_size > 1000

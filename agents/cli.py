@@ -73,6 +73,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--video", default=None, metavar="DIR", help="video of each stage's best run")
     ev.add_argument("--plots", default=None, metavar="DIR", help="telemetry plot per run")
     ev.add_argument("--plain", action="store_true", help="plain-text table (no rich)")
+    ev.add_argument(
+        "--replays", default=None, metavar="DIR", help="save every episode as a replay in DIR"
+    )
     ev.set_defaults(func=cmd_eval)
 
     par = sub.add_parser(
@@ -154,7 +157,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     seeds = list(range(args.seed, args.seed + args.episodes))
     try:
-        res = evaluate(args.agent, args.stages, seeds, record=bool(args.plots), progress=False)
+        res = evaluate(
+            args.agent,
+            args.stages,
+            seeds,
+            record=bool(args.plots),
+            progress=False,
+            replay_dir=args.replays,
+        )
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally eval: error: {e}", file=sys.stderr)
         return 2

@@ -325,6 +325,7 @@ def evaluate(
     env_kwargs: dict[str, Any] | None = None,
     agent_name: str | None = None,
     progress: bool = False,
+    replay_dir: str | None = None,
 ) -> EvalResult:
     """Evaluate a policy: one episode per (stage, seed).
 
@@ -338,6 +339,8 @@ def evaluate(
         env_kwargs: more ``RallyEnv`` arguments (the same for every stage).
         agent_name: the name in the table (default from the policy).
         progress: print one line per stage on stderr.
+        replay_dir: save every episode there as a verifiable replay
+            (:class:`rally_env.RecordReplay`).
 
     Returns:
         An :class:`EvalResult` (``.stages``, ``.runs``, ``.table()``, ``.to_dict()``).
@@ -358,7 +361,12 @@ def evaluate(
     summaries, runs = [], []
     for stage in resolve_stages(stages):
         env = RallyEnv(stage=stage, **(env_kwargs or {}))
+        if replay_dir is not None:
+            from rally_env.replay import RecordReplay
+
+            env = RecordReplay(env, directory=replay_dir, meta={"agent": name})
         sr = [run_episode(pol, stage, s, env=env, record=record) for s in seeds]
+        env.close()
         sname = _stage_name(stage)
         for r in sr:
             r.stage = sname

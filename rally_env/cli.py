@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -33,6 +34,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
         env = RallyEnv(stage=args.stage, vehicle=args.vehicle, **kw)
         policy, label = load_agent(args.agent, env, seed=args.seed)
         ghosts = [_load_any_ghost(g) for g in args.ghost]
+        if not args.no_replay:
+            from rally_env.replay import RecordReplay
+
+            replay_dir = args.replay_dir or str(Path(args.out).resolve().parent)
+            env = RecordReplay(env, directory=replay_dir, save_partial=True, meta={"agent": label})
         gif = True if args.gif == "" else args.gif
         res = render_episode(
             policy,
@@ -50,6 +56,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             ghosts=ghosts,
             progress=not args.quiet,
         )
+        env.close()
     except (DependencyNotInstalled, GhostFileError, FileNotFoundError, ValueError) as e:
         print(f"rally record: error: {e}", file=sys.stderr)
         return 2
@@ -62,6 +69,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
     )
     if res.gif_path is not None:
         print(f"wrote {res.gif_path}")
+    for saved in getattr(env, "saved", ()):
+        print(f"wrote replay {saved}")
     return 0
 
 
@@ -147,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw a ghost: a replay or ghost file (repeatable)",
     )
     rec.add_argument("--quiet", action="store_true", help="no progress bar")
+    rec.add_argument(
+        "--replay-dir", default=None, metavar="DIR", help="where the replay goes (the video's)"
+    )
+    rec.add_argument("--no-replay", action="store_true", help="do not save a replay")
     _add_view_args(rec, 600, 400)
     rec.set_defaults(func=_cmd_record)
 

@@ -133,3 +133,14 @@ def test_import_rally_env_and_agents_stay_light():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_rally_eval_saves_verifiable_replays(tmp_path, capsys):
+    from rally_env.replay import verify
+
+    rdir = tmp_path / "replays"
+    args = ["eval", "--agent", "heuristic", "--stages", "opener", "--episodes", "1"]
+    assert main([*args, "--replays", str(rdir), "--plain"]) == 0
+    (replay,) = rdir.glob("*.rrp.json.gz")
+    report = verify(replay)
+    assert report.accepted, report.message

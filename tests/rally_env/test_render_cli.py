@@ -226,3 +226,16 @@ def test_rally_play_cli_headless(tmp_path, capsys):
     assert main(["play", "--frames", "3", "--no-save", "--width", "160", "--height", "120"]) == 0
     assert main(["play", "--frames", "3", "--ghost", str(tmp_path / "nope.npz")]) == 2
     assert "no such ghost file" in capsys.readouterr().err
+
+
+def test_rally_record_saves_a_verifiable_replay(tmp_path, capsys):
+    from rally_env.replay import verify
+
+    out = tmp_path / "rec.mp4"
+    args = ["record", "--agent", "line", "--out", str(out), "--max-seconds", "0.5", "--quiet"]
+    assert main([*args, "--width", "160", "--height", "120"]) == 0
+    (replay,) = tmp_path.glob("*.rrp.json.gz")
+    assert f"wrote replay {replay}" in capsys.readouterr().out
+    assert verify(replay).accepted
+    assert main([*args, "--no-replay", "--replay-dir", str(tmp_path / "none")]) == 0
+    assert not (tmp_path / "none").exists()

@@ -201,11 +201,19 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
 
 
 def load_par_times() -> dict[str, float]:
-    """``{stage: par time (s)}`` written by ``python -m agents.par`` (the heuristic driver)."""
-    if not PAR_TIMES_PATH.exists():
-        return {}
-    data = json.loads(PAR_TIMES_PATH.read_text())
-    return {k: float(v) for k, v in data.get("par_time_s", {}).items()}
+    """``{stage: par time (s)}``: the library stage files' ``par_time_s``, completed by what
+    ``python -m agents.par`` last wrote (the heuristic driver's times)."""
+    import tracks
+
+    out: dict[str, float] = {}
+    if PAR_TIMES_PATH.exists():
+        data = json.loads(PAR_TIMES_PATH.read_text())
+        out.update({k: float(v) for k, v in data.get("par_time_s", {}).items()})
+    for name in tracks.list_stages():
+        par = tracks.load_stage(name).par_time_s
+        if par is not None:
+            out[name] = float(par)
+    return out
 
 
 def _stage_name(stage: Any) -> str:

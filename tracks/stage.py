@@ -933,11 +933,17 @@ class Stage:
         return d
 
     def digest(self) -> str:
-        """blake2b digest of the stage content (not its source path); identifies the stage."""
+        """blake2b digest of the stage content (not its source path); identifies the stage.
+
+        The par time is metadata about the stage, not the stage: setting or updating it leaves
+        the digest (and so replays and leaderboard entries) unchanged.
+        """
         if not self._digest:
             from tracks._toml import dumps
 
-            h = hashlib.blake2b(dumps(self.to_dict()).encode("utf-8"), digest_size=16)
+            doc = self.to_dict()
+            doc.pop("par_time_s", None)
+            h = hashlib.blake2b(dumps(doc).encode("utf-8"), digest_size=16)
             object.__setattr__(self, "_digest", h.hexdigest())
         return self._digest
 

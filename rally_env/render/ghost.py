@@ -80,9 +80,9 @@ class Ghost:
             q1 = -q1
         q = q0 + a * (q1 - q0)
         q = q / max(float(np.linalg.norm(q)), 1e-12)
-        from rally_env.render.views import _quat_to_matrix
+        from physics.sim import quat_to_matrix
 
-        rot = _quat_to_matrix(q[None, :])[0]
+        rot = quat_to_matrix(q[None, :])[0]
         steer = float(self.steer_rad[i] + a * (self.steer_rad[j] - self.steer_rad[i]))
         return CarView.from_pose(
             float(p[0]),

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from physics import layout as L
+from physics.sim import quat_to_matrix
 
 #: Drawn tire width (m); the physics has no tire width (a wheel is a ray).
 WHEEL_WIDTH_M = 0.45
@@ -153,7 +154,7 @@ def car_views(batch: Any, cars: Sequence[int] | np.ndarray | None = None) -> lis
     st = state[idx]
     pr = params[idx]
     q = st[:, L.QUAT_W : L.QUAT_Z + 1]
-    rot = _quat_to_matrix(q)
+    rot = quat_to_matrix(q)
     out: list[CarView] = []
     for i in range(idx.size):
         s, p, r = st[i], pr[i], rot[i]
@@ -201,21 +202,6 @@ def car_views(batch: Any, cars: Sequence[int] | np.ndarray | None = None) -> lis
             )
         )
     return out
-
-
-def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    r = np.empty((q.shape[0], 3, 3))
-    r[:, 0, 0] = 1 - 2 * (y * y + z * z)
-    r[:, 0, 1] = 2 * (x * y - w * z)
-    r[:, 0, 2] = 2 * (x * z + w * y)
-    r[:, 1, 0] = 2 * (x * y + w * z)
-    r[:, 1, 1] = 1 - 2 * (x * x + z * z)
-    r[:, 1, 2] = 2 * (y * z - w * x)
-    r[:, 2, 0] = 2 * (x * z - w * y)
-    r[:, 2, 1] = 2 * (y * z + w * x)
-    r[:, 2, 2] = 1 - 2 * (x * x + y * y)
-    return r
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,12 @@ def make_policy(spec: Any, seed: int = 0) -> Any:
     )
 
 
+def resolve_agent(spec: Any, seed: int | None = None) -> tuple[Any, str]:
+    """The ``rally_env.policies`` entry point: ``(policy, label)`` for an ``--agent`` value."""
+    pol = make_policy(spec, seed=0 if seed is None else int(seed))
+    return pol, policy_name(pol, spec)
+
+
 def policy_name(policy: Any, spec: Any = None) -> str:
     if isinstance(spec, str):
         return spec

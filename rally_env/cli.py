@@ -188,9 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     from rally_env import replay as _replay  # replay, verify, leaderboard (no pygame import)
 
     _replay.add_subcommands(sub)
-    from agents.cli import add_subcommands as _agents  # train, eval, par; `demo` -> agents demo
+    from rally_env.plugins import command_providers  # e.g. agents: train, eval, par, demo
 
-    _agents(sub)
+    for add_subcommands in command_providers():
+        add_subcommands(sub)
     return parser
 
 

@@ -104,43 +104,15 @@ class RandomPolicy:
         return self.space.sample()
 
 
-def _agents_policy(spec: str, seed: int | None) -> tuple[Policy, str] | None:
-    """``agents.make_policy`` (the agents package's resolver: heuristic driver, random, shipped
-    and ``.zip`` models, ``module:function``), or ``None`` when that package lacks it."""
-    try:
-        from agents.policies import make_policy, policy_name
-    except ImportError:
-        return None
-    pol = make_policy(spec, seed=0 if seed is None else int(seed))
-    return pol, policy_name(pol, spec)
+def _plugin_policy(spec: str, seed: int | None) -> tuple[Policy, str] | None:
+    """The first registered ``rally_env.policies`` resolver's answer (the ``agents`` package
+    registers the heuristic driver, shipped and ``.zip`` models, ``module:function``), or
+    ``None`` when no resolver is installed."""
+    from rally_env.plugins import policy_resolvers
 
-
-def _sb3(path: Path, env: Any) -> Policy:
-    try:
-        import stable_baselines3 as sb3
-    except ImportError as e:
-        from gymnasium.error import DependencyNotInstalled
-
-        raise DependencyNotInstalled(
-            f'loading {path} needs stable-baselines3, run `pip install "rally-env[train]"`'
-        ) from e
-    errors = []
-    for name in ("PPO", "SAC", "TD3", "A2C", "DDPG", "DQN"):
-        algo = getattr(sb3, name, None)
-        if algo is None:
-            continue
-        try:
-            model = algo.load(str(path), device="cpu")
-        except Exception as e:  # wrong algorithm for this file: try the next
-            errors.append(f"{name}: {type(e).__name__}")
-            continue
-
-        def policy(obs: np.ndarray, _m=model) -> np.ndarray:
-            a, _ = _m.predict(obs, deterministic=True)
-            return a
-
-        return policy
-    raise ValueError(f"{path}: not a stable-baselines3 model ({'; '.join(errors)})")
+    for resolve in policy_resolvers():
+        return resolve(spec, seed)
+    return None
 
 
 def load_agent(spec: str | Policy, env: Any, seed: int | None = None) -> tuple[Policy, str]:
@@ -150,8 +122,8 @@ def load_agent(spec: str | Policy, env: Any, seed: int | None = None) -> tuple[P
         spec: ``"line"`` (the built-in :class:`LineFollower`), or anything the ``agents``
             package's ``make_policy`` resolves (``"heuristic"``, ``"random"``, a shipped model
             name, a stable-baselines3 ``PATH.zip``, ``module:function``); without that package:
-            ``"heuristic"`` (falls back to the line follower), ``"random"``, ``PATH.zip``. A
-            callable is returned as is.
+            ``"heuristic"`` (falls back to the line follower) and ``"random"``. A callable is
+            returned as is.
         env: the env the agent drives (its spaces and observation layout).
         seed: seeds the random agent.
 
@@ -168,16 +140,17 @@ def load_agent(spec: str | Policy, env: Any, seed: int | None = None) -> tuple[P
     layout = getattr(getattr(u, "core", None), "layout", None)
     if spec == "line":
         return LineFollower(layout), "line follower"
-    found = _agents_policy(spec, seed)
+    found = _plugin_policy(spec, seed)
     if found is not None:
         return found
     if spec == "random":
         return RandomPolicy(env.action_space, seed), "random"
     if spec == "heuristic":
         return LineFollower(layout), "line follower"
-    p = Path(spec)
-    if p.suffix == ".zip" or p.exists():
-        if not p.exists():
-            raise FileNotFoundError(f"agent model {spec!r} does not exist")
-        return _sb3(p, env), p.name
+    if Path(spec).suffix == ".zip":
+        from gymnasium.error import DependencyNotInstalled
+
+        raise DependencyNotInstalled(
+            f'loading the model {spec} needs the agents package: pip install "rally-env[train]"'
+        )
     raise ValueError(f"unknown agent {spec!r}: use {', '.join(AGENT_NAMES)} or a PATH.zip")

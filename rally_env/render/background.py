@@ -403,7 +403,7 @@ def _bake_tiles(
                 out[b, a, 2] = np.uint8(min(max(b0c, 0.0), 255.0))
 
 
-@njit(cache=True, fastmath=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def sample_view(
     frame,
     cx,
@@ -483,7 +483,7 @@ def sample_view(
             )
 
 
-@njit(cache=True, fastmath=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _sample_block(
     frame,
     py0,

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, fastmath=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def draw_marks(frame, segs, count, now, fade_s, cx, cy, ux, uy, ppm, ax, ay, radius_px, rgb):
     """Alpha-blend skid-mark segments into ``frame``.
 

@@ -133,6 +133,12 @@ class RallyCore:
         self.p_right = np.zeros(n)
         self.look = np.zeros((n, len(self.lookahead), 3))
         self.obs = np.zeros((n, self.layout.size), np.float32)
+        self._post_scratch = (
+            np.zeros((n, 2)),
+            np.zeros((n, 2)),
+            np.zeros(n),
+            np.zeros((n, self.layout.size)),
+        )
         self.obs_low = self.layout.low.astype(np.float64)
         self.obs_high = self.layout.high.astype(np.float64)
         self.rew = np.zeros(n)
@@ -314,16 +320,20 @@ class RallyCore:
             st[cars, L.CMD_STEER : L.CMD_HANDBRAKE + 1] = actions[cars]
             self.sim.step(self.n_sub, cars)
             idx = cars
-        b = self.bank
         sim = self.sim
         post = K.post_step_parallel if sim.parallel else K.post_step
-        post(
-            idx,
+        post(idx, self._post_args(actions), self._post_scratch)
+
+    def _post_args(self, actions: np.ndarray) -> tuple:
+        """The arrays :func:`rally_env.kernels.post_step` passes to each car (one place)."""
+        b = self.bank
+        st = self.sim.state
+        return (
             self.n_sub,
             actions,
             st,
-            sim.istate,
-            sim.params,
+            self.sim.istate,
+            self.sim.params,
             b.terrains.grip,
             b.table,
             b.seg,

@@ -647,188 +647,23 @@ def _post_car(
 
 
 @njit(cache=True)
-def post_step(
-    cars,
-    n_sub,
-    actions,
-    state,
-    istate,
-    params,
-    tgrip,
-    table,
-    seg_all,
-    tx_all,
-    ty_all,
-    cu_all,
-    hw_all,
-    x_all,
-    y_all,
-    line_race,
-    line_gate,
-    cfg,
-    lookahead,
-    n_wheels,
-    estate,
-    eistate,
-    etimes,
-    p_s,
-    p_lat,
-    p_herr,
-    p_left,
-    p_right,
-    look,
-    obs_low,
-    obs_high,
-    obs,
-    rew,
-    terms,
-    term,
-    trunc,
-):
+def post_step(cars, args, scratch):
     """After the physics step of cars ``cars``: project, time, reward, terminate, observe.
 
-    ``actions`` (N, 4) holds the (clipped) actions the cars were stepped with.
+    ``args`` is the tuple of :func:`_post_car`'s arrays after ``k`` and before the scratch
+    (built in one place, ``RallyCore._post_args``); ``scratch`` holds per-car buffers
+    (positions (N, 2), forwards (N, 2), speeds (N,), observation values (N, D)), allocated once.
     """
-    n = state.shape[0]
-    pos_all = np.empty((n, 2))
-    fwd_all = np.empty((n, 2))
-    sp_all = np.empty(n)
-    vals_all = np.empty((n, obs.shape[1]))
+    pos_all, fwd_all, sp_all, vals_all = scratch
     for ii in range(cars.shape[0]):
         k = cars[ii]
-        _post_car(
-            k,
-            n_sub,
-            actions,
-            state,
-            istate,
-            params,
-            tgrip,
-            table,
-            seg_all,
-            tx_all,
-            ty_all,
-            cu_all,
-            hw_all,
-            x_all,
-            y_all,
-            line_race,
-            line_gate,
-            cfg,
-            lookahead,
-            n_wheels,
-            estate,
-            eistate,
-            etimes,
-            p_s,
-            p_lat,
-            p_herr,
-            p_left,
-            p_right,
-            look,
-            obs_low,
-            obs_high,
-            obs,
-            rew,
-            terms,
-            term,
-            trunc,
-            pos_all[k : k + 1],
-            fwd_all[k : k + 1],
-            sp_all[k : k + 1],
-            vals_all[k],
-        )
+        _post_car(k, *args, pos_all[k : k + 1], fwd_all[k : k + 1], sp_all[k : k + 1], vals_all[k])
 
 
 @njit(cache=True, parallel=True)
-def post_step_parallel(
-    cars,
-    n_sub,
-    actions,
-    state,
-    istate,
-    params,
-    tgrip,
-    table,
-    seg_all,
-    tx_all,
-    ty_all,
-    cu_all,
-    hw_all,
-    x_all,
-    y_all,
-    line_race,
-    line_gate,
-    cfg,
-    lookahead,
-    n_wheels,
-    estate,
-    eistate,
-    etimes,
-    p_s,
-    p_lat,
-    p_herr,
-    p_left,
-    p_right,
-    look,
-    obs_low,
-    obs_high,
-    obs,
-    rew,
-    terms,
-    term,
-    trunc,
-):
-    """After the physics step of cars ``cars``: project, time, reward, terminate, observe.
-
-    ``actions`` (N, 4) holds the (clipped) actions the cars were stepped with.
-    """
-    n = state.shape[0]
-    pos_all = np.empty((n, 2))
-    fwd_all = np.empty((n, 2))
-    sp_all = np.empty(n)
-    vals_all = np.empty((n, obs.shape[1]))
+def post_step_parallel(cars, args, scratch):
+    """As :func:`post_step`, with the cars spread over threads (``prange`` over cars only)."""
+    pos_all, fwd_all, sp_all, vals_all = scratch
     for ii in prange(cars.shape[0]):
         k = cars[ii]
-        _post_car(
-            k,
-            n_sub,
-            actions,
-            state,
-            istate,
-            params,
-            tgrip,
-            table,
-            seg_all,
-            tx_all,
-            ty_all,
-            cu_all,
-            hw_all,
-            x_all,
-            y_all,
-            line_race,
-            line_gate,
-            cfg,
-            lookahead,
-            n_wheels,
-            estate,
-            eistate,
-            etimes,
-            p_s,
-            p_lat,
-            p_herr,
-            p_left,
-            p_right,
-            look,
-            obs_low,
-            obs_high,
-            obs,
-            rew,
-            terms,
-            term,
-            trunc,
-            pos_all[k : k + 1],
-            fwd_all[k : k + 1],
-            sp_all[k : k + 1],
-            vals_all[k],
-        )
+        _post_car(k, *args, pos_all[k : k + 1], fwd_all[k : k + 1], sp_all[k : k + 1], vals_all[k])

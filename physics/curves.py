@@ -1,0 +1,464 @@
+"""Authored piecewise-linear friction curves with combined-slip families.
+
+The wheel-speed tire model (``layout.TIRE_WHEEL_SPEED``) computes, per wheel, a slip ratio
+kappa (dimensionless: -1 locked, 0 rolling, > 0 wheelspin) and a slip angle alpha (rad), and
+from them::
+
+    Fx = mu * load * F_long(kappa | |alpha|)
+    Fy = mu * load * F_lat(alpha | |kappa|)
+
+Each of ``F_long`` and ``F_lat`` is a :class:`CurveFamily` of up to ``layout.CURVE_FAMILY``
+curves. The longitudinal family is selected by |slip angle| (a tire sliding sideways has less
+longitudinal grip: donuts, power oversteer); the lateral family by |slip ratio| (wheelspin or a
+locked wheel costs lateral grip, so a locked wheel slides). Between two selectors the values of
+the bracketing curves are interpolated linearly; outside the selector range the first / last
+curve holds.
+
+A :class:`Curve` is piecewise linear in |x| through its knots, held constant past the last knot
+(saturation) and odd, ``f(-x) = -f(x)``. Curves are *normalized*: curve 0 of each family peaks at
+exactly 1.0, so one tire set serves every vehicle and the grip level is mu (set elsewhere).
+
+Packed layout (columns of a float64 parameter row of width ``layout.N_PARAMS_EXT``): a family
+starts at ``base`` (``layout.PX_CURVE_LONG`` or ``layout.PX_CURVE_LAT``) as
+``[n_curves, selector_0 .. selector_{F-1}, curve_0 .. curve_{F-1}]`` and each curve as
+``[n_knots, x_0 .. x_{K-1}, y_0 .. y_{K-1}]`` (F = ``CURVE_FAMILY``, K = ``CURVE_KNOTS``);
+unused entries are 0. The numba kernels :func:`curve_eval` and :func:`family_eval` read it; they
+use only IEEE ``+ - * /``, ``abs``, ``min`` and ``max``, so they are bit-identical compiled and
+under ``NUMBA_DISABLE_JIT=1``, and equal to the pure-Python ``value`` methods.
+
+Named sets (:data:`TIRE_SETS`, :func:`tire_set`):
+
+* ``"rally"`` (default, loose surfaces). Longitudinal, x = kappa, families at |alpha| = 0,
+  0.2, 0.5 rad: curve 0 rises like 2s/(1+s^2) (s = kappa/0.15) to 1.0 at kappa = 0.15 (the seed's
+  ``peak_slip_ratio``) and falls to 0.80 at kappa = 1 (a locked wheel slides at 0.8); the 0.2 and
+  0.5 rad curves are lower and flatter (peaks 0.82 and 0.55). Lateral, x = alpha (rad), curve 0 is
+  the seed's lateral curve 2s/(1+s^2), s = alpha/0.18 rad, |s| clamped at 1.5, through knots at
+  s = 0, 0.25, 0.375, 0.5, 0.75, 1, 1.25, 1.5 (values from the formula; within 0.019 of it; peak
+  1.0 at 0.18 rad, holds 0.923 past 0.27 rad). Lateral families at |kappa| = 0, 0.15, 0.5, 1.0
+  are curve 0 scaled by 1.0, 0.85, 0.55, 0.30: a locked or wildly spinning wheel keeps 30 % of
+  its lateral grip.
+* ``"tarmac"`` (sealed roads): sharper peaks and stronger fall-off. Longitudinal peak 1.0 at
+  kappa = 0.10, 0.65 at kappa = 1; families at |alpha| = 0, 0.12, 0.35 rad (peaks 1.0, 0.78,
+  0.45). Lateral rises like 2s/(1+s^2), s = alpha/0.12 rad, to 1.0 at 0.12 rad, then falls to
+  0.88 at 0.18, 0.75 at 0.30 and 0.70 from 0.6 rad on; families at
+  |kappa| = 0, 0.10, 0.40, 1.0 scaled by 1.0, 0.80, 0.50, 0.25.
+* ``"linear"`` (the "linear ramp and saturation" for non-cars): rises linearly to 1.0 at
+  kappa = 0.15 and at alpha = 0.18 rad and holds; one curve per family, so no combined-slip
+  coupling.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from physics import layout as L
+from physics.errors import ParameterError
+
+__all__ = [
+    "DEFAULT_TIRE_SET",
+    "TIRE_SETS",
+    "Curve",
+    "CurveFamily",
+    "TireCurves",
+    "curve_eval",
+    "curve_offset",
+    "family_eval",
+    "tire_set",
+]
+
+#: Largest knot value a curve may have (a normalized curve peaks at 1.0 on curve 0).
+MAX_Y = 1.5
+#: Tolerance of the "curve 0 peaks at exactly 1.0" rule.
+PEAK_TOL = 1e-9
+
+# offsets inside a packed curve / family (derived from the layout, never hard-coded elsewhere)
+_CX = 1  # x_0 of a curve
+_CY = 1 + L.CURVE_KNOTS  # y_0 of a curve
+_FSEL = 1  # selector_0 of a family
+_FCURVE = 1 + L.CURVE_FAMILY  # curve_0 of a family
+
+
+# ---------------------------------------------------------------- numba kernels
+
+
+@njit(cache=True)
+def curve_offset(base: int, c: int) -> int:
+    """Column where curve ``c`` of the family packed at column ``base`` starts."""
+    return base + _FCURVE + c * L.CURVE_SIZE
+
+
+@njit(cache=True)
+def curve_eval(p, k, off, x):
+    """Evaluate one packed curve: odd, piecewise linear in |x|, saturating past the last knot.
+
+    Args:
+        p: float64 (N, N_PARAMS_EXT) packed parameters.
+        k: car row.
+        off: column where the curve starts (``[n_knots, x_0.., y_0..]``).
+        x: slip (slip ratio, or slip angle in rad).
+
+    Returns:
+        The signed normalized force (same sign as ``x``, 0.0 at x = 0 and for NaN x). An empty
+        curve (``n_knots`` = 0) evaluates to 0.0.
+    """
+    n = int(p[k, off])
+    if n < 1:
+        return 0.0
+    a = abs(x)
+    last = n - 1
+    v = p[k, off + _CY + last]
+    for i in range(last):
+        x1 = p[k, off + _CX + i + 1]
+        if a < x1:
+            x0 = p[k, off + _CX + i]
+            y0 = p[k, off + _CY + i]
+            y1 = p[k, off + _CY + i + 1]
+            t = (a - x0) / (x1 - x0)
+            v = y0 + t * (y1 - y0)
+            v = min(max(v, min(y0, y1)), max(y0, y1))
+            break
+    if x < 0.0:
+        return -v
+    if x > 0.0:
+        return v
+    return 0.0
+
+
+@njit(cache=True)
+def family_eval(p, k, base, x, sel):
+    """Evaluate a packed curve family at slip ``x`` with the other slip ``sel`` as selector.
+
+    Args:
+        p: float64 (N, N_PARAMS_EXT) packed parameters.
+        k: car row.
+        base: column where the family starts (``layout.PX_CURVE_LONG`` / ``PX_CURVE_LAT``).
+        x: slip the curves are functions of (slip ratio, or slip angle in rad).
+        sel: the other slip (|slip angle| in rad, or |slip ratio|); its absolute value is used.
+
+    Returns:
+        Linear interpolation between the two curves whose selectors bracket |sel|; the first
+        curve below the first selector, the last past the last selector (and for NaN sel).
+    """
+    n = int(p[k, base])
+    c0 = base + _FCURVE
+    s = abs(sel)
+    if n < 2 or s <= p[k, base + _FSEL]:
+        return curve_eval(p, k, c0, x)
+    for j in range(n - 1):
+        s1 = p[k, base + _FSEL + j + 1]
+        if s < s1:
+            s0 = p[k, base + _FSEL + j]
+            v0 = curve_eval(p, k, c0 + j * L.CURVE_SIZE, x)
+            v1 = curve_eval(p, k, c0 + (j + 1) * L.CURVE_SIZE, x)
+            t = (s - s0) / (s1 - s0)
+            v = v0 + t * (v1 - v0)
+            return min(max(v, min(v0, v1)), max(v0, v1))
+    return curve_eval(p, k, c0 + (n - 1) * L.CURVE_SIZE, x)
+
+
+# ---------------------------------------------------------------- validated data
+
+
+def _reals(owner: str, name: str, value: object) -> tuple[float, ...]:
+    """Coerce a sequence of finite real numbers to a tuple of floats, or raise."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise ParameterError(owner, name, value, "must be a sequence of real numbers")
+    out = []
+    for i, v in enumerate(value):  # type: ignore[arg-type]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(
+            v, (int, float, np.floating, np.integer)
+        ):
+            raise ParameterError(owner, name, value, f"entry {i} ({v!r}) is not a real number")
+        f = float(v)
+        if not math.isfinite(f):
+            raise ParameterError(owner, name, value, f"entry {i} ({v!r}) must be finite")
+        out.append(f)
+    return tuple(out)
+
+
+def _check_row(owner: str, row: object) -> np.ndarray:
+    if not isinstance(row, np.ndarray) or row.dtype != np.float64 or row.ndim != 1:
+        raise ParameterError(owner, "row", row, "must be a 1-D float64 numpy array")
+    if row.shape[0] < L.N_PARAMS_EXT:
+        raise ParameterError(
+            owner, "row", f"<length {row.shape[0]}>", f"must have >= {L.N_PARAMS_EXT} columns"
+        )
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """One normalized friction curve: piecewise linear in |x|, odd, saturating.
+
+    Attributes:
+        x: knot slips, 2..``layout.CURVE_KNOTS`` of them, x[0] = 0, strictly increasing
+            (slip ratio, or slip angle in rad).
+        y: normalized force at each knot, y[0] = 0, each in [0, 1.5].
+    """
+
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        o = "Curve"
+        xs = _reals(o, "x", self.x)
+        ys = _reals(o, "y", self.y)
+        if not 2 <= len(xs) <= L.CURVE_KNOTS:
+            raise ParameterError(o, "x", self.x, f"must have 2..{L.CURVE_KNOTS} knots")
+        if len(ys) != len(xs):
+            raise ParameterError(o, "y", self.y, f"must have as many values as x ({len(xs)})")
+        if xs[0] != 0.0:
+            raise ParameterError(o, "x", self.x, "must start at 0 (x[0] == 0)")
+        for i in range(1, len(xs)):
+            if not xs[i] > xs[i - 1]:
+                raise ParameterError(o, "x", self.x, f"must be strictly increasing (at {i})")
+        if ys[0] != 0.0:
+            raise ParameterError(o, "y", self.y, "must start at 0 (y[0] == 0)")
+        for i, v in enumerate(ys):
+            if not 0.0 <= v <= MAX_Y:
+                raise ParameterError(o, "y", self.y, f"entry {i} ({v!r}) must be in [0, {MAX_Y}]")
+        object.__setattr__(self, "x", xs)
+        object.__setattr__(self, "y", ys)
+
+    @property
+    def peak(self) -> float:
+        """Largest knot value (the curve's maximum)."""
+        return max(self.y)
+
+    @property
+    def peak_x(self) -> float:
+        """Slip of the (first) maximum."""
+        return self.x[self.y.index(self.peak)]
+
+    def value(self, x: float) -> float:
+        """Pure-Python reference of :func:`curve_eval` (same operations, same result)."""
+        x = float(x)
+        a = abs(x)
+        xs, ys = self.x, self.y
+        v = ys[-1]
+        for i in range(len(xs) - 1):
+            x1 = xs[i + 1]
+            if a < x1:
+                x0, y0, y1 = xs[i], ys[i], ys[i + 1]
+                t = (a - x0) / (x1 - x0)
+                v = y0 + t * (y1 - y0)
+                v = min(max(v, min(y0, y1)), max(y0, y1))
+                break
+        if x < 0.0:
+            return -v
+        if x > 0.0:
+            return v
+        return 0.0
+
+    def pack_into(self, row: np.ndarray, off: int) -> None:
+        """Write ``[n_knots, x.., y..]`` (zero-padded) into ``row[off : off + CURVE_SIZE]``."""
+        row[off : off + L.CURVE_SIZE] = 0.0
+        n = len(self.x)
+        row[off] = float(n)
+        row[off + _CX : off + _CX + n] = self.x
+        row[off + _CY : off + _CY + n] = self.y
+
+
+@dataclass(frozen=True, slots=True)
+class CurveFamily:
+    """Curves of one force selected by the other slip (combined slip).
+
+    Attributes:
+        selectors: |other slip| at which each curve applies: selectors[0] = 0, strictly
+            increasing, finite (|slip angle| in rad for the longitudinal family, |slip ratio|
+            for the lateral one).
+        curves: 1..``layout.CURVE_FAMILY`` curves, one per selector.
+    """
+
+    selectors: tuple[float, ...]
+    curves: tuple[Curve, ...]
+
+    def __post_init__(self) -> None:
+        o = "CurveFamily"
+        sel = _reals(o, "selectors", self.selectors)
+        if isinstance(self.curves, (str, bytes)) or not hasattr(self.curves, "__len__"):
+            raise ParameterError(o, "curves", self.curves, "must be a sequence of Curve")
+        curves = tuple(self.curves)
+        if not 1 <= len(curves) <= L.CURVE_FAMILY:
+            raise ParameterError(o, "curves", self.curves, f"must hold 1..{L.CURVE_FAMILY} curves")
+        for i, c in enumerate(curves):
+            if not isinstance(c, Curve):
+                raise ParameterError(o, "curves", self.curves, f"entry {i} is not a Curve")
+        if len(sel) != len(curves):
+            raise ParameterError(
+                o, "selectors", self.selectors, f"must have one per curve ({len(curves)})"
+            )
+        if sel[0] != 0.0:
+            raise ParameterError(o, "selectors", self.selectors, "must start at 0")
+        for i in range(1, len(sel)):
+            if not sel[i] > sel[i - 1]:
+                raise ParameterError(
+                    o, "selectors", self.selectors, f"must be strictly increasing (at {i})"
+                )
+        object.__setattr__(self, "selectors", sel)
+        object.__setattr__(self, "curves", curves)
+
+    @property
+    def peak(self) -> float:
+        """Largest value any curve of the family reaches."""
+        return max(c.peak for c in self.curves)
+
+    def value(self, x: float, sel: float) -> float:
+        """Pure-Python reference of :func:`family_eval` (same operations, same result)."""
+        s = abs(float(sel))
+        cs, ss = self.curves, self.selectors
+        if len(cs) < 2 or s <= ss[0]:
+            return cs[0].value(x)
+        for j in range(len(cs) - 1):
+            s1 = ss[j + 1]
+            if s < s1:
+                s0 = ss[j]
+                v0 = cs[j].value(x)
+                v1 = cs[j + 1].value(x)
+                t = (s - s0) / (s1 - s0)
+                v = v0 + t * (v1 - v0)
+                return min(max(v, min(v0, v1)), max(v0, v1))
+        return cs[-1].value(x)
+
+    def pack_into(self, row: np.ndarray, base: int) -> None:
+        """Write the family into ``row[base : base + CURVE_SET_SIZE]`` (unused entries 0)."""
+        row[base : base + L.CURVE_SET_SIZE] = 0.0
+        row[base] = float(len(self.curves))
+        row[base + _FSEL : base + _FSEL + len(self.selectors)] = self.selectors
+        for c, curve in enumerate(self.curves):
+            curve.pack_into(row, curve_offset(base, c))
+
+
+@dataclass(frozen=True, slots=True)
+class TireCurves:
+    """A tire set: the normalized longitudinal and lateral curve families.
+
+    Attributes:
+        longitudinal: x = slip ratio, selector = |slip angle| (rad).
+        lateral: x = slip angle (rad), selector = |slip ratio|.
+        name: label of the set.
+    """
+
+    longitudinal: CurveFamily
+    lateral: CurveFamily
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        o = "TireCurves"
+        for fname in ("longitudinal", "lateral"):
+            fam = getattr(self, fname)
+            if not isinstance(fam, CurveFamily):
+                raise ParameterError(o, fname, fam, "must be a CurveFamily")
+            pk = fam.curves[0].peak
+            if abs(pk - 1.0) > PEAK_TOL:
+                raise ParameterError(
+                    o, fname, pk, "must be normalized: curve 0 must peak at exactly 1.0"
+                )
+        if not isinstance(self.name, str) or not self.name:
+            raise ParameterError(o, "name", self.name, "must be a non-empty string")
+
+    @property
+    def peak_slip_ratio(self) -> float:
+        """Slip ratio of the longitudinal peak (curve 0, no slip angle)."""
+        return self.longitudinal.curves[0].peak_x
+
+    @property
+    def peak_slip_angle_rad(self) -> float:
+        """Slip angle (rad) of the lateral peak (curve 0, no slip ratio)."""
+        return self.lateral.curves[0].peak_x
+
+    def pack_into(self, row: np.ndarray) -> None:
+        """Write both families into a packed parameter row.
+
+        Args:
+            row: float64 (>= N_PARAMS_EXT,) parameter row; columns ``PX_CURVE_LONG`` and
+                ``PX_CURVE_LAT`` onwards (``CURVE_SET_SIZE`` each) are overwritten.
+        """
+        _check_row("TireCurves", row)
+        self.longitudinal.pack_into(row, L.PX_CURVE_LONG)
+        self.lateral.pack_into(row, L.PX_CURVE_LAT)
+
+
+# ---------------------------------------------------------------- named sets
+
+
+def _seed_lateral(s: float, clamp: float = 1.5) -> float:
+    a = min(abs(s), clamp)
+    return 2.0 * a / (1.0 + a * a)
+
+
+def _scaled(c: Curve, f: float) -> Curve:
+    return Curve(c.x, tuple(f * v for v in c.y))
+
+
+def _family(selectors: tuple[float, ...], curves: tuple[Curve, ...]) -> CurveFamily:
+    return CurveFamily(selectors, curves)
+
+
+_RALLY_LAT_S = (0.0, 0.25, 0.375, 0.5, 0.75, 1.0, 1.25, 1.5)
+_RALLY_LAT0 = Curve(
+    tuple(0.18 * s for s in _RALLY_LAT_S), tuple(_seed_lateral(s) for s in _RALLY_LAT_S)
+)
+_RALLY_LONG_X = (0.0, 0.05, 0.10, 0.15, 0.30, 0.60, 1.0)
+_RALLY = TireCurves(
+    longitudinal=_family(
+        (0.0, 0.2, 0.5),
+        (
+            Curve(_RALLY_LONG_X, (0.0, 0.6, 0.923, 1.0, 0.93, 0.85, 0.80)),
+            Curve(_RALLY_LONG_X, (0.0, 0.5, 0.75, 0.82, 0.80, 0.74, 0.70)),
+            Curve(_RALLY_LONG_X, (0.0, 0.3, 0.45, 0.52, 0.55, 0.55, 0.55)),
+        ),
+    ),
+    lateral=_family(
+        (0.0, 0.15, 0.5, 1.0), tuple(_scaled(_RALLY_LAT0, f) for f in (1.0, 0.85, 0.55, 0.30))
+    ),
+    name="rally",
+)
+
+_TARMAC_LONG_X = (0.0, 0.04, 0.07, 0.10, 0.20, 0.50, 1.0)
+_TARMAC_LAT0 = Curve(
+    (0.0, 0.03, 0.06, 0.09, 0.12, 0.18, 0.30, 0.60),
+    (*(_seed_lateral(s) for s in (0.0, 0.25, 0.5, 0.75, 1.0)), 0.88, 0.75, 0.70),
+)
+_TARMAC = TireCurves(
+    longitudinal=_family(
+        (0.0, 0.12, 0.35),
+        (
+            Curve(_TARMAC_LONG_X, (0.0, 0.6, 0.9, 1.0, 0.85, 0.72, 0.65)),
+            Curve(_TARMAC_LONG_X, (0.0, 0.5, 0.72, 0.78, 0.70, 0.60, 0.55)),
+            Curve(_TARMAC_LONG_X, (0.0, 0.28, 0.40, 0.45, 0.45, 0.42, 0.40)),
+        ),
+    ),
+    lateral=_family(
+        (0.0, 0.10, 0.40, 1.0), tuple(_scaled(_TARMAC_LAT0, f) for f in (1.0, 0.80, 0.50, 0.25))
+    ),
+    name="tarmac",
+)
+
+_LINEAR = TireCurves(
+    longitudinal=_family((0.0,), (Curve((0.0, 0.15), (0.0, 1.0)),)),
+    lateral=_family((0.0,), (Curve((0.0, 0.18), (0.0, 1.0)),)),
+    name="linear",
+)
+
+#: The named tire sets, by name.
+TIRE_SETS: dict[str, TireCurves] = {t.name: t for t in (_RALLY, _TARMAC, _LINEAR)}
+#: The set used when a vehicle names none.
+DEFAULT_TIRE_SET = "rally"
+
+
+def tire_set(name: str) -> TireCurves:
+    """The named tire set.
+
+    Raises:
+        ParameterError: ``name`` is not one of :data:`TIRE_SETS` (the message lists them).
+    """
+    try:
+        return TIRE_SETS[name]
+    except (KeyError, TypeError):
+        known = ", ".join(sorted(TIRE_SETS))
+        raise ParameterError("tire_set", "name", name, f"must be one of: {known}") from None

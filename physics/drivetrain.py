@@ -1,0 +1,473 @@
+"""Engine, gearbox, clutch and differential parameters, and the numba helpers the kernel calls.
+
+The drivetrain replaces the flat drive force with an engine and a gearbox (seed file 003, "The
+drivetrain"). :class:`Drivetrain` is a frozen, validated dataclass; :meth:`Drivetrain.pack_into`
+writes it once into the extension columns of a car's packed parameter row. The helpers below read
+that row (``p[k]``) and the car's int state row (``ist[k]``) through the named columns of
+:mod:`physics.layout`; they use only ``+ - * /``, ``abs``, ``min`` and ``max``, allocate nothing
+and give bit-identical results compiled or with ``NUMBA_DISABLE_JIT=1``.
+
+Conventions:
+
+* Gear ``-1`` is reverse, ``0`` neutral, ``1..n_gears`` forward (``istate[k, I_GEAR]``).
+* ``istate[k, I_CLUTCH]`` counts the substeps (1/480 s) until the clutch closes; while it is
+  non-zero no drive reaches the wheels and the automatic gearbox does not shift.
+* "Overall ratio" = gear ratio x final drive, signed: negative in reverse, 0 in neutral.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+from numba import njit
+
+from physics import layout as L
+from physics.errors import ParameterError
+
+#: Rev limit (rpm) column (defined in physics/layout.py).
+PX_REV_LIMIT = L.PX_REV_LIMIT
+
+#: rad/s -> rpm, i.e. 60 / (2 pi), as a literal so no transcendental runs in the physics.
+RAD_S_TO_RPM = 9.549296585513721
+
+#: Differential names and their packed codes.
+DIFF_TYPES = {"open": L.DIFF_OPEN, "limited": L.DIFF_LIMITED, "locked": L.DIFF_LOCKED}
+
+MAX_TORQUE_POINTS = 8
+MAX_GEARS = 6
+
+_OWNER = "Drivetrain"
+
+
+def _real(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ParameterError(_OWNER, name, value, "must be a real number")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ParameterError(_OWNER, name, value, "must be finite")
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class Drivetrain:
+    """An engine with a torque curve, a gearbox with a clutch, and differentials.
+
+    Defaults: the seed's small car (120 N m at 1000 rpm rising to 200 N m at 3000 rpm, five gears
+    3.5 / 2.2 / 1.5 / 1.1 / 0.9, reverse 3.2, final drive 3.7, shifts at 5500 / 2000 rpm, a
+    12-step clutch, open differentials).
+
+    Rev limit versus the seed text: the seed says engine speed "never reads above the last point"
+    of the curve, yet its default car shifts up at 5500 rpm with a curve that ends at 3000 rpm;
+    both cannot hold (the automatic gearbox would never shift up). Here engine speed is not capped
+    at the last point: the torque is held at the last point's value from there up to
+    ``rev_limit_rpm`` (default 6000 rpm), and above the rev limit the engine gives no drive torque.
+
+    Attributes:
+        torque_curve: 2..8 ``(rpm, N m)`` points, rpm strictly increasing and > 0, torque >= 0.
+            Read linearly between points, held flat past the last point. The first point's rpm is
+            the idle speed: engine speed never reads below it, so a car at a standstill still has
+            torque to pull away.
+        rev_limit_rpm: above this engine speed the drive torque is 0 (fuel cut). Must be >= the
+            last curve rpm and >= ``shift_up_rpm``.
+        gears: 1..6 forward gear ratios, > 0, non-increasing (first gear first).
+        reverse_ratio: reverse gear ratio (>= 0; 0 = the car has no reverse).
+        final_drive: final drive ratio (> 0); multiplies every gear.
+        auto_shift: the gearbox shifts itself (forward gears only).
+        shift_up_rpm: automatic upshift above this engine speed, in (idle, rev_limit_rpm].
+        shift_down_rpm: automatic downshift below this engine speed, in (idle, shift_up_rpm).
+        clutch_s: drive cut per shift (s). Must be a whole number of 1/480 s substeps (it is
+            never rounded). Default 0.2 s = the seed's 12 steps at 60 Hz.
+        diff_front, diff_rear, diff_centre: ``"open"``, ``"limited"`` or ``"locked"``.
+        diff_coupling_n_per_mps: limited-slip / locked coupling (N per m/s of wheel-speed
+            difference), >= 0.
+        front_split: share of the drive the centre differential sends to the front axle, in
+            [0, 1]; used only when both axles are driven.
+        engine_brake: engine braking torque at zero throttle as a fraction of the curve torque,
+            in [0, 1] (0 = none).
+    """
+
+    torque_curve: tuple[tuple[float, float], ...] = ((1000.0, 120.0), (3000.0, 200.0))
+    rev_limit_rpm: float = 6000.0
+    gears: tuple[float, ...] = (3.5, 2.2, 1.5, 1.1, 0.9)
+    reverse_ratio: float = 3.2
+    final_drive: float = 3.7
+    auto_shift: bool = True
+    shift_up_rpm: float = 5500.0
+    shift_down_rpm: float = 2000.0
+    clutch_s: float = 0.2
+    diff_front: str = "open"
+    diff_rear: str = "open"
+    diff_centre: str = "open"
+    diff_coupling_n_per_mps: float = 0.0
+    front_split: float = 0.5
+    engine_brake: float = 0.0
+
+    def __post_init__(self) -> None:
+        o = _OWNER
+        # torque curve -> tuple of (float, float)
+        curve = self.torque_curve
+        if not isinstance(curve, (tuple, list)):
+            raise ParameterError(o, "torque_curve", curve, "must be a sequence of (rpm, N m)")
+        if not 2 <= len(curve) <= MAX_TORQUE_POINTS:
+            raise ParameterError(
+                o, "torque_curve", curve, f"must have 2 to {MAX_TORQUE_POINTS} points"
+            )
+        pts = []
+        for i, pt in enumerate(curve):
+            if not isinstance(pt, (tuple, list)) or len(pt) != 2:
+                raise ParameterError(o, "torque_curve", curve, f"point {i} must be (rpm, N m)")
+            rpm = _real("torque_curve", pt[0])
+            tq = _real("torque_curve", pt[1])
+            if rpm <= 0.0:
+                raise ParameterError(o, "torque_curve", curve, f"point {i}: rpm must be > 0")
+            if tq < 0.0:
+                raise ParameterError(o, "torque_curve", curve, f"point {i}: torque must be >= 0")
+            if pts and rpm <= pts[-1][0]:
+                raise ParameterError(
+                    o, "torque_curve", curve, f"point {i}: rpm must be strictly increasing"
+                )
+            pts.append((rpm, tq))
+        object.__setattr__(self, "torque_curve", tuple(pts))
+        idle, last = pts[0][0], pts[-1][0]
+
+        # gears
+        gears = self.gears
+        if not isinstance(gears, (tuple, list)) or not 1 <= len(gears) <= MAX_GEARS:
+            raise ParameterError(o, "gears", gears, f"must be 1 to {MAX_GEARS} forward ratios")
+        gs = []
+        for i, g in enumerate(gears):
+            v = _real("gears", g)
+            if v <= 0.0:
+                raise ParameterError(o, "gears", gears, f"gear {i + 1}: ratio must be > 0")
+            if gs and v > gs[-1]:
+                raise ParameterError(o, "gears", gears, "ratios must be non-increasing")
+            gs.append(v)
+        object.__setattr__(self, "gears", tuple(gs))
+
+        if _real("reverse_ratio", self.reverse_ratio) < 0.0:
+            raise ParameterError(o, "reverse_ratio", self.reverse_ratio, "must be >= 0")
+        if _real("final_drive", self.final_drive) <= 0.0:
+            raise ParameterError(o, "final_drive", self.final_drive, "must be > 0")
+        if not isinstance(self.auto_shift, (bool, np.bool_)):
+            raise ParameterError(o, "auto_shift", self.auto_shift, "must be a bool")
+
+        rev = _real("rev_limit_rpm", self.rev_limit_rpm)
+        if rev < last:
+            raise ParameterError(
+                o, "rev_limit_rpm", rev, f"must be >= the last torque-curve rpm ({last})"
+            )
+        up = _real("shift_up_rpm", self.shift_up_rpm)
+        if not idle < up <= rev:
+            raise ParameterError(
+                o, "shift_up_rpm", up, f"must be in (idle {idle}, rev_limit_rpm {rev}]"
+            )
+        down = _real("shift_down_rpm", self.shift_down_rpm)
+        if not idle < down <= rev:
+            raise ParameterError(
+                o, "shift_down_rpm", down, f"must be in (idle {idle}, rev_limit_rpm {rev}]"
+            )
+        if down >= up:
+            raise ParameterError(o, "shift_down_rpm", down, f"must be < shift_up_rpm ({up})")
+
+        c = _real("clutch_s", self.clutch_s)
+        if not 0.0 <= c <= 10.0:
+            raise ParameterError(o, "clutch_s", c, "must be in [0, 10] s")
+        n = c * L.SUBSTEP_HZ
+        if abs(n - round(n)) > 1e-9:
+            raise ParameterError(
+                o,
+                "clutch_s",
+                c,
+                f"must be a whole number of 1/{L.SUBSTEP_HZ} s substeps (it is {n!r}); "
+                "it is not rounded",
+            )
+
+        for name in ("diff_front", "diff_rear", "diff_centre"):
+            v = getattr(self, name)
+            if not isinstance(v, str) or v not in DIFF_TYPES:
+                raise ParameterError(o, name, v, f"must be one of {sorted(DIFF_TYPES)}")
+        if _real("diff_coupling_n_per_mps", self.diff_coupling_n_per_mps) < 0.0:
+            raise ParameterError(
+                o, "diff_coupling_n_per_mps", self.diff_coupling_n_per_mps, "must be >= 0"
+            )
+        if not 0.0 <= _real("front_split", self.front_split) <= 1.0:
+            raise ParameterError(o, "front_split", self.front_split, "must be in [0, 1]")
+        if not 0.0 <= _real("engine_brake", self.engine_brake) <= 1.0:
+            raise ParameterError(o, "engine_brake", self.engine_brake, "must be in [0, 1]")
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def idle_rpm(self) -> float:
+        """Idle speed (rpm): the first point of the torque curve."""
+        return self.torque_curve[0][0]
+
+    @property
+    def n_gears(self) -> int:
+        """Number of forward gears."""
+        return len(self.gears)
+
+    @property
+    def clutch_substeps(self) -> int:
+        """Drive cut per shift in whole 1/480 s substeps."""
+        return int(round(self.clutch_s * L.SUBSTEP_HZ))
+
+    def torque_at(self, rpm: float) -> float:
+        """Pure-Python reference of :func:`engine_torque_nm` (bit-identical arithmetic).
+
+        Args:
+            rpm: engine speed (rpm); clamped below at idle.
+
+        Returns:
+            Engine torque (N m): linear between curve points, held at the last point's value up
+            to ``rev_limit_rpm``, 0.0 above it.
+        """
+        r = max(float(rpm), self.idle_rpm)
+        if r > self.rev_limit_rpm:
+            return 0.0
+        return self._curve_at(r)
+
+    def _curve_at(self, r: float) -> float:
+        pts = self.torque_curve
+        for i in range(1, len(pts)):
+            r1, t1 = pts[i]
+            if r <= r1:
+                r0, t0 = pts[i - 1]
+                return t0 + (t1 - t0) * ((r - r0) / (r1 - r0))
+        return pts[-1][1]
+
+    def overall_ratio(self, gear: int) -> float:
+        """Pure-Python reference of :func:`gear_ratio`: signed gear x final-drive ratio."""
+        if gear >= 1:
+            return self.gears[gear - 1] * self.final_drive if gear <= self.n_gears else 0.0
+        if gear == -1:
+            return -(self.reverse_ratio * self.final_drive)
+        return 0.0
+
+    # ------------------------------------------------------------------ packing
+    def pack_into(self, row: np.ndarray) -> None:
+        """Write every field into the extension columns of one packed parameter row.
+
+        Sets ``row[PX_DRIVETRAIN] = 1.0``. Unused torque-curve and gear slots are written as 0.
+
+        Args:
+            row: float64 array of shape (>= N_PARAMS_EXT,), e.g. ``params[k]``; written in place.
+
+        Raises:
+            ParameterError: ``row`` is not a 1-D float64 array of at least N_PARAMS_EXT entries.
+        """
+        if (
+            not isinstance(row, np.ndarray)
+            or row.dtype != np.float64
+            or row.ndim != 1
+            or row.shape[0] < L.N_PARAMS_EXT
+        ):
+            desc = f"ndarray {row.dtype} {row.shape}" if isinstance(row, np.ndarray) else type(row)
+            raise ParameterError(
+                _OWNER,
+                "row",
+                desc,
+                f"must be a 1-D float64 array of length >= N_PARAMS_EXT ({L.N_PARAMS_EXT})",
+            )
+        row[L.PX_DRIVETRAIN] = 1.0
+        row[L.PX_AUTO_SHIFT] = 1.0 if self.auto_shift else 0.0
+        row[L.PX_N_TORQUE] = float(len(self.torque_curve))
+        row[L.PX_TQ_RPM : L.PX_TQ_RPM + MAX_TORQUE_POINTS] = 0.0
+        row[L.PX_TQ_NM : L.PX_TQ_NM + MAX_TORQUE_POINTS] = 0.0
+        for i, (rpm, tq) in enumerate(self.torque_curve):
+            row[L.PX_TQ_RPM + i] = rpm
+            row[L.PX_TQ_NM + i] = tq
+        row[L.PX_N_GEARS] = float(len(self.gears))
+        row[L.PX_GEARS : L.PX_GEARS + MAX_GEARS] = 0.0
+        for i, g in enumerate(self.gears):
+            row[L.PX_GEARS + i] = g
+        row[L.PX_REVERSE] = float(self.reverse_ratio)
+        row[L.PX_FINAL] = float(self.final_drive)
+        row[L.PX_SHIFT_UP] = float(self.shift_up_rpm)
+        row[L.PX_SHIFT_DOWN] = float(self.shift_down_rpm)
+        row[L.PX_CLUTCH_SUBSTEPS] = float(self.clutch_substeps)
+        row[L.PX_DIFF_FRONT] = float(DIFF_TYPES[self.diff_front])
+        row[L.PX_DIFF_REAR] = float(DIFF_TYPES[self.diff_rear])
+        row[L.PX_DIFF_CENTRE] = float(DIFF_TYPES[self.diff_centre])
+        row[L.PX_DIFF_COUPLING] = float(self.diff_coupling_n_per_mps)
+        row[L.PX_FRONT_SPLIT] = float(self.front_split)
+        row[L.PX_ENGINE_BRAKE] = float(self.engine_brake)
+        row[PX_REV_LIMIT] = float(self.rev_limit_rpm)
+
+    def replace(self, **changes: object) -> Drivetrain:
+        """A validated copy with some fields changed."""
+        return replace(self, **changes)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Names of every field, in declaration order."""
+        return [f.name for f in fields(cls)]
+
+
+SMALL_CAR = Drivetrain()
+
+RALLY_CAR_DRIVETRAIN = Drivetrain(
+    torque_curve=((1000.0, 180.0), (3000.0, 290.0), (5000.0, 320.0), (6500.0, 280.0)),
+    rev_limit_rpm=7200.0,
+    gears=(3.2, 2.1, 1.6, 1.3, 1.05, 0.85),
+    reverse_ratio=3.0,
+    final_drive=4.1,
+    shift_up_rpm=6800.0,
+    shift_down_rpm=3200.0,
+    diff_front="open",
+    diff_rear="limited",
+    diff_centre="limited",
+    diff_coupling_n_per_mps=400.0,
+    front_split=0.45,
+)
+
+
+# ---------------------------------------------------------------------- numba helpers
+@njit(cache=True)
+def _curve_torque_nm(p: np.ndarray, k: int, r: float) -> float:
+    """Curve torque (N m) at ``r`` rpm (``r`` >= idle), held past the last point; no rev cut."""
+    n = int(p[k, L.PX_N_TORQUE])
+    for i in range(1, n):
+        r1 = p[k, L.PX_TQ_RPM + i]
+        if r <= r1:
+            r0 = p[k, L.PX_TQ_RPM + i - 1]
+            t0 = p[k, L.PX_TQ_NM + i - 1]
+            t1 = p[k, L.PX_TQ_NM + i]
+            return t0 + (t1 - t0) * ((r - r0) / (r1 - r0))
+    return p[k, L.PX_TQ_NM + n - 1]
+
+
+@njit(cache=True)
+def engine_torque_nm(p: np.ndarray, k: int, rpm: float) -> float:
+    """Engine torque (N m) at full throttle.
+
+    Args:
+        p: (N, >= N_PARAMS_EXT) float64 packed parameters; k: car row.
+        rpm: engine speed (rpm); clamped below at idle (the first curve point).
+
+    Returns:
+        Linear interpolation on the torque curve, held at the last point's torque past it,
+        0.0 when the (clamped) speed is above the rev limit.
+    """
+    r = max(rpm, p[k, L.PX_TQ_RPM])
+    if r > p[k, PX_REV_LIMIT]:
+        return 0.0
+    return _curve_torque_nm(p, k, r)
+
+
+@njit(cache=True)
+def gear_ratio(p: np.ndarray, k: int, gear: int) -> float:
+    """Overall (gear x final drive) ratio of ``gear``, signed.
+
+    Returns:
+        ``gears[gear-1] * final`` for 1 <= gear <= n_gears, ``-reverse * final`` for gear -1
+        (0.0 if the car has no reverse), 0.0 for neutral (0) and for any gear out of range.
+    """
+    if gear >= 1:
+        if gear > int(p[k, L.PX_N_GEARS]):
+            return 0.0
+        return p[k, L.PX_GEARS + gear - 1] * p[k, L.PX_FINAL]
+    if gear == -1:
+        return -(p[k, L.PX_REVERSE] * p[k, L.PX_FINAL])
+    return 0.0
+
+
+@njit(cache=True)
+def engine_rpm_from_wheels(p: np.ndarray, k: int, wheel_omega_rad_s: float, gear: int) -> float:
+    """Engine speed (rpm) from the driven wheels' speed.
+
+    Args:
+        p, k: packed parameters and car row.
+        wheel_omega_rad_s: mean angular speed of the driven wheels (rad/s), e.g. the mean rim
+            speed over the mean radius; its sign is ignored.
+        gear: current gear (-1..n_gears).
+
+    Returns:
+        ``|omega| * |overall ratio| * 60 / (2 pi)``, floored at idle (so idle in neutral).
+    """
+    rpm = abs(wheel_omega_rad_s) * abs(gear_ratio(p, k, gear)) * RAD_S_TO_RPM
+    return max(rpm, p[k, L.PX_TQ_RPM])
+
+
+@njit(cache=True)
+def update_gearbox(p: np.ndarray, k: int, ist: np.ndarray, rpm: float) -> None:
+    """One substep of the clutch timer and the automatic gearbox (call once per substep).
+
+    While the clutch is open (``ist[k, I_CLUTCH] > 0``) the timer counts down by one and nothing
+    shifts. Otherwise, with auto shift on and a forward gear engaged: above the shift-up speed
+    (and below top gear) it shifts up, below the shift-down speed (and above first) it shifts
+    down; either shift opens the clutch for ``PX_CLUTCH_SUBSTEPS`` substeps.
+
+    Args:
+        p, k: packed parameters and car row.
+        ist: (N, N_ISTATE) int64 state; ``I_GEAR`` and ``I_CLUTCH`` of row k are updated in place.
+        rpm: current engine speed (rpm).
+    """
+    if ist[k, L.I_CLUTCH] > 0:
+        ist[k, L.I_CLUTCH] -= 1
+        return
+    if p[k, L.PX_AUTO_SHIFT] == 0.0:
+        return
+    gear = ist[k, L.I_GEAR]
+    if gear < 1:
+        return
+    if rpm > p[k, L.PX_SHIFT_UP] and gear < int(p[k, L.PX_N_GEARS]):
+        ist[k, L.I_GEAR] = gear + 1
+        ist[k, L.I_CLUTCH] = int(p[k, L.PX_CLUTCH_SUBSTEPS])
+    elif rpm < p[k, L.PX_SHIFT_DOWN] and gear > 1:
+        ist[k, L.I_GEAR] = gear - 1
+        ist[k, L.I_CLUTCH] = int(p[k, L.PX_CLUTCH_SUBSTEPS])
+
+
+@njit(cache=True)
+def select_gear(p: np.ndarray, k: int, ist: np.ndarray, gear: int) -> bool:
+    """Manually select ``gear`` (-1 reverse, 0 neutral, 1..n_gears).
+
+    Returns:
+        False and changes nothing if the gear is out of range or is reverse on a car without
+        one; otherwise True. A change of gear opens the clutch for ``PX_CLUTCH_SUBSTEPS``
+        substeps; selecting the engaged gear changes nothing.
+    """
+    if gear < -1 or gear > int(p[k, L.PX_N_GEARS]):
+        return False
+    if gear == -1 and p[k, L.PX_REVERSE] == 0.0:
+        return False
+    if gear != ist[k, L.I_GEAR]:
+        ist[k, L.I_GEAR] = gear
+        ist[k, L.I_CLUTCH] = int(p[k, L.PX_CLUTCH_SUBSTEPS])
+    return True
+
+
+@njit(cache=True)
+def drive_torque_nm(p: np.ndarray, k: int, ist: np.ndarray, rpm: float, throttle: float) -> float:
+    """Total drive torque at the driven wheels (N m), before the differentials share it.
+
+    With ``T = engine_torque_nm(rpm)``, ``C`` the curve torque at ``rpm`` without the rev cut
+    (the fuel cut removes drive, not engine drag), ``R = gear_ratio(gear)`` (signed),
+    ``t = clamp(throttle, 0, 1)`` and ``b = engine_brake``::
+
+        torque = R * (t * T - b * (1 - t) * C)     if rpm > idle
+        torque = R * t * T                         at idle (no engine braking at a standstill)
+
+    and 0.0 while the clutch is open or in neutral. So it is negative in reverse under throttle,
+    and engine braking at zero throttle is ``-b * C * R``: it opposes forward motion in forward
+    gears and backward motion in reverse (assuming the wheels turn the way the gear drives).
+
+    Args:
+        p, k: packed parameters and car row. ist: (N, N_ISTATE) int64 state (read only).
+        rpm: engine speed (rpm), e.g. from :func:`engine_rpm_from_wheels`.
+        throttle: pedal, clamped to [0, 1].
+    """
+    if ist[k, L.I_CLUTCH] > 0:
+        return 0.0
+    ratio = gear_ratio(p, k, ist[k, L.I_GEAR])
+    if ratio == 0.0:
+        return 0.0
+    t = min(max(throttle, 0.0), 1.0)
+    idle = p[k, L.PX_TQ_RPM]
+    torque = t * engine_torque_nm(p, k, rpm)
+    b = p[k, L.PX_ENGINE_BRAKE]
+    if b > 0.0 and rpm > idle:
+        torque = torque - b * (1.0 - t) * _curve_torque_nm(p, k, rpm)
+    return ratio * torque

@@ -36,6 +36,12 @@ import numpy as np
 from numba import njit, prange
 
 from physics import layout as L
+from physics.curves import family_eval
+from physics.drivetrain import (
+    drive_torque_nm,
+    engine_rpm_from_wheels,
+    update_gearbox,
+)
 from physics.mathx import atan2x, sincosx
 from physics.terrain import sample_height, sample_height_grad
 
@@ -44,6 +50,11 @@ from physics.terrain import sample_height, sample_height_grad
 _CORNER_MARGIN_M = 1.0
 # Largest rise rate of the ground under a wheel (m/s) the dampers respond to.
 _MAX_GROUND_RATE = 10.0
+# Slip ratios beyond this are evaluated here (every curve has saturated long before).
+_MAX_SLIP_RATIO = 10.0
+# Coupling used for a locked differential (N per m/s): stiff enough to be rigid, applied
+# implicitly, so any value is stable.
+_LOCKED_COUPLING = 1.0e7
 
 
 @njit(cache=True)
@@ -96,6 +107,347 @@ def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
 
 
 @njit(cache=True)
+def _wheel_speed_tire(
+    p, k, om, fmax, vlong, vlat, radius, inertia, td, tb, abs_on, hold, m_u, dt, g_long, g_lat
+):
+    """One wheel of the wheel-speed model over one substep.
+
+    Args:
+        om: wheel angular speed at the start of the substep (rad/s).
+        fmax: friction-circle radius mu N (N). vlong, vlat: contact-patch velocity in the wheel
+            frame (m/s). td: drive torque (N m, signed). tb: brake + rolling-resistance torque
+            magnitude (N m). abs_on: the ABS may release this wheel's brake. hold: the
+            low-speed hold applies (parked: no drive, a brake on, slow). m_u: the wheel's useful
+            mass, load / total load x vehicle mass (kg). g_long, g_lat: gravity's acceleration
+            along the wheel's axes (m/s^2).
+
+    Returns:
+        (fx, fy, slip ratio, slip angle, new wheel speed, slip power in W).
+
+    The wheel's spin is stiff (a 2.5 kg m^2 wheel settles its slip in about a millisecond), so
+    it is integrated implicitly: the longitudinal curve is linearised about the current slip
+    (its rising slope; a falling slope counts as zero) and the wheel's new speed solves
+    ``I (w' - w) = dt (T_drive - T_brake - r F(kappa(w')))`` exactly, stable at any step. A
+    brake never reverses the spin (it holds the wheel at zero instead); the ABS releases it
+    where the slip would pass the ABS slip ratio. The friction clamps then cap each tire force
+    at what would stop the contact's slip velocity within the step on the wheel's useful mass,
+    so no force can flip the slip's sign (the sign-flip divergence of explicit tire forces).
+    """
+    inv_i = 1.0 / inertia
+    eps_sr = p[k, L.PX_SLIP_RATIO_EPS]
+    alpha = atan2x(vlat, abs(vlong) + p[k, L.P_SLIP_EPS])
+    sel = abs(alpha)
+    # slip ratio = slip velocity / |road speed|: |v|, so reversing keeps the sign of the slip
+    # velocity (spinning forwards while rolling backwards is drive, not "below -1"); a floor
+    # for near-zero speed; a locked wheel reads exactly -1 rolling forwards, +1 backwards
+    den = abs(vlong)
+    if den < eps_sr:
+        den = eps_sr
+    inv_den = 1.0 / den
+    # linearise the curve about the slip at the start of the step (its rising slope: the stiff
+    # part; past the peak the slope counts as zero and the spin-up is explicit)
+    k0 = (om * radius - vlong) * inv_den
+    if k0 > _MAX_SLIP_RATIO:
+        k0 = _MAX_SLIP_RATIO
+    elif k0 < -_MAX_SLIP_RATIO:
+        k0 = -_MAX_SLIP_RATIO
+    f0 = fmax * family_eval(p, k, L.PX_CURVE_LONG, k0, sel)
+    f1 = fmax * family_eval(p, k, L.PX_CURVE_LONG, k0 + 1e-4, sel)
+    slope = (f1 - f0) * 1e4
+    if slope < 0.0:
+        slope = 0.0
+    a = 1.0 + dt * radius * radius * slope * inv_den * inv_i
+    om_free = (om + dt * inv_i * (td - radius * (f0 - slope * k0 - slope * vlong * inv_den))) / a
+    # the brake (a constant torque) shifts the implicit solution toward zero, never past it:
+    # where it would, it holds the wheel (static friction in the brake)
+    dom = dt * inv_i * tb / a
+    if om_free > dom:
+        om_n = om_free - dom
+    elif om_free < -dom:
+        om_n = om_free + dom
+    else:
+        om_n = 0.0
+    if abs_on:
+        # ABS: the brake lets go where the slip would pass the ABS slip ratio
+        ks = p[k, L.PX_ABS_SLIP]
+        if vlong > 0.0:
+            lo = (vlong - ks * den) / radius
+            if om_n < lo and om_free > lo:
+                om_n = lo
+        elif vlong < 0.0:
+            hi = (vlong + ks * den) / radius
+            if om_n > hi and om_free < hi:
+                om_n = hi
+    vs = om_n * radius - vlong
+    kappa = vs * inv_den
+    if kappa > _MAX_SLIP_RATIO:
+        kappa = _MAX_SLIP_RATIO
+    elif kappa < -_MAX_SLIP_RATIO:
+        kappa = -_MAX_SLIP_RATIO
+    fx = fmax * family_eval(p, k, L.PX_CURVE_LONG, kappa, sel)
+    if fx > fmax:
+        fx = fmax
+    elif fx < -fmax:
+        fx = -fmax
+    fy_des = fmax * family_eval(p, k, L.PX_CURVE_LAT, alpha, abs(kappa))
+    rem = fmax * fmax - fx * fx
+    budget = math.sqrt(rem) if rem > 0.0 else 0.0
+    if fy_des > budget:
+        fy = -budget
+    elif fy_des < -budget:
+        fy = budget
+    else:
+        fy = -fy_des
+    if p[k, L.PX_NO_CLAMPS] < 0.5:
+        # friction clamps with the useful mass: the chassis side of the contact (the wheel
+        # side is solved implicitly above)
+        lim = abs(vs) * m_u / dt
+        if fx > lim:
+            fx = lim
+        elif fx < -lim:
+            fx = -lim
+        laty = abs(vlat) * m_u / dt
+        if fy > laty:
+            fy = laty
+        elif fy < -laty:
+            fy = -laty
+    else:
+        # validation only: the explicit wheel (no implicit solve, no clamps)
+        fx = f0
+        tbs = tb if om > 0.0 else (-tb if om < 0.0 else 0.0)
+        om_n = om + dt * inv_i * (td - tbs - radius * fx)
+        kappa = k0
+    if hold:
+        # static friction: cancel the patch's velocity and gravity's pull along the slope in
+        # one step, within the circle (a parked car on a slope does not creep)
+        fx = -m_u * (vlong / dt + g_long)
+        if fx > fmax:
+            fx = fmax
+        elif fx < -fmax:
+            fx = -fmax
+        rem = fmax * fmax - fx * fx
+        budget = math.sqrt(rem) if rem > 0.0 else 0.0
+        fy = -m_u * (vlat / dt + g_lat)
+        if fy > budget:
+            fy = budget
+        elif fy < -budget:
+            fy = -budget
+        return fx, fy, 0.0, alpha, 0.0, 0.0
+    power = abs(fx * vs) + abs(fy * vlat)
+    return fx, fy, kappa, alpha, om_n, power
+
+
+@njit(cache=True)
+def _wear(p, k, s, w, energy_j):
+    """Tire wear from sliding energy: the seed's tireMul, floored."""
+    rate = p[k, L.PX_WEAR_RATE]
+    if rate > 0.0 and energy_j > 0.0:
+        v = s[k, L.SXW_WEAR + w] - rate * energy_j * 1.0e-6
+        lo = p[k, L.PX_WEAR_FLOOR]
+        s[k, L.SXW_WEAR + w] = v if v > lo else lo
+
+
+@njit(cache=True)
+def _impact(p, k, s, speed):
+    """A touchdown or body impact at ``speed`` (m/s, approach): the seed's gripDmgFactor."""
+    if speed > s[k, L.SX_MAX_IMPACT]:
+        s[k, L.SX_MAX_IMPACT] = speed
+    excess = speed - p[k, L.PX_DAMAGE_SPEED]
+    rate = p[k, L.PX_DAMAGE_RATE]
+    if excess > 0.0 and rate > 0.0:
+        # one landing touches down every wheel: each touchdown carries 1/n of the damage
+        v = s[k, L.SX_DAMAGE] - rate * excess / p[k, L.P_N_WHEELS]
+        lo = p[k, L.PX_DAMAGE_FLOOR]
+        s[k, L.SX_DAMAGE] = v if v > lo else lo
+
+
+@njit(cache=True)
+def _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, slide_j, dt):
+    """Write one loaded wheel's readings (forces, usage, slip, spin) and its wear."""
+    s[k, L.WL_SLIP_ANGLE + w] = alpha
+    s[k, L.WL_FX + w] = fx
+    s[k, L.WL_FY + w] = fy
+    s[k, L.WL_MU + w] = mu
+    s[k, L.WL_USAGE + w] = math.sqrt(fx * fx + fy * fy) / fmax if fmax > 0.0 else 0.0
+    s[k, L.WL_OMEGA + w] = om
+    s[k, L.WL_SPIN + w] += om * dt
+    s[k, L.WL_SLIP_RATIO + w] = kappa
+    _wear(p, k, s, w, slide_j)
+
+
+@njit(cache=True)
+def _differentials(p, k, s, nw, dt, tq_front, tq_rear):
+    """Limited-slip and locked differentials pull driven wheels' rim speeds together.
+
+    Per axle (front = axle 0, rear = every other axle) and then between the axles (centre).
+    The pull is applied implicitly, as the exact relaxation of a coupling of ``c`` N per m/s
+    over the substep (stable for any c; "locked" is a very stiff coupling); a limited-slip
+    differential caps the coupling torque at the engine's own torque per wheel. Open
+    differentials share torque equally and add nothing here.
+    """
+    coupling = p[k, L.PX_DIFF_COUPLING]
+    means_n = 0
+    vmeans0 = 0.0
+    vmeans1 = 0.0
+    n0 = 0
+    n1 = 0
+    for group in range(2):
+        typ = int(p[k, L.PX_DIFF_FRONT] if group == 0 else p[k, L.PX_DIFF_REAR])
+        n = 0
+        vm = 0.0
+        for w in range(nw):
+            if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5 and (p[k, L.pxw(w, L.PXW_AXLE)] < 0.5) == (
+                group == 0
+            ):
+                n += 1
+                vm += s[k, L.WL_OMEGA + w] * p[k, L.pw(w, L.PW_RADIUS)]
+        if n == 0:
+            continue
+        vm = vm / n
+        means_n += 1
+        if group == 0:
+            vmeans0 = vm
+            n0 = n
+        else:
+            vmeans1 = vm
+            n1 = n
+        s[k, L.SX_AXLE_SPEED_F + group] = vm
+        if n < 2 or typ == L.DIFF_OPEN:
+            continue
+        c = _LOCKED_COUPLING if typ == L.DIFF_LOCKED else coupling
+        cap = abs(tq_front if group == 0 else tq_rear)
+        _couple(p, k, s, nw, dt, group, vm, c, typ == L.DIFF_LIMITED, cap, 1.0)
+    ctyp = int(p[k, L.PX_DIFF_CENTRE])
+    if means_n == 2 and ctyp != L.DIFF_OPEN:
+        c = _LOCKED_COUPLING if ctyp == L.DIFF_LOCKED else coupling
+        vmid = (n0 * vmeans0 + n1 * vmeans1) / (n0 + n1)
+        _couple(p, k, s, nw, dt, 0, vmid - vmeans0, c, ctyp == L.DIFF_LIMITED, abs(tq_front), -n0)
+        _couple(p, k, s, nw, dt, 1, vmid - vmeans1, c, ctyp == L.DIFF_LIMITED, abs(tq_rear), -n1)
+
+
+@njit(cache=True)
+def _couple(p, k, s, nw, dt, group, target, c, limited, cap, mode):
+    """Relax the group's driven wheels toward ``target`` rim speed (mode 1.0), or shift them all
+    by a share of ``target`` (mode = -n: the centre differential moving a whole axle of n)."""
+    for w in range(nw):
+        if not (
+            p[k, L.pw(w, L.PW_DRIVEN)] > 0.5 and (p[k, L.pxw(w, L.PXW_AXLE)] < 0.5) == (group == 0)
+        ):
+            continue
+        r = p[k, L.pw(w, L.PW_RADIUS)]
+        inertia = p[k, L.pxw(w, L.PXW_INERTIA)]
+        if mode > 0.0:
+            d = s[k, L.WL_OMEGA + w] * r - target
+            dd = d - d / (1.0 + c * dt * r * r / inertia)
+        else:
+            # the whole axle (n wheels) is the inertia being moved
+            n = -mode
+            dd = -(target - target / (1.0 + c * dt * r * r / (inertia * n)))
+        if limited:
+            lim = cap * dt * r / inertia
+            if dd > lim:
+                dd = lim
+            elif dd < -lim:
+                dd = -lim
+        s[k, L.WL_OMEGA + w] -= dd / r
+
+
+@njit(cache=True)
+def _vehicle_extras(
+    p,
+    k,
+    s,
+    model,
+    has_dt,
+    nw,
+    n_grounded,
+    total_load,
+    fdrive,
+    brake,
+    delta,
+    vbx,
+    vby,
+    wx,
+    wz,
+    r21,
+    r22,
+    rear_alpha,
+    n_rear,
+    slide_power,
+    tqx,
+    tqz,
+    fbx,
+    fby,
+    dt,
+    tq_front,
+    tq_rear,
+):
+    """Whole-vehicle terms of extended vehicles: the arcade model's lumped forces, drift
+    assist, two-wheeler lean stabilisation, differentials and the sliding-energy total."""
+    m = p[k, L.P_MASS]
+    izz = p[k, L.P_IZZ]
+    s[k, L.SX_SLIDE_ENERGY] += slide_power * dt
+    xmax = -1e300
+    xmin = 1e300
+    for w in range(nw):
+        x = p[k, L.pw(w, L.PW_X)]
+        if x > xmax:
+            xmax = x
+        if x < xmin:
+            xmin = x
+    wb = xmax - xmin
+    if wb < 0.5:
+        wb = 0.5
+    if model == L.TIRE_ARCADE:
+        if n_grounded > 0:
+            gfrac = n_grounded / nw
+            # throttle pushes and the brake holds, at the CG along the forward axis
+            resist = brake + p[k, L.P_CRR] * total_load
+            stop = abs(vbx) * m / dt
+            if resist > stop:
+                resist = stop
+            fxa = fdrive
+            if vbx > 0.0:
+                fxa = fdrive - resist
+            elif vbx < 0.0:
+                fxa = fdrive + resist
+            # a grip constant scrubs a share of the lateral velocity per second
+            share = p[k, L.PX_ARCADE_GRIP] * dt * gfrac
+            if share > 1.0:
+                share = 1.0
+            fya = -m * vby * share / dt
+            # the steering scales a yaw rate: grip keeps rising with input
+            target = p[k, L.PX_ARCADE_YAW] * delta * vbx / wb
+            rate = 10.0 * dt * gfrac
+            if rate > 1.0:
+                rate = 1.0
+            fbx += fxa
+            fby += fya
+            tqz += izz * (target - wz) * rate / dt
+    elif p[k, L.PX_DRIFT_ASSIST] > 0.0:
+        s[k, L.SX_DRIFT] = 0.0
+        if n_rear > 0 and n_grounded > 0:
+            ra = rear_alpha / n_rear
+            if abs(ra) > p[k, L.PX_DRIFT_SLIP]:
+                # while the rear slides, steer the yaw rate toward the steering's kinematic rate
+                s[k, L.SX_DRIFT] = 1.0
+                share = p[k, L.PX_DRIFT_ASSIST] * dt
+                if share > 1.0:
+                    share = 1.0
+                tqz += izz * (vbx * delta / wb - wz) * share / dt
+    lg = p[k, L.PX_LEAN_GAIN]
+    if lg > 0.0 and n_grounded > 0:
+        # lean toward the angle the speed and yaw rate call for, critically damped at sqrt(gain)
+        g = p[k, L.P_GRAVITY]
+        phi = atan2x(r21, r22)  # roll, + = right side down
+        lean = -atan2x(vbx * wz, g)
+        tqx += p[k, L.P_IXX] * (lg * (lean - phi) - 2.0 * math.sqrt(lg) * wx)
+    if model == L.TIRE_WHEEL_SPEED and has_dt:
+        _differentials(p, k, s, nw, dt, tq_front, tq_rear)
+    return tqx, tqz, fbx, fby
+
+
+@njit(cache=True)
 def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     tid = ist[k, L.I_TERRAIN]
     m = p[k, L.P_MASS]
@@ -111,6 +463,15 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     explicit = p[k, L.P_EXPLICIT_DAMPING] > 0.5
     nsub = ist[k, L.I_SUBSTEPS]
     inv_dt = 1.0 / dt
+    # beyond the seed model (extension block present); a basic vehicle never reads past it
+    ext = p[k, L.P_EXTENDED] > 0.5
+    model = L.TIRE_DIRECT
+    has_dt = False
+    skid = False
+    if ext:
+        model = int(p[k, L.P_TIRE_MODEL])
+        has_dt = p[k, L.PX_DRIVETRAIN] > 0.5
+        skid = p[k, L.PX_SKID_STEER] > 0.5
 
     # ---- orientation (body -> world rotation matrix) and body-frame velocities
     qw = s[k, L.QUAT_W]
@@ -159,8 +520,88 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         if fade < 0.0:
             fade = 0.0
         fdrive = fdrive * fade
+    fdrive_full = fdrive
     fdrive = fdrive * s[k, L.CMD_THROTTLE]
     s[k, L.DRIVE_FORCE] = fdrive
+
+    # ---- extended drive: per-wheel shares (skid steer, drivetrain, wheel-speed drive fade)
+    nw = int(p[k, L.P_N_WHEELS])
+    thr_left = 0.0
+    thr_right = 0.0
+    tq_front = 0.0  # drive torque per driven front wheel (N m), drivetrain
+    tq_rear = 0.0  # per driven wheel of the other axles
+    if ext:
+        nd = 0
+        ndf = 0
+        om_sum = 0.0
+        rim_sum = 0.0
+        r_sum = 0.0
+        for w in range(nw):
+            if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
+                nd += 1
+                if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5:
+                    ndf += 1
+                rw = p[k, L.pw(w, L.PW_RADIUS)]
+                r_sum += rw
+                om_sum += s[k, L.WL_OMEGA + w]
+                rim_sum += abs(s[k, L.WL_OMEGA + w]) * rw
+        if model == L.TIRE_WHEEL_SPEED and nd > 0 and not has_dt:
+            # the motor limits act on the wheels' rim speed, so a wheel spinning in the air
+            # fades its own drive at top speed instead of running away
+            rim = rim_sum / nd
+            fd = p[k, L.P_DRIVE_FORCE]
+            if rim > 0.1 and p[k, L.P_POWER] < fd * rim:
+                fd = p[k, L.P_POWER] / rim
+            if rim > vmax - band:
+                fade = (vmax - rim) / band
+                if fade < 0.0:
+                    fade = 0.0
+                fd = fd * fade
+            fdrive_full = fd
+            fdrive = fd * s[k, L.CMD_THROTTLE]
+            s[k, L.DRIVE_FORCE] = fdrive
+        if skid:
+            # per-side throttles from the held (mean, half-difference) pair
+            thr_left = s[k, L.CMD_THROTTLE] - s[k, L.CMD_STEER]
+            thr_right = s[k, L.CMD_THROTTLE] + s[k, L.CMD_STEER]
+            thr_left = min(max(thr_left, -1.0), 1.0)
+            thr_right = min(max(thr_right, -1.0), 1.0)
+        if has_dt and nd > 0:
+            if model == L.TIRE_WHEEL_SPEED:
+                om_mean = om_sum / nd
+            else:
+                om_mean = abs(vbx) * nd / r_sum
+            rpm = engine_rpm_from_wheels(p, k, om_mean, ist[k, L.I_GEAR])
+            update_gearbox(p, k, ist, rpm)
+            rpm = engine_rpm_from_wheels(p, k, om_mean, ist[k, L.I_GEAR])
+            s[k, L.ENGINE_RPM] = rpm
+            tq = drive_torque_nm(p, k, ist, rpm, s[k, L.CMD_THROTTLE])
+            s[k, L.SX_ENGINE_TORQUE] = tq
+            ndr = nd - ndf
+            if ndf > 0 and ndr > 0:
+                split = p[k, L.PX_FRONT_SPLIT]
+                tq_front = tq * split / ndf
+                tq_rear = tq * (1.0 - split) / ndr
+            else:
+                tq_front = tq / nd
+                tq_rear = tq_front
+            if model == L.TIRE_WHEEL_SPEED:
+                # an open differential gives both sides the same torque, so an axle transmits
+                # no more per wheel than its weakest wheel holds (last substep's mu N r)
+                cap_f = 1e300
+                cap_r = 1e300
+                for w in range(nw):
+                    if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
+                        c = s[k, L.WL_MU + w] * s[k, L.WL_LOAD + w] * p[k, L.pw(w, L.PW_RADIUS)]
+                        if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5:
+                            cap_f = min(cap_f, c)
+                        else:
+                            cap_r = min(cap_r, c)
+                if int(p[k, L.PX_DIFF_FRONT]) == L.DIFF_OPEN and ndf >= 2:
+                    tq_front = min(max(tq_front, -cap_f), cap_f)
+                if int(p[k, L.PX_DIFF_REAR]) == L.DIFF_OPEN and nd - ndf >= 2:
+                    tq_rear = min(max(tq_rear, -cap_r), cap_r)
+            s[k, L.DRIVE_FORCE] = tq * nd / r_sum
 
     # body-frame force and torque accumulators
     fbx = 0.0
@@ -185,7 +626,6 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     s1 = 0.0
     s2 = 0.0
     fsus = 0.0
-    nw = int(p[k, L.P_N_WHEELS])
     n_driven = 0
     total_load = 0.0
     hmax = -1e300
@@ -198,6 +638,11 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         reach = p[k, L.pw(w, L.PW_REST)] + p[k, L.pw(w, L.PW_RADIUS)]
         if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
             n_driven += 1
+        kcw = kc
+        ccw = cc
+        if ext:
+            kcw = p[k, L.pxw(w, L.PXW_K)]
+            ccw = p[k, L.pxw(w, L.PXW_C)]
         awx = px + r00 * ax + r01 * ay + r02 * az
         awy = py + r10 * ax + r11 * ay + r12 * az
         awz = pz + r20 * ax + r21 * ay + r22 * az
@@ -244,7 +689,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
             travel = p[k, L.pw(w, L.PW_TRAVEL)]
             if comp > travel:
                 comp = travel
-            f_unit = kc * comp - cc * sep
+            f_unit = kcw * comp - ccw * sep
             if f_unit > 0.0:
                 load = m * f_unit
                 if explicit:
@@ -253,11 +698,11 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
                     tqy -= ax * load
                 else:
                     # spring and the explicit share of the damper (yaw-rate and ground terms)
-                    fz = m * (kc * comp - cc * (wz * jz - dhdt_pred) * inv_r22)
+                    fz = m * (kcw * comp - ccw * (wz * jz - dhdt_pred) * inv_r22)
                     fsus += fz
                     tqx += ay * fz
                     tqy -= ax * fz
-                    gd = m * cc * inv_r22
+                    gd = m * ccw * inv_r22
                     d00 += gd * r22
                     d01 += gd * r22 * jx
                     d02 += gd * r22 * jy
@@ -278,7 +723,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
                 and sep <= p[k, L.P_SOFT_LIFT_GATE]
             ):
                 fs = -(p[k, L.P_SOFT_K] * gap + p[k, L.P_SOFT_C] * sep)
-                lo = -kc * p[k, L.P_SOFT_CLAMP]
+                lo = -kcw * p[k, L.P_SOFT_CLAMP]
                 if fs < lo:
                     fs = lo
                 if fs > 0.0:
@@ -287,10 +732,47 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
                 fbz += fz
                 tqx += ay * fz
                 tqy -= ax * fz
+        if ext:
+            # a hard touchdown damages the car (the seed's gripDmgFactor)
+            if load > 0.0 and s[k, L.WL_GROUNDED + w] < 0.5 and nsub > 0:
+                _impact(p, k, s, -sep)
+            s[k, L.SXW_SEP + w] = sep
         s[k, L.WL_LOAD + w] = load
         s[k, L.WL_COMPRESSION + w] = comp
         s[k, L.WL_GROUNDED + w] = 1.0 if load > 0.0 else 0.0
         total_load += load
+
+    # ---- anti-roll bars (extended): move load from the more to the less compressed side
+    if ext and not explicit and (p[k, L.PX_ARB_FRONT] > 0.0 or p[k, L.PX_ARB_REAR] > 0.0):
+        for w in range(nw):
+            if p[k, L.pxw(w, L.PXW_SIDE)] < 0.0 or s[k, L.WL_LOAD + w] <= 0.0:
+                continue
+            axle = p[k, L.pxw(w, L.PXW_AXLE)]
+            if axle > 1.5:
+                continue
+            karb = p[k, L.PX_ARB_FRONT] if axle < 0.5 else p[k, L.PX_ARB_REAR]
+            if karb <= 0.0:
+                continue
+            for v in range(nw):
+                if (
+                    p[k, L.pxw(v, L.PXW_SIDE)] < 0.0
+                    and p[k, L.pxw(v, L.PXW_AXLE)] == axle
+                    and s[k, L.WL_LOAD + v] > 0.0
+                ):
+                    f = m * karb * (s[k, L.WL_COMPRESSION + w] - s[k, L.WL_COMPRESSION + v])
+                    # never pull a wheel's load below zero
+                    lw = s[k, L.WL_LOAD + w]
+                    lv = s[k, L.WL_LOAD + v]
+                    if f > lv:
+                        f = lv
+                    elif f < -lw:
+                        f = -lw
+                    s[k, L.WL_LOAD + w] = lw + f
+                    s[k, L.WL_LOAD + v] = lv - f
+                    fsus += 0.0
+                    tqx += (p[k, L.pw(w, L.PW_Y)] - p[k, L.pw(v, L.PW_Y)]) * f
+                    tqy -= (p[k, L.pw(w, L.PW_X)] - p[k, L.pw(v, L.PW_X)]) * f
+                    break
 
     # ---- pass 2: tires
     # resistive forces stop at zero speed: cap at the wheel's useful mass (load share x mass)
@@ -306,16 +788,57 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     eps = p[k, L.P_SLIP_EPS]
     lref = p[k, L.P_LOAD_REF]
     lsens = p[k, L.P_LOAD_SENS]
+    # gravity's acceleration in the body frame (x, y): the low-speed hold cancels it
+    gbx = -g * r20
+    gby = -g * r21
+    n_grounded = 0
+    slide_power = 0.0
+    rear_alpha = 0.0
+    n_rear = 0
     for w in range(nw):
         load = s[k, L.WL_LOAD + w]
         radius = p[k, L.pw(w, L.PW_RADIUS)]
+        # extended: this wheel's drive (force for the flat drive / skid steer, torque with a
+        # drivetrain) and brake
+        drv_f = 0.0
+        drv_t = 0.0
+        if ext and p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
+            if has_dt:
+                drv_t = tq_front if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5 else tq_rear
+                drv_f = drv_t / radius
+            elif skid:
+                side_thr = thr_left if p[k, L.pxw(w, L.PXW_SIDE)] > 0.0 else thr_right
+                drv_f = fdrive_full / n_driven * side_thr
+                drv_t = drv_f * radius
+            else:
+                drv_f = throttle_share
+                drv_t = drv_f * radius
         if load <= 0.0:
             s[k, L.WL_USAGE + w] = 0.0
             s[k, L.WL_FX + w] = 0.0
             s[k, L.WL_FY + w] = 0.0
             s[k, L.WL_SLIP_ANGLE + w] = 0.0
+            if model == L.TIRE_WHEEL_SPEED:
+                # in the air: drive spins the wheel, the brake stops it, nothing else acts
+                inv_i = 1.0 / p[k, L.pxw(w, L.PXW_INERTIA)]
+                om = s[k, L.WL_OMEGA + w] + drv_t * dt * inv_i
+                tbw = (brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)]) * radius
+                if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5:
+                    tbw = tbw + hb * radius
+                dom = tbw * dt * inv_i
+                if om > dom:
+                    om = om - dom
+                elif om < -dom:
+                    om = om + dom
+                else:
+                    om = 0.0
+                s[k, L.WL_OMEGA + w] = om
+                s[k, L.WL_SLIP_RATIO + w] = 0.0
+                s[k, L.SXW_DRIVE_TQ + w] = drv_t
+                s[k, L.SXW_BRAKE_TQ + w] = tbw
             s[k, L.WL_SPIN + w] += s[k, L.WL_OMEGA + w] * dt
             continue
+        n_grounded += 1
         ax = p[k, L.pw(w, L.PW_X)]
         ay = p[k, L.pw(w, L.PW_Y)]
         az = p[k, L.pw(w, L.PW_Z)]
@@ -337,13 +860,87 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         sid = int(s[k, L.WL_SURFACE + w])
         mu = mu0 * grip[tid, sid] * load_sensitivity_factor(load, lref, lsens)
         fmax = mu * load
+        if ext:
+            # per-tire grip, wear and damage multiply into the same mu; the tire may see a
+            # blend of its dynamic and static load (the talk's steadier load at low rates)
+            mu = mu * p[k, L.pxw(w, L.PXW_GRIP)] * s[k, L.SXW_WEAR + w] * s[k, L.SX_DAMAGE]
+            bl = p[k, L.PX_LOAD_BLEND]
+            tl = load
+            if bl > 0.0:
+                tl = (1.0 - bl) * load + bl * p[k, L.pxw(w, L.PXW_STATIC_LOAD)]
+            fmax = mu * tl
+        if model == L.TIRE_WHEEL_SPEED:
+            # rolling resistance is a tire force: never more than the circle
+            crr = p[k, L.P_CRR] * load
+            if crr > fmax:
+                crr = fmax
+            tbw = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)] + crr
+            hb_on = p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5 and hb > 0.0
+            if hb_on:
+                tbw = tbw + hb
+            tbw = tbw * radius
+            if p[k, L.PX_TRACTION_CONTROL] > 0.5:
+                cap = p[k, L.P_DRIVE_CAP] * fmax * radius
+                if drv_t > cap:
+                    drv_t = cap
+                elif drv_t < -cap:
+                    drv_t = -cap
+            m_u = load * stop_scale * dt
+            hold = (
+                drv_t == 0.0
+                and (brake > 0.0 or hb_on)
+                and abs(vlong) < p[k, L.PX_LOW_SPEED]
+                and abs(vlat) < p[k, L.PX_LOW_SPEED]
+            )
+            fx, fy, kappa, alpha, om, pw_slide = _wheel_speed_tire(
+                p,
+                k,
+                s[k, L.WL_OMEGA + w],
+                fmax,
+                vlong,
+                vlat,
+                radius,
+                p[k, L.pxw(w, L.PXW_INERTIA)],
+                drv_t,
+                tbw,
+                brake > 0.0 and not hb_on,
+                hold,
+                m_u,
+                dt,
+                cw * gbx + sw * gby,
+                -sw * gbx + cw * gby,
+            )
+            slide_power += pw_slide
+            _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, pw_slide * dt, dt)
+            s[k, L.SXW_DRIVE_TQ + w] = drv_t
+            s[k, L.SXW_BRAKE_TQ + w] = tbw
+            fxb = cw * fx - sw * fy
+            fyb = sw * fx + cw * fy
+            fbx += fxb
+            fby += fyb
+            tqx -= rz * fyb * p[k, L.PX_ROLL_SCALE]
+            tqy += rz * fxb * p[k, L.PX_PITCH_SCALE]
+            tqz += rx * fyb - ry * fxb
+            if p[k, L.pxw(w, L.PXW_AXLE)] > 0.5 and p[k, L.pxw(w, L.PXW_AXLE)] < 1.5:
+                rear_alpha += alpha
+                n_rear += 1
+            continue
+        if model == L.TIRE_ARCADE:
+            # the lumped model applies its forces at the CG below; the wheel only rolls
+            alpha = atan2x(vlat, abs(vlong) + eps)
+            _apply_tire(p, k, s, w, 0.0, 0.0, fmax, mu, alpha, 0.0, vlong / radius, 0.0, dt)
+            continue
         # longitudinal first
         fx_drive = 0.0
         if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
             fx_drive = throttle_share
+            if ext:
+                fx_drive = drv_f
             cap = p[k, L.P_DRIVE_CAP] * fmax
             if fx_drive > cap:
                 fx_drive = cap
+            elif fx_drive < -cap:
+                fx_drive = -cap
         resist = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)] + p[k, L.P_CRR] * load
         if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5 and hb > 0.0:
             resist = resist + hb  # the handbrake locks the wheel: no ABS margin
@@ -382,8 +979,16 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         fyb = sw * fx + cw * fy
         fbx += fxb
         fby += fyb
-        tqx -= rz * fyb
-        tqy += rz * fxb
+        if ext:
+            tqx -= rz * fyb * p[k, L.PX_ROLL_SCALE]
+            tqy += rz * fxb * p[k, L.PX_PITCH_SCALE]
+            slide_power += abs(fy * vlat)
+            if p[k, L.pxw(w, L.PXW_AXLE)] > 0.5 and p[k, L.pxw(w, L.PXW_AXLE)] < 1.5:
+                rear_alpha += alpha
+                n_rear += 1
+        else:
+            tqx -= rz * fyb
+            tqy += rz * fxb
         tqz += rx * fyb - ry * fxb
         s[k, L.WL_SLIP_ANGLE + w] = alpha
         s[k, L.WL_FX + w] = fx
@@ -394,6 +999,40 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         s[k, L.WL_OMEGA + w] = om
         s[k, L.WL_SPIN + w] += om * dt
         s[k, L.WL_SLIP_RATIO + w] = 0.0
+        if ext:
+            _wear(p, k, s, w, abs(fy * vlat) * dt)
+            s[k, L.SXW_DRIVE_TQ + w] = fx_drive * radius
+
+    if ext:
+        tqx, tqz, fbx, fby = _vehicle_extras(
+            p,
+            k,
+            s,
+            model,
+            has_dt,
+            nw,
+            n_grounded,
+            total_load,
+            fdrive,
+            brake,
+            delta,
+            vbx,
+            vby,
+            wx,
+            wz,
+            r21,
+            r22,
+            rear_alpha,
+            n_rear,
+            slide_power,
+            tqx,
+            tqz,
+            fbx,
+            fby,
+            dt,
+            tq_front,
+            tq_rear,
+        )
 
     # ---- chassis box corners against the terrain
     contacts = 0
@@ -428,6 +1067,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         fn = m * (kb * (hc - wcz) - cb * wvz)
         if fn <= 0.0:
             continue
+        if ext and s[k, L.BODY_CONTACTS] < 0.5:
+            _impact(p, k, s, -wvz)
         contacts += 1
         vt = math.sqrt(wvx * wvx + wvy * wvy)
         fwx = 0.0
@@ -607,6 +1248,33 @@ def set_commands(s, ist, cmds, cars):
 
 
 @njit(cache=True)
+def set_tank_commands(s, ist, cmds, cars):
+    """Skid steering: rows (left, right) throttle in [-1, 1] and brake [0, 1], clamped.
+
+    Stored as the held throttle (their mean) and steer (half the difference, right minus
+    left), so the kernel's per-side throttles are exactly the clamped inputs. NaN/inf rows are
+    refused as in :func:`set_commands`.
+    """
+    refused = 0
+    for ii in range(cars.shape[0]):
+        k = cars[ii]
+        lt = cmds[ii, 0]
+        rt = cmds[ii, 1]
+        br = cmds[ii, 2]
+        if not (math.isfinite(lt) and math.isfinite(rt) and math.isfinite(br)):
+            ist[k, L.I_MISUSE] += 1
+            refused += 1
+            continue
+        lt = min(max(lt, -1.0), 1.0)
+        rt = min(max(rt, -1.0), 1.0)
+        s[k, L.CMD_THROTTLE] = 0.5 * (lt + rt)
+        s[k, L.CMD_STEER] = 0.5 * (rt - lt)
+        s[k, L.CMD_BRAKE] = min(max(br, 0.0), 1.0)
+        s[k, L.CMD_HANDBRAKE] = 0.0
+    return refused
+
+
+@njit(cache=True)
 def place_cars(s, ist, p, heights, meta, cars, poses, terrain_ids):
     """Reset cars to rest at poses (x, y, heading_rad, forward_speed_mps) on their terrain.
 
@@ -631,7 +1299,12 @@ def place_cars(s, ist, p, heights, meta, cars, poses, terrain_ids):
         # ride height from wheel 0's geometry minus the static sag of an even load split
         nw = int(p[k, L.P_N_WHEELS])
         ride = -(p[k, L.pw(0, L.PW_Z)] - p[k, L.pw(0, L.PW_REST)] - p[k, L.pw(0, L.PW_RADIUS)])
-        sag = p[k, L.P_GRAVITY] / (nw * p[k, L.P_CONTACT_K])
+        ext = p[k, L.P_EXTENDED] > 0.5
+        if ext:
+            # per-wheel springs: the static sag of wheel 0 from its static load
+            sag = p[k, L.pxw(0, L.PXW_STATIC_LOAD)] / (p[k, L.P_MASS] * p[k, L.pxw(0, L.PXW_K)])
+        else:
+            sag = p[k, L.P_GRAVITY] / (nw * p[k, L.P_CONTACT_K])
         s[k, L.POS_X] = x
         s[k, L.POS_Y] = y
         s[k, L.POS_Z] = sample_height(heights, meta, tid, x, y) + ride - sag
@@ -641,6 +1314,14 @@ def place_cars(s, ist, p, heights, meta, cars, poses, terrain_ids):
         s[k, L.PREV_X] = x
         s[k, L.PREV_Y] = y
         s[k, L.GATE_TIME] = -1.0
+        if ext:
+            s[k, L.SX_DAMAGE] = 1.0
+            for w in range(nw):
+                s[k, L.SXW_WEAR + w] = 1.0
+                s[k, L.WL_OMEGA + w] = poses[ii, 3] / p[k, L.pw(w, L.PW_RADIUS)]
+            if p[k, L.PX_DRIVETRAIN] > 0.5:
+                ist[k, L.I_GEAR] = 1  # first gear, clutch closed
+                s[k, L.ENGINE_RPM] = p[k, L.PX_TQ_RPM]
 
 
 def all_cars(n: int) -> np.ndarray:

@@ -106,6 +106,8 @@ P_N_WHEELS = 40
 P_GRIP_WEAR = 41  # grip factor hooks, multiply into mu (1.0 = new, undamaged)
 P_GRIP_DAMAGE = 42
 P_SOFT_ENABLED = 43
+P_TIRE_MODEL = 44  # TIRE_DIRECT (0, the seed game's shipped model), TIRE_WHEEL_SPEED, TIRE_ARCADE
+P_EXTENDED = 45  # 1.0: the row carries the extension block below (and the state its columns)
 _PW0 = 48
 # per-wheel parameter fields: column = _PW0 + w * N_WHEEL_PARAMS + field
 PW_X, PW_Y, PW_Z = 0, 1, 2  # suspension anchor, body frame (m)
@@ -127,3 +129,100 @@ def pw(w: int, field: int) -> int:
 
 
 PW_BASE = _PW0
+
+# ---------------------------------------------------------------- tire models
+TIRE_DIRECT = 0  # longitudinal force straight from drive/brake demand; slip ratio 0 (Rally-v0)
+TIRE_WHEEL_SPEED = 1  # integrated wheel speed, real slip ratio, authored curves, friction clamps
+TIRE_ARCADE = 2  # the lumped steering-multiplier model the seed game started from
+
+# ---------------------------------------------------------------- extension block
+# Vehicles that use anything beyond the seed model (another tire model, a drivetrain, wear,
+# per-wheel springs, ...) carry N_PARAMS_EXT parameters and N_STATE_EXT state columns; the
+# first N_PARAMS / N_STATE columns mean exactly what they mean for a basic vehicle, so basic
+# vehicles keep their narrow rows and their hashes. A batch is either all basic or all extended.
+_X0 = N_PARAMS
+PX_SLIP_RATIO_EPS = _X0 + 0  # floor of the slip-ratio denominator (m/s)
+PX_LOW_SPEED = _X0 + 1  # below this speed (m/s) with no throttle the low-speed hold applies
+PX_LOAD_BLEND = _X0 + 2  # tire load = (1-b) dynamic + b static (0 = fully dynamic)
+PX_PITCH_SCALE = _X0 + 3  # scale on the pitch torque of tire forces (1 = physical)
+PX_ROLL_SCALE = _X0 + 4  # scale on the roll torque of tire forces (1 = physical)
+PX_ARB_FRONT = _X0 + 5  # anti-roll bar stiffness, per kg of vehicle mass (N/m/kg)
+PX_ARB_REAR = _X0 + 6
+PX_DRIFT_ASSIST = _X0 + 7  # drift-assist yaw gain (1/s); 0 = off
+PX_DRIFT_SLIP = _X0 + 8  # rear slip angle (rad) beyond which drift assist engages
+PX_WEAR_RATE = _X0 + 9  # tire grip lost per MJ of sliding energy
+PX_WEAR_FLOOR = _X0 + 10  # lowest tire grip multiplier
+PX_DAMAGE_SPEED = _X0 + 11  # touchdown / impact speed (m/s) above which damage starts
+PX_DAMAGE_RATE = _X0 + 12  # grip lost per m/s of touchdown speed above the threshold
+PX_DAMAGE_FLOOR = _X0 + 13  # lowest damage multiplier
+PX_LEAN_GAIN = _X0 + 14  # two-wheeler lean stabilisation gain ((rad/s)^2); 0 = off
+PX_SKID_STEER = _X0 + 15  # 1.0: per-side throttles (steer command = differential)
+PX_ARCADE_YAW = _X0 + 16  # arcade: yaw rate per (steer x speed / wheelbase)
+PX_ARCADE_GRIP = _X0 + 17  # arcade: lateral velocity scrubbed per second (1/s)
+PX_DRIVETRAIN = _X0 + 18  # 1.0: engine + gearbox instead of the flat drive force
+PX_AUTO_SHIFT = _X0 + 19
+PX_N_TORQUE = _X0 + 20  # points on the torque curve (2..8)
+PX_TQ_RPM = _X0 + 21  # 8 engine speeds (rpm), increasing; the first is idle, the last the limit
+PX_TQ_NM = _X0 + 29  # 8 torques (N m)
+PX_N_GEARS = _X0 + 37  # forward gears (1..6)
+PX_GEARS = _X0 + 38  # 6 forward ratios
+PX_REVERSE = _X0 + 44  # reverse ratio (0 = no reverse)
+PX_FINAL = _X0 + 45  # final drive ratio
+PX_SHIFT_UP = _X0 + 46  # rpm
+PX_SHIFT_DOWN = _X0 + 47  # rpm
+PX_CLUTCH_SUBSTEPS = _X0 + 48  # drive cut per shift (substeps of 1/480 s)
+PX_DIFF_FRONT = _X0 + 49  # DIFF_OPEN / DIFF_LIMITED / DIFF_LOCKED
+PX_DIFF_REAR = _X0 + 50
+PX_DIFF_CENTRE = _X0 + 51
+PX_DIFF_COUPLING = _X0 + 52  # N per m/s of wheel-speed difference
+PX_FRONT_SPLIT = _X0 + 53  # share of the drive sent to the front axle (by the centre diff)
+PX_ENGINE_BRAKE = _X0 + 54  # engine braking torque at zero throttle, fraction of curve torque
+PX_REV_LIMIT = _X0 + 55  # rpm above which the engine gives no drive
+PX_ABS_SLIP = _X0 + 56  # slip ratio the ABS holds (where curve 0 reaches abs_fraction)
+PX_TRACTION_CONTROL = _X0 + 57  # 1.0: wheel-speed drive torque capped at drive_cap x mu N r
+PX_NO_CLAMPS = _X0 + 58  # 1.0: friction clamps off (validation only: shows why they exist)
+# _X0 + 59 .. 63 free
+CURVE_FAMILY = 4  # curves per family (selected by the other slip)
+CURVE_KNOTS = 8  # knots per curve
+CURVE_SIZE = 1 + 2 * CURVE_KNOTS  # n_knots, x[8], y[8]
+CURVE_SET_SIZE = 1 + CURVE_FAMILY + CURVE_FAMILY * CURVE_SIZE  # n_curves, selectors, curves
+PX_CURVE_LONG = _X0 + 64  # longitudinal force vs slip ratio, one curve per |slip angle|
+PX_CURVE_LAT = PX_CURVE_LONG + CURVE_SET_SIZE  # lateral force vs slip angle, per |slip ratio|
+_XW0 = PX_CURVE_LAT + CURVE_SET_SIZE
+PXW_INERTIA = 0  # wheel spin inertia (kg m^2)
+PXW_K = 1  # spring stiffness per kg of vehicle mass (N/m/kg)
+PXW_C = 2  # damping per kg of vehicle mass (N s/m/kg)
+PXW_GRIP = 3  # grip multiplier of this tire
+PXW_AXLE = 4  # 0 front, 1 rear, 2 other (for differentials and anti-roll bars)
+PXW_SIDE = 5  # +1 left, -1 right (anchor y sign; skid steering, anti-roll bars)
+PXW_STATIC_LOAD = 6  # static load on flat ground (N), for load blending
+N_WHEEL_XPARAMS = 8
+N_PARAMS_EXT = _XW0 + MAX_WHEELS * N_WHEEL_XPARAMS
+
+DIFF_OPEN, DIFF_LIMITED, DIFF_LOCKED = 0, 1, 2
+
+_S0 = N_STATE
+ENGINE_RPM = RESERVED0  # engine speed (rpm) with a drivetrain
+SX_DAMAGE = _S0 + 0  # grip multiplier from damage (1 = undamaged)
+SX_DRIFT = _S0 + 1  # 1.0 while drift assist is engaged
+SX_AXLE_SPEED_F = _S0 + 2  # mean driven-wheel rim speed per axle, previous substep (m/s)
+SX_AXLE_SPEED_R = _S0 + 3
+SX_SLIDE_ENERGY = _S0 + 4  # sliding energy dissipated by all tires since reset (J)
+SX_MAX_IMPACT = _S0 + 5  # hardest touchdown / impact since reset (m/s)
+SX_ENGINE_TORQUE = _S0 + 6  # engine torque last substep (N m)
+_SW0 = _S0 + 8
+SXW_WEAR = _SW0 + 0 * MAX_WHEELS  # tire grip multiplier from wear (1 = new)
+SXW_DRIVE_TQ = _SW0 + 1 * MAX_WHEELS  # drive torque at the wheel last substep (N m)
+SXW_BRAKE_TQ = _SW0 + 2 * MAX_WHEELS  # brake torque at the wheel last substep (N m)
+SXW_SEP = _SW0 + 3 * MAX_WHEELS  # separation speed last substep (m/s, + lifting)
+N_WHEEL_XFIELDS = 4
+N_STATE_EXT = _SW0 + N_WHEEL_XFIELDS * MAX_WHEELS
+
+I_GEAR = I_RESERVED0  # -1 reverse, 0 neutral, 1..6
+I_CLUTCH = I_RESERVED1  # substeps until the clutch closes again
+
+
+@njit(cache=True)
+def pxw(w: int, field: int) -> int:
+    """Column of extended per-wheel parameter ``field`` of wheel ``w``."""
+    return _XW0 + w * N_WHEEL_XPARAMS + field

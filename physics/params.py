@@ -67,9 +67,51 @@ class WheelParams:
     driven: bool = True
     brake_share: float = 0.25
     handbrake: bool = False
+    # ---- beyond the seed model (extended vehicles only; defaults keep a basic wheel)
+    spring_hz: float = 0.0
+    damping_ratio: float = 0.0
+    inertia_kgm2: float = 2.5
+    grip: float = 1.0
+    direction: tuple[float, float, float] = (0.0, 0.0, -1.0)
+
+    def __repr__(self) -> str:
+        return _repr(self, _WHEEL_EXT_DEFAULTS)
+
+    @property
+    def extended(self) -> bool:
+        """True when a field beyond the seed model differs from its default."""
+        return any(getattr(self, n) != v for n, v in _WHEEL_EXT_DEFAULTS.items())
 
     def __post_init__(self) -> None:
         o = "WheelParams"
+        _check(o, "spring_hz", self.spring_hz, 0.0, 50.0)
+        _check(o, "damping_ratio", self.damping_ratio, 0.0, 10.0)
+        _check(o, "inertia_kgm2", self.inertia_kgm2, 0.01, 1000.0)
+        _check(o, "grip", self.grip, 0.0, 3.0)
+        if (self.spring_hz > 0.0) != (self.damping_ratio > 0.0):
+            raise ParameterError(
+                o,
+                "damping_ratio" if self.spring_hz > 0.0 else "spring_hz",
+                self.damping_ratio if self.spring_hz > 0.0 else self.spring_hz,
+                "spring_hz and damping_ratio are set together (both > 0) or not at all (both 0)",
+            )
+        d = self.direction
+        if (
+            not isinstance(d, tuple)
+            or len(d) != 3
+            or not all(isinstance(c, (int, float)) and math.isfinite(c) for c in d)
+        ):
+            raise ParameterError(o, "direction", d, "must be a tuple of 3 finite numbers")
+        norm = math.sqrt(sum(c * c for c in d))
+        if abs(norm - 1.0) > 0.1:
+            raise ParameterError(o, "direction", d, "must be within 10 % of unit length")
+        if math.sqrt(d[0] ** 2 + d[1] ** 2) > 1e-9 or d[2] >= 0.0:
+            raise ParameterError(
+                o,
+                "direction",
+                d,
+                "only suspensions along the chassis -z axis are supported (0, 0, -1)",
+            )
         _check(o, "x_m", self.x_m, -10.0, 10.0)
         _check(o, "y_m", self.y_m, -10.0, 10.0)
         _check(o, "z_m", self.z_m, -5.0, 5.0)
@@ -80,6 +122,40 @@ class WheelParams:
         for name in ("steerable", "driven", "handbrake"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ParameterError(o, name, getattr(self, name), "must be a bool")
+
+
+_WHEEL_EXT_DEFAULTS: dict[str, object] = {
+    "spring_hz": 0.0,
+    "damping_ratio": 0.0,
+    "inertia_kgm2": 2.5,
+    "grip": 1.0,
+    "direction": (0.0, 0.0, -1.0),
+}
+
+
+def _repr(obj: object, ext_defaults: dict[str, object]) -> str:
+    """dataclass-style repr that leaves out extension fields at their defaults.
+
+    Replays and saved env states identify a vehicle by this text, so a basic vehicle's repr
+    stays exactly what it was before the extension fields existed.
+    """
+    parts = []
+    for f in fields(obj):  # type: ignore[arg-type]
+        v = getattr(obj, f.name)
+        if f.name in ext_defaults and v == ext_defaults[f.name]:
+            continue
+        parts.append(f"{f.name}={v!r}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
+
+
+def _abs_slip(curve: object, fraction: float) -> float:
+    """Slip ratio where the curve first reaches ``fraction`` of its peak (the ABS target)."""
+    xs, ys = curve.x, curve.y  # type: ignore[attr-defined]
+    for i in range(1, len(xs)):
+        if ys[i] >= fraction:
+            t = (fraction - ys[i - 1]) / (ys[i] - ys[i - 1])
+            return xs[i - 1] + t * (xs[i] - xs[i - 1])
+    return xs[-1]
 
 
 def rover_wheels() -> tuple[WheelParams, ...]:
@@ -135,6 +211,53 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "body_friction": (0.0, 3.0, False),
     "grip_wear": (0.0, 1.0, False),
     "grip_damage": (0.0, 1.0, False),
+    "slip_ratio_eps_mps": (0.01, 10.0, False),
+    "low_speed_mps": (0.0, 5.0, False),
+    "load_blend": (0.0, 1.0, False),
+    "pitch_force_scale": (0.0, 1.0, False),
+    "roll_force_scale": (0.0, 1.0, False),
+    "anti_roll_front": (0.0, 1e4, False),
+    "anti_roll_rear": (0.0, 1e4, False),
+    "drift_assist": (0.0, 100.0, False),
+    "drift_slip_rad": (0.0, 1.5, False),
+    "wear_rate_per_mj": (0.0, 100.0, False),
+    "wear_floor": (0.0, 1.0, False),
+    "damage_speed_mps": (0.0, 100.0, False),
+    "damage_rate": (0.0, 10.0, False),
+    "damage_floor": (0.0, 1.0, False),
+    "lean_stabilization": (0.0, 1e4, False),
+    "arcade_yaw_gain": (0.0, 10.0, False),
+    "arcade_grip_per_s": (0.0, 100.0, False),
+}
+
+TIRE_MODELS = {"direct": L.TIRE_DIRECT, "wheel-speed": L.TIRE_WHEEL_SPEED, "arcade": L.TIRE_ARCADE}
+
+# Fields beyond the seed model and their defaults: a vehicle with all of them at the default
+# (and basic wheels) is "basic" and packs into the narrow v0 row.
+_VEHICLE_EXT_DEFAULTS: dict[str, object] = {
+    "tire_model": "direct",
+    "tires": None,
+    "drivetrain": None,
+    "slip_ratio_eps_mps": 0.5,
+    "low_speed_mps": 0.5,
+    "load_blend": 0.0,
+    "pitch_force_scale": 1.0,
+    "roll_force_scale": 1.0,
+    "anti_roll_front": 0.0,
+    "anti_roll_rear": 0.0,
+    "drift_assist": 0.0,
+    "drift_slip_rad": 0.25,
+    "wear_rate_per_mj": 0.0,
+    "wear_floor": 0.6,
+    "damage_speed_mps": 8.0,
+    "damage_rate": 0.0,
+    "damage_floor": 0.5,
+    "lean_stabilization": 0.0,
+    "skid_steer": False,
+    "traction_control": True,
+    "friction_clamps": True,
+    "arcade_yaw_gain": 1.0,
+    "arcade_grip_per_s": 6.0,
 }
 
 
@@ -197,12 +320,81 @@ class VehicleParams:
     # integration: True = explicit Euler damping (only to show why the default is implicit)
     explicit_damping: bool = False
     wheels: tuple[WheelParams, ...] = field(default_factory=rover_wheels)
+    # ---- beyond the seed model (issue: wheel speed, curves, drivetrain, more vehicles).
+    # Any of these away from its default makes the vehicle "extended" (see ``extended``).
+    #: "direct" (the seed game's shipped model: longitudinal force straight from the pedals,
+    #: slip ratio 0), "wheel-speed" (integrated wheel spin, real slip ratio, authored curves,
+    #: friction clamps) or "arcade" (the lumped steering-multiplier model).
+    tire_model: str = "direct"
+    #: authored curves for "wheel-speed" (None: the "rally" set)
+    tires: object = None
+    #: engine + gearbox + differentials (None: the flat electric drive above)
+    drivetrain: object = None
+    slip_ratio_eps_mps: float = 0.5  # slip-ratio denominator floor
+    low_speed_mps: float = 0.5  # below this, with no throttle, the low-speed hold stops creep
+    load_blend: float = 0.0  # tire load = (1 - b) x dynamic + b x static
+    pitch_force_scale: float = 1.0  # scale on the pitch torque of the tire forces
+    roll_force_scale: float = 1.0  # scale on the roll torque of the tire forces
+    anti_roll_front: float = 0.0  # anti-roll bar stiffness per kg (N/m/kg)
+    anti_roll_rear: float = 0.0
+    drift_assist: float = 0.0  # yaw-rate assist gain (1/s) while drifting; 0 = off
+    drift_slip_rad: float = 0.25  # rear slip angle that engages the drift assist
+    wear_rate_per_mj: float = 0.0  # tire grip lost per MJ of sliding energy per wheel
+    wear_floor: float = 0.6
+    damage_speed_mps: float = 8.0  # touchdown speed above which landings damage the car
+    damage_rate: float = 0.0  # grip lost per m/s of touchdown speed above the threshold
+    damage_floor: float = 0.5
+    lean_stabilization: float = 0.0  # two-wheeler lean gain ((rad/s)^2); 0 = off
+    skid_steer: bool = False  # per-side drive: the steer command is the throttle difference
+    #: wheel-speed model: cap each wheel's drive torque at drive_cap x mu N r (no wheelspin
+    #: past the curve's peak); False lets the full torque through (wheelspin, donuts)
+    traction_control: bool = True
+    #: wheel-speed model: False turns the friction clamps off (validation only, to show the
+    #: sign-flip divergence they prevent)
+    friction_clamps: bool = True
+    arcade_yaw_gain: float = 1.0  # arcade: yaw rate = gain x steer angle x speed / wheelbase
+    arcade_grip_per_s: float = 6.0  # arcade: share of lateral velocity scrubbed per second
+
+    def __repr__(self) -> str:
+        return _repr(self, _VEHICLE_EXT_DEFAULTS)
+
+    @property
+    def extended(self) -> bool:
+        """True when the vehicle uses anything beyond the seed model (wide rows)."""
+        if any(getattr(self, n) != v for n, v in _VEHICLE_EXT_DEFAULTS.items()):
+            return True
+        return any(w.extended for w in self.wheels)
 
     def __post_init__(self) -> None:
         o = "VehicleParams"
         for name, (lo, hi, lo_open) in _BOUNDS.items():
             _check(o, name, getattr(self, name), lo, hi, lo_open)
-        for name in ("soft_contact", "explicit_damping"):
+        if self.tire_model not in TIRE_MODELS:
+            raise ParameterError(
+                o, "tire_model", self.tire_model, f"must be one of {sorted(TIRE_MODELS)}"
+            )
+        from physics.curves import TireCurves
+        from physics.drivetrain import Drivetrain
+
+        if self.tires is not None and not isinstance(self.tires, TireCurves):
+            raise ParameterError(o, "tires", self.tires, "must be a TireCurves or None")
+        if self.tires is not None and self.tire_model != "wheel-speed":
+            raise ParameterError(
+                o, "tires", self.tires.name, "authored curves need tire_model='wheel-speed'"
+            )
+        if self.drivetrain is not None and not isinstance(self.drivetrain, Drivetrain):
+            raise ParameterError(o, "drivetrain", self.drivetrain, "must be a Drivetrain or None")
+        if self.drivetrain is not None and self.skid_steer:
+            raise ParameterError(
+                o, "skid_steer", True, "a skid-steer vehicle drives each side itself: no drivetrain"
+            )
+        for name in (
+            "soft_contact",
+            "explicit_damping",
+            "skid_steer",
+            "traction_control",
+            "friction_clamps",
+        ):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ParameterError(o, name, getattr(self, name), "must be a bool")
         if self.soft_gap_max_m < self.soft_gap_min_m:
@@ -237,8 +429,9 @@ class VehicleParams:
         return replace(self, **changes)
 
     def pack(self) -> np.ndarray:
-        """The (N_PARAMS,) float64 row the kernels read."""
-        p = np.zeros(L.N_PARAMS, np.float64)
+        """The float64 row the kernels read: (N_PARAMS,), or (N_PARAMS_EXT,) if extended."""
+        ext = self.extended
+        p = np.zeros(L.N_PARAMS_EXT if ext else L.N_PARAMS, np.float64)
         p[L.P_MASS] = self.mass_kg
         p[L.P_IXX] = self.inertia_roll_kgm2
         p[L.P_IYY] = self.inertia_pitch_kgm2
@@ -294,7 +487,100 @@ class VehicleParams:
             p[L.pw(w, L.PW_DRIVEN)] = 1.0 if wp.driven else 0.0
             p[L.pw(w, L.PW_BRAKE_SHARE)] = wp.brake_share
             p[L.pw(w, L.PW_HANDBRAKE)] = 1.0 if wp.handbrake else 0.0
+        if ext:
+            self._pack_extension(p)
         return p
+
+    def _pack_extension(self, p: np.ndarray) -> None:
+        from physics.curves import tire_set
+
+        p[L.P_EXTENDED] = 1.0
+        p[L.P_TIRE_MODEL] = TIRE_MODELS[self.tire_model]
+        p[L.PX_SLIP_RATIO_EPS] = self.slip_ratio_eps_mps
+        p[L.PX_LOW_SPEED] = self.low_speed_mps
+        p[L.PX_LOAD_BLEND] = self.load_blend
+        p[L.PX_PITCH_SCALE] = self.pitch_force_scale
+        p[L.PX_ROLL_SCALE] = self.roll_force_scale
+        p[L.PX_ARB_FRONT] = self.anti_roll_front
+        p[L.PX_ARB_REAR] = self.anti_roll_rear
+        p[L.PX_DRIFT_ASSIST] = self.drift_assist
+        p[L.PX_DRIFT_SLIP] = self.drift_slip_rad
+        p[L.PX_WEAR_RATE] = self.wear_rate_per_mj
+        p[L.PX_WEAR_FLOOR] = self.wear_floor
+        p[L.PX_DAMAGE_SPEED] = self.damage_speed_mps
+        p[L.PX_DAMAGE_RATE] = self.damage_rate
+        p[L.PX_DAMAGE_FLOOR] = self.damage_floor
+        p[L.PX_LEAN_GAIN] = self.lean_stabilization
+        p[L.PX_SKID_STEER] = 1.0 if self.skid_steer else 0.0
+        p[L.PX_TRACTION_CONTROL] = 1.0 if self.traction_control else 0.0
+        p[L.PX_NO_CLAMPS] = 0.0 if self.friction_clamps else 1.0
+        p[L.PX_ARCADE_YAW] = self.arcade_yaw_gain
+        p[L.PX_ARCADE_GRIP] = self.arcade_grip_per_s
+        tires = self.tires if self.tires is not None else tire_set("rally")
+        tires.pack_into(p)
+        p[L.PX_ABS_SLIP] = _abs_slip(tires.longitudinal.curves[0], self.abs_fraction)
+        if self.drivetrain is not None:
+            self.drivetrain.pack_into(p)
+        n = len(self.wheels)
+        loads = self.static_loads_n()
+        for w, wp in enumerate(self.wheels):
+            p[L.pxw(w, L.PXW_INERTIA)] = wp.inertia_kgm2
+            if wp.spring_hz > 0.0:
+                # the seed engine's rule: a spring of frequency f on the wheel's share m/n
+                om = 2.0 * math.pi * wp.spring_hz
+                p[L.pxw(w, L.PXW_K)] = om * om / n
+                p[L.pxw(w, L.PXW_C)] = 2.0 * wp.damping_ratio * om / n
+            else:
+                p[L.pxw(w, L.PXW_K)] = self.contact_k
+                p[L.pxw(w, L.PXW_C)] = self.contact_c
+            p[L.pxw(w, L.PXW_GRIP)] = wp.grip
+            p[L.pxw(w, L.PXW_AXLE)] = self._axle_of(w)
+            p[L.pxw(w, L.PXW_SIDE)] = 1.0 if wp.y_m >= 0.0 else -1.0
+            p[L.pxw(w, L.PXW_STATIC_LOAD)] = loads[w]
+
+    def _axle_of(self, w: int) -> float:
+        """0 front, 1 rear, 2 other: by the wheel's x among the distinct axle positions."""
+        xs = sorted({wp.x_m for wp in self.wheels}, reverse=True)
+        x = self.wheels[w].x_m
+        if len(xs) == 1:
+            return 0.0
+        if x == xs[0]:
+            return 0.0
+        if x == xs[-1]:
+            return 1.0
+        return 2.0
+
+    def wheel_stiffness(self) -> np.ndarray:
+        """Spring stiffness of each wheel (N/m)."""
+        n = len(self.wheels)
+        out = np.empty(n)
+        for w, wp in enumerate(self.wheels):
+            if wp.spring_hz > 0.0:
+                out[w] = self.mass_kg * (2.0 * math.pi * wp.spring_hz) ** 2 / n
+            else:
+                out[w] = self.mass_kg * self.contact_k
+        return out
+
+    def static_loads_n(self) -> np.ndarray:
+        """Each wheel's load at rest on flat ground (N): springs in static equilibrium.
+
+        Solves heave, roll and pitch so the loads carry m g with no moment about the CG
+        (least squares, so two-wheelers and in-line layouts work too).
+        """
+        k = self.wheel_stiffness()
+        x = np.array([w.x_m for w in self.wheels])
+        y = np.array([w.y_m for w in self.wheels])
+        # loads_i = k_i (z + phi y_i - theta x_i); sum = m g, sum y = 0, sum x = 0
+        a = np.array(
+            [
+                [k.sum(), (k * y).sum(), -(k * x).sum()],
+                [(k * y).sum(), (k * y * y).sum(), -(k * x * y).sum()],
+                [(k * x).sum(), (k * x * y).sum(), -(k * x * x).sum()],
+            ]
+        )
+        b = np.array([self.mass_kg * self.gravity_mps2, 0.0, 0.0])
+        sol = np.linalg.lstsq(a, b, rcond=None)[0]
+        return k * (sol[0] + sol[1] * y - sol[2] * x)
 
     def digest(self) -> str:
         """blake2b of the packed row: identifies the vehicle in replays."""

@@ -92,9 +92,13 @@ class VehicleBatch:
         if isinstance(terrains, Terrain):
             terrains = [terrains]
         self.terrains = terrains if isinstance(terrains, TerrainSet) else TerrainSet(terrains)
-        self.params = np.empty((self.n, L.N_PARAMS), np.float64)
+        first = params if isinstance(params, VehicleParams) else next(iter(params), None)
+        #: True when the cars use the extension block (wheel speed, drivetrain, ...): wider rows
+        self.extended = bool(isinstance(first, VehicleParams) and first.extended)
+        n_params = L.N_PARAMS_EXT if self.extended else L.N_PARAMS
+        self.params = np.empty((self.n, n_params), np.float64)
         self.set_params(params)
-        self.state = np.zeros((self.n, L.N_STATE), np.float64)
+        self.state = np.zeros((self.n, L.N_STATE_EXT if self.extended else L.N_STATE), np.float64)
         self.istate = np.zeros((self.n, L.N_ISTATE), np.int64)
         self.parallel = bool(parallel)
         self._all = kernel.all_cars(self.n)
@@ -122,7 +126,16 @@ class VehicleBatch:
                     raise ParameterError(
                         "VehicleBatch", "params", q, "entries must be VehicleParams"
                     )
-            rows = np.stack([q.pack() for q in plist])
+            packed = [q.pack() for q in plist]
+            widths = {r.shape[0] for r in packed}
+            rows = np.stack(packed) if len(widths) == 1 else np.empty((len(idx), 0))
+        if len(idx) and rows.shape[1] != self.params.shape[1]:
+            raise ParameterError(
+                "VehicleBatch",
+                "params",
+                "basic and extended vehicles",
+                "all cars of a batch must be basic (the seed model) or all extended",
+            )
         self.params[idx] = rows
 
     def _cars(self, cars: np.ndarray | Sequence[int] | None) -> np.ndarray:
@@ -192,6 +205,48 @@ class VehicleBatch:
                 "VehicleBatch", "commands", cmd.shape, f"must have shape ({len(idx)}, 4)"
             )
         return int(kernel.set_commands(self.state, self.istate, np.ascontiguousarray(cmd), idx))
+
+    def set_tank_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
+        """Skid steering: rows (left throttle, right throttle) in [-1, 1] and brake [0, 1].
+
+        Only for vehicles built with ``skid_steer=True``; stored as the held steer (half the
+        difference, right minus left) and throttle (the mean), so snapshots carry them.
+        Same refusal rules as :meth:`set_commands`. Returns the number of refused rows.
+        """
+        idx = self._cars(cars)
+        if not self.extended or not np.all(self.params[idx, L.PX_SKID_STEER] > 0.5):
+            raise ParameterError(
+                "VehicleBatch", "set_tank_commands", "not skid-steer", "needs skid_steer=True"
+            )
+        cmd = np.asarray(commands, np.float64)
+        if cmd.ndim == 1:
+            cmd = cmd.reshape(1, -1)
+        if cmd.shape != (len(idx), 3):
+            raise ParameterError(
+                "VehicleBatch", "commands", cmd.shape, f"must have shape ({len(idx)}, 3)"
+            )
+        return int(
+            kernel.set_tank_commands(self.state, self.istate, np.ascontiguousarray(cmd), idx)
+        )
+
+    def set_gear(self, gear: int, cars: np.ndarray | None = None) -> np.ndarray:
+        """Select a gear (-1 reverse, 0 neutral, 1..n) on cars with a drivetrain.
+
+        Returns a bool per car: False where the request was refused (no drivetrain, no reverse
+        ratio, out of range); those cars keep their gear.
+        """
+        from physics.drivetrain import select_gear
+
+        if isinstance(gear, bool) or not isinstance(gear, (int, np.integer)):
+            raise ParameterError("VehicleBatch", "gear", gear, "must be an integer")
+        idx = self._cars(cars)
+        ok = np.zeros(len(idx), bool)
+        if not self.extended:
+            return ok
+        for i, k in enumerate(idx):
+            if self.params[k, L.PX_DRIVETRAIN] > 0.5:
+                ok[i] = bool(select_gear(self.params, int(k), self.istate, int(gear)))
+        return ok
 
     def set_gate(self, gates: np.ndarray, cars: np.ndarray | None = None) -> None:
         """Arm each car's timing gate: rows (x0, y0, x1, y1). The crossing from the right of
@@ -347,6 +402,46 @@ class VehicleBatch:
     @property
     def wheel_mu(self) -> np.ndarray:
         return self._wheels(L.WL_MU)
+
+    @property
+    def wheel_omega_radps(self) -> np.ndarray:
+        """Wheel angular speed (rad/s): integrated in the wheel-speed model, rolling otherwise."""
+        return self._wheels(L.WL_OMEGA)
+
+    def _ext(self, col: int) -> np.ndarray:
+        if not self.extended:
+            return np.zeros(self.n)
+        return self.state[:, col]
+
+    @property
+    def engine_rpm(self) -> np.ndarray:
+        """Engine speed (rpm); 0 without a drivetrain."""
+        return self.state[:, L.ENGINE_RPM].copy()
+
+    @property
+    def gear(self) -> np.ndarray:
+        """Selected gear (-1 reverse, 0 neutral, 1..6); 0 without a drivetrain."""
+        return self.istate[:, L.I_GEAR].copy()
+
+    @property
+    def tire_wear(self) -> np.ndarray:
+        """(N, W) tire grip multiplier from wear (1 = new); ones for basic vehicles."""
+        nw = int(self.params[:, L.P_N_WHEELS].max())
+        if not self.extended:
+            return np.ones((self.n, nw))
+        return self.state[:, L.SXW_WEAR : L.SXW_WEAR + nw].copy()
+
+    @property
+    def damage(self) -> np.ndarray:
+        """Grip multiplier from damage (1 = undamaged); ones for basic vehicles."""
+        if not self.extended:
+            return np.ones(self.n)
+        return self.state[:, L.SX_DAMAGE].copy()
+
+    @property
+    def max_impact_mps(self) -> np.ndarray:
+        """Hardest touchdown or impact since reset (m/s); zeros for basic vehicles."""
+        return self._ext(L.SX_MAX_IMPACT).copy()
 
     @property
     def steer_angle_rad(self) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 
 from physics import kernel
 from physics import layout as L
-from physics.params import ROVER, VehicleParams
+from physics.params import ROVER, VehicleParams, WheelParams
 from physics.sim import VehicleBatch
 from physics.terrain import Terrain, crest_and_ramp_terrain, flat_terrain
 
@@ -568,4 +568,311 @@ def run_all() -> list[Check]:
     checks += drops()
     checks += crest_and_jump()
     checks += long_frame()
+    checks += run_extended()
+    return checks
+
+
+# ============================================================ beyond the seed model (v1 physics)
+#: The seed rover on the wheel-speed model (integrated wheel spin, real slip ratio).
+WHEEL_SPEED_ROVER = ROVER.replace(tire_model="wheel-speed")
+
+
+def small_car(**changes: object) -> VehicleParams:
+    """A 1,200 kg rear-driven Earth car with the seed engine's default drivetrain (validation)."""
+    from physics.drivetrain import SMALL_CAR
+
+    wheels = tuple(
+        WheelParams(
+            x,
+            y,
+            z_m=-0.2,
+            rest_length_m=0.4,
+            travel_m=0.25,
+            radius_m=0.3,
+            steerable=x > 0,
+            driven=x < 0,
+            handbrake=x < 0,
+            spring_hz=1.5,
+            damping_ratio=0.6,
+        )
+        for x, y in ((1.2, 0.8), (1.2, -0.8), (-1.2, 0.8), (-1.2, -0.8))
+    )
+    car = ROVER.replace(
+        mass_kg=1200.0,
+        gravity_mps2=9.81,
+        inertia_roll_kgm2=500.0,
+        inertia_pitch_kgm2=1500.0,
+        inertia_yaw_kgm2=1800.0,
+        mu_base=1.0,
+        load_ref_n=1200.0 * 9.81 / 4.0,
+        tire_model="wheel-speed",
+        drivetrain=SMALL_CAR,
+        wheels=wheels,
+        brake_force_n=12000.0,
+        handbrake_force_n=5000.0,
+        body_front_m=2.0,
+        body_rear_m=2.0,
+        body_half_width_m=0.9,
+        body_bottom_m=-0.2,
+        body_top_m=0.8,
+    )
+    return car.replace(**changes) if changes else car
+
+
+def _brake_distance(params: VehicleParams, v0: float) -> float:
+    sim = _sim(params, speed=v0)
+    sim.step_seconds(0.5)
+    x0 = float(sim.position_m[0, 0])
+    _cmd(sim, brake=1.0)
+    while sim.speed_mps[0] > 1e-3 and sim.time_s[0] < 120.0:
+        sim.step(1)
+    return float(sim.position_m[0, 0]) - x0
+
+
+def wheel_speed_braking() -> list[Check]:
+    """100 -> 0 km/h with the wheel-speed model's slip-ratio ABS against the direct model's."""
+    direct = _brake_distance(ROVER, 100 / 3.6)
+    ws = _brake_distance(WHEEL_SPEED_ROVER, 100 / 3.6)
+    return [
+        Check(
+            "wheel-speed ABS braking 100-0",
+            direct,
+            ws,
+            0.03 * direct,
+            "m",
+            "within 3 % of the direct model's 0.9-of-the-circle ABS",
+        )
+    ]
+
+
+def _launch(params: VehicleParams, seconds: float = 3.0) -> tuple[float, float]:
+    sim = _sim(params)
+    sim.step_seconds(1.0)
+    _cmd(sim, throttle=1.0)
+    kmax = 0.0
+    for _ in range(round(seconds * 60)):
+        sim.step(8)
+        kmax = max(kmax, float(sim.slip_ratios[0].max()))
+    return float(sim.speed_mps[0]) / seconds, kmax
+
+
+def launch_traction() -> list[Check]:
+    """Full throttle from rest: traction control keeps the slip below the curve's peak and the
+    acceleration at the drive cap; without it the wheels spin up (wheelspin)."""
+    p = WHEEL_SPEED_ROVER
+    a_tc, k_tc = _launch(p)
+    a_free, k_free = _launch(p.replace(traction_control=False))
+    a_direct, k_direct = _launch(ROVER)
+    return [
+        Check(
+            "launch accel, traction control",
+            a_direct,
+            a_tc,
+            0.03 * a_direct,
+            "m/s2",
+            "the direct model's drive-capped launch, within 3 %",
+        ),
+        Check(
+            "launch accel, wheelspin",
+            a_tc,
+            a_free,
+            0.0,
+            "m/s2",
+            "spinning past the peak costs traction",
+            "at_most",
+        ),
+        Check(
+            "launch slip ratio, traction control", 0.15, k_tc, 0.0, "", "below the peak", "at_most"
+        ),
+        Check(
+            "launch slip ratio, no traction control", 1.0, k_free, 0.0, "", "wheelspin", "at_least"
+        ),
+        Check("launch slip ratio, direct model", 0.0, k_direct, 0.0, "", "always 0 there"),
+    ]
+
+
+def air_spin_and_landing() -> list[Check]:
+    """Full throttle in the air at 198 km/h (25 m above ground): the wheels' spin-up stops at
+    the motor's top speed and the landing settles the slip without blowing up."""
+    sim = _sim(WHEEL_SPEED_ROVER.replace(traction_control=False), speed=55.0)
+    sim.step_seconds(0.5)
+    sim.state[0, L.POS_Z] += 25.0
+    _cmd(sim, throttle=1.0)
+    rim_max = 0.0
+    landed = -1
+    kmax_after = 0.0
+    r = WHEEL_SPEED_ROVER.wheels[0].radius_m
+    for i in range(480 * 6):
+        sim.step(1)
+        if landed < 0:
+            rim_max = max(rim_max, float(np.abs(sim.wheel_omega_radps[0] * r).max()))
+            if sim.grounded[0].any():
+                landed = i
+        elif i > landed + 240:
+            kmax_after = max(kmax_after, float(np.abs(sim.slip_ratios[0]).max()))
+    finite = float(np.isfinite(sim.state).all())
+    vmax = WHEEL_SPEED_ROVER.top_speed_mps
+    return [
+        Check(
+            "air spin-up: max rim speed",
+            vmax,
+            rim_max,
+            0.01,
+            "m/s",
+            "fades at top speed",
+            "at_most",
+        ),
+        Check("landing: state finite", 1.0, finite, 0.0, ""),
+        Check("landing: |slip ratio| 0.5 s after", 0.05, kmax_after, 0.0, "", "settled", "at_most"),
+    ]
+
+
+def _flips_at_30hz(params: VehicleParams, brake: bool) -> tuple[int, float]:
+    """One 1/30 s substep per control step: sign flips of the rear tire's Fx, final speed."""
+    sim = _sim(params, speed=20.0 if brake else 0.0)
+    sim.step_seconds(1.0)
+    _cmd(sim, throttle=0.0 if brake else 1.0, brake=1.0 if brake else 0.0)
+    fx = []
+    for _ in range(60 if brake else 90):
+        _step_dt(sim, 1.0 / 30.0)
+        fx.append(float(sim.tire_forces_n[0, 2, 0]))
+    f = np.sign(np.array(fx))
+    return int(np.sum(f[1:] * f[:-1] < 0)), float(sim.speed_mps[0])
+
+
+def thirty_hz_clamps() -> list[Check]:
+    """Control at 30 Hz with one substep: the implicit wheel and friction clamps keep the tire
+    force from flipping sign; the explicit wheel without clamps chatters."""
+    p = WHEEL_SPEED_ROVER.replace(traction_control=False)
+    flips_c, _ = _flips_at_30hz(p, brake=False)
+    flips_n, _ = _flips_at_30hz(p.replace(friction_clamps=False), brake=False)
+    bflips_c, _ = _flips_at_30hz(p, brake=True)
+    return [
+        Check("30 Hz launch: Fx sign flips, clamps", 0.0, flips_c, 0.0, "", "monotone"),
+        Check("30 Hz braking: Fx sign flips, clamps", 0.0, bflips_c, 0.0, "", "monotone"),
+        Check(
+            "30 Hz launch: Fx sign flips, no clamps",
+            1.0,
+            flips_n,
+            0.0,
+            "",
+            "explicit wheel chatters",
+            "at_least",
+        ),
+    ]
+
+
+def slope_terrain(angle_deg: float = 10.0) -> Terrain:
+    """A plane rising along +x at ``angle_deg``."""
+    n = 201
+    xs = -100.0 + np.arange(n) * 1.0
+    h = np.tile(xs * math.tan(math.radians(angle_deg)), (n, 1))
+    return Terrain(h, np.zeros((n, n), np.int8), np.array([1.0]), -100.0, -100.0, 1.0, name="slope")
+
+
+def parked_on_slope() -> list[Check]:
+    """Brake on, parked on a 10 deg slope, facing up and across it: the low-speed hold stops
+    the creep (the direct model, for contrast, creeps a little under the same brake)."""
+    terr = slope_terrain(10.0)
+    out = []
+    for heading, label in ((0.0, "up"), (math.pi / 2, "across")):
+        sim = _sim(WHEEL_SPEED_ROVER, terrain=terr, heading=heading)
+        _cmd(sim, brake=1.0)
+        sim.step_seconds(4.0)  # settle the springs on the slope
+        x0 = sim.position_m[0].copy()
+        sim.step_seconds(10.0)
+        creep = float(np.linalg.norm(sim.position_m[0] - x0))
+        out.append(
+            Check(
+                f"parked 10 deg slope ({label}): creep in 10 s",
+                0.001,
+                creep,
+                0.0,
+                "m",
+                "",
+                "at_most",
+            )
+        )
+    return out
+
+
+def gear_shifts() -> list[Check]:
+    """A small car's automatic gearbox: up-shifts at 5500 rpm drop the rpm by the ratio step."""
+    car = small_car()
+    sim = _sim(car)
+    sim.step_seconds(1.0)
+    _cmd(sim, throttle=1.0)
+    prev_gear = 1
+    prev_rpm = 0.0
+    drops = []
+    for _ in range(480 * 20):
+        sim.step(1)
+        g = int(sim.gear[0])
+        if g != prev_gear:
+            drops.append((prev_gear, g, prev_rpm, float(sim.engine_rpm[0])))
+            prev_gear = g
+        prev_rpm = float(sim.engine_rpm[0])
+    gears = car.drivetrain.gears
+    _, _, before, after = drops[0]
+    return [
+        Check("gearbox: top gear reached in 20 s", 3.0, float(prev_gear), 0.0, "", "", "at_least"),
+        Check(
+            "gearbox: rpm ratio across the 1-2 shift",
+            gears[1] / gears[0],
+            after / before,
+            0.05,
+            "",
+            "rpm at the shift / the substep before = ratio 2 / ratio 1",
+        ),
+    ]
+
+
+def split_mu_terrain(ice_grip: float = 0.05) -> Terrain:
+    """Flat ground with ice (surface 1) on the left (y > 0.2 m), normal grip on the right."""
+    n = 401
+    cell = 1.0
+    ys = -200.0 + np.arange(n) * cell
+    surf = np.zeros((n, n), np.int8)
+    surf[ys > 0.2, :] = 1
+    return Terrain(
+        np.zeros((n, n)), surf, np.array([1.0, ice_grip]), -200.0, -200.0, cell, name="split-mu"
+    )
+
+
+def differential_split_mu() -> list[Check]:
+    """Rear-driven car with its left wheels on ice: an open differential sends the same small
+    torque to both sides (the ice wheel spins), a locked one drives the grippy wheel."""
+    terr = split_mu_terrain()
+    out = {}
+    for diff in ("open", "locked"):
+        car = small_car(traction_control=False)
+        car = car.replace(drivetrain=car.drivetrain.replace(diff_rear=diff))
+        sim = _sim(car, terrain=terr)
+        sim.step_seconds(1.0)
+        _cmd(sim, throttle=1.0)
+        sim.step_seconds(3.0)
+        out[diff] = float(sim.speed_mps[0]) / 3.0
+    return [
+        Check(
+            "split-mu launch: locked / open diff acceleration",
+            2.0,
+            out["locked"] / max(out["open"], 1e-9),
+            0.0,
+            "",
+            f"open {out['open']:.2f} m/s2, locked {out['locked']:.2f} m/s2",
+            "at_least",
+        )
+    ]
+
+
+def run_extended() -> list[Check]:
+    """The checks of the model beyond the seed (wheel speed, drivetrain)."""
+    checks: list[Check] = []
+    checks += wheel_speed_braking()
+    checks += launch_traction()
+    checks += air_spin_and_landing()
+    checks += thirty_hz_clamps()
+    checks += parked_on_slope()
+    checks += gear_shifts()
+    checks += differential_split_mu()
     return checks

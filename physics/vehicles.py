@@ -1,0 +1,430 @@
+"""Vehicle definition files (TOML) and the built-in vehicle library.
+
+A vehicle file is data, read with the standard library's ``tomllib`` (nothing in it is ever
+executed). Its schema::
+
+    name = "rally-car"                 # optional
+    description = "..."                # optional
+    format = 1                         # optional; the only version is 1
+
+    [vehicle]                          # any VehicleParams scalar field, by name (units in names)
+    mass_kg = 1300.0
+    gravity_mps2 = 9.81
+    tire_model = "wheel-speed"         # "direct", "wheel-speed" or "arcade"
+    tires = "rally"                    # a physics.curves tire_set name (wheel-speed only)
+
+    [drivetrain]                       # optional: any Drivetrain field
+    torque_curve = [[1000.0, 180.0], [3000.0, 290.0]]
+    gears = [3.2, 2.1, 1.6]
+
+    [[wheels]]                         # 1..8 of these
+    anchor = [1.25, 0.75, 0.0]         # body frame (x forward, y left, z up), m
+    direction = [0.0, 0.0, -1.0]       # optional; only straight down is supported
+    rest_length_m = 0.25
+    travel_m = 0.2
+    spring_hz = 1.8                    # 0 with damping_ratio 0: use vehicle contact_k/contact_c
+    damping_ratio = 0.6
+    radius_m = 0.32
+    steerable = true
+    driven = true
+    brake_share = 0.3
+    handbrake = false                  # optional (default false)
+    inertia_kgm2 = 1.2                 # optional (default 2.5)
+    grip = 1.0                         # optional (default 1.0)
+
+Fields of ``[vehicle]`` that a file leaves out take the :class:`~physics.params.VehicleParams`
+defaults, i.e. the seed Mars rover's values. Integers are accepted for real fields and stored as
+floats (so ``mass_kg = 3000`` gives the same params, repr and packed row as ``3000.0``).
+
+Every problem raises :class:`VehicleDefError` (a ``ValueError``) naming the file, the field path
+(``wheels[2].spring_hz``, ``drivetrain.gears``, ``vehicle.mass_kg``) and the rule: unknown keys,
+wrong types, missing wheel fields, and every ``ParameterError`` of VehicleParams, WheelParams and
+Drivetrain, re-raised with the file and the path.
+
+Built-in files live in ``physics/vehicles/*.toml`` (package data, found with
+``importlib.resources``): see :data:`VEHICLES` and :func:`vehicle`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import tomllib
+from dataclasses import fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from physics.errors import ParameterError
+from physics.params import TIRE_MODELS, VehicleParams, WheelParams
+
+__all__ = [
+    "PLANETS",
+    "VEHICLES",
+    "VehicleDefError",
+    "load_vehicle",
+    "loads_vehicle",
+    "on_planet",
+    "vehicle",
+    "vehicle_from_dict",
+]
+
+#: Surface gravity (m/s^2) by planet name.
+PLANETS: dict[str, float] = {"mars": 3.72, "earth": 9.81, "moon": 1.62}
+
+#: Names of the built-in vehicles (files ``physics/vehicles/<name>.toml``).
+VEHICLES: tuple[str, ...] = ("rover", "rally-car", "truck", "tank", "bike")
+
+FORMAT_VERSION = 1
+
+
+class VehicleDefError(ValueError):
+    """A vehicle definition is invalid. Names the source, the field path and the problem.
+
+    Attributes:
+        source: file path, ``"physics/vehicles/<name>.toml"`` or ``"<dict>"``.
+        field: path of the field inside the definition (``"wheels[2].spring_hz"``).
+        problem: what is wrong.
+    """
+
+    def __init__(self, source: str, field: str, problem: str):
+        self.source = source
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{source}: {field}: {problem}")
+
+    def __reduce__(self):  # keep pickling working
+        return (type(self), (self.source, self.field, self.problem))
+
+
+# ---------------------------------------------------------------------- schema
+_TOP_KEYS = {"format", "name", "description", "vehicle", "drivetrain", "wheels"}
+_REQUIRED_WHEEL = (
+    "anchor",
+    "rest_length_m",
+    "travel_m",
+    "spring_hz",
+    "damping_ratio",
+    "radius_m",
+    "steerable",
+    "driven",
+    "brake_share",
+)
+_OPTIONAL_WHEEL = ("direction", "handbrake", "inertia_kgm2", "grip")
+_WHEEL_BOOLS = {"steerable", "driven", "handbrake"}
+_WHEEL_REALS = {
+    "rest_length_m",
+    "travel_m",
+    "spring_hz",
+    "damping_ratio",
+    "radius_m",
+    "brake_share",
+    "inertia_kgm2",
+    "grip",
+}
+#: WheelParams field -> file key (the anchor is split into x_m, y_m, z_m)
+_WHEEL_FIELD_TO_KEY = {"x_m": "anchor", "y_m": "anchor", "z_m": "anchor"}
+
+_VEHICLE_BOOLS = {"soft_contact", "explicit_damping", "skid_steer", "traction_control"}
+_VEHICLE_STRS = {"tire_model", "tires"}
+_VEHICLE_SKIP = {"wheels", "drivetrain"}
+_VEHICLE_REALS = {
+    f.name
+    for f in fields(VehicleParams)
+    if f.name not in _VEHICLE_BOOLS | _VEHICLE_STRS | _VEHICLE_SKIP
+}
+_VEHICLE_KEYS = _VEHICLE_REALS | _VEHICLE_BOOLS | _VEHICLE_STRS
+
+
+def _drivetrain_kinds() -> dict[str, str]:
+    from physics.drivetrain import Drivetrain
+
+    kinds = {}
+    for f in fields(Drivetrain):
+        default = f.default
+        if f.name == "torque_curve":
+            kinds[f.name] = "curve"
+        elif f.name == "gears":
+            kinds[f.name] = "reals"
+        elif isinstance(default, bool):
+            kinds[f.name] = "bool"
+        elif isinstance(default, str):
+            kinds[f.name] = "str"
+        else:
+            kinds[f.name] = "real"
+    return kinds
+
+
+def _tname(v: Any) -> str:
+    return f"{type(v).__name__} {v!r}"
+
+
+def _real(v: Any, src: str, path: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise VehicleDefError(src, path, f"expected a number, got {_tname(v)}")
+    f = float(v)
+    if not math.isfinite(f):
+        raise VehicleDefError(src, path, f"must be finite, got {v!r}")
+    return f
+
+
+def _bool(v: Any, src: str, path: str) -> bool:
+    if not isinstance(v, bool):
+        raise VehicleDefError(src, path, f"expected true or false, got {_tname(v)}")
+    return v
+
+
+def _str(v: Any, src: str, path: str) -> str:
+    if not isinstance(v, str):
+        raise VehicleDefError(src, path, f"expected a string, got {_tname(v)}")
+    return v
+
+
+def _vec3(v: Any, src: str, path: str) -> tuple[float, float, float]:
+    if not isinstance(v, list) or len(v) != 3:
+        raise VehicleDefError(src, path, f"expected an array of 3 numbers, got {_tname(v)}")
+    x, y, z = (_real(c, src, f"{path}[{i}]") for i, c in enumerate(v))
+    return (x, y, z)
+
+
+def _table(v: Any, src: str, path: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise VehicleDefError(src, path, f"expected a table, got {_tname(v)}")
+    return v
+
+
+def _check_keys(d: dict[str, Any], allowed: set[str], src: str, prefix: str) -> None:
+    for k in d:
+        if k not in allowed:
+            raise VehicleDefError(
+                src, prefix + k, f"unknown field; allowed here: {', '.join(sorted(allowed))}"
+            )
+
+
+def _reraise(e: ParameterError, src: str, path: str) -> VehicleDefError:
+    return VehicleDefError(src, path, f"{e.value!r}: {e.rule}")
+
+
+# ---------------------------------------------------------------------- parsing
+def _parse_wheel(d: Any, i: int, src: str) -> WheelParams:
+    pre = f"wheels[{i}]."
+    d = _table(d, src, f"wheels[{i}]")
+    _check_keys(d, set(_REQUIRED_WHEEL) | set(_OPTIONAL_WHEEL), src, pre)
+    for k in _REQUIRED_WHEEL:
+        if k not in d:
+            raise VehicleDefError(src, pre + k, "required wheel field is missing")
+    kw: dict[str, Any] = {}
+    x, y, z = _vec3(d["anchor"], src, pre + "anchor")
+    kw.update(x_m=x, y_m=y, z_m=z)
+    if "direction" in d:
+        kw["direction"] = _vec3(d["direction"], src, pre + "direction")
+    for k, v in d.items():
+        if k in _WHEEL_REALS:
+            kw[k] = _real(v, src, pre + k)
+        elif k in _WHEEL_BOOLS:
+            kw[k] = _bool(v, src, pre + k)
+    try:
+        return WheelParams(**kw)
+    except ParameterError as e:
+        raise _reraise(e, src, pre + _WHEEL_FIELD_TO_KEY.get(e.field, e.field)) from None
+
+
+def _parse_drivetrain(d: Any, src: str):
+    from physics.drivetrain import Drivetrain
+
+    d = _table(d, src, "drivetrain")
+    kinds = _drivetrain_kinds()
+    _check_keys(d, set(kinds), src, "drivetrain.")
+    kw: dict[str, Any] = {}
+    for k, v in d.items():
+        path = f"drivetrain.{k}"
+        kind = kinds[k]
+        if kind == "real":
+            kw[k] = _real(v, src, path)
+        elif kind == "bool":
+            kw[k] = _bool(v, src, path)
+        elif kind == "str":
+            kw[k] = _str(v, src, path)
+        elif kind == "reals":
+            if not isinstance(v, list):
+                raise VehicleDefError(src, path, f"expected an array of numbers, got {_tname(v)}")
+            kw[k] = tuple(_real(g, src, f"{path}[{j}]") for j, g in enumerate(v))
+        else:  # torque curve
+            if not isinstance(v, list):
+                raise VehicleDefError(
+                    src, path, f"expected an array of [rpm, N m] pairs, got {_tname(v)}"
+                )
+            pts = []
+            for j, pt in enumerate(v):
+                if not isinstance(pt, list) or len(pt) != 2:
+                    raise VehicleDefError(
+                        src, f"{path}[{j}]", f"expected [rpm, N m], got {_tname(pt)}"
+                    )
+                pts.append(
+                    (_real(pt[0], src, f"{path}[{j}][0]"), _real(pt[1], src, f"{path}[{j}][1]"))
+                )
+            kw[k] = tuple(pts)
+    try:
+        return Drivetrain(**kw)
+    except ParameterError as e:
+        raise _reraise(e, src, f"drivetrain.{e.field}") from None
+
+
+def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParams:
+    """Build a :class:`VehicleParams` from the file schema (a parsed TOML document).
+
+    Raises:
+        VehicleDefError: naming ``source``, the field path and the problem.
+    """
+    from physics.curves import tire_set
+
+    src = source
+    d = _table(d, src, "<document>")
+    _check_keys(d, _TOP_KEYS, src, "")
+    if "format" in d:
+        fmt = d["format"]
+        if isinstance(fmt, bool) or not isinstance(fmt, int):
+            raise VehicleDefError(src, "format", f"expected an integer, got {_tname(fmt)}")
+        if fmt != FORMAT_VERSION:
+            raise VehicleDefError(
+                src, "format", f"unsupported format {fmt}; this version reads {FORMAT_VERSION}"
+            )
+    for k in ("name", "description"):
+        if k in d:
+            _str(d[k], src, k)
+    veh = _table(d.get("vehicle", {}), src, "vehicle")
+    _check_keys(veh, _VEHICLE_KEYS, src, "vehicle.")
+    kw: dict[str, Any] = {}
+    for k, v in veh.items():
+        path = f"vehicle.{k}"
+        if k in _VEHICLE_REALS:
+            kw[k] = _real(v, src, path)
+        elif k in _VEHICLE_BOOLS:
+            kw[k] = _bool(v, src, path)
+        elif k == "tire_model":
+            kw[k] = _str(v, src, path)
+            if kw[k] not in TIRE_MODELS:
+                raise VehicleDefError(
+                    src, path, f"unknown tire model {v!r}; known: {', '.join(sorted(TIRE_MODELS))}"
+                )
+        else:  # tires: a tire-set name
+            try:
+                kw[k] = tire_set(_str(v, src, path))
+            except ParameterError as e:
+                raise VehicleDefError(src, path, f"{v!r}: {e.rule}") from None
+    if "drivetrain" in d:
+        kw["drivetrain"] = _parse_drivetrain(d["drivetrain"], src)
+    if "wheels" not in d:
+        raise VehicleDefError(src, "wheels", "required: 1 to 8 [[wheels]] tables")
+    wl = d["wheels"]
+    if not isinstance(wl, list):
+        raise VehicleDefError(src, "wheels", f"expected an array of tables, got {_tname(wl)}")
+    from physics import layout as L
+
+    if not 1 <= len(wl) <= L.MAX_WHEELS:
+        raise VehicleDefError(
+            src, "wheels", f"a vehicle has 1 to {L.MAX_WHEELS} wheels, got {len(wl)}"
+        )
+    kw["wheels"] = tuple(_parse_wheel(w, i, src) for i, w in enumerate(wl))
+    try:
+        return VehicleParams(**kw)
+    except ParameterError as e:
+        if e.field == "wheels":
+            path = "wheels[*].brake_share" if "brake" in str(e.value) else "wheels"
+        elif e.field in ("tires", "drivetrain"):
+            path = e.field if e.field == "drivetrain" else "vehicle.tires"
+        else:
+            path = f"vehicle.{e.field}"
+        raise _reraise(e, src, path) from None
+
+
+def loads_vehicle(text: str, source: str = "<string>") -> VehicleParams:
+    """Parse vehicle TOML text.
+
+    Raises:
+        VehicleDefError: the text is not valid TOML or a field is invalid.
+    """
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise VehicleDefError(source, "<toml>", f"not valid TOML: {e}") from None
+    return vehicle_from_dict(doc, source)
+
+
+def load_vehicle(path: str | os.PathLike[str]) -> VehicleParams:
+    """Load a vehicle definition file.
+
+    Raises:
+        VehicleDefError: the file cannot be read, is not UTF-8 TOML, or a field is invalid.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise VehicleDefError(str(p), "<file>", f"cannot read: {e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise VehicleDefError(str(p), "<file>", f"not UTF-8 text: {e}") from None
+    return loads_vehicle(text, str(p))
+
+
+# ---------------------------------------------------------------------- library and planets
+@functools.cache
+def _builtin(name: str) -> VehicleParams:
+    res = resources.files("physics") / "vehicles" / f"{name}.toml"
+    return loads_vehicle(res.read_text(encoding="utf-8"), f"physics/vehicles/{name}.toml")
+
+
+def on_planet(params: VehicleParams, planet: str) -> VehicleParams:
+    """The same vehicle under another planet's gravity (:data:`PLANETS`).
+
+    Sets ``gravity_mps2`` and rescales ``load_ref_n`` to ``mass_kg * g / n_wheels``, the static
+    load of an even corner split, so the tire's load sensitivity stays referenced to the static
+    corner load: a vehicle keeps its grip character (mu at rest = mu_base) on every planet, and
+    only the loads, and with them the available forces, scale with g. (The seed rover's 2790 N is
+    exactly 3000 kg x 3.72 / 4.)
+
+    Raises:
+        VehicleDefError: unknown planet (the message lists the known ones).
+    """
+    if not isinstance(planet, str) or planet not in PLANETS:
+        raise VehicleDefError(
+            "on_planet", "planet", f"unknown planet {planet!r}; known: {', '.join(PLANETS)}"
+        )
+    g = PLANETS[planet]
+    return params.replace(gravity_mps2=g, load_ref_n=params.mass_kg * g / len(params.wheels))
+
+
+def vehicle(
+    name: str, *, planet: str | None = None, tire_model: str | None = None
+) -> VehicleParams:
+    """A built-in vehicle by name (:data:`VEHICLES`).
+
+    Args:
+        name: one of :data:`VEHICLES`.
+        planet: optional :data:`PLANETS` name; see :func:`on_planet`.
+        tire_model: optional override ("direct", "wheel-speed", "arcade"). A model other than
+            "wheel-speed" drops the authored tire curves (they are a wheel-speed feature).
+
+    Raises:
+        VehicleDefError: unknown vehicle, planet or tire model (the message lists the known ones).
+    """
+    if not isinstance(name, str) or name not in VEHICLES:
+        raise VehicleDefError(
+            "vehicle", "name", f"unknown vehicle {name!r}; known: {', '.join(VEHICLES)}"
+        )
+    p = _builtin(name)
+    if tire_model is not None:
+        if not isinstance(tire_model, str) or tire_model not in TIRE_MODELS:
+            raise VehicleDefError(
+                "vehicle",
+                "tire_model",
+                f"unknown tire model {tire_model!r}; known: {', '.join(sorted(TIRE_MODELS))}",
+            )
+        tires = p.tires if tire_model == "wheel-speed" else None
+        p = p.replace(tire_model=tire_model, tires=tires)
+    if planet is not None:
+        p = on_planet(p, planet)
+    return p

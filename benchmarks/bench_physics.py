@@ -46,8 +46,8 @@ def _subprocess_seconds(env: dict) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _rate(n: int, parallel: bool, substeps: int, repeats: int) -> float:
-    sim = VehicleBatch(n, ROVER, [flat_terrain(4000.0, 4.0)], parallel=parallel)
+def _rate(n: int, parallel: bool, substeps: int, repeats: int, params=ROVER) -> float:
+    sim = VehicleBatch(n, params, [flat_terrain(4000.0, 4.0)], parallel=parallel)
     rng = np.random.default_rng(0)
     sim.reset(
         np.column_stack(
@@ -98,6 +98,26 @@ def main() -> int:
         par = _rate(n, True, subs, reps)
         res["car_substeps_per_s"][str(n)] = {"serial": ser, "prange": par}
         print(f"{n:>6} {ser / 1e6:13.3f} {1e6 / ser:15.3f} {par / 1e6:13.3f} {par / ser:9.2f}x")
+
+    # the model beyond the seed: wheel speed, and wheel speed + drivetrain, against the direct
+    # model, serially at N = 1024 (same commands, same terrain)
+    from physics.validation import WHEEL_SPEED_ROVER, small_car
+    from physics.vehicles import vehicle
+
+    models = {
+        "direct (Rally-v0 rover)": ROVER,
+        "wheel-speed rover": WHEEL_SPEED_ROVER,
+        "wheel-speed + drivetrain (small car)": small_car(),
+        "rally-car (4WD, limited-slip diffs)": vehicle("rally-car"),
+    }
+    res["models_n1024_serial"] = {}
+    base = None
+    print(f"\n{'model, N = 1024 serial':<40} {'us/car-substep':>15} {'x direct':>9}")
+    for name, params in models.items():
+        r = _rate(1024, False, 96, 5, params)
+        base = base or r
+        res["models_n1024_serial"][name] = {"car_substeps_per_s": r, "cost_vs_direct": base / r}
+        print(f"{name:<40} {1e6 / r:15.3f} {base / r:9.2f}")
 
     # one 60 Hz frame (8 substeps) for a single car, including the Python call
     sim = VehicleBatch(1, ROVER, [flat_terrain(4000.0, 4.0)])

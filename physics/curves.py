@@ -160,6 +160,67 @@ def family_eval(p, k, base, x, sel):
     return curve_eval(p, k, c0 + (n - 1) * L.CURVE_SIZE, x)
 
 
+@njit(cache=True)
+def _curve_seg(p, k, off, a):
+    """Curve at ``a`` >= 0: (value, slope, segment start, segment end) of its linear piece."""
+    n = int(p[k, off])
+    if n < 1:
+        return 0.0, 0.0, 0.0, 1e300
+    last = n - 1
+    for i in range(last):
+        x1 = p[k, off + _CX + i + 1]
+        if a < x1:
+            x0 = p[k, off + _CX + i]
+            y0 = p[k, off + _CY + i]
+            y1 = p[k, off + _CY + i + 1]
+            slope = (y1 - y0) / (x1 - x0)
+            return y0 + (a - x0) * slope, slope, x0, x1
+    return p[k, off + _CY + last], 0.0, p[k, off + _CX + last], 1e300
+
+
+@njit(cache=True)
+def family_eval_seg(p, k, base, x, sel):
+    """The family at (x, sel) as a local linear piece: ``value + slope * (x' - x)`` is exact
+    for any x' in [lo, hi] (same selector), because every curve is piecewise linear.
+
+    Returns:
+        (value, slope, lo, hi): the signed value at ``x`` (as :func:`family_eval`, without its
+        rounding guard), d value / dx there, and the interval of x around ``x`` on which the
+        piece holds. The kernel uses it to linearise the stiff wheel-spin equation and to
+        evaluate the force at the new slip without a second search.
+    """
+    a = abs(x)
+    n = int(p[k, base])
+    c0 = base + _FCURVE
+    s = abs(sel)
+    v = 0.0
+    d = 0.0
+    lo = 0.0
+    hi = 1e300
+    if n < 2 or s <= p[k, base + _FSEL]:
+        v, d, lo, hi = _curve_seg(p, k, c0, a)
+    else:
+        found = False
+        for j in range(n - 1):
+            s1 = p[k, base + _FSEL + j + 1]
+            if s < s1:
+                s0 = p[k, base + _FSEL + j]
+                v0, d0, lo0, hi0 = _curve_seg(p, k, c0 + j * L.CURVE_SIZE, a)
+                v1, d1, lo1, hi1 = _curve_seg(p, k, c0 + (j + 1) * L.CURVE_SIZE, a)
+                t = (s - s0) / (s1 - s0)
+                v = v0 + t * (v1 - v0)
+                d = d0 + t * (d1 - d0)
+                lo = lo0 if lo0 > lo1 else lo1
+                hi = hi0 if hi0 < hi1 else hi1
+                found = True
+                break
+        if not found:
+            v, d, lo, hi = _curve_seg(p, k, c0 + (n - 1) * L.CURVE_SIZE, a)
+    if x < 0.0:
+        return -v, d, -hi, -lo
+    return v, d, lo, hi
+
+
 # ---------------------------------------------------------------- validated data
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit, prange
 
 from physics import layout as L
-from physics.curves import family_eval
+from physics.curves import family_eval, family_eval_seg
 from physics.drivetrain import (
     drive_torque_nm,
     engine_rpm_from_wheels,
@@ -108,7 +108,7 @@ def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
 
 @njit(cache=True)
 def _wheel_speed_tire(
-    p, k, om, fmax, vlong, vlat, radius, inertia, td, tb, abs_on, hold, m_u, dt, g_long, g_lat
+    p, k, om, fmax, vlong, vlat, radius, inv_i, td, tb, abs_on, hold, m_u, dt, g_long, g_lat, consts
 ):
     """One wheel of the wheel-speed model over one substep.
 
@@ -119,7 +119,8 @@ def _wheel_speed_tire(
             magnitude (N m). abs_on: the ABS may release this wheel's brake. hold: the
             low-speed hold applies (parked: no drive, a brake on, slow). m_u: the wheel's useful
             mass, load / total load x vehicle mass (kg). g_long, g_lat: gravity's acceleration
-            along the wheel's axes (m/s^2).
+            along the wheel's axes (m/s^2). inv_i: 1 / wheel inertia. consts: (slip-ratio floor,
+            ABS slip ratio, clamps off) of the car.
 
     Returns:
         (fx, fy, slip ratio, slip angle, new wheel speed, slip power in W).
@@ -133,8 +134,7 @@ def _wheel_speed_tire(
     at what would stop the contact's slip velocity within the step on the wheel's useful mass,
     so no force can flip the slip's sign (the sign-flip divergence of explicit tire forces).
     """
-    inv_i = 1.0 / inertia
-    eps_sr = p[k, L.PX_SLIP_RATIO_EPS]
+    eps_sr, ks, no_clamps = consts
     alpha = atan2x(vlat, abs(vlong) + p[k, L.P_SLIP_EPS])
     sel = abs(alpha)
     # slip ratio = slip velocity / |road speed|: |v|, so reversing keeps the sign of the slip
@@ -151,9 +151,9 @@ def _wheel_speed_tire(
         k0 = _MAX_SLIP_RATIO
     elif k0 < -_MAX_SLIP_RATIO:
         k0 = -_MAX_SLIP_RATIO
-    f0 = fmax * family_eval(p, k, L.PX_CURVE_LONG, k0, sel)
-    f1 = fmax * family_eval(p, k, L.PX_CURVE_LONG, k0 + 1e-4, sel)
-    slope = (f1 - f0) * 1e4
+    c0, cslope, seg_lo, seg_hi = family_eval_seg(p, k, L.PX_CURVE_LONG, k0, sel)
+    f0 = fmax * c0
+    slope = fmax * cslope
     if slope < 0.0:
         slope = 0.0
     a = 1.0 + dt * radius * radius * slope * inv_den * inv_i
@@ -169,7 +169,6 @@ def _wheel_speed_tire(
         om_n = 0.0
     if abs_on:
         # ABS: the brake lets go where the slip would pass the ABS slip ratio
-        ks = p[k, L.PX_ABS_SLIP]
         if vlong > 0.0:
             lo = (vlong - ks * den) / radius
             if om_n < lo and om_free > lo:
@@ -184,12 +183,16 @@ def _wheel_speed_tire(
         kappa = _MAX_SLIP_RATIO
     elif kappa < -_MAX_SLIP_RATIO:
         kappa = -_MAX_SLIP_RATIO
-    fx = fmax * family_eval(p, k, L.PX_CURVE_LONG, kappa, sel)
+    if kappa >= seg_lo and kappa <= seg_hi and k0 != 0.0:
+        # still on the same linear piece: exact without a second search
+        fx = fmax * (c0 + cslope * (kappa - k0))
+    else:
+        fx = fmax * family_eval(p, k, L.PX_CURVE_LONG, kappa, sel)
     if fx > fmax:
         fx = fmax
     elif fx < -fmax:
         fx = -fmax
-    fy_des = fmax * family_eval(p, k, L.PX_CURVE_LAT, alpha, abs(kappa))
+    fy_des = fmax * family_eval_seg(p, k, L.PX_CURVE_LAT, alpha, abs(kappa))[0]
     rem = fmax * fmax - fx * fx
     budget = math.sqrt(rem) if rem > 0.0 else 0.0
     if fy_des > budget:
@@ -198,7 +201,7 @@ def _wheel_speed_tire(
         fy = budget
     else:
         fy = -fy_des
-    if p[k, L.PX_NO_CLAMPS] < 0.5:
+    if not no_clamps:
         # friction clamps with the useful mass: the chassis side of the contact (the wheel
         # side is solved implicitly above)
         lim = abs(vs) * m_u / dt
@@ -386,18 +389,7 @@ def _vehicle_extras(
     assist, two-wheeler lean stabilisation, differentials and the sliding-energy total."""
     m = p[k, L.P_MASS]
     izz = p[k, L.P_IZZ]
-    s[k, L.SX_SLIDE_ENERGY] += slide_power * dt
-    xmax = -1e300
-    xmin = 1e300
-    for w in range(nw):
-        x = p[k, L.pw(w, L.PW_X)]
-        if x > xmax:
-            xmax = x
-        if x < xmin:
-            xmin = x
-    wb = xmax - xmin
-    if wb < 0.5:
-        wb = 0.5
+    wb = p[k, L.PX_WHEELBASE]
     if model == L.TIRE_ARCADE:
         if n_grounded > 0:
             gfrac = n_grounded / nw
@@ -530,7 +522,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     thr_right = 0.0
     tq_front = 0.0  # drive torque per driven front wheel (N m), drivetrain
     tq_rear = 0.0  # per driven wheel of the other axles
-    if ext:
+    if ext and (has_dt or model == L.TIRE_WHEEL_SPEED):
         nd = 0
         ndf = 0
         om_sum = 0.0
@@ -795,6 +787,24 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     slide_power = 0.0
     rear_alpha = 0.0
     n_rear = 0
+    # per-car constants of the extension, read once (the compiler cannot hoist reads of p
+    # past the stores into s)
+    roll_scale = 1.0
+    pitch_scale = 1.0
+    load_blend = 0.0
+    damage = 1.0
+    tc_on = False
+    low_speed = 0.0
+    ws_consts = (0.0, 0.0, False)
+    if ext:
+        roll_scale = p[k, L.PX_ROLL_SCALE]
+        pitch_scale = p[k, L.PX_PITCH_SCALE]
+        load_blend = p[k, L.PX_LOAD_BLEND]
+        damage = s[k, L.SX_DAMAGE]
+        tc_on = p[k, L.PX_TRACTION_CONTROL] > 0.5
+        low_speed = p[k, L.PX_LOW_SPEED]
+        ws_consts = (p[k, L.PX_SLIP_RATIO_EPS], p[k, L.PX_ABS_SLIP], p[k, L.PX_NO_CLAMPS] > 0.5)
+    drive_cap = p[k, L.P_DRIVE_CAP]
     for w in range(nw):
         load = s[k, L.WL_LOAD + w]
         radius = p[k, L.pw(w, L.PW_RADIUS)]
@@ -863,8 +873,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         if ext:
             # per-tire grip, wear and damage multiply into the same mu; the tire may see a
             # blend of its dynamic and static load (the talk's steadier load at low rates)
-            mu = mu * p[k, L.pxw(w, L.PXW_GRIP)] * s[k, L.SXW_WEAR + w] * s[k, L.SX_DAMAGE]
-            bl = p[k, L.PX_LOAD_BLEND]
+            mu = mu * p[k, L.pxw(w, L.PXW_GRIP)] * s[k, L.SXW_WEAR + w] * damage
+            bl = load_blend
             tl = load
             if bl > 0.0:
                 tl = (1.0 - bl) * load + bl * p[k, L.pxw(w, L.PXW_STATIC_LOAD)]
@@ -879,8 +889,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
             if hb_on:
                 tbw = tbw + hb
             tbw = tbw * radius
-            if p[k, L.PX_TRACTION_CONTROL] > 0.5:
-                cap = p[k, L.P_DRIVE_CAP] * fmax * radius
+            if tc_on:
+                cap = drive_cap * fmax * radius
                 if drv_t > cap:
                     drv_t = cap
                 elif drv_t < -cap:
@@ -889,8 +899,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
             hold = (
                 drv_t == 0.0
                 and (brake > 0.0 or hb_on)
-                and abs(vlong) < p[k, L.PX_LOW_SPEED]
-                and abs(vlat) < p[k, L.PX_LOW_SPEED]
+                and abs(vlong) < low_speed
+                and abs(vlat) < low_speed
             )
             fx, fy, kappa, alpha, om, pw_slide = _wheel_speed_tire(
                 p,
@@ -900,7 +910,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
                 vlong,
                 vlat,
                 radius,
-                p[k, L.pxw(w, L.PXW_INERTIA)],
+                1.0 / p[k, L.pxw(w, L.PXW_INERTIA)],
                 drv_t,
                 tbw,
                 brake > 0.0 and not hb_on,
@@ -909,6 +919,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
                 dt,
                 cw * gbx + sw * gby,
                 -sw * gbx + cw * gby,
+                ws_consts,
             )
             slide_power += pw_slide
             _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, pw_slide * dt, dt)
@@ -918,8 +929,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
             fyb = sw * fx + cw * fy
             fbx += fxb
             fby += fyb
-            tqx -= rz * fyb * p[k, L.PX_ROLL_SCALE]
-            tqy += rz * fxb * p[k, L.PX_PITCH_SCALE]
+            tqx -= rz * fyb * roll_scale
+            tqy += rz * fxb * pitch_scale
             tqz += rx * fyb - ry * fxb
             if p[k, L.pxw(w, L.PXW_AXLE)] > 0.5 and p[k, L.pxw(w, L.PXW_AXLE)] < 1.5:
                 rear_alpha += alpha
@@ -980,8 +991,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         fbx += fxb
         fby += fyb
         if ext:
-            tqx -= rz * fyb * p[k, L.PX_ROLL_SCALE]
-            tqy += rz * fxb * p[k, L.PX_PITCH_SCALE]
+            tqx -= rz * fyb * roll_scale
+            tqy += rz * fxb * pitch_scale
             slide_power += abs(fy * vlat)
             if p[k, L.pxw(w, L.PXW_AXLE)] > 0.5 and p[k, L.pxw(w, L.PXW_AXLE)] < 1.5:
                 rear_alpha += alpha
@@ -1004,6 +1015,8 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
             s[k, L.SXW_DRIVE_TQ + w] = fx_drive * radius
 
     if ext:
+        s[k, L.SX_SLIDE_ENERGY] += slide_power * dt
+    if ext and p[k, L.PX_VEHICLE_TERMS] > 0.5:
         tqx, tqz, fbx, fby = _vehicle_extras(
             p,
             k,

@@ -181,7 +181,9 @@ PX_REV_LIMIT = _X0 + 55  # rpm above which the engine gives no drive
 PX_ABS_SLIP = _X0 + 56  # slip ratio the ABS holds (where curve 0 reaches abs_fraction)
 PX_TRACTION_CONTROL = _X0 + 57  # 1.0: wheel-speed drive torque capped at drive_cap x mu N r
 PX_NO_CLAMPS = _X0 + 58  # 1.0: friction clamps off (validation only: shows why they exist)
-# _X0 + 59 .. 63 free
+PX_WHEELBASE = _X0 + 59  # distance between the front- and rear-most axles (m), >= 0.5
+PX_VEHICLE_TERMS = _X0 + 60  # 1.0: drift assist, lean stabilisation or a differential is on
+# _X0 + 61 .. 63 free
 CURVE_FAMILY = 4  # curves per family (selected by the other slip)
 CURVE_KNOTS = 8  # knots per curve
 CURVE_SIZE = 1 + 2 * CURVE_KNOTS  # n_knots, x[8], y[8]

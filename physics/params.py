@@ -514,6 +514,18 @@ class VehicleParams:
         p[L.PX_SKID_STEER] = 1.0 if self.skid_steer else 0.0
         p[L.PX_TRACTION_CONTROL] = 1.0 if self.traction_control else 0.0
         p[L.PX_NO_CLAMPS] = 0.0 if self.friction_clamps else 1.0
+        xs = [w.x_m for w in self.wheels]
+        p[L.PX_WHEELBASE] = max(max(xs) - min(xs), 0.5)
+        p[L.PX_VEHICLE_TERMS] = (
+            1.0
+            if (
+                self.tire_model == "arcade"
+                or self.drift_assist > 0.0
+                or self.lean_stabilization > 0.0
+                or (self.tire_model == "wheel-speed" and self.drivetrain is not None)
+            )
+            else 0.0
+        )
         p[L.PX_ARCADE_YAW] = self.arcade_yaw_gain
         p[L.PX_ARCADE_GRIP] = self.arcade_grip_per_s
         tires = self.tires if self.tires is not None else tire_set("rally")
@@ -596,8 +608,11 @@ class VehicleParams:
 
     @property
     def static_sag_m(self) -> float:
-        """Static compression of each wheel on flat ground, equal load split (m)."""
-        return self.gravity_mps2 / (len(self.wheels) * self.contact_k)
+        """Static compression of the wheels on flat ground (m): g / (n K) for an even split;
+        with per-wheel springs, the mean of each wheel's static load over its stiffness."""
+        if not self.extended:
+            return self.gravity_mps2 / (len(self.wheels) * self.contact_k)
+        return float(np.mean(self.static_loads_n() / self.wheel_stiffness()))
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -865,6 +865,79 @@ def differential_split_mu() -> list[Check]:
     ]
 
 
+def tank_pivot() -> list[Check]:
+    """Skid steering: left track back, right track forward turns the tank on the spot."""
+    from physics.vehicles import vehicle
+
+    sim = _sim(vehicle("tank"))
+    sim.step_seconds(1.0)
+    p0 = sim.position_m[0, :2].copy()
+    sim.set_tank_commands(np.array([-1.0, 1.0, 0.0]))
+    sim.step_seconds(5.0)
+    moved = float(np.linalg.norm(sim.position_m[0, :2] - p0))
+    return [
+        Check(
+            "tank pivot: yaw rate after 5 s",
+            0.3,
+            float(sim.omega_radps[0, 2]),
+            0.0,
+            "rad/s",
+            "counter-clockwise",
+            "at_least",
+        ),
+        Check("tank pivot: CG travel in 5 s", 1.0, moved, 0.0, "m", "on the spot", "at_most"),
+    ]
+
+
+def bike_circle() -> list[Check]:
+    """The two-wheeler on a constant steer at ~10 m/s: the lean stabiliser holds the lean a
+    steady turn calls for, atan(v r / g); without it the bike falls over."""
+    from physics.vehicles import vehicle
+
+    def run(params: VehicleParams) -> tuple[float, float, float, int]:
+        sim = _sim(params, speed=9.0)
+        _cmd(sim, steer=0.04, throttle=0.08)
+        max_roll = 0.0
+        contacts = 0
+        for _ in range(600):
+            sim.step(8)
+            r = quat_roll(sim.quaternion[0])
+            max_roll = max(max_roll, abs(r))
+            contacts = max(contacts, int(sim.body_contacts[0]))
+        v = float(sim.body_velocity_mps[0, 0])
+        wz = float(sim.omega_radps[0, 2])
+        lean = math.degrees(math.atan(v * wz / params.gravity_mps2))
+        return (
+            abs(math.degrees(quat_roll(sim.quaternion[0]))),
+            lean,
+            math.degrees(max_roll),
+            contacts,
+        )
+
+    bike = vehicle("bike")
+    roll, lean, _, contacts = run(bike)
+    _, _, roll_free, contacts_free = run(bike.replace(lean_stabilization=0.0))
+    return [
+        Check("bike turn: lean vs atan(v r / g)", lean, roll, 2.0, "deg", "steady lean, 10 s in"),
+        Check("bike turn: body contacts", 0.0, float(contacts), 0.0, "", "stays on its wheels"),
+        Check(
+            "bike without stabiliser: max roll",
+            60.0,
+            roll_free,
+            0.0,
+            "deg",
+            f"falls over ({contacts_free} body contacts)",
+            "at_least",
+        ),
+    ]
+
+
+def quat_roll(q: np.ndarray) -> float:
+    """Roll angle (rad, + = right side down) of a (w, x, y, z) body->world quaternion."""
+    w, x, y, z = (float(c) for c in q)
+    return math.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))
+
+
 def run_extended() -> list[Check]:
     """The checks of the model beyond the seed (wheel speed, drivetrain)."""
     checks: list[Check] = []
@@ -875,4 +948,6 @@ def run_extended() -> list[Check]:
     checks += parked_on_slope()
     checks += gear_shifts()
     checks += differential_split_mu()
+    checks += tank_pivot()
+    checks += bike_circle()
     return checks

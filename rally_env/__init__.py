@@ -18,20 +18,24 @@ from rally_env.config import (
     RewardWeights,
     TerminationConfig,
 )
-from rally_env.core import INFO_KEYS
+from rally_env.core import INFO_KEYS, INFO_KEYS_V1
 from rally_env.env import RallyEnv
 from rally_env.errors import ConfigError, RallyEnvError, StateError
 from rally_env.kernels import END_REASONS, REWARD_TERMS
 from rally_env.replay import RecordReplay, ReplayError
-from rally_env.spaces import DEFAULT_LAYOUT, DISCRETE_ACTIONS, ObsLayout
+from rally_env.spaces import DEFAULT_LAYOUT, DEFAULT_LAYOUT_V1, DISCRETE_ACTIONS, ObsLayout
 from rally_env.vector import RallyVectorEnv
 
-ENV_IDS: tuple[str, ...] = ("Rally-v0",)
+ENV_IDS: tuple[str, ...] = ("Rally-v0", "Rally-v1")
 
 
 def register_envs() -> None:
-    """Register ``Rally-v0`` with Gymnasium (idempotent; also the ``gymnasium.envs`` entry
-    point)."""
+    """Register ``Rally-v0`` and ``Rally-v1`` with Gymnasium (idempotent; also the
+    ``gymnasium.envs`` entry point).
+
+    ``Rally-v1`` is the same env class with ``version=1``: the wheel-speed model, library
+    vehicles (``vehicle="truck"``), planets (``planet="moon"``) and the v1 observation.
+    """
     from gymnasium.envs.registration import register, registry
 
     if "Rally-v0" not in registry:
@@ -40,6 +44,13 @@ def register_envs() -> None:
             entry_point="rally_env.env:RallyEnv",
             vector_entry_point="rally_env.vector:RallyVectorEnv",
             kwargs={"stage": "opener"},
+        )
+    if "Rally-v1" not in registry:
+        register(
+            id="Rally-v1",
+            entry_point="rally_env.env:RallyEnv",
+            vector_entry_point="rally_env.vector:RallyVectorEnv",
+            kwargs={"stage": "opener", "version": 1},
         )
 
 
@@ -60,10 +71,12 @@ def render_episode(policy: object, path: str, **kwargs: object) -> object:
 __all__ = [
     "CONTROL_HZ_CHOICES",
     "DEFAULT_LAYOUT",
+    "DEFAULT_LAYOUT_V1",
     "DISCRETE_ACTIONS",
     "END_REASONS",
     "ENV_IDS",
     "INFO_KEYS",
+    "INFO_KEYS_V1",
     "REWARD_TERMS",
     "ConfigError",
     "ObsLayout",

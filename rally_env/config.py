@@ -195,20 +195,130 @@ class RandomizeConfig:
         return self.surface_mu != (1.0, 1.0)
 
 
-def _vehicle(value: Any) -> VehicleParams:
+#: Env versions: 0 = ``Rally-v0`` (the seed game's direct-force model), 1 = ``Rally-v1``
+#: (the wheel-speed model, library vehicles and planets, the wider observation).
+ENV_VERSIONS: tuple[int, ...] = (0, 1)
+
+
+def _vehicles_module() -> Any:
+    from physics import vehicles
+
+    return vehicles
+
+
+def vehicle_names() -> tuple[str, ...]:
+    """The library vehicle names ``vehicle=`` accepts on ``Rally-v1``."""
+    return tuple(_vehicles_module().VEHICLES)
+
+
+def planet_names() -> tuple[str, ...]:
+    """The planets ``planet=`` accepts."""
+    return tuple(sorted(_vehicles_module().PLANETS))
+
+
+def default_vehicle(version: int) -> VehicleParams:
+    """The version's default vehicle: the seed rover (v0), the rover on the wheel-speed
+    model (v1)."""
+    if version == 0:
+        return ROVER
+    return _library_vehicle("rover", None)
+
+
+_LIB_CACHE: dict[tuple[str, str | None], VehicleParams] = {}
+
+
+def _library_vehicle(name: str, planet: str | None) -> VehicleParams:
+    key = (name, planet)
+    v = _LIB_CACHE.get(key)
+    if v is None:
+        v = _vehicles_module().vehicle(name, planet=planet)
+        _LIB_CACHE[key] = v
+    return v
+
+
+def library_name(vehicle: VehicleParams, planet: str | None) -> str | None:
+    """The library name of ``vehicle`` (as built for ``planet``), or None if it is custom."""
+    try:
+        names = vehicle_names()
+    except ImportError:
+        return None
+    for name in names:
+        try:
+            if _library_vehicle(name, planet) == vehicle:
+                return name
+        except Exception:
+            continue
+    return None
+
+
+def _check_planet(planet: Any) -> str | None:
+    if planet is None:
+        return None
+    allowed = planet_names()
+    if not isinstance(planet, str) or planet not in allowed:
+        raise ConfigError("planet", planet, f"must be None or one of {', '.join(allowed)}")
+    return planet
+
+
+def _vehicle(value: Any, version: int = 0, planet: str | None = None) -> VehicleParams:
+    """Resolve ``vehicle=`` for an env version, then put it on ``planet`` (if given)."""
+    if version == 0:
+        v = _vehicle_v0(value)
+    else:
+        v = _vehicle_v1(value)
+    if planet is not None:
+        try:
+            v = _vehicles_module().on_planet(v, planet)
+        except ParameterError as e:
+            raise ConfigError(f"vehicle.{e.field}", e.value, e.rule) from None
+        except ValueError as e:
+            raise ConfigError("planet", planet, str(e)) from None
+    return v
+
+
+def _overrides(base: VehicleParams, value: dict) -> VehicleParams:
+    try:
+        return base.replace(**value)
+    except TypeError as e:
+        raise ConfigError("vehicle", value, f"unknown VehicleParams field ({e})") from None
+    except ParameterError as e:
+        raise ConfigError(f"vehicle.{e.field}", e.value, e.rule) from None
+
+
+def _vehicle_v0(value: Any) -> VehicleParams:
     if value is None or (isinstance(value, str) and value == "rover"):
         return ROVER
     if isinstance(value, VehicleParams):
         return value
     if isinstance(value, dict):
-        try:
-            return ROVER.replace(**value)
-        except TypeError as e:
-            raise ConfigError("vehicle", value, f"unknown VehicleParams field ({e})") from None
-        except ParameterError as e:
-            raise ConfigError(f"vehicle.{e.field}", e.value, e.rule) from None
+        return _overrides(ROVER, value)
     raise ConfigError(
-        "vehicle", value, "must be 'rover', a VehicleParams or a dict of VehicleParams overrides"
+        "vehicle",
+        value,
+        "must be 'rover', a VehicleParams or a dict of VehicleParams overrides "
+        "(library vehicles need Rally-v1)",
+    )
+
+
+def _vehicle_v1(value: Any) -> VehicleParams:
+    if value is None:
+        return default_vehicle(1)
+    if isinstance(value, VehicleParams):
+        return value
+    if isinstance(value, dict):
+        return _overrides(default_vehicle(1), value)
+    names = vehicle_names()
+    if isinstance(value, str) and value in names:
+        vm = _vehicles_module()
+        try:
+            return _library_vehicle(value, None)
+        except vm.VehicleDefError as e:  # a broken library definition
+            raise ConfigError("vehicle", value, str(e)) from None
+    raise ConfigError(
+        "vehicle",
+        value,
+        f"must be one of {', '.join(repr(n) for n in names)}, a VehicleParams or a dict of "
+        "VehicleParams overrides (of the 'rover')",
     )
 
 
@@ -223,7 +333,8 @@ class RallyConfig:
         stage: a library stage name, ``"gen-<seed>"``, a path to a stage file, a
             :class:`tracks.Stage`, ``"random"`` (a fresh generated stage at every reset drawn
             from the reset seed) or a list of the non-random forms to sample from at reset.
-        vehicle: ``"rover"``, a :class:`physics.VehicleParams` or a dict of overrides.
+        vehicle: ``"rover"``, a :class:`physics.VehicleParams` or a dict of overrides (of the
+            version's default); on version 1 also a library name (``physics.vehicles``).
         control_hz: control rate; one of :data:`CONTROL_HZ_CHOICES`.
         reward_weights, termination, randomize: see their classes; ``randomize=True`` uses the
             default ranges, ``None``/``False`` turns randomization off.
@@ -231,6 +342,11 @@ class RallyConfig:
             ``difficulty`` (a number or a (low, high) range drawn per reset).
         discrete_actions: use the discrete action table instead of the continuous Box.
         render_mode: ``None``, ``"human"`` or ``"rgb_array"``.
+        version: the env version: 0 (``Rally-v0``, the seed game's direct-force model and the
+            v0 observation) or 1 (``Rally-v1``: the wheel-speed model, library vehicles and
+            planets, the v1 observation).
+        planet: ``None`` (the vehicle's own gravity) or ``"mars"``, ``"earth"``, ``"moon"``
+            (``physics.vehicles.on_planet`` applied to the vehicle).
     """
 
     stage: StageSpec = "opener"
@@ -242,6 +358,8 @@ class RallyConfig:
     random_stage: dict[str, Any] = field(default_factory=lambda: dict(RANDOM_STAGE_DEFAULTS))
     discrete_actions: bool = False
     render_mode: str | None = None
+    version: int = 0
+    planet: str | None = None
 
     @classmethod
     def build(cls, **kw: Any) -> RallyConfig:
@@ -254,8 +372,17 @@ class RallyConfig:
 
     def __post_init__(self) -> None:
         s = object.__setattr__
+        ver = self.version
+        if (
+            isinstance(ver, bool)
+            or not isinstance(ver, (int, np.integer))
+            or ver not in ENV_VERSIONS
+        ):
+            raise ConfigError("version", ver, f"must be one of {', '.join(map(str, ENV_VERSIONS))}")
+        s(self, "version", int(ver))
         s(self, "stage", _check_stage_spec(self.stage))
-        s(self, "vehicle", _vehicle(self.vehicle))
+        s(self, "planet", _check_planet(self.planet))
+        s(self, "vehicle", _vehicle(self.vehicle, self.version, self.planet))
         hz = self.control_hz
         if isinstance(hz, bool) or not isinstance(hz, (int, float, np.integer, np.floating)):
             raise ConfigError("control_hz", hz, "must be a number")
@@ -308,10 +435,27 @@ class RallyConfig:
             repr(sorted(self.random_stage.items())),
             str(self.discrete_actions),
         ]
+        if self.version != 0 or self.planet is not None:  # v0 configs keep their old digest
+            parts += [f"version={self.version}", f"planet={self.planet}"]
         return hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
 
     def replace(self, **changes: Any) -> RallyConfig:
         return dataclasses.replace(self, **changes)
+
+    def __repr__(self) -> str:
+        # v0 configs print as they did before ``version`` and ``planet`` existed
+        parts = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in ("version", "planet") and v == f.default:
+                continue
+            parts.append(f"{f.name}={v!r}")
+        return f"RallyConfig({', '.join(parts)})"
+
+    @property
+    def env_id(self) -> str:
+        """The registered id this config's version answers to (``"Rally-v0"``, ...)."""
+        return f"Rally-v{self.version}"
 
 
 def _stage_key(spec: Any) -> Any:

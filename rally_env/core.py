@@ -50,6 +50,16 @@ INFO_KEYS: tuple[str, ...] = (
     "reward_terms",
 )
 
+#: Keys ``Rally-v1`` adds to ``info`` (after :data:`INFO_KEYS`).
+INFO_KEYS_V1: tuple[str, ...] = (
+    "gear",
+    "engine_rpm",
+    "tire_wear",
+    "damage",
+    "max_impact_mps",
+    "slip_ratios",
+)
+
 RANDOMIZED_FIELDS: tuple[str, ...] = (
     "mass_kg",
     "power_w",
@@ -113,7 +123,8 @@ class RallyCore:
         self.n_sub = config.substeps
         self.dt = config.dt_s
         self.bank = S.StageBank(config, self.n)
-        self.layout = ObsLayout(len(config.vehicle.wheels))
+        self.version = config.version
+        self.layout = ObsLayout(len(config.vehicle.wheels), version=config.version)
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
         par = self.n >= 64 if parallel is None else bool(parallel)
@@ -239,8 +250,12 @@ class RallyCore:
         K.reset_cars(
             cars,
             self.sim.state,
+            self.sim.istate,
             self.sim.params,
             b.terrains.grip,
+            b.terrains.surfaces,
+            b.terrains.meta,
+            self.version,
             b.table,
             b.seg,
             b.tx,
@@ -335,6 +350,9 @@ class RallyCore:
             self.sim.istate,
             self.sim.params,
             b.terrains.grip,
+            b.terrains.surfaces,
+            b.terrains.meta,
+            self.version,
             b.table,
             b.seg,
             b.tx,
@@ -382,7 +400,7 @@ class RallyCore:
         vx, vy, vz = st[L.VEL_X], st[L.VEL_Y], st[L.VEL_Z]
         terms = self.terms[k]
         end = int(ei[K.EI_END])
-        return {
+        info = {
             "stage": stage.name,
             "stage_time_s": int(self.sim.istate[k, L.I_SUBSTEPS]) / L.SUBSTEP_HZ,
             "progress_m": float(e[K.E_RACE]),
@@ -402,6 +420,18 @@ class RallyCore:
             "end_reason": K.END_REASONS[end],
             "reward_terms": {name: float(terms[i]) for i, name in enumerate(K.REWARD_TERMS)},
         }
+        if self.version >= 1:
+            sim = self.sim
+            ext = sim.extended
+            info["gear"] = int(sim.istate[k, L.I_GEAR])
+            info["engine_rpm"] = float(st[L.ENGINE_RPM])
+            info["tire_wear"] = (
+                st[L.SXW_WEAR : L.SXW_WEAR + nw].copy() if ext else np.ones(nw, np.float64)
+            )
+            info["damage"] = float(st[L.SX_DAMAGE]) if ext else 1.0
+            info["max_impact_mps"] = float(st[L.SX_MAX_IMPACT]) if ext else 0.0
+            info["slip_ratios"] = st[L.WL_SLIP_RATIO : L.WL_SLIP_RATIO + nw].copy()
+        return info
 
     def _lap(self, k: int, slot: int, stage) -> int:
         if not stage.closed:
@@ -431,7 +461,7 @@ class RallyCore:
         if closed.any():
             lap = np.floor(e[:, K.E_BEST] / b.table[slots, S.SL_LENGTH]).astype(np.int64) + 1
             laps = np.where(closed, np.clip(lap, 1, b.slot_laps[slots]), 1)
-        return {
+        info = {
             "stage": names,
             "stage_time_s": self.sim.istate[idx, L.I_SUBSTEPS] / L.SUBSTEP_HZ,
             "progress_m": e[:, K.E_RACE].copy(),
@@ -453,6 +483,19 @@ class RallyCore:
                 name: self.terms[idx, i].copy() for i, name in enumerate(K.REWARD_TERMS)
             },
         }
+        if self.version >= 1:
+            sim = self.sim
+            ext = sim.extended
+            m = len(idx)
+            info["gear"] = sim.istate[idx, L.I_GEAR].copy()
+            info["engine_rpm"] = st[:, L.ENGINE_RPM].copy()
+            info["tire_wear"] = (
+                st[:, L.SXW_WEAR : L.SXW_WEAR + nw].copy() if ext else np.ones((m, nw))
+            )
+            info["damage"] = st[:, L.SX_DAMAGE].copy() if ext else np.ones(m)
+            info["max_impact_mps"] = st[:, L.SX_MAX_IMPACT].copy() if ext else np.zeros(m)
+            info["slip_ratios"] = st[:, L.WL_SLIP_RATIO : L.WL_SLIP_RATIO + nw].copy()
+        return info
 
     def randomization_info(self, k: int) -> dict[str, Any] | None:
         d = self.draws[k]
@@ -536,9 +579,9 @@ class RallyCore:
         if digest != st["digest"]:
             raise StateError("state is corrupt: its contents do not match its digest")
         shapes = {
-            "sim_state": ((self.n, L.N_STATE), np.float64),
-            "sim_istate": ((self.n, L.N_ISTATE), np.int64),
-            "sim_params": ((self.n, L.N_PARAMS), np.float64),
+            "sim_state": (self.sim.state.shape, np.float64),
+            "sim_istate": (self.sim.istate.shape, np.int64),
+            "sim_params": (self.sim.params.shape, np.float64),
             "estate": ((self.n, K.N_E), np.float64),
             "eistate": ((self.n, K.N_EI), np.int64),
             "section_mu": ((self.n, S.MAX_SECTION_IDS), np.float64),

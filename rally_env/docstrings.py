@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from rally_env import kernels as K
 from rally_env.config import CONTROL_HZ_CHOICES, RandomizeConfig, RewardWeights, TerminationConfig
-from rally_env.spaces import ACTION_HIGH, ACTION_LOW, ACTION_NAMES, DEFAULT_LAYOUT
+from rally_env.spaces import (
+    ACTION_HIGH,
+    ACTION_LOW,
+    ACTION_NAMES,
+    DEFAULT_LAYOUT,
+    DEFAULT_LAYOUT_V1,
+    ObsLayout,
+)
 
 _RW = RewardWeights()
 _TC = TerminationConfig()
@@ -88,6 +95,52 @@ def randomize_table() -> str:
     return "\n".join(rows)
 
 
+V1_HISTORY = (
+    "v1: the wheel-speed tire model (integrated wheel spin, a real slip ratio from the wheel "
+    "speed, authored friction curves, friction clamps that stop runaway spin), selectable "
+    'library vehicles (``vehicle="rover" | "rally-car" | "truck" | "tank" | "bike"``, 2 to 8 '
+    'wheels, with or without an engine and gearbox) and planets (``planet="mars" | "earth" | '
+    '"moon"``); the observation keeps every v0 field (slip ratios now real values) and appends '
+    "engine rpm / rev limit, gear / 6, per-wheel tire wear, damage, per-wheel wheel rim speed "
+    "and the surface grip at every lookahead point (a gravel-to-ice change is visible before "
+    "the car reaches it); ``info`` adds ``gear``, ``engine_rpm``, ``tire_wear``, ``damage``, "
+    "``max_impact_mps`` and ``slip_ratios``."
+)
+
+
+def _vehicle_rows() -> list[tuple[str, int, bool, bool, float, int]]:
+    """(name, wheels, drivetrain, skid steer, gravity, v1 obs size) per library vehicle."""
+    from rally_env.config import _library_vehicle, vehicle_names
+
+    out = []
+    for n in vehicle_names():
+        v = _library_vehicle(n, None)
+        size = ObsLayout(len(v.wheels), version=1).size
+        out.append((n, len(v.wheels), v.drivetrain is not None, v.skid_steer, v.gravity_mps2, size))
+    return out
+
+
+def vehicles_table() -> str:
+    rows = [
+        "| vehicle | wheels | drivetrain | steering | g (m/s^2) | Rally-v1 obs size |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for n, nw, dt, skid, g, size in _vehicle_rows():
+        rows.append(
+            f"| `{n}` | {nw} | {'engine + gearbox' if dt else 'electric, direct'} | "
+            f"{'skid steer' if skid else 'steered wheels'} | {g:g} | {size} |"
+        )
+    return "\n".join(rows)
+
+
+def info_table_v1() -> str:
+    from rally_env.core import INFO_KEYS_V1
+
+    rows = ["| key | meaning |", "| --- | --- |"]
+    rows += [f"| `{k}` | {INFO_DOC[k]} |" for k in INFO_KEYS_V1]
+    return "\n".join(rows)
+
+
 def env_docstring() -> str:
     lay = DEFAULT_LAYOUT
     hz = ", ".join(map(str, CONTROL_HZ_CHOICES))
@@ -116,6 +169,11 @@ value scaled to roughly unit range. For the default 4-wheel rover:
 
 {lay.table_markdown()}
 
+``Rally-v1`` keeps these fields (slip ratios are real values there) and appends, for the
+4-wheel rover (``Box(shape=({DEFAULT_LAYOUT_V1.size},))``; per-wheel blocks follow the wheel count):
+
+{DEFAULT_LAYOUT_V1.table_markdown(start=lay.size)}
+
 ## Rewards
 The reward is the sum of named terms, each weighted from ``reward_weights`` and reported per
 term in ``info["reward_terms"]``:
@@ -137,7 +195,13 @@ configured, or drawn at reset from the reset seed (``stage="random"`` or a list)
   ``"gen-<seed>"``, a path to a stage file, a ``tracks.Stage``, ``"random"`` (a fresh
   generated stage at every reset, drawn from the reset seed; see ``random_stage``) or a list of
   the non-random forms to sample from at every reset.
-- ``vehicle``: ``"rover"`` (default), a ``physics.VehicleParams`` or a dict of overrides.
+- ``vehicle``: ``"rover"`` (default), a ``physics.VehicleParams`` or a dict of overrides (of
+  the version's default rover). ``Rally-v1`` also takes the ``physics.vehicles`` library names
+  (``"rover"`` there is the rover on the wheel-speed model).
+- ``planet``: ``None`` (default: the vehicle's own gravity) or ``"mars"``, ``"earth"``,
+  ``"moon"`` (``physics.vehicles.on_planet``).
+- ``version``: 0 (``Rally-v0``, default) or 1 (``Rally-v1``, what ``gym.make("Rally-v1")``
+  passes).
 - ``control_hz`` (default 20): one of {hz}.
 - ``reward_weights``: a ``RewardWeights`` or dict (terms above).
 - ``termination``: a ``TerminationConfig`` or dict (settings above).
@@ -153,6 +217,7 @@ configured, or drawn at reset from the reset seed (``stage="random"`` or a list)
 
 ## Version History
 - v0: initial version (physics layout v1, stage format v1).
+- {V1_HISTORY}
 """
 
 
@@ -179,6 +244,12 @@ INFO_DOC: dict[str, str] = {
     "end_reason": "why the episode ended (see Episode End), '' while running",
     "reward_terms": "dict: the weighted value of every reward term this step (they sum to the "
     "reward)",
+    "gear": "selected gear (-1 reverse, 0 neutral, 1..6); 0 without a drivetrain",
+    "engine_rpm": "engine speed (rpm); 0 without a drivetrain",
+    "tire_wear": "(wheels,) tire grip multiplier from wear per wheel (1 = new)",
+    "damage": "grip multiplier from damage (1 = undamaged)",
+    "max_impact_mps": "hardest touchdown or impact since the reset (m/s)",
+    "slip_ratios": "(wheels,) slip ratio per wheel (from the wheel speed)",
 }
 
 
@@ -246,7 +317,7 @@ def env_markdown() -> str:
     from rally_env.spaces import discrete_table_markdown
 
     lay = DEFAULT_LAYOUT
-    return f"""# The Gymnasium environment: `Rally-v0`
+    return f"""# The Gymnasium environment: `Rally-v0` and `Rally-v1`
 
 <!-- Generated from the constants the code uses by
 `python3 -c "from rally_env.docstrings import env_markdown as m; print(m(), end='')" > docs/env.md`;
@@ -293,6 +364,43 @@ rover: FL, FR, RL, RR); the table below is for the rover. `rally_env.ObsLayout(n
 `index` (name -> index), `groups` (name -> slice), `low`/`high` and this table.
 
 {lay.table_markdown(compact=False)}
+
+## Rally-v1: the wheel-speed model, vehicles and planets
+
+```python
+env = gym.make("Rally-v1", vehicle="truck", planet="moon")  # or vehicle=VehicleParams / dict
+```
+
+`Rally-v1` is the same env class with `version=1` (`RallyEnv(version=1, ...)`, also through
+`make_vec`). What changes against `Rally-v0`:
+
+- The vehicle runs the wheel-speed tire model: every wheel's spin is integrated, so the slip
+  ratio is a real value (v0's direct-force model reads 0), with authored friction curves and
+  friction clamps that keep wheel spin from running away. The default vehicle is
+  `physics.vehicles.vehicle("rover")`, the seed rover on that model.
+- `vehicle=` takes a library name, a `physics.VehicleParams` or a dict of overrides of the v1
+  rover; `planet=` (`"mars"`, `"earth"`, `"moon"`) applies `physics.vehicles.on_planet` (on
+  `Rally-v0`, `planet` is accepted too and changes nothing unless given). A bad name raises
+  `rally_env.ConfigError` naming `vehicle` or `planet` and the allowed values. The library:
+
+{vehicles_table()}
+
+- The observation keeps every v0 field at the same index and appends the fields below (table
+  for the 4-wheel rover, `Box(shape=({DEFAULT_LAYOUT_V1.size},))`; per-wheel blocks follow the
+  vehicle's wheel count, `rally_env.ObsLayout(n_wheels, version=1)`). Scales:
+  `rally_env.spaces.WHEEL_SPEED_SCALE_MPS`, `GEAR_SCALE`. The grip ahead is sampled from the
+  terrain's surface map at each lookahead centerline point (the car's own grip row, so surface
+  randomization shows up there too).
+
+{DEFAULT_LAYOUT_V1.table_markdown(compact=False, start=lay.size)}
+
+- `info` adds:
+
+{info_table_v1()}
+
+- The renderer's HUD shows gear and engine rpm for vehicles with a drivetrain, and tire wear /
+  damage once they drop below 1. Replays record `env_id` `Rally-v1` and a library vehicle by
+  name (with its planet), other vehicles by their fields.
 
 ## Rewards
 
@@ -418,4 +526,11 @@ is most of the cost; the env layer adds one small numba kernel per step plus the
 ## Version history
 
 - `Rally-v0`: initial version (physics layout v1, stage format v1).
+- `Rally-v1`: the wheel-speed tire model (integrated wheel spin, a real slip ratio, authored
+  friction curves, friction clamps), selectable library vehicles (2 to 8 wheels, with or
+  without an engine and gearbox) and planets; the observation appends engine rpm, gear,
+  per-wheel tire wear, damage, per-wheel wheel speed and the surface grip at every lookahead
+  point (slip ratios are real values); `info` adds `gear`, `engine_rpm`, `tire_wear`,
+  `damage`, `max_impact_mps`, `slip_ratios`. `Rally-v0` is unchanged (observations, rewards,
+  state and replay hashes).
 """

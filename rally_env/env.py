@@ -57,6 +57,8 @@ class RallyEnv(gym.Env):
         random_stage: dict[str, Any] | None = None,
         discrete_actions: bool = False,
         render_mode: str | None = None,
+        version: int = 0,
+        planet: str | None = None,
     ):
         self.config = RallyConfig.build(
             stage=stage,
@@ -68,6 +70,8 @@ class RallyEnv(gym.Env):
             random_stage=random_stage,
             discrete_actions=discrete_actions,
             render_mode=render_mode,
+            version=version,
+            planet=planet,
         )
         self.render_mode = self.config.render_mode
         self.metadata = {"render_modes": RENDER_MODES, "render_fps": self.config.control_hz}

@@ -18,14 +18,17 @@ from numba import njit, prange
 
 from physics import layout as L
 from physics.kernel import rotation_of
+from physics.terrain import sample_surface
 from rally_env import stages as S
 from rally_env.spaces import (
     CURVATURE_SCALE_PER_M,
     EDGE_SCALE_M,
+    GEAR_SCALE,
     LATERAL_SPEED_SCALE_MPS,
     SLIP_ANGLE_SCALE_RAD,
     SLIP_RATIO_SCALE,
     SPEED_SCALE_MPS,
+    WHEEL_SPEED_SCALE_MPS,
     YAW_RATE_SCALE_RADPS,
 )
 from tracks.projection import project_batch
@@ -125,6 +128,8 @@ _INV_RATIO = 1.0 / SLIP_RATIO_SCALE
 _INV_EDGE = 1.0 / EDGE_SCALE_M
 _CURV = CURVATURE_SCALE_PER_M
 _INV_PI = 1.0 / math.pi
+_INV_WHEEL_SPEED = 1.0 / WHEEL_SPEED_SCALE_MPS
+_INV_GEAR = 1.0 / GEAR_SCALE
 
 
 @njit(cache=True)
@@ -203,8 +208,12 @@ def _clip(v, lo, hi):
 def _write_obs(
     k,
     state,
+    istate,
     params,
     tgrip,
+    tsurf,
+    tmeta,
+    obs_version,
     estate,
     eistate,
     look,
@@ -271,8 +280,58 @@ def _write_obs(
         i += 1
     vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
     i += 1
+    if obs_version >= 1:
+        i = _write_obs_v1(
+            k, state, istate, params, tgrip, tsurf, tmeta, row, look, n_wheels, vals, i
+        )
     for j in range(obs.shape[1]):
         obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
+
+
+@njit(cache=True)
+def _write_obs_v1(k, state, istate, params, tgrip, tsurf, tmeta, row, look, n_wheels, vals, i):
+    """The fields Rally-v1 adds after v0's (see :class:`rally_env.spaces.ObsLayout`)."""
+    ext = params[k, L.P_EXTENDED] > 0.5
+    drivetrain = ext and params[k, L.PX_DRIVETRAIN] > 0.5
+    if drivetrain and params[k, L.PX_REV_LIMIT] > 0.0:
+        vals[i] = state[k, L.ENGINE_RPM] / params[k, L.PX_REV_LIMIT]
+    else:
+        vals[i] = 0.0
+    i += 1
+    vals[i] = istate[k, L.I_GEAR] * _INV_GEAR if drivetrain else 0.0
+    i += 1
+    for w in range(n_wheels):
+        vals[i] = state[k, L.SXW_WEAR + w] if ext else 1.0
+        i += 1
+    vals[i] = state[k, L.SX_DAMAGE] if ext else 1.0
+    i += 1
+    for w in range(n_wheels):
+        vals[i] = state[k, L.WL_OMEGA + w] * params[k, L.pw(w, L.PW_RADIUS)] * _INV_WHEEL_SPEED
+        i += 1
+    # the surface under each lookahead point: the car-frame point back to the world frame
+    qw = state[k, L.QUAT_W]
+    qx = state[k, L.QUAT_X]
+    qy = state[k, L.QUAT_Y]
+    qz = state[k, L.QUAT_Z]
+    fx = 1.0 - 2.0 * (qy * qy + qz * qz)
+    fy = 2.0 * (qx * qy + qw * qz)
+    fn = math.sqrt(fx * fx + fy * fy)
+    if fn > 0.0:
+        fx /= fn
+        fy /= fn
+    px = state[k, L.POS_X]
+    py = state[k, L.POS_Y]
+    for q in range(look.shape[1]):
+        lx = look[k, q, 0]
+        ly = look[k, q, 1]
+        if math.isfinite(lx) and math.isfinite(ly) and fn > 0.0:
+            wx = px + lx * fx - ly * fy
+            wy = py + lx * fy + ly * fx
+            vals[i] = tgrip[row, int(sample_surface(tsurf, tmeta, row, wx, wy))]
+        else:
+            vals[i] = 0.0
+        i += 1
+    return i
 
 
 @njit(cache=True)
@@ -289,8 +348,12 @@ def _arm_gate(k, state, table, line_gate, slot, line):
 def reset_cars(
     cars,
     state,
+    istate,
     params,
     tgrip,
+    tsurf,
+    tmeta,
+    obs_version,
     table,
     seg_all,
     tx_all,
@@ -384,8 +447,12 @@ def reset_cars(
         _write_obs(
             k,
             state,
+            istate,
             params,
             tgrip,
+            tsurf,
+            tmeta,
+            obs_version,
             estate,
             eistate,
             look,
@@ -407,6 +474,9 @@ def _post_car(
     istate,
     params,
     tgrip,
+    tsurf,
+    tmeta,
+    obs_version,
     table,
     seg_all,
     tx_all,
@@ -632,8 +702,12 @@ def _post_car(
     _write_obs(
         k,
         state,
+        istate,
         params,
         tgrip,
+        tsurf,
+        tmeta,
+        obs_version,
         estate,
         eistate,
         look,

@@ -57,7 +57,7 @@ MAX_REPLAY_BYTES = 32 * 1024 * 1024
 DEFAULT_HASH_EVERY = 20
 #: Longest action sequence accepted (control steps): 24 h at 60 Hz.
 MAX_STEPS = 60 * 3600 * 24
-ENV_IDS = ("Rally-v0",)
+ENV_IDS = ("Rally-v0", "Rally-v1")
 SUFFIX = ".rrp.json.gz"
 
 
@@ -114,8 +114,13 @@ def car_state_hash(core: Any, k: int) -> str:
     reproducing it hash the same.
     """
     h = hashlib.blake2b(digest_size=16)
-    h.update(np.asarray([L.LAYOUT_VERSION, L.N_STATE, L.N_ISTATE, K.N_E, K.N_EI], np.int64))
     sim = core.sim
+    # the batch's own widths: N_STATE for basic vehicles, N_STATE_EXT for extended ones
+    h.update(
+        np.asarray(
+            [L.LAYOUT_VERSION, sim.state.shape[1], sim.istate.shape[1], K.N_E, K.N_EI], np.int64
+        )
+    )
     h.update(np.ascontiguousarray(sim.state[k], np.float64).tobytes())
     ist = sim.istate[k].copy()
     ist[list(_ZERO_I)] = 0
@@ -184,14 +189,86 @@ def _vehicle_json(v: Any) -> Any:
     return out
 
 
+def _vehicle_json_v1(v: Any, planet: str | None) -> tuple[Any, str | None]:
+    """Rally-v1's JSON form of a vehicle and the planet to record: a library vehicle by name
+    (with its planet), any other as its fields that differ from the v1 default rover, already
+    on its planet (so the planet is recorded as None and not applied twice)."""
+    from rally_env.config import default_vehicle, library_name
+
+    name = library_name(v, planet)
+    if name is not None:
+        return name, planet
+    base = default_vehicle(1)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(v):
+        a, b = getattr(v, f.name), getattr(base, f.name)
+        if a == b:
+            continue
+        if f.name == "wheels":
+            a = [dataclasses.asdict(w) for w in a]
+        elif f.name == "tires" and a is not None:
+            from physics.curves import TIRE_SETS
+
+            if TIRE_SETS.get(a.name) != a:
+                raise ReplayRecordError(
+                    "custom tire curves cannot be recorded in a replay (use a library set: "
+                    f"{', '.join(sorted(TIRE_SETS))})"
+                )
+            a = {"tire_set": a.name}
+        elif f.name == "drivetrain" and a is not None:
+            a = {"drivetrain": dataclasses.asdict(a)}
+        out[f.name] = _jsonable(a)
+    return out, None
+
+
+def _tuples(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_tuples(x) for x in v)
+    return v
+
+
+def _vehicle_from_json_v1(veh: dict[str, Any]) -> dict[str, Any]:
+    out = dict(veh)
+    t = out.get("tires")
+    if isinstance(t, dict):
+        from physics.curves import tire_set
+
+        try:
+            out["tires"] = tire_set(t["tire_set"])
+        except Exception as e:
+            raise ReplayFormatError(f"env_kwargs.vehicle.tires is invalid: {e}") from None
+    d = out.get("drivetrain")
+    if isinstance(d, dict):
+        from physics.drivetrain import Drivetrain
+
+        try:
+            out["drivetrain"] = Drivetrain(**{k: _tuples(x) for k, x in d["drivetrain"].items()})
+        except Exception as e:
+            raise ReplayFormatError(f"env_kwargs.vehicle.drivetrain is invalid: {e}") from None
+    for k in ("direction",):
+        if k in out:
+            out[k] = _tuples(out[k])
+    return out
+
+
 def config_to_kwargs(config: Any) -> dict[str, Any]:
     """The JSON form of a :class:`rally_env.RallyConfig`: every constructor argument except
     ``render_mode`` (which does not shape a run). Stage files and ``tracks.Stage`` objects are
-    embedded (their file schema), so a replay needs nothing but itself."""
+    embedded (their file schema), so a replay needs nothing but itself. Version 0 configs
+    carry no ``version``/``planet`` keys (their form predates them)."""
     rnd = config.randomize
+    version = getattr(config, "version", 0)
+    planet = getattr(config, "planet", None)
+    extra: dict[str, Any] = {}
+    if version == 0:
+        vjson = _vehicle_json(config.vehicle)  # already on its planet (gravity in the diff)
+    else:
+        vjson, planet = _vehicle_json_v1(config.vehicle, planet)
+        extra = {"version": int(version), "planet": planet}
     return {
+        **extra,
         "stage": _stage_spec_json(config.stage),
-        "vehicle": _vehicle_json(config.vehicle),
+        "vehicle": vjson,
         "control_hz": int(config.control_hz),
         "reward_weights": _jsonable(dataclasses.asdict(config.reward_weights)),
         "termination": _jsonable(dataclasses.asdict(config.termination)),
@@ -254,13 +331,18 @@ def kwargs_to_env_args(kw: dict[str, Any]) -> dict[str, Any]:
     out = dict(kw)
     out["stage"] = _stage_spec_from_json(kw.get("stage", "opener"))
     veh = kw.get("vehicle", "rover")
+    if isinstance(veh, dict) and kw.get("version", 0) != 0:
+        veh = _vehicle_from_json_v1(veh)
+        out["vehicle"] = veh
     if isinstance(veh, dict) and "wheels" in veh:
         from physics import ROVER
 
         wcls = type(ROVER.wheels[0])
         try:
             veh = dict(veh)
-            veh["wheels"] = tuple(wcls(**w) for w in veh["wheels"])
+            veh["wheels"] = tuple(
+                wcls(**{k: _tuples(x) for k, x in w.items()}) for w in veh["wheels"]
+            )
         except Exception as e:
             raise ReplayFormatError(f"env_kwargs.vehicle.wheels is invalid: {e}") from None
         out["vehicle"] = veh
@@ -723,8 +805,14 @@ def _generator_from_state(state: Any) -> np.random.Generator:
 def _make_env(replay: Replay) -> Any:
     from rally_env.env import RallyEnv
 
+    args = kwargs_to_env_args(replay.env_kwargs)
+    want = ENV_IDS.index(replay.env_id) if replay.env_id in ENV_IDS else 0
+    if args.get("version", 0) != want:
+        raise ReplayFormatError(
+            f"env_kwargs.version {args.get('version', 0)!r} does not match env_id {replay.env_id!r}"
+        )
     try:
-        return RallyEnv(**kwargs_to_env_args(replay.env_kwargs))
+        return RallyEnv(**args)
     except ReplayError:
         raise
     except (ValueError, TypeError, OSError) as e:
@@ -1049,6 +1137,7 @@ class _Recorder:
         self.kwargs = config_to_kwargs(base.config)
         self.config_digest = config_digest(base.config)
         self.vehicle_digest = vehicle_digest(base.config.vehicle)
+        self.env_id = base.config.env_id
         self.stage_kind = _stage_kind(self.kwargs["stage"])
         self.discrete = base.config.discrete_actions
         self.directory = None if directory is None else Path(directory)
@@ -1152,6 +1241,7 @@ class _Recorder:
             stage=ep.stage,
             vehicle_digest=self.vehicle_digest,
             config_digest=self.config_digest,
+            env_id=self.env_id,
             control_hz=int(self.base.config.control_hz),
             stage_time_s=float(info["stage_time_s"]),
             terminated=bool(core.term[k]),

@@ -48,6 +48,10 @@ SLIP_ANGLE_SCALE_RAD = 0.5
 SLIP_RATIO_SCALE = 1.0
 EDGE_SCALE_M = 10.0
 CURVATURE_SCALE_PER_M = 10.0  # observation = curvature (1/m) * 10
+#: v1: wheel rim speed (omega x radius) scale (m/s).
+WHEEL_SPEED_SCALE_MPS = 50.0
+#: v1: gear scale (the top gear of a six-speed box reads 1).
+GEAR_SCALE = 6.0
 #: Lookahead distances along the stage (m).
 LOOKAHEAD_M: tuple[float, ...] = tuple(float(d) for d in DEFAULT_LOOKAHEAD_M)
 #: Bound of the open-ended scaled fields.
@@ -82,9 +86,16 @@ class ObsLayout:
         groups: group name -> slice of indices.
     """
 
-    def __init__(self, n_wheels: int = 4, lookahead_m: tuple[float, ...] = LOOKAHEAD_M):
+    def __init__(
+        self, n_wheels: int = 4, lookahead_m: tuple[float, ...] = LOOKAHEAD_M, version: int = 0
+    ):
         self.n_wheels = int(n_wheels)
         self.lookahead_m = tuple(float(d) for d in lookahead_m)
+        #: 0: the Rally-v0 layout; 1: Rally-v1 (v0's fields, then the drivetrain, wear,
+        #: damage, wheel speeds and the surface grip ahead)
+        self.version = int(version)
+        if self.version not in (0, 1):
+            raise ValueError(f"ObsLayout version must be 0 or 1, got {version!r}")
         B = OBS_BOUND
         rows: list[tuple[str, str, str, float, float]] = []
 
@@ -160,6 +171,44 @@ class ObsLayout:
             -1.0,
             2.0,
         )
+        if self.version >= 1:
+            add(
+                "engine_rpm",
+                "engine_rpm",
+                "engine speed / rev limit (0 without a drivetrain)",
+                0.0,
+                2.0,
+            )
+            add(
+                "gear",
+                "gear",
+                f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)",
+                -1.0,
+                1.0,
+            )
+            for w in labels:
+                add(
+                    f"tire_wear_{w}",
+                    "tire_wear",
+                    "tire grip multiplier from wear (1 = new)",
+                    0.0,
+                    1.0,
+                )
+            add("damage", "damage", "grip multiplier from damage (1 = undamaged)", 0.0, 1.0)
+            for w in labels:
+                add(
+                    f"wheel_speed_{w}",
+                    "wheel_speed",
+                    f"wheel rim speed (spin x radius, + forward) / {WHEEL_SPEED_SCALE_MPS:g} m/s",
+                )
+            for d in self.lookahead_m:
+                add(
+                    f"look_grip_{d:g}m",
+                    "look_grip",
+                    f"grip multiplier of the surface at the centerline point {d:g} m ahead",
+                    0.0,
+                    2.0,
+                )
 
         self.fields = tuple(
             ObsField(i, n, g, d, float(lo), float(hi)) for i, (n, g, d, lo, hi) in enumerate(rows)
@@ -176,11 +225,12 @@ class ObsLayout:
     def space(self) -> spaces.Box:
         return spaces.Box(self.low.copy(), self.high.copy(), dtype=np.float32)
 
-    def table_markdown(self, compact: bool = True) -> str:
-        """The index table as Markdown (per-wheel and lookahead rows grouped if ``compact``)."""
+    def table_markdown(self, compact: bool = True, start: int = 0) -> str:
+        """The index table as Markdown (per-wheel and lookahead rows grouped if ``compact``;
+        only the fields from index ``start`` on)."""
         lines = ["| index | name | meaning | low | high |", "| --- | --- | --- | --- | --- |"]
         done: set[str] = set()
-        for f in self.fields:
+        for f in self.fields[start:]:
             if compact and f.group in (
                 "slip_angle",
                 "slip_ratio",
@@ -189,6 +239,9 @@ class ObsLayout:
                 "grip",
                 "lookahead",
                 "prev_action",
+                "tire_wear",
+                "wheel_speed",
+                "look_grip",
             ):
                 if f.group in done:
                     continue
@@ -202,6 +255,13 @@ class ObsLayout:
                         f"per lookahead distance d in ({dists}) m, 3 values each: "
                         f"centerline point forward / d, left / d (car frame), curvature x "
                         f"{CURVATURE_SCALE_PER_M:g} m"
+                    )
+                elif f.group == "look_grip":
+                    dists = ", ".join(f"{d:g}" for d in self.lookahead_m)
+                    name = "look_grip_{d}m"
+                    desc = (
+                        f"per lookahead distance d in ({dists}) m: grip multiplier of the "
+                        "surface at the centerline point d ahead"
                     )
                 elif f.group == "prev_action":
                     name = "prev_{" + ",".join(ACTION_NAMES) + "}"
@@ -220,6 +280,8 @@ class ObsLayout:
 
 
 DEFAULT_LAYOUT = ObsLayout(4)
+#: The Rally-v1 layout of a four-wheeled vehicle (the default rover).
+DEFAULT_LAYOUT_V1 = ObsLayout(4, version=1)
 
 
 def discrete_table_markdown() -> str:

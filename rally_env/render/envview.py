@@ -85,6 +85,14 @@ class Window:
             self.pg.display.quit()
 
 
+def _has_drivetrain(core: Any, k: int) -> bool:
+    """Car ``k`` has an engine and gearbox (only extended vehicles can)."""
+    from physics import layout as L
+
+    sim = core.sim
+    return bool(sim.extended and sim.params[k, L.PX_DRIVETRAIN] > 0.5)
+
+
 def _stage_of(core: Any, k: int) -> Any:
     from rally_env import kernels as K
 
@@ -216,6 +224,7 @@ class EnvRenderer:
             reference_times_s=ref,
             message=msg,
             title=stage.name if self.title is None else self.title,
+            drivetrain=_has_drivetrain(core, focus),
         )
         return r.draw(car, others=others, ghosts=ghosts, hud=hud)
 

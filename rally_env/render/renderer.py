@@ -504,6 +504,7 @@ class Renderer:
                 self._text(f"Lap {hud.lap}/{hud.laps}", round(18 * k), (220, 220, 220)),
                 (m + pw + m, m + round(4 * k)),
             )
+        self._draw_vehicle_status(hud, m, m + ph + round(4 * k), pw)
         # --- top-right: mini map
         if self.show_minimap:
             self._draw_minimap(car, others, ghosts, m)
@@ -550,6 +551,30 @@ class Renderer:
             for t in ts:
                 surf.blit(t, (bx + (bw - t.get_width()) // 2, y))
                 y += t.get_height() + round(3 * k)
+
+    def _draw_vehicle_status(self, hud: HudInfo, x: int, y: int, w: int) -> None:
+        """Gear and rpm (vehicles with a drivetrain), tire wear and damage once below 1:
+        a small panel under the speed panel. Nothing at all for a Rally-v0 HUD."""
+        k = self._hud_scale
+        lines: list[tuple[str, tuple[int, int, int]]] = []
+        if hud.gear is not None and hud.engine_rpm is not None:
+            g = "R" if hud.gear < 0 else ("N" if hud.gear == 0 else str(hud.gear))
+            lines.append((f"{g}   {hud.engine_rpm:5.0f} rpm", (255, 255, 255)))
+        worn = []
+        if hud.tire_wear is not None:
+            worn.append(f"tires {100.0 * hud.tire_wear:.0f}%")
+        if hud.damage is not None:
+            worn.append(f"dmg {100.0 * hud.damage:.0f}%")
+        if worn:
+            lines.append(("  ".join(worn), (255, 190, 120)))
+        if not lines:
+            return
+        lh = round(20 * k)
+        self._panel(x, y, w, lh * len(lines) + round(6 * k))
+        for i, (text, col) in enumerate(lines):
+            self.surface.blit(
+                self._text(text, round(17 * k), col), (x + round(8 * k), y + round(3 * k) + i * lh)
+            )
 
     def _draw_load_bars(self, car: CarView, m: int) -> None:
         pg = self.pg

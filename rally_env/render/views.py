@@ -222,6 +222,9 @@ class HudInfo:
             drawn smaller), or ``None``.
         title: small text in the top-left corner (stage name, driver), or ``""``.
         checkpoints_m: where the checkpoints are, as progress (m), for the progress bar ticks.
+        gear, engine_rpm: shown for vehicles with a drivetrain (``None``: not shown).
+        tire_wear, damage: the lowest tire-wear multiplier and the damage multiplier, shown
+            once below 1 (``None``: not shown).
     """
 
     speed_mps: float = 0.0
@@ -236,6 +239,10 @@ class HudInfo:
     message: str | None = None
     title: str = ""
     checkpoints_m: tuple[float, ...] = field(default=())
+    gear: int | None = None
+    engine_rpm: float | None = None
+    tire_wear: float | None = None
+    damage: float | None = None
 
     def last_split(self) -> tuple[int, float, float | None] | None:
         """``(index, time_s, delta_s)`` of the last checkpoint reached (``index`` 0-based,
@@ -267,6 +274,7 @@ def hud_from_info(
     message: str | None = None,
     title: str = "",
     stage: Any = None,
+    drivetrain: bool | None = None,
 ) -> HudInfo:
     """A :class:`HudInfo` from a ``Rally-v0`` step/reset ``info`` dict (one car).
 
@@ -278,6 +286,8 @@ def hud_from_info(
         message: a banner.
         title: corner text.
         stage: the :class:`tracks.Stage`, for the checkpoint ticks and the lap count.
+        drivetrain: whether the vehicle has an engine and gearbox (shows ``gear`` and
+            ``engine_rpm`` from a Rally-v1 info); ``None``: when ``engine_rpm`` > 0.
     """
     cps: tuple[float, ...] = ()
     laps = 1
@@ -302,7 +312,25 @@ def hud_from_info(
         message=message,
         title=title,
         checkpoints_m=cps,
+        **_v1_hud(info, drivetrain),
     )
+
+
+def _v1_hud(info: Mapping[str, Any], drivetrain: bool | None) -> dict[str, Any]:
+    """The HUD fields a Rally-v1 info carries (none for Rally-v0: its frames are unchanged)."""
+    out: dict[str, Any] = {}
+    if "engine_rpm" in info and "gear" in info:
+        rpm = float(info["engine_rpm"])
+        if drivetrain if drivetrain is not None else rpm > 0.0:
+            out["gear"] = int(info["gear"])
+            out["engine_rpm"] = rpm
+    if "tire_wear" in info:
+        wear = float(np.min(info["tire_wear"])) if len(info["tire_wear"]) else 1.0
+        if wear < 1.0:
+            out["tire_wear"] = wear
+    if "damage" in info and float(info["damage"]) < 1.0:
+        out["damage"] = float(info["damage"])
+    return out
 
 
 def format_time(t: float) -> str:

@@ -421,12 +421,18 @@ def _vehicle_extras(
         if n_rear > 0 and n_grounded > 0:
             ra = rear_alpha / n_rear
             if abs(ra) > p[k, L.PX_DRIFT_SLIP]:
-                # while the rear slides, steer the yaw rate toward the steering's kinematic rate
+                # while the rear slides, pull the yaw rate toward the steering's kinematic
+                # rate, capped at what the grip can sustain (mu g / v): the car holds a drift
+                # the steering controls instead of spinning out
                 s[k, L.SX_DRIFT] = 1.0
                 share = p[k, L.PX_DRIFT_ASSIST] * dt
                 if share > 1.0:
                     share = 1.0
-                tqz += izz * (vbx * delta / wb - wz) * share / dt
+                target = vbx * delta / wb
+                if abs(vbx) > 1.0:
+                    cap = p[k, L.P_MU_BASE] * p[k, L.P_GRAVITY] / abs(vbx)
+                    target = min(max(target, -cap), cap)
+                tqz += izz * (target - wz) * share / dt
     lg = p[k, L.PX_LEAN_GAIN]
     if lg > 0.0 and n_grounded > 0:
         # lean toward the angle the speed and yaw rate call for, critically damped at sqrt(gain)

@@ -932,6 +932,167 @@ def bike_circle() -> list[Check]:
     ]
 
 
+def _wheel_lift_accel(params: VehicleParams, speed: float = 20.0) -> float:
+    """Lateral acceleration (m/s^2) at which an inside wheel first lifts, steering up slowly at
+    constant speed on high-grip ground (NaN if none lifts)."""
+    sim = VehicleBatch(1, params, [flat_terrain(4000.0, 4.0, grip=2.0)])
+    sim.reset(np.array([0.0, 0.0, 0.0, speed]))
+    sim.step(240)
+    static = float(sim.wheel_loads_n[0].min())
+    for i in range(20 * 60):
+        vb = float(sim.body_velocity_mps[0, 0])
+        thr = min(1.0, max(0.0, 0.5 + (speed - vb) * 0.5))
+        _cmd(sim, steer=min(1.0, i / (20 * 60)), throttle=thr)
+        sim.step(8)
+        if sim.wheel_loads_n[0].min() < 0.01 * static:
+            return float(sim.speed_mps[0] * sim.omega_radps[0, 2])
+    return float("nan")
+
+
+def rollover_threshold() -> list[Check]:
+    """Scaling the roll share of the tire forces (the talk's fix for high grip) raises the
+    lateral acceleration at which the inside wheels lift by 1 / scale (quasi-static roll
+    balance: load transfer = scale x m a h / track)."""
+    from physics.vehicles import vehicle
+
+    car = vehicle("rally-car").replace(mu_base=1.5)
+    a1 = _wheel_lift_accel(car)
+    a07 = _wheel_lift_accel(car.replace(roll_force_scale=0.7))
+    h = car.static_ride_height_m
+    t = abs(car.wheels[0].y_m - car.wheels[1].y_m)
+    return [
+        Check(
+            "wheel-lift lateral accel, physical roll",
+            car.gravity_mps2 * t / (2.0 * h),
+            a1,
+            0.25 * car.gravity_mps2 * t / (2.0 * h),
+            "m/s2",
+            "static stability g t / 2h (the roll centre and body roll move it)",
+        ),
+        Check(
+            "wheel-lift accel ratio, roll scale 0.7 / 1.0",
+            1.0 / 0.7,
+            a07 / a1,
+            0.1,
+            "",
+            f"{a07:.1f} vs {a1:.1f} m/s2",
+        ),
+    ]
+
+
+def _steady_turn_roll(params: VehicleParams) -> float:
+    sim = _sim(params, speed=15.0)
+    _cmd(sim, steer=0.25, throttle=0.3)
+    sim.step_seconds(6.0)
+    return abs(quat_roll(sim.quaternion[0]))
+
+
+def anti_roll_bars() -> list[Check]:
+    """Anti-roll bars move load between the two sides of an axle and cut body roll."""
+    from physics.vehicles import vehicle
+
+    car = vehicle("rally-car")
+    roll0 = _steady_turn_roll(car)
+    roll1 = _steady_turn_roll(car.replace(anti_roll_front=20.0, anti_roll_rear=10.0))
+    return [
+        Check(
+            "anti-roll bars: steady-turn roll ratio",
+            0.8,
+            roll1 / roll0,
+            0.0,
+            "",
+            f"{math.degrees(roll1):.2f} vs {math.degrees(roll0):.2f} deg",
+            "at_most",
+        )
+    ]
+
+
+def load_blend() -> list[Check]:
+    """Blending the static load into the tire load (b = 1) removes the braking load transfer
+    from the tire forces; the springs still pitch."""
+    out = {}
+    for b in (0.0, 1.0):
+        sim = _sim(WHEEL_SPEED_ROVER.replace(load_blend=b), speed=20.0)
+        sim.step_seconds(0.5)
+        _cmd(sim, brake=1.0)
+        sim.step_seconds(1.0)
+        f = np.abs(sim.tire_forces_n[0, :, 0])
+        out[b] = float(f[:2].sum() / f[2:].sum())
+    return [
+        Check(
+            "load blend 0: front/rear braking force",
+            1.5,
+            out[0.0],
+            0.0,
+            "",
+            "load transfer",
+            "at_least",
+        ),
+        Check("load blend 1: front/rear braking force", 1.0, out[1.0], 0.02, "", "static loads"),
+    ]
+
+
+def drift_assist() -> list[Check]:
+    """A handbrake flick at 60 km/h in the rally car, then the wheel straight: without help the
+    rear keeps sliding out; the drift assist pulls the yaw rate toward the steering's
+    (grip-capped) kinematic rate while the rear slides, so the slide is caught."""
+    from physics.vehicles import vehicle
+
+    out = {}
+    for gain in (0.0, 4.0):
+        sim = _sim(vehicle("rally-car").replace(drift_assist=gain), speed=60 / 3.6)
+        sim.step_seconds(0.25)
+        _cmd(sim, steer=0.6, handbrake=1.0)
+        sim.step_seconds(0.4)
+        _cmd(sim, steer=0.0, throttle=0.5)
+        sim.step_seconds(1.0)
+        out[gain] = abs(float(sim.slip_angles_rad[0, 2:].mean()))
+    return [
+        Check(
+            "drift assist: rear slip 1 s after the flick, ratio",
+            0.6,
+            out[4.0] / out[0.0],
+            0.0,
+            "",
+            f"{out[4.0]:.2f} vs {out[0.0]:.2f} rad",
+            "at_most",
+        )
+    ]
+
+
+def wear_and_damage() -> list[Check]:
+    """Wear: each tire loses rate x its sliding energy; the four together match the energy the
+    tires dissipated. Damage: a flat drop lands all wheels at sqrt(2 g h) and costs
+    rate x (speed - threshold)."""
+    rate = 0.2
+    sim = _sim(WHEEL_SPEED_ROVER.replace(wear_rate_per_mj=rate, wear_floor=0.0), speed=20.0)
+    sim.step_seconds(0.25)
+    _cmd(sim, steer=1.0, handbrake=1.0)
+    sim.step_seconds(3.0)
+    lost = float((1.0 - sim.tire_wear[0]).sum()) / rate * 1e6
+    energy = float(sim.state[0, L.SX_SLIDE_ENERGY])
+    h = 12.0
+    dmg = WHEEL_SPEED_ROVER.replace(damage_rate=0.02, damage_speed_mps=6.0)
+    sim2 = _sim(dmg)
+    sim2.step_seconds(1.0)
+    sim2.state[0, L.POS_Z] += h
+    sim2.state[0, L.VEL_Z] = 0.0
+    sim2.step_seconds(4.0)
+    v_touch = math.sqrt(2.0 * dmg.gravity_mps2 * h)
+    expected = 1.0 - 0.02 * (v_touch - 6.0)
+    return [
+        Check("wear: lost grip x 1e6 / rate = sliding energy", energy, lost, 0.01 * energy, "J"),
+        Check(
+            "damage: flat drop from 12 m",
+            expected,
+            float(sim2.damage[0]),
+            0.01,
+            "",
+            f"touchdown {v_touch:.2f} m/s",
+        ),
+    ]
+
+
 def quat_roll(q: np.ndarray) -> float:
     """Roll angle (rad, + = right side down) of a (w, x, y, z) body->world quaternion."""
     w, x, y, z = (float(c) for c in q)
@@ -950,4 +1111,9 @@ def run_extended() -> list[Check]:
     checks += differential_split_mu()
     checks += tank_pivot()
     checks += bike_circle()
+    checks += rollover_threshold()
+    checks += anti_roll_bars()
+    checks += load_blend()
+    checks += drift_assist()
+    checks += wear_and_damage()
     return checks

@@ -17,6 +17,9 @@ import numpy as np
 from physics import layout as L
 from physics.sim import quat_to_matrix
 
+#: Wear and damage multipliers appear on the HUD once below this (half a percent of grip lost).
+HUD_GRIP_SHOWN = 0.995
+
 #: Drawn tire width (m); the physics has no tire width (a wheel is a ray).
 WHEEL_WIDTH_M = 0.45
 
@@ -224,7 +227,8 @@ class HudInfo:
         checkpoints_m: where the checkpoints are, as progress (m), for the progress bar ticks.
         gear, engine_rpm: shown for vehicles with a drivetrain (``None``: not shown).
         tire_wear, damage: the lowest tire-wear multiplier and the damage multiplier, shown
-            once below 1 (``None``: not shown).
+            once they have cost a visible share of the grip, below :data:`HUD_GRIP_SHOWN`
+            (``None``: not shown).
     """
 
     speed_mps: float = 0.0
@@ -326,9 +330,9 @@ def _v1_hud(info: Mapping[str, Any], drivetrain: bool | None) -> dict[str, Any]:
             out["engine_rpm"] = rpm
     if "tire_wear" in info:
         wear = float(np.min(info["tire_wear"])) if len(info["tire_wear"]) else 1.0
-        if wear < 1.0:
+        if wear < HUD_GRIP_SHOWN:
             out["tire_wear"] = wear
-    if "damage" in info and float(info["damage"]) < 1.0:
+    if "damage" in info and float(info["damage"]) < HUD_GRIP_SHOWN:
         out["damage"] = float(info["damage"])
     return out
 

@@ -1093,6 +1093,42 @@ def wear_and_damage() -> list[Check]:
     ]
 
 
+def arcade_contrast() -> list[Check]:
+    """The arcade model's steering multiplier keeps adding cornering force with input, past
+    what the tires could give; the per-wheel model saturates near mu g."""
+    arc = WHEEL_SPEED_ROVER.replace(tire_model="arcade")
+    mug = WHEEL_SPEED_ROVER.mu_base * WHEEL_SPEED_ROVER.gravity_mps2
+    best = {}
+    for name, p in (("per-wheel", WHEEL_SPEED_ROVER), ("arcade", arc)):
+        out = []
+        for st in (0.1, 0.2, 0.4, 0.8):
+            sim = _sim(p, speed=15.0)
+            sim.step_seconds(0.3)
+            _cmd(sim, steer=st, throttle=0.3)
+            sim.step_seconds(4.0)
+            out.append(float(sim.speed_mps[0] * sim.omega_radps[0, 2]))
+        best[name] = max(out)
+    return [
+        Check(
+            "per-wheel: max v x yaw rate / mu g",
+            1.0,
+            best["per-wheel"] / mug,
+            0.15,
+            "",
+            "saturates at the friction limit",
+        ),
+        Check(
+            "arcade: max v x yaw rate / mu g",
+            2.0,
+            best["arcade"] / mug,
+            0.0,
+            "",
+            "grip keeps rising with input",
+            "at_least",
+        ),
+    ]
+
+
 def quat_roll(q: np.ndarray) -> float:
     """Roll angle (rad, + = right side down) of a (w, x, y, z) body->world quaternion."""
     w, x, y, z = (float(c) for c in q)
@@ -1116,4 +1152,5 @@ def run_extended() -> list[Check]:
     checks += load_blend()
     checks += drift_assist()
     checks += wear_and_damage()
+    checks += arcade_contrast()
     return checks

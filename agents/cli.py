@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rally_env.cli import add_vehicle_args, vehicle_env_kwargs
+
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Add ``train``, ``eval`` and ``par``, and point ``demo`` at :func:`cmd_demo`."""
@@ -30,6 +32,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--timesteps", type=int, default=1_000_000, help="environment steps (1e6)")
     tr.add_argument("--n-envs", type=int, default=8, help="cars in the vector env (8)")
     tr.add_argument("--seed", type=int, default=0)
+    add_vehicle_args(tr)
     tr.add_argument("--out", default="runs/ppo-opener", help="output directory")
     tr.add_argument("--resume", default=None, metavar="CKPT.zip", help="continue a checkpoint")
     tr.add_argument("--eval-freq", type=int, default=None, help="steps between evaluations")
@@ -67,6 +70,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         "--stages", default="opener", help="comma list, 'library' or 'random:N' (held out)"
     )
     ev.add_argument("--episodes", type=int, default=1, help="episodes per stage (seeds S..)")
+    add_vehicle_args(ev)
     ev.add_argument("--seed", type=int, default=0, help="first reset seed")
     ev.add_argument("--json", default=None, metavar="OUT.json")
     ev.add_argument("--csv", default=None, metavar="OUT.csv")
@@ -139,6 +143,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         threads=args.threads,
         progress_bar=not args.no_progress,
         warmstart_steps=args.warmstart_steps,
+        env_kwargs=vehicle_env_kwargs(args) or None,
     )
     fe = summary.get("final_eval") or {}
     print(
@@ -164,6 +169,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             record=bool(args.plots),
             progress=False,
             replay_dir=args.replays,
+            env_kwargs=vehicle_env_kwargs(args) or None,
         )
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally eval: error: {e}", file=sys.stderr)

@@ -297,16 +297,24 @@ def run_episode(
 
 
 def summarize(
-    stage: str, agent: str, runs: Sequence[RunResult], par: dict[str, float] | None = None
+    stage: str,
+    agent: str,
+    runs: Sequence[RunResult],
+    par: dict[str, float] | None = None,
+    vehicle: Any = None,
 ) -> StageSummary:
+    """The figures of one stage. ``vehicle``: the env's vehicle (default the rover); the
+    reference time is computed for it, and par times (the heuristic driver's, with the
+    Rally-v0 rover) apply only to that rover."""
     from agents.reference import reference_time
+    from physics import ROVER
 
     par = load_par_times() if par is None else par
     times = np.array([r.stage_time_s for r in runs if r.finished])
-    ref = reference_time(stage).time_s
+    ref = reference_time(stage, vehicle=vehicle).time_s
     med = float(np.median(times)) if times.size else math.nan
     best = float(np.min(times)) if times.size else math.nan
-    p = par.get(stage, math.nan)
+    p = par.get(stage, math.nan) if vehicle is None or vehicle == ROVER else math.nan
     return StageSummary(
         stage=stage,
         agent=agent,
@@ -379,7 +387,7 @@ def evaluate(
         for r in sr:
             r.stage = sname
         runs.extend(sr)
-        summaries.append(summarize(sname, name, sr, par))
+        summaries.append(summarize(sname, name, sr, par, vehicle=env.unwrapped.config.vehicle))
         if progress:
             s = summaries[-1]
             print(

@@ -88,6 +88,27 @@ class PointMass:
         ys = [abs(w.y_m) for w in v.wheels]
         half_track = max(1e-3, sum(ys) / n)
         h = max(0.0, v.static_ride_height_m - v.static_sag_m)
+        drive_force, power, vmax = v.drive_force_n, v.power_w, v.top_speed_mps
+        driven = [w for w in v.wheels if w.driven]
+        drive_cap = v.drive_cap
+        if v.extended and driven:
+            # only the driven wheels' share of the static load can push
+            loads = v.static_loads_n()
+            share = sum(ld for ld, w in zip(loads, v.wheels, strict=True) if w.driven)
+            drive_cap = v.drive_cap * share / float(loads.sum())
+        dt = v.drivetrain
+        if dt is not None and driven:
+            # the engine as the point mass sees it: first-gear force at the wheels, peak
+            # power on the curve (held to the rev limit), top speed at the limit in top gear
+            r = sum(w.radius_m for w in driven) / len(driven)
+            rpm_to_w = 2.0 * np.pi / 60.0
+            peak_tq = max(t for _, t in dt.torque_curve)
+            drive_force = peak_tq * dt.gears[0] * dt.final_drive / r
+            pts = [*dt.torque_curve, (dt.rev_limit_rpm, dt.torque_curve[-1][1])]
+            power = max(rpm * rpm_to_w * t for rpm, t in pts)
+            vmax = min(
+                v.top_speed_mps, dt.rev_limit_rpm * rpm_to_w / (dt.gears[-1] * dt.final_drive) * r
+            )
         return cls(
             mass_kg=v.mass_kg,
             g_mps2=v.gravity_mps2,
@@ -95,10 +116,10 @@ class PointMass:
             load_sensitivity=v.load_sensitivity,
             load_ratio_static=v.mass_kg * v.gravity_mps2 / n / v.load_ref_n,
             transfer_per_g=h / half_track,
-            drive_force_n=v.drive_force_n,
-            power_w=v.power_w,
-            drive_cap=v.drive_cap,
-            vmax_mps=v.top_speed_mps,
+            drive_force_n=drive_force,
+            power_w=power,
+            drive_cap=drive_cap,
+            vmax_mps=vmax,
             vmax_band_mps=v.top_speed_band_mps,
             crr=v.rolling_resistance,
             brake_force_n=v.brake_force_n,

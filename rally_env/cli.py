@@ -31,7 +31,13 @@ def _cmd_record(args: argparse.Namespace) -> int:
         kw = {}
         if args.control_hz is not None:
             kw["control_hz"] = args.control_hz
-        env = RallyEnv(stage=args.stage, vehicle=args.vehicle, **kw)
+        env = RallyEnv(
+            stage=args.stage,
+            vehicle=args.vehicle,
+            version=_env_version(args),
+            planet=args.planet,
+            **kw,
+        )
         policy, label = load_agent(args.agent, env, seed=args.seed)
         ghosts = [_load_any_ghost(g) for g in args.ghost]
         if not args.no_replay:
@@ -74,6 +80,40 @@ def _cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env_version(args: argparse.Namespace) -> int:
+    """``--version``, or 1 when a library vehicle other than the rover or a planet is asked
+    for (those exist only on Rally-v1), else 0."""
+    if args.version is not None:
+        return int(args.version)
+    return 1 if (args.vehicle != "rover" or args.planet is not None) else 0
+
+
+def vehicle_env_kwargs(args: argparse.Namespace) -> dict:
+    """The env arguments ``--vehicle/--planet/--version`` ask for ({} for the defaults)."""
+    version = _env_version(args)
+    if version == 0 and args.vehicle == "rover" and args.planet is None:
+        return {}
+    return {"vehicle": args.vehicle, "planet": args.planet, "version": version}
+
+
+def add_vehicle_args(p: argparse.ArgumentParser) -> None:
+    """``--vehicle``, ``--planet`` and ``--version`` (shared by play, record, eval, train)."""
+    p.add_argument(
+        "--vehicle",
+        default="rover",
+        help="rover (default), or on Rally-v1 rally-car, truck, tank, bike",
+    )
+    p.add_argument("--planet", default=None, help="mars, earth or moon (Rally-v1)")
+    p.add_argument(
+        "--version",
+        type=int,
+        choices=(0, 1),
+        default=None,
+        help="env version: 0 = Rally-v0, 1 = Rally-v1 (default: 1 if --vehicle or --planet "
+        "asks for it, else 0)",
+    )
+
+
 def _cmd_play(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
@@ -84,6 +124,8 @@ def _cmd_play(args: argparse.Namespace) -> int:
         res = play(
             args.stage,
             vehicle=args.vehicle,
+            version=_env_version(args),
+            planet=args.planet,
             ghost=args.ghost,
             seed=args.seed,
             width=args.width,
@@ -146,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rec.add_argument("--gif-seconds", type=float, default=12.0, help="GIF length in s (12)")
     rec.add_argument("--max-seconds", type=float, default=None, help="cut after this sim time")
-    rec.add_argument("--vehicle", default="rover", help="vehicle (rover)")
+    add_vehicle_args(rec)
     rec.add_argument("--control-hz", type=int, default=None, help="env control rate (env default)")
     rec.add_argument(
         "--ghost",
@@ -172,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     play.add_argument("--stage", default="opener", help="stage name, gen-<seed> or a .toml path")
-    play.add_argument("--vehicle", default="rover", help="vehicle (rover)")
+    add_vehicle_args(play)
     play.add_argument(
         "--ghost", default=None, metavar="FILE", help="race this run (a replay or ghost file)"
     )

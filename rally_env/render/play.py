@@ -100,6 +100,8 @@ def play(
     stage: Any = "opener",
     *,
     vehicle: Any = "rover",
+    version: int = 0,
+    planet: str | None = None,
     ghost: str | Path | Ghost | None = None,
     seed: int | None = 0,
     width: int = 960,
@@ -116,6 +118,8 @@ def play(
     Args:
         stage: stage name, path or :class:`tracks.Stage`.
         vehicle: the env's ``vehicle`` argument.
+        version, planet: the env version (0 = Rally-v0, 1 = Rally-v1: library vehicles and
+            the wheel-speed model) and the planet (Rally-v1).
         ghost: a replay or ghost file (or a :class:`Ghost`) to race; its splits give the HUD
             deltas.
         seed: reset seed.
@@ -134,7 +138,9 @@ def play(
     from rally_env.env import RallyEnv
     from rally_env.render.envview import EnvRenderer, Window
 
-    base = RallyEnv(stage=stage, vehicle=vehicle, control_hz=PLAY_HZ)
+    base = RallyEnv(
+        stage=stage, vehicle=vehicle, control_hz=PLAY_HZ, version=version, planet=planet
+    )
     core = base.core
     env: Any = base
     record = _replay_recorder()

@@ -144,3 +144,19 @@ def test_rally_eval_saves_verifiable_replays(tmp_path, capsys):
     (replay,) = rdir.glob("*.rrp.json.gz")
     report = verify(replay)
     assert report.accepted, report.message
+
+
+def test_rally_eval_on_a_library_vehicle_uses_its_reference_and_no_par(tmp_path, capsys):
+    import json
+
+    from agents.reference import reference_time
+    from physics.vehicles import vehicle
+
+    out = tmp_path / "e.json"
+    args = ["eval", "--agent", "random", "--stages", "opener", "--vehicle", "rally-car"]
+    assert main([*args, "--json", str(out), "--plain"]) == 0
+    (stage,) = json.loads(out.read_text())["stages"]
+    assert stage["reference_time_s"] == pytest.approx(
+        reference_time("opener", vehicle=vehicle("rally-car")).time_s
+    )
+    assert stage["par_time_s"] is None or not math.isfinite(stage["par_time_s"])

@@ -119,3 +119,21 @@ def test_skidpad_centerline_flying_laps_match_the_circle():
     assert pm.load_sensitivity > 0
     flying = 3 * 2 * math.pi * math.sqrt(r / (MU * G))
     assert flying < c.time_s < flying + 6.0
+
+
+def test_drivetrain_vehicles_use_their_engine_and_driven_share():
+    from physics.drivetrain import SMALL_CAR
+    from physics.validation import small_car
+
+    car = small_car()  # rear-driven, SMALL_CAR engine, 0.3 m wheels
+    pm = PointMass.from_vehicle(car)
+    assert pm.drive_force_n == pytest.approx(200.0 * 3.5 * 3.7 / 0.3)
+    assert pm.power_w == pytest.approx(200.0 * SMALL_CAR.rev_limit_rpm * 2 * math.pi / 60)
+    top = SMALL_CAR.rev_limit_rpm * 2 * math.pi / 60 / (0.9 * 3.7) * 0.3
+    assert pm.vmax_mps == pytest.approx(min(car.top_speed_mps, top))
+    loads = car.static_loads_n()
+    assert pm.drive_cap == pytest.approx(car.drive_cap * loads[2:].sum() / loads.sum())
+    # the basic rover's point mass is what it always was
+    assert PointMass.from_vehicle(ROVER) == PointMass.from_vehicle(None)
+    assert PointMass.from_vehicle(ROVER).drive_force_n == ROVER.drive_force_n
+    assert reference_time("opener", vehicle=car).time_s != reference_time("opener").time_s

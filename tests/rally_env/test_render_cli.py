@@ -239,3 +239,21 @@ def test_rally_record_saves_a_verifiable_replay(tmp_path, capsys):
     assert verify(replay).accepted
     assert main([*args, "--no-replay", "--replay-dir", str(tmp_path / "none")]) == 0
     assert not (tmp_path / "none").exists()
+
+
+def test_rally_play_and_record_take_library_vehicles_and_planets(tmp_path, capsys):
+    small = ["--width", "160", "--height", "120"]
+    assert main(["play", "--frames", "3", "--no-save", "--vehicle", "bike", *small]) == 0
+    assert main(["play", "--frames", "3", "--no-save", "--planet", "moon", *small]) == 0
+    # library vehicles exist only on Rally-v1: asking for v0 is a clear error
+    assert main(["play", "--frames", "3", "--vehicle", "tank", "--version", "0", *small]) == 2
+    assert "Rally-v1" in capsys.readouterr().err
+    out = tmp_path / "car.mp4"
+    args = ["record", "--agent", "line", "--out", str(out), "--max-seconds", "0.5", "--quiet"]
+    assert main([*args, "--vehicle", "rally-car", *small]) == 0
+    from rally_env.replay import verify
+
+    (replay,) = tmp_path.glob("*.rrp.json.gz")
+    assert verify(replay).accepted
+    assert main([*args, "--vehicle", "hovercraft", *small]) == 2
+    assert "hovercraft" in capsys.readouterr().err

@@ -49,6 +49,15 @@ def test_sb3_check_env():
     assert sb3 is not None
 
 
+@pytest.mark.parametrize("vehicle", ["rover", "rally-car", "truck", "tank", "bike"])
+def test_sb3_check_env_every_v1_vehicle(vehicle):
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_checker import check_env as sb3_check
+
+    env = RallyEnv(version=1, vehicle=vehicle)
+    _no_warnings(lambda: sb3_check(env, warn=True), allowed=(SB3_ACTION_WARNING,))
+
+
 def test_registration_and_make_vec():
     assert "Rally-v0" in gym.registry
     spec = gym.spec("Rally-v0")

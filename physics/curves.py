@@ -78,8 +78,9 @@ PEAK_TOL = 1e-9
 # offsets inside a packed curve / family (derived from the layout, never hard-coded elsewhere)
 _CX = 1  # x_0 of a curve
 _CY = 1 + L.CURVE_KNOTS  # y_0 of a curve
-_FSEL = 1  # selector_0 of a family
-_FCURVE = 1 + L.CURVE_FAMILY  # curve_0 of a family
+_FSHARED = 1  # 1.0 when every curve of the family has the same knot x (one search serves all)
+_FSEL = 2  # selector_0 of a family
+_FCURVE = 2 + L.CURVE_FAMILY  # curve_0 of a family
 
 
 # ---------------------------------------------------------------- numba kernels
@@ -91,7 +92,7 @@ def curve_offset(base: int, c: int) -> int:
     return base + _FCURVE + c * L.CURVE_SIZE
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def curve_eval(p, k, off, x):
     """Evaluate one packed curve: odd, piecewise linear in |x|, saturating past the last knot.
 
@@ -160,7 +161,7 @@ def family_eval(p, k, base, x, sel):
     return curve_eval(p, k, c0 + (n - 1) * L.CURVE_SIZE, x)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _curve_seg(p, k, off, a):
     """Curve at ``a`` >= 0: (value, slope, segment start, segment end) of its linear piece."""
     n = int(p[k, off])
@@ -178,7 +179,7 @@ def _curve_seg(p, k, off, a):
     return p[k, off + _CY + last], 0.0, p[k, off + _CX + last], 1e300
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def family_eval_seg(p, k, base, x, sel):
     """The family at (x, sel) as a local linear piece: ``value + slope * (x' - x)`` is exact
     for any x' in [lo, hi] (same selector), because every curve is piecewise linear.
@@ -199,6 +200,41 @@ def family_eval_seg(p, k, base, x, sel):
     hi = 1e300
     if n < 2 or s <= p[k, base + _FSEL]:
         v, d, lo, hi = _curve_seg(p, k, c0, a)
+    elif p[k, base + _FSHARED] > 0.5 and s < p[k, base + _FSEL + n - 1]:
+        # the curves share their knot x: one search, then the same arithmetic per curve
+        j = 0
+        while s >= p[k, base + _FSEL + j + 1]:
+            j += 1
+        s0 = p[k, base + _FSEL + j]
+        s1 = p[k, base + _FSEL + j + 1]
+        oa = c0 + j * L.CURVE_SIZE
+        ob = oa + L.CURVE_SIZE
+        nk = int(p[k, oa])
+        i = nk - 1
+        for q in range(nk - 1):
+            if a < p[k, oa + _CX + q + 1]:
+                i = q
+                break
+        if i == nk - 1:
+            v0 = p[k, oa + _CY + i]
+            v1 = p[k, ob + _CY + i]
+            d0 = 0.0
+            d1 = 0.0
+            lo = p[k, oa + _CX + i]
+        else:
+            x0 = p[k, oa + _CX + i]
+            x1 = p[k, oa + _CX + i + 1]
+            ya0 = p[k, oa + _CY + i]
+            yb0 = p[k, ob + _CY + i]
+            d0 = (p[k, oa + _CY + i + 1] - ya0) / (x1 - x0)
+            d1 = (p[k, ob + _CY + i + 1] - yb0) / (x1 - x0)
+            v0 = ya0 + (a - x0) * d0
+            v1 = yb0 + (a - x0) * d1
+            lo = x0
+            hi = x1
+        t = (s - s0) / (s1 - s0)
+        v = v0 + t * (v1 - v0)
+        d = d0 + t * (d1 - d0)
     else:
         found = False
         for j in range(n - 1):
@@ -389,6 +425,7 @@ class CurveFamily:
         """Write the family into ``row[base : base + CURVE_SET_SIZE]`` (unused entries 0)."""
         row[base : base + L.CURVE_SET_SIZE] = 0.0
         row[base] = float(len(self.curves))
+        row[base + _FSHARED] = 1.0 if len({c.x for c in self.curves}) == 1 else 0.0
         row[base + _FSEL : base + _FSEL + len(self.selectors)] = self.selectors
         for c, curve in enumerate(self.curves):
             curve.pack_into(row, curve_offset(base, c))

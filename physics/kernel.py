@@ -135,6 +135,7 @@ def _wheel_speed_tire(
     so no force can flip the slip's sign (the sign-flip divergence of explicit tire forces).
     """
     eps_sr, ks, no_clamps = consts
+    inv_dt = 1.0 / dt
     alpha = atan2x(vlat, abs(vlong) + p[k, L.P_SLIP_EPS])
     sel = abs(alpha)
     # slip ratio = slip velocity / |road speed|: |v|, so reversing keeps the sign of the slip
@@ -156,11 +157,12 @@ def _wheel_speed_tire(
     slope = fmax * cslope
     if slope < 0.0:
         slope = 0.0
-    a = 1.0 + dt * radius * radius * slope * inv_den * inv_i
-    om_free = (om + dt * inv_i * (td - radius * (f0 - slope * k0 - slope * vlong * inv_den))) / a
+    dti = dt * inv_i
+    inv_a = 1.0 / (1.0 + dti * radius * radius * slope * inv_den)
+    om_free = (om + dti * (td - radius * (f0 - slope * k0 - slope * vlong * inv_den))) * inv_a
     # the brake (a constant torque) shifts the implicit solution toward zero, never past it:
     # where it would, it holds the wheel (static friction in the brake)
-    dom = dt * inv_i * tb / a
+    dom = dti * tb * inv_a
     if om_free > dom:
         om_n = om_free - dom
     elif om_free < -dom:
@@ -204,12 +206,13 @@ def _wheel_speed_tire(
     if not no_clamps:
         # friction clamps with the useful mass: the chassis side of the contact (the wheel
         # side is solved implicitly above)
-        lim = abs(vs) * m_u / dt
+        mdt = m_u * inv_dt
+        lim = abs(vs) * mdt
         if fx > lim:
             fx = lim
         elif fx < -lim:
             fx = -lim
-        laty = abs(vlat) * m_u / dt
+        laty = abs(vlat) * mdt
         if fy > laty:
             fy = laty
         elif fy < -laty:
@@ -223,14 +226,14 @@ def _wheel_speed_tire(
     if hold:
         # static friction: cancel the patch's velocity and gravity's pull along the slope in
         # one step, within the circle (a parked car on a slope does not creep)
-        fx = -m_u * (vlong / dt + g_long)
+        fx = -m_u * (vlong * inv_dt + g_long)
         if fx > fmax:
             fx = fmax
         elif fx < -fmax:
             fx = -fmax
         rem = fmax * fmax - fx * fx
         budget = math.sqrt(rem) if rem > 0.0 else 0.0
-        fy = -m_u * (vlat / dt + g_lat)
+        fy = -m_u * (vlat * inv_dt + g_lat)
         if fy > budget:
             fy = budget
         elif fy < -budget:
@@ -916,7 +919,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
                 vlong,
                 vlat,
                 radius,
-                1.0 / p[k, L.pxw(w, L.PXW_INERTIA)],
+                p[k, L.pxw(w, L.PXW_INV_INERTIA)],
                 drv_t,
                 tbw,
                 brake > 0.0 and not hb_on,

@@ -187,7 +187,8 @@ PX_VEHICLE_TERMS = _X0 + 60  # 1.0: drift assist, lean stabilisation or a differ
 CURVE_FAMILY = 4  # curves per family (selected by the other slip)
 CURVE_KNOTS = 8  # knots per curve
 CURVE_SIZE = 1 + 2 * CURVE_KNOTS  # n_knots, x[8], y[8]
-CURVE_SET_SIZE = 1 + CURVE_FAMILY + CURVE_FAMILY * CURVE_SIZE  # n_curves, selectors, curves
+# n_curves, shared-x flag (1.0: every curve has the same knot x), selectors, curves
+CURVE_SET_SIZE = 2 + CURVE_FAMILY + CURVE_FAMILY * CURVE_SIZE
 PX_CURVE_LONG = _X0 + 64  # longitudinal force vs slip ratio, one curve per |slip angle|
 PX_CURVE_LAT = PX_CURVE_LONG + CURVE_SET_SIZE  # lateral force vs slip angle, per |slip ratio|
 _XW0 = PX_CURVE_LAT + CURVE_SET_SIZE
@@ -198,6 +199,7 @@ PXW_GRIP = 3  # grip multiplier of this tire
 PXW_AXLE = 4  # 0 front, 1 rear, 2 other (for differentials and anti-roll bars)
 PXW_SIDE = 5  # +1 left, -1 right (anchor y sign; skid steering, anti-roll bars)
 PXW_STATIC_LOAD = 6  # static load on flat ground (N), for load blending
+PXW_INV_INERTIA = 7  # 1 / wheel spin inertia (1/(kg m^2))
 N_WHEEL_XPARAMS = 8
 N_PARAMS_EXT = _XW0 + MAX_WHEELS * N_WHEEL_XPARAMS
 
@@ -207,7 +209,7 @@ _S0 = N_STATE
 ENGINE_RPM = RESERVED0  # engine speed (rpm) with a drivetrain
 SX_DAMAGE = _S0 + 0  # grip multiplier from damage (1 = undamaged)
 SX_DRIFT = _S0 + 1  # 1.0 while drift assist is engaged
-SX_AXLE_SPEED_F = _S0 + 2  # mean driven-wheel rim speed per axle, previous substep (m/s)
+SX_AXLE_SPEED_F = _S0 + 2  # mean driven-wheel rim speed per axle (m/s); coupling diffs only
 SX_AXLE_SPEED_R = _S0 + 3
 SX_SLIDE_ENERGY = _S0 + 4  # sliding energy dissipated by all tires since reset (J)
 SX_MAX_IMPACT = _S0 + 5  # hardest touchdown / impact since reset (m/s)

@@ -522,7 +522,19 @@ class VehicleParams:
                 self.tire_model == "arcade"
                 or self.drift_assist > 0.0
                 or self.lean_stabilization > 0.0
-                or (self.tire_model == "wheel-speed" and self.drivetrain is not None)
+                or (
+                    # differentials that couple wheels (open ones add nothing per substep)
+                    self.tire_model == "wheel-speed"
+                    and self.drivetrain is not None
+                    and any(
+                        d != "open"
+                        for d in (
+                            self.drivetrain.diff_front,
+                            self.drivetrain.diff_rear,
+                            self.drivetrain.diff_centre,
+                        )
+                    )
+                )
             )
             else 0.0
         )
@@ -537,6 +549,7 @@ class VehicleParams:
         loads = self.static_loads_n()
         for w, wp in enumerate(self.wheels):
             p[L.pxw(w, L.PXW_INERTIA)] = wp.inertia_kgm2
+            p[L.pxw(w, L.PXW_INV_INERTIA)] = 1.0 / wp.inertia_kgm2
             if wp.spring_hz > 0.0:
                 # the seed engine's rule: a spring of frequency f on the wheel's share m/n
                 om = 2.0 * math.pi * wp.spring_hz

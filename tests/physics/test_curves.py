@@ -167,12 +167,13 @@ def test_pack_layout_columns():
     for fam, base in ((tc.longitudinal, L.PX_CURVE_LONG), (tc.lateral, L.PX_CURVE_LAT)):
         block = row[base : base + L.CURVE_SET_SIZE]
         assert block[0] == len(fam.curves)
-        sel = block[1 : 1 + L.CURVE_FAMILY]
+        assert block[1] == (1.0 if len({c.x for c in fam.curves}) == 1 else 0.0)
+        sel = block[2 : 2 + L.CURVE_FAMILY]
         assert tuple(sel[: len(fam.selectors)]) == fam.selectors
         assert np.all(sel[len(fam.selectors) :] == 0.0)
         for c in range(L.CURVE_FAMILY):
             off = curve_offset(base, c)
-            assert off == base + 1 + L.CURVE_FAMILY + c * L.CURVE_SIZE
+            assert off == base + 2 + L.CURVE_FAMILY + c * L.CURVE_SIZE
             cv = row[off : off + L.CURVE_SIZE]
             if c >= len(fam.curves):
                 assert np.all(cv == 0.0)
@@ -394,3 +395,27 @@ def test_random_families_are_finite_odd_and_bounded(fam, x, sel):
     if x != 0.0:
         assert v == 0.0 or math.copysign(1.0, v) == math.copysign(1.0, x)
     assert v == fam.value(x, sel)
+
+
+def test_family_eval_seg_matches_family_eval_and_its_shared_x_fast_path():
+    """The kernel's linear-piece evaluation: the value equals family_eval, the piece is exact
+    on [lo, hi], and the shared-knot fast path is bit-identical to the general search."""
+    from physics.curves import family_eval_seg
+
+    for name in TIRE_SETS:
+        row = np.zeros((1, L.N_PARAMS_EXT))
+        tire_set(name).pack_into(row[0])
+        general = row.copy()
+        general[0, L.PX_CURVE_LONG + 1] = 0.0
+        general[0, L.PX_CURVE_LAT + 1] = 0.0
+        for base in (L.PX_CURVE_LONG, L.PX_CURVE_LAT):
+            for x in np.linspace(-1.2, 1.2, 97):
+                for sel in (0.0, 0.03, 0.1, 0.2, 0.35, 0.7, 2.0):
+                    v, d, lo, hi = family_eval_seg(row, 0, base, x, sel)
+                    assert family_eval_seg(general, 0, base, x, sel) == (v, d, lo, hi)
+                    assert v == pytest.approx(family_eval(row, 0, base, x, sel), abs=1e-12)
+                    assert lo <= x <= hi
+                    for xq in (lo, 0.5 * (lo + hi) if hi < 1e299 else x + 0.5, min(hi, 1e3)):
+                        if np.sign(xq) == np.sign(x) or xq == 0.0:
+                            want = family_eval(row, 0, base, xq, sel)
+                            assert v + d * (xq - x) == pytest.approx(want, abs=1e-9)

@@ -379,7 +379,6 @@ def _vehicle_extras(
     r22,
     rear_alpha,
     n_rear,
-    slide_power,
     tqx,
     tqz,
     fbx,
@@ -389,7 +388,7 @@ def _vehicle_extras(
     tq_rear,
 ):
     """Whole-vehicle terms of extended vehicles: the arcade model's lumped forces, drift
-    assist, two-wheeler lean stabilisation, differentials and the sliding-energy total."""
+    assist, two-wheeler lean stabilisation and the coupling differentials."""
     m = p[k, L.P_MASS]
     izz = p[k, L.P_IZZ]
     wb = p[k, L.PX_WHEELBASE]
@@ -1046,7 +1045,6 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
             r22,
             rear_alpha,
             n_rear,
-            slide_power,
             tqx,
             tqz,
             fbx,

@@ -197,14 +197,8 @@ class VehicleBatch:
         commands, its misuse counter goes up). Returns the number of refused rows.
         """
         idx = self._cars(cars)
-        cmd = np.asarray(commands, np.float64)
-        if cmd.ndim == 1:
-            cmd = cmd.reshape(1, -1)
-        if cmd.shape != (len(idx), 4):
-            raise ParameterError(
-                "VehicleBatch", "commands", cmd.shape, f"must have shape ({len(idx)}, 4)"
-            )
-        return int(kernel.set_commands(self.state, self.istate, np.ascontiguousarray(cmd), idx))
+        cmd = _command_rows(commands, len(idx), 4)
+        return int(kernel.set_commands(self.state, self.istate, cmd, idx))
 
     def set_tank_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
         """Skid steering: rows (left throttle, right throttle) in [-1, 1] and brake [0, 1].
@@ -218,16 +212,8 @@ class VehicleBatch:
             raise ParameterError(
                 "VehicleBatch", "set_tank_commands", "not skid-steer", "needs skid_steer=True"
             )
-        cmd = np.asarray(commands, np.float64)
-        if cmd.ndim == 1:
-            cmd = cmd.reshape(1, -1)
-        if cmd.shape != (len(idx), 3):
-            raise ParameterError(
-                "VehicleBatch", "commands", cmd.shape, f"must have shape ({len(idx)}, 3)"
-            )
-        return int(
-            kernel.set_tank_commands(self.state, self.istate, np.ascontiguousarray(cmd), idx)
-        )
+        cmd = _command_rows(commands, len(idx), 3)
+        return int(kernel.set_tank_commands(self.state, self.istate, cmd, idx))
 
     def set_gear(self, gear: int, cars: np.ndarray | None = None) -> np.ndarray:
         """Select a gear (-1 reverse, 0 neutral, 1..n) on cars with a drivetrain.
@@ -474,6 +460,18 @@ class VehicleBatch:
             axis=1,
         )
         return self.position_m[:, None, :] + np.einsum("nij,nwj->nwi", self.rotation, anchors)
+
+
+def _command_rows(commands: np.ndarray, n: int, width: int) -> np.ndarray:
+    """Commands as a contiguous float64 (n, width) array (one row may be given flat)."""
+    cmd = np.asarray(commands, np.float64)
+    if cmd.ndim == 1:
+        cmd = cmd.reshape(1, -1)
+    if cmd.shape != (n, width):
+        raise ParameterError(
+            "VehicleBatch", "commands", cmd.shape, f"must have shape ({n}, {width})"
+        )
+    return np.ascontiguousarray(cmd)
 
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:

@@ -45,10 +45,11 @@ def golden_hash(steps: int = 120) -> str:
     return buf.getvalue().strip()
 
 
-def _run_subprocess(steps: int, env_extra: dict) -> str:
+def _run_subprocess(steps: int, env_extra: dict, script: str = GOLDEN_SCRIPT) -> str:
+    """Run a golden ``script`` (formatted with ``steps``) in a fresh interpreter."""
     env = dict(os.environ, PYTHONPATH=ROOT, **env_extra)
     out = subprocess.run(
-        [sys.executable, "-c", GOLDEN_SCRIPT.format(steps=steps)],
+        [sys.executable, "-c", script.format(steps=steps)],
         env=env,
         capture_output=True,
         text=True,

@@ -6,8 +6,6 @@ validation benchmark prints.
 """
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from physics.drivetrain import SMALL_CAR
 from physics.errors import ParameterError
 
 from .conftest import drive, scripted_commands
+from .test_determinism import _run_subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -57,16 +56,7 @@ def golden_hash(steps: int = 100) -> str:
 
 
 def _subprocess_hash(steps: int, env_extra: dict) -> str:
-    env = dict(os.environ, PYTHONPATH=ROOT, **env_extra)
-    out = subprocess.run(
-        [sys.executable, "-c", GOLDEN_SCRIPT.format(steps=steps)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    return out.stdout.strip()
+    return _run_subprocess(steps, env_extra, GOLDEN_SCRIPT)
 
 
 # ------------------------------------------------------------------ rows and compatibility

@@ -47,8 +47,8 @@ def _random_actions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndar
     return a
 
 
-def bench_single(seconds: float) -> dict[str, float]:
-    env = gym.make("Rally-v0")
+def bench_single(seconds: float, env_id: str = "Rally-v0", **kw: object) -> dict[str, float]:
+    env = gym.make(env_id, **kw)
     rng = np.random.default_rng(0)
     acts = _random_actions(rng, (4096,))
     env.reset(seed=0)
@@ -74,8 +74,8 @@ def bench_single(seconds: float) -> dict[str, float]:
     return {"steps_per_s": steps / dt, "episodes": resets, "reset_ms": reset_ms}
 
 
-def bench_vector(n: int, seconds: float, parallel: bool | None) -> dict[str, float]:
-    envs = RallyVectorEnv(n, parallel=parallel)
+def bench_vector(n: int, seconds: float, parallel: bool | None, **kw: object) -> dict[str, float]:
+    envs = RallyVectorEnv(n, parallel=parallel, **kw)
     rng = np.random.default_rng(0)
     acts = [_random_actions(rng, (n,)) for _ in range(64)]
     envs.reset(seed=0)
@@ -138,6 +138,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"({v['env_steps_per_s']:.1f} batch steps/s, {v['episodes']} episodes, "
                 f"reset {v['reset_ms_per_car']:.4f} ms/car)"
             )
+    # Rally-v1 (wheel-speed model) with the rover and the rally car (engine, gearbox, diffs)
+    for vehicle in ("rover", "rally-car"):
+        s1 = bench_single(sec, "Rally-v1", vehicle=vehicle)
+        v1 = bench_vector(1024, sec, True, version=1, vehicle=vehicle)
+        res[f"v1_{vehicle}"] = {"single": s1, "vector_1024": v1}
+        print(
+            f"Rally-v1 {vehicle:<9}: single {s1['steps_per_s']:9.0f} steps/s; "
+            f"RallyVectorEnv(1024) threads {v1['car_steps_per_s']:9.0f} car-steps/s"
+        )
     best = max(res["vector_1024"]["car_steps_per_s"], res["vector_1024_serial"]["car_steps_per_s"])
     res["summary"] = {
         "single_steps_per_s": s["steps_per_s"],

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit, prange
 
 from physics import layout as L
-from physics.curves import family_eval, family_eval_seg
+from physics.curves import family_eval_seg
 from physics.drivetrain import (
     drive_torque_nm,
     engine_rpm_from_wheels,
@@ -189,7 +189,7 @@ def _wheel_speed_tire(
         # still on the same linear piece: exact without a second search
         fx = fmax * (c0 + cslope * (kappa - k0))
     else:
-        fx = fmax * family_eval(p, k, L.PX_CURVE_LONG, kappa, sel)
+        fx = fmax * family_eval_seg(p, k, L.PX_CURVE_LONG, kappa, sel)[0]
     if fx > fmax:
         fx = fmax
     elif fx < -fmax:

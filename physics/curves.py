@@ -78,9 +78,11 @@ PEAK_TOL = 1e-9
 # offsets inside a packed curve / family (derived from the layout, never hard-coded elsewhere)
 _CX = 1  # x_0 of a curve
 _CY = 1 + L.CURVE_KNOTS  # y_0 of a curve
+_CS = 1 + 2 * L.CURVE_KNOTS  # slope of piece 0 (x_0..x_1) of a curve, packed once
 _FSHARED = 1  # 1.0 when every curve of the family has the same knot x (one search serves all)
 _FSEL = 2  # selector_0 of a family
-_FCURVE = 2 + L.CURVE_FAMILY  # curve_0 of a family
+_FINV = 2 + L.CURVE_FAMILY  # 1 / (selector_1 - selector_0), ... packed once
+_FCURVE = 2 + 2 * L.CURVE_FAMILY  # curve_0 of a family
 
 
 # ---------------------------------------------------------------- numba kernels
@@ -172,10 +174,8 @@ def _curve_seg(p, k, off, a):
         x1 = p[k, off + _CX + i + 1]
         if a < x1:
             x0 = p[k, off + _CX + i]
-            y0 = p[k, off + _CY + i]
-            y1 = p[k, off + _CY + i + 1]
-            slope = (y1 - y0) / (x1 - x0)
-            return y0 + (a - x0) * slope, slope, x0, x1
+            slope = p[k, off + _CS + i]
+            return p[k, off + _CY + i] + (a - x0) * slope, slope, x0, x1
     return p[k, off + _CY + last], 0.0, p[k, off + _CX + last], 1e300
 
 
@@ -223,16 +223,13 @@ def family_eval_seg(p, k, base, x, sel):
             lo = p[k, oa + _CX + i]
         else:
             x0 = p[k, oa + _CX + i]
-            x1 = p[k, oa + _CX + i + 1]
-            ya0 = p[k, oa + _CY + i]
-            yb0 = p[k, ob + _CY + i]
-            d0 = (p[k, oa + _CY + i + 1] - ya0) / (x1 - x0)
-            d1 = (p[k, ob + _CY + i + 1] - yb0) / (x1 - x0)
-            v0 = ya0 + (a - x0) * d0
-            v1 = yb0 + (a - x0) * d1
+            d0 = p[k, oa + _CS + i]
+            d1 = p[k, ob + _CS + i]
+            v0 = p[k, oa + _CY + i] + (a - x0) * d0
+            v1 = p[k, ob + _CY + i] + (a - x0) * d1
             lo = x0
-            hi = x1
-        t = (s - s0) / (s1 - s0)
+            hi = p[k, oa + _CX + i + 1]
+        t = (s - s0) * p[k, base + _FINV + j]
         v = v0 + t * (v1 - v0)
         d = d0 + t * (d1 - d0)
     else:
@@ -243,7 +240,7 @@ def family_eval_seg(p, k, base, x, sel):
                 s0 = p[k, base + _FSEL + j]
                 v0, d0, lo0, hi0 = _curve_seg(p, k, c0 + j * L.CURVE_SIZE, a)
                 v1, d1, lo1, hi1 = _curve_seg(p, k, c0 + (j + 1) * L.CURVE_SIZE, a)
-                t = (s - s0) / (s1 - s0)
+                t = (s - s0) * p[k, base + _FINV + j]
                 v = v0 + t * (v1 - v0)
                 d = d0 + t * (d1 - d0)
                 lo = lo0 if lo0 > lo1 else lo1
@@ -358,6 +355,8 @@ class Curve:
         row[off] = float(n)
         row[off + _CX : off + _CX + n] = self.x
         row[off + _CY : off + _CY + n] = self.y
+        for i in range(n - 1):
+            row[off + _CS + i] = (self.y[i + 1] - self.y[i]) / (self.x[i + 1] - self.x[i])
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +426,8 @@ class CurveFamily:
         row[base] = float(len(self.curves))
         row[base + _FSHARED] = 1.0 if len({c.x for c in self.curves}) == 1 else 0.0
         row[base + _FSEL : base + _FSEL + len(self.selectors)] = self.selectors
+        for j in range(len(self.selectors) - 1):
+            row[base + _FINV + j] = 1.0 / (self.selectors[j + 1] - self.selectors[j])
         for c, curve in enumerate(self.curves):
             curve.pack_into(row, curve_offset(base, c))
 

@@ -120,7 +120,7 @@ def _wheel_speed_tire(
             low-speed hold applies (parked: no drive, a brake on, slow). m_u: the wheel's useful
             mass, load / total load x vehicle mass (kg). g_long, g_lat: gravity's acceleration
             along the wheel's axes (m/s^2). inv_i: 1 / wheel inertia. consts: (slip-ratio floor,
-            ABS slip ratio, clamps off) of the car.
+            ABS slip ratio, clamps off, 1 / dt) of the car.
 
     Returns:
         (fx, fy, slip ratio, slip angle, new wheel speed, slip power in W).
@@ -134,8 +134,7 @@ def _wheel_speed_tire(
     at what would stop the contact's slip velocity within the step on the wheel's useful mass,
     so no force can flip the slip's sign (the sign-flip divergence of explicit tire forces).
     """
-    eps_sr, ks, no_clamps = consts
-    inv_dt = 1.0 / dt
+    eps_sr, ks, no_clamps, inv_dt = consts
     alpha = atan2x(vlat, abs(vlong) + p[k, L.P_SLIP_EPS])
     sel = abs(alpha)
     # slip ratio = slip velocity / |road speed|: |v|, so reversing keeps the sign of the slip
@@ -803,7 +802,7 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     damage = 1.0
     tc_on = False
     low_speed = 0.0
-    ws_consts = (0.0, 0.0, False)
+    ws_consts = (0.0, 0.0, False, inv_dt)
     if ext:
         roll_scale = p[k, L.PX_ROLL_SCALE]
         pitch_scale = p[k, L.PX_PITCH_SCALE]
@@ -811,7 +810,12 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         damage = s[k, L.SX_DAMAGE]
         tc_on = p[k, L.PX_TRACTION_CONTROL] > 0.5
         low_speed = p[k, L.PX_LOW_SPEED]
-        ws_consts = (p[k, L.PX_SLIP_RATIO_EPS], p[k, L.PX_ABS_SLIP], p[k, L.PX_NO_CLAMPS] > 0.5)
+        ws_consts = (
+            p[k, L.PX_SLIP_RATIO_EPS],
+            p[k, L.PX_ABS_SLIP],
+            p[k, L.PX_NO_CLAMPS] > 0.5,
+            inv_dt,
+        )
     drive_cap = p[k, L.P_DRIVE_CAP]
     for w in range(nw):
         load = s[k, L.WL_LOAD + w]

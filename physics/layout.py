@@ -186,9 +186,10 @@ PX_VEHICLE_TERMS = _X0 + 60  # 1.0: drift assist, lean stabilisation or a differ
 # _X0 + 61 .. 63 free
 CURVE_FAMILY = 4  # curves per family (selected by the other slip)
 CURVE_KNOTS = 8  # knots per curve
-CURVE_SIZE = 1 + 2 * CURVE_KNOTS  # n_knots, x[8], y[8]
-# n_curves, shared-x flag (1.0: every curve has the same knot x), selectors, curves
-CURVE_SET_SIZE = 2 + CURVE_FAMILY + CURVE_FAMILY * CURVE_SIZE
+CURVE_SIZE = 1 + 3 * CURVE_KNOTS  # n_knots, x[8], y[8], slope of each piece[8] (packed once)
+# n_curves, shared-x flag (1.0: every curve has the same knot x), selectors, 1 / selector
+# spacing, curves
+CURVE_SET_SIZE = 2 + 2 * CURVE_FAMILY + CURVE_FAMILY * CURVE_SIZE
 PX_CURVE_LONG = _X0 + 64  # longitudinal force vs slip ratio, one curve per |slip angle|
 PX_CURVE_LAT = PX_CURVE_LONG + CURVE_SET_SIZE  # lateral force vs slip angle, per |slip ratio|
 _XW0 = PX_CURVE_LAT + CURVE_SET_SIZE

@@ -173,7 +173,7 @@ def test_pack_layout_columns():
         assert np.all(sel[len(fam.selectors) :] == 0.0)
         for c in range(L.CURVE_FAMILY):
             off = curve_offset(base, c)
-            assert off == base + 2 + L.CURVE_FAMILY + c * L.CURVE_SIZE
+            assert off == base + 2 + 2 * L.CURVE_FAMILY + c * L.CURVE_SIZE
             cv = row[off : off + L.CURVE_SIZE]
             if c >= len(fam.curves):
                 assert np.all(cv == 0.0)
@@ -184,7 +184,11 @@ def test_pack_layout_columns():
             assert tuple(cv[1 : 1 + n]) == curve.x
             assert tuple(cv[1 + L.CURVE_KNOTS : 1 + L.CURVE_KNOTS + n]) == curve.y
             assert np.all(cv[1 + n : 1 + L.CURVE_KNOTS] == 0.0)
-            assert np.all(cv[1 + L.CURVE_KNOTS + n :] == 0.0)
+            assert np.all(cv[1 + L.CURVE_KNOTS + n : 1 + 2 * L.CURVE_KNOTS] == 0.0)
+            # the slope of each piece, packed once for the kernels
+            slopes = cv[1 + 2 * L.CURVE_KNOTS :]
+            want = np.diff(curve.y) / np.diff(curve.x)
+            assert np.array_equal(slopes[: n - 1], want) and np.all(slopes[n - 1 :] == 0.0)
     # nothing outside the two blocks is touched
     untouched = np.ones(L.N_PARAMS_EXT, dtype=bool)
     untouched[L.PX_CURVE_LONG : L.PX_CURVE_LAT + L.CURVE_SET_SIZE] = False

@@ -768,7 +768,6 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
                         f = -lw
                     s[k, L.WL_LOAD + w] = lw + f
                     s[k, L.WL_LOAD + v] = lv - f
-                    fsus += 0.0
                     tqx += (p[k, L.pw(w, L.PW_Y)] - p[k, L.pw(v, L.PW_Y)]) * f
                     tqy -= (p[k, L.pw(w, L.PW_X)] - p[k, L.pw(v, L.PW_X)]) * f
                     break

@@ -88,13 +88,13 @@ _FCURVE = 2 + 2 * L.CURVE_FAMILY  # curve_0 of a family
 # ---------------------------------------------------------------- numba kernels
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def curve_offset(base: int, c: int) -> int:
     """Column where curve ``c`` of the family packed at column ``base`` starts."""
     return base + _FCURVE + c * L.CURVE_SIZE
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def curve_eval(p, k, off, x):
     """Evaluate one packed curve: odd, piecewise linear in |x|, saturating past the last knot.
 
@@ -131,7 +131,7 @@ def curve_eval(p, k, off, x):
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def family_eval(p, k, base, x, sel):
     """Evaluate a packed curve family at slip ``x`` with the other slip ``sel`` as selector.
 
@@ -163,7 +163,7 @@ def family_eval(p, k, base, x, sel):
     return curve_eval(p, k, c0 + (n - 1) * L.CURVE_SIZE, x)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _curve_seg(p, k, off, a):
     """Curve at ``a`` >= 0: (value, slope, segment start, segment end) of its linear piece."""
     n = int(p[k, off])
@@ -179,7 +179,7 @@ def _curve_seg(p, k, off, a):
     return p[k, off + _CY + last], 0.0, p[k, off + _CX + last], 1e300
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def family_eval_seg(p, k, base, x, sel):
     """The family at (x, sel) as a local linear piece: ``value + slope * (x' - x)`` is exact
     for any x' in [lo, hi] (same selector), because every curve is piecewise linear.

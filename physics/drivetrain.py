@@ -324,7 +324,7 @@ RALLY_CAR_DRIVETRAIN = Drivetrain(
 
 
 # ---------------------------------------------------------------------- numba helpers
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _curve_torque_nm(p: np.ndarray, k: int, r: float) -> float:
     """Curve torque (N m) at ``r`` rpm (``r`` >= idle), held past the last point; no rev cut."""
     n = int(p[k, L.PX_N_TORQUE])
@@ -338,7 +338,7 @@ def _curve_torque_nm(p: np.ndarray, k: int, r: float) -> float:
     return p[k, L.PX_TQ_NM + n - 1]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def engine_torque_nm(p: np.ndarray, k: int, rpm: float) -> float:
     """Engine torque (N m) at full throttle.
 
@@ -356,7 +356,7 @@ def engine_torque_nm(p: np.ndarray, k: int, rpm: float) -> float:
     return _curve_torque_nm(p, k, r)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def gear_ratio(p: np.ndarray, k: int, gear: int) -> float:
     """Overall (gear x final drive) ratio of ``gear``, signed.
 
@@ -373,7 +373,7 @@ def gear_ratio(p: np.ndarray, k: int, gear: int) -> float:
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def engine_rpm_from_wheels(p: np.ndarray, k: int, wheel_omega_rad_s: float, gear: int) -> float:
     """Engine speed (rpm) from the driven wheels' speed.
 
@@ -390,7 +390,7 @@ def engine_rpm_from_wheels(p: np.ndarray, k: int, wheel_omega_rad_s: float, gear
     return max(rpm, p[k, L.PX_TQ_RPM])
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def update_gearbox(p: np.ndarray, k: int, ist: np.ndarray, rpm: float) -> None:
     """One substep of the clutch timer and the automatic gearbox (call once per substep).
 
@@ -420,7 +420,7 @@ def update_gearbox(p: np.ndarray, k: int, ist: np.ndarray, rpm: float) -> None:
         ist[k, L.I_CLUTCH] = int(p[k, L.PX_CLUTCH_SUBSTEPS])
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def select_gear(p: np.ndarray, k: int, ist: np.ndarray, gear: int) -> bool:
     """Manually select ``gear`` (-1 reverse, 0 neutral, 1..n_gears).
 
@@ -439,7 +439,7 @@ def select_gear(p: np.ndarray, k: int, ist: np.ndarray, gear: int) -> bool:
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def drive_torque_nm(p: np.ndarray, k: int, ist: np.ndarray, rpm: float, throttle: float) -> float:
     """Total drive torque at the driven wheels (N m), before the differentials share it.
 

@@ -57,7 +57,7 @@ _MAX_SLIP_RATIO = 10.0
 _LOCKED_COUPLING = 1.0e7
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def rotation_of(s, k):
     """Body->world rotation matrix of car ``k`` from its quaternion, row-major (r00 .. r22)."""
     qw = s[k, L.QUAT_W]
@@ -77,7 +77,7 @@ def rotation_of(s, k):
     )
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def lateral_curve(alpha, peak, clamp):
     """Normalised lateral grip 2s/(1+s^2), s = alpha/peak, |s| clamped at ``clamp``.
 
@@ -96,7 +96,7 @@ def lateral_curve(alpha, peak, clamp):
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
     """mu multiplier 1 - k max(0, N/N_ref - 1), floored at 0: heavily loaded tires grip less."""
     over = load_n / load_ref_n - 1.0
@@ -106,7 +106,7 @@ def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
     return f if f > 0.0 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _wheel_speed_tire(
     p, k, om, fmax, vlong, vlat, radius, inv_i, td, tb, abs_on, hold, m_u, dt, g_long, g_lat, consts
 ):
@@ -242,7 +242,7 @@ def _wheel_speed_tire(
     return fx, fy, kappa, alpha, om_n, power
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _wear(p, k, s, w, energy_j):
     """Tire wear from sliding energy: the seed's tireMul, floored."""
     rate = p[k, L.PX_WEAR_RATE]
@@ -252,7 +252,7 @@ def _wear(p, k, s, w, energy_j):
         s[k, L.SXW_WEAR + w] = v if v > lo else lo
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _impact(p, k, s, speed):
     """A touchdown or body impact at ``speed`` (m/s, approach): the seed's gripDmgFactor."""
     if speed > s[k, L.SX_MAX_IMPACT]:
@@ -266,7 +266,7 @@ def _impact(p, k, s, speed):
         s[k, L.SX_DAMAGE] = v if v > lo else lo
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, slide_j, dt):
     """Write one loaded wheel's readings (forces, usage, slip, spin) and its wear."""
     s[k, L.WL_SLIP_ANGLE + w] = alpha
@@ -280,7 +280,7 @@ def _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, slide_j, dt):
     _wear(p, k, s, w, slide_j)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _differentials(p, k, s, nw, dt, tq_front, tq_rear):
     """Limited-slip and locked differentials pull driven wheels' rim speeds together.
 
@@ -330,7 +330,7 @@ def _differentials(p, k, s, nw, dt, tq_front, tq_rear):
         _couple(p, k, s, nw, dt, 1, vmid - vmeans1, c, ctyp == L.DIFF_LIMITED, abs(tq_rear), -n1)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _couple(p, k, s, nw, dt, group, target, c, limited, cap, mode):
     """Relax the group's driven wheels toward ``target`` rim speed (mode 1.0), or shift them all
     by a share of ``target`` (mode = -n: the centre differential moving a whole axle of n)."""
@@ -357,7 +357,7 @@ def _couple(p, k, s, nw, dt, group, target, c, limited, cap, mode):
         s[k, L.WL_OMEGA + w] -= dd / r
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _vehicle_extras(
     p,
     k,
@@ -446,7 +446,7 @@ def _vehicle_extras(
     return tqx, tqz, fbx, fby
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
     tid = ist[k, L.I_TERRAIN]
     m = p[k, L.P_MASS]

@@ -36,7 +36,7 @@ _AT9 = -3.65315727442169155270e-02
 _AT10 = 1.62858201153657823623e-02
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _atan_pos(t: float) -> float:
     """atan(t) for t >= 0: one division and eleven multiply-adds (the fdlibm scheme)."""
     if t < 0.4375:
@@ -73,7 +73,7 @@ def _atan_pos(t: float) -> float:
     return hi - ((x * (s1 + s2) - lo) - x)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def atan2x(y: float, x: float) -> float:
     """Four-quadrant arctangent of y/x in (-pi, pi]; atan2x(0, 0) is 0."""
     ax = abs(x)
@@ -91,7 +91,7 @@ def atan2x(y: float, x: float) -> float:
     return a
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _sin_poly(x: float) -> float:
     """sin(x) for |x| <= pi/4 (Taylor series to x^17, Horner form)."""
     x2 = x * x
@@ -107,7 +107,7 @@ def _sin_poly(x: float) -> float:
     return x * p
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _cos_poly(x: float) -> float:
     """cos(x) for |x| <= pi/4 (Taylor series to x^18, Horner form)."""
     x2 = x * x
@@ -123,7 +123,7 @@ def _cos_poly(x: float) -> float:
     return p * x2 + 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def sincosx(a: float) -> tuple[float, float]:
     """(sin a, cos a) with range reduction by quarter turns."""
     k = math.floor(a * INV_HALF_PI + 0.5)
@@ -141,7 +141,7 @@ def sincosx(a: float) -> tuple[float, float]:
     return -c, s
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def wrap_angle(a: float) -> float:
     """Wrap an angle to [-pi, pi)."""
     return a - TWO_PI * math.floor((a + PI) / TWO_PI)

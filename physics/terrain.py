@@ -205,7 +205,7 @@ class TerrainSet:
         return self.meta.shape[0]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _cell(meta, tid, x, y):
     """Grid cell (i, j) and fractions (tx, ty) of a world point, clamped to the grid."""
     inv = meta[tid, TM_INV_CELL]
@@ -230,7 +230,7 @@ def _cell(meta, tid, x, y):
     return i, j, fx - i, fy - j, nx
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _bspline_axis(f, n):
     """Node index of the nearest node, clamped neighbours and quadratic B-spline weights."""
     if f < 0.0:
@@ -246,7 +246,7 @@ def _bspline_axis(f, n):
     return im, i, ip, 0.5 * a * a, 0.75 - u * u, 0.5 * b * b
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def sample_height(heights, meta, tid, x, y):
     """Terrain height (m) at world (x, y) on terrain ``tid``.
 
@@ -270,7 +270,7 @@ def sample_height(heights, meta, tid, x, y):
     return wy0 * h0 + wy1 * h1 + wy2 * h2
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def sample_height_grad(heights, meta, tid, x, y):
     """(height, dh/dx, dh/dy, nearest node) of the B-spline surface of :func:`sample_height`.
 
@@ -328,7 +328,7 @@ def sample_height_grad(heights, meta, tid, x, y):
     return h, gx, gy, r1 + xc
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def sample_surface(surfaces, meta, tid, x, y):
     """Surface id of the nearest node to world (x, y) on terrain ``tid``."""
     i, j, tx, ty, nx = _cell(meta, tid, x, y)
@@ -339,7 +339,7 @@ def sample_surface(surfaces, meta, tid, x, y):
     return surfaces[int(meta[tid, TM_OFFSET]) + j * nx + i]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _heights_many(heights, meta, tid, xs, ys, out):
     for k in range(xs.shape[0]):
         out[k] = sample_height(heights, meta, tid, xs[k], ys[k])

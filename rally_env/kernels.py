@@ -132,7 +132,7 @@ _INV_WHEEL_SPEED = 1.0 / WHEEL_SPEED_SCALE_MPS
 _INV_GEAR = 1.0 / GEAR_SCALE
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _project_car(
     k,
     state,
@@ -195,7 +195,7 @@ def _project_car(
     )
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _clip(v, lo, hi):
     if v < lo:
         return lo
@@ -204,7 +204,7 @@ def _clip(v, lo, hi):
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _write_obs(
     k,
     state,
@@ -288,7 +288,7 @@ def _write_obs(
         obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _write_obs_v1(k, state, istate, params, tgrip, tsurf, tmeta, row, look, n_wheels, vals, i):
     """The fields Rally-v1 adds after v0's (see :class:`rally_env.spaces.ObsLayout`)."""
     ext = params[k, L.P_EXTENDED] > 0.5
@@ -334,7 +334,7 @@ def _write_obs_v1(k, state, istate, params, tgrip, tsurf, tmeta, row, look, n_wh
     return i
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _arm_gate(k, state, table, line_gate, slot, line):
     g = int(table[slot, S.SL_LINE_OFF]) + line
     state[k, L.GATE_X0] = line_gate[g, 0]
@@ -465,7 +465,7 @@ def reset_cars(
         )
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _post_car(
     k,
     n_sub,

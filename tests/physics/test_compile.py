@@ -4,7 +4,8 @@ Every jitted helper the substep calls is compiled without numba's reference-coun
 (``_nrt=False``): with it, each call that passes an array (the parameter or state rows) pays
 atomic reference-count updates and spills every live register, which made the extended tire
 model's per-wheel helpers cost more than their arithmetic. Only the entry points called from
-Python keep the runtime (their wrappers unbox NumPy arrays).
+Python keep the runtime (their wrappers unbox NumPy arrays). The environment's per-step kernels
+(projection, observation) follow the same rule.
 """
 
 from __future__ import annotations
@@ -14,8 +15,15 @@ import importlib
 import pytest
 from numba.core.registry import CPUDispatcher
 
-HOT_MODULES = ("physics.kernel", "physics.terrain", "physics.drivetrain", "physics.curves")
-HOT_MODULES += ("physics.mathx",)
+HOT_MODULES = (
+    "physics.kernel",
+    "physics.terrain",
+    "physics.drivetrain",
+    "physics.curves",
+    "physics.mathx",
+    "tracks.projection",
+    "rally_env.kernels",
+)
 ENTRY_POINTS = {
     "physics.kernel": {
         "step_cars",
@@ -25,6 +33,7 @@ ENTRY_POINTS = {
         "set_tank_commands",
         "place_cars",
     },
+    "rally_env.kernels": {"post_step", "post_step_parallel", "reset_cars"},
 }
 
 

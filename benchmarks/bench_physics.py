@@ -46,7 +46,8 @@ def _subprocess_seconds(env: dict) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _rate(n: int, parallel: bool, substeps: int, repeats: int, params=ROVER) -> float:
+def _batch(n: int, parallel: bool, params=ROVER) -> VehicleBatch:
+    """``n`` cars on a flat terrain at random poses and speeds, random steering, throttle 0.6."""
     sim = VehicleBatch(n, params, [flat_terrain(4000.0, 4.0)], parallel=parallel)
     rng = np.random.default_rng(0)
     sim.reset(
@@ -62,6 +63,11 @@ def _rate(n: int, parallel: bool, substeps: int, repeats: int, params=ROVER) -> 
     sim.set_commands(
         np.column_stack([rng.uniform(-0.5, 0.5, n), np.full(n, 0.6), np.zeros(n), np.zeros(n)])
     )
+    return sim
+
+
+def _rate(n: int, parallel: bool, substeps: int, repeats: int, params=ROVER) -> float:
+    sim = _batch(n, parallel, params)
     sim.step(substeps)  # warm
     best = float("inf")
     for _ in range(repeats):
@@ -69,6 +75,21 @@ def _rate(n: int, parallel: bool, substeps: int, repeats: int, params=ROVER) -> 
         sim.step(substeps)
         best = min(best, time.perf_counter() - t)
     return n * substeps / best
+
+
+def _rates_interleaved(models: dict, n: int, substeps: int, rounds: int) -> dict[str, float]:
+    """Car-substeps/s of each model, serially: the best of ``rounds`` rounds that step every
+    model in turn, so a slow spell of the machine hits all models alike."""
+    sims = {name: _batch(n, False, params) for name, params in models.items()}
+    for sim in sims.values():
+        sim.step(4 * substeps)  # warm
+    best = dict.fromkeys(sims, float("inf"))
+    for _ in range(rounds):
+        for name, sim in sims.items():
+            t = time.perf_counter()
+            sim.step(substeps)
+            best[name] = min(best[name], time.perf_counter() - t)
+    return {name: n * substeps / b for name, b in best.items()}
 
 
 def main() -> int:
@@ -111,11 +132,10 @@ def main() -> int:
         "rally-car (4WD, limited-slip diffs)": vehicle("rally-car"),
     }
     res["models_n1024_serial"] = {}
-    base = None
+    rates = _rates_interleaved(models, 1024, 24, 20 if args.quick else 60)
+    base = rates["direct (Rally-v0 rover)"]
     print(f"\n{'model, N = 1024 serial':<40} {'us/car-substep':>15} {'x direct':>9}")
-    for name, params in models.items():
-        r = _rate(1024, False, 96, 5, params)
-        base = base or r
+    for name, r in rates.items():
         res["models_n1024_serial"][name] = {"car_substeps_per_s": r, "cost_vs_direct": base / r}
         print(f"{name:<40} {1e6 / r:15.3f} {base / r:9.2f}")
 

@@ -57,12 +57,13 @@ def test_hot_helpers_compile_without_the_refcount_runtime(modname):
         for name, d in found.items()
         if name not in entries and d.targetoptions.get("_nrt", True)
     )
-    assert not with_nrt, f"{modname}: compile these with @njit(cache=True, _nrt=False)"
+    assert not with_nrt, f"{modname}: compile {with_nrt} with @njit(cache=True, _nrt=False)"
 
 
-def test_entry_points_keep_the_runtime():
-    found = _dispatchers("physics.kernel")
+@pytest.mark.parametrize("modname", sorted(ENTRY_POINTS))
+def test_entry_points_keep_the_runtime(modname):
+    found = _dispatchers(modname)
     if not found:
         pytest.skip("JIT disabled: nothing is compiled")
-    for name in ENTRY_POINTS["physics.kernel"]:
-        assert found[name].targetoptions.get("_nrt", True), name
+    for name in ENTRY_POINTS[modname]:
+        assert found[name].targetoptions.get("_nrt", True), f"{modname}.{name}"

@@ -608,10 +608,11 @@ class VehicleParams:
         return k * (sol[0] + sol[1] * y - sol[2] * x)
 
     def digest(self) -> str:
-        """blake2b of the packed row: identifies the vehicle in replays."""
+        """blake2b (128 bit, hex) of the repr: every field, exactly (floats print with their
+        shortest round-trip repr). Identifies the vehicle in replays and caches."""
         import hashlib
 
-        return hashlib.blake2b(self.pack().tobytes(), digest_size=16).hexdigest()
+        return hashlib.blake2b(repr(self).encode(), digest_size=16).hexdigest()
 
     @property
     def static_ride_height_m(self) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import os
 from dataclasses import dataclass, field, fields
@@ -424,20 +425,17 @@ class RallyConfig:
         return self.substeps / 480.0
 
     def digest(self) -> str:
-        """Identifies the settings that shape an episode (used to check ``set_state``)."""
-        parts = [
-            repr(_stage_key(self.stage)),
-            repr(self.vehicle),
-            str(self.control_hz),
-            repr(self.reward_weights),
-            repr(self.termination),
-            repr(self.randomize),
-            repr(sorted(self.random_stage.items())),
-            str(self.discrete_actions),
-        ]
-        if self.version != 0 or self.planet is not None:  # v0 configs keep their old digest
-            parts += [f"version={self.version}", f"planet={self.planet}"]
-        return hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
+        """Identifies the settings that shape an episode: blake2b of :func:`config_to_kwargs`
+        with every stage given by its content digest (so a stage given by path, as a
+        :class:`tracks.Stage` or embedded in a replay digests the same). Replays store it and
+        ``set_state`` checks it; ``render_mode`` does not count."""
+        cached = self.__dict__.get("_digest")
+        if cached is None:
+            kw = config_to_kwargs(self, for_digest=True)
+            text = json.dumps(kw, sort_keys=True, separators=(",", ":"))
+            cached = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+            object.__setattr__(self, "_digest", cached)  # frozen: computed once per config
+        return cached
 
     def replace(self, **changes: Any) -> RallyConfig:
         return dataclasses.replace(self, **changes)
@@ -456,16 +454,6 @@ class RallyConfig:
     def env_id(self) -> str:
         """The registered id this config's version answers to (``"Rally-v0"``, ...)."""
         return f"Rally-v{self.version}"
-
-
-def _stage_key(spec: Any) -> Any:
-    from tracks import Stage
-
-    if isinstance(spec, Stage):
-        return ("stage", spec.digest())
-    if isinstance(spec, tuple):
-        return tuple(_stage_key(x) for x in spec)
-    return spec
 
 
 def _check_one_stage(v: Any, fld: str) -> Any:
@@ -514,3 +502,122 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
             )
     out["difficulty"] = _range_pair("random_stage", "difficulty", out["difficulty"], 0.0, 1.0)
     return out
+
+
+# ----------------------------------------------------------------- the config's JSON form
+def jsonable(v: Any) -> Any:
+    """``v`` with tuples as lists, dict keys as strings and numpy scalars as Python ones."""
+    if isinstance(v, (tuple, list)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (np.floating, float)):
+        return float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def _stage_json(spec: Any, for_digest: bool) -> Any:
+    import tracks
+    from tracks.io import stage_from_dict
+
+    if isinstance(spec, tuple):
+        return [_stage_json(s, for_digest) for s in spec]
+    if isinstance(spec, tracks.Stage):
+        doc = spec.to_dict()
+    elif isinstance(spec, str) and os.path.exists(spec):
+        doc = tracks.load_stage(spec).to_dict()
+    else:
+        return spec  # a library name, "gen-<seed>" or "random"
+    if for_digest:  # the content digest of the embedded form, as a replay reads it back
+        return {"digest": stage_from_dict(doc, "<replay>").digest()}
+    return {"embedded": doc}
+
+
+def _vehicle_json_v0(v: VehicleParams) -> Any:
+    """``"rover"``, or the fields that differ from the seed rover (already on its planet)."""
+    if v == ROVER:
+        return "rover"
+    out: dict[str, Any] = {}
+    for f in fields(v):
+        a, b = getattr(v, f.name), getattr(ROVER, f.name)
+        if a != b:
+            if f.name == "wheels":
+                a = [dataclasses.asdict(w) for w in a]
+            out[f.name] = jsonable(a)
+    return out
+
+
+def _vehicle_json_v1(v: VehicleParams, planet: str | None, for_digest: bool) -> tuple[Any, Any]:
+    """Rally-v1's JSON form of a vehicle and the planet to record: a library vehicle by name
+    (with its planet), any other as its fields that differ from the v1 default rover, already
+    on its planet (so the planet is recorded as None and not applied twice)."""
+    name = library_name(v, planet)
+    if name is not None:
+        return name, planet
+    base = default_vehicle(1)
+    out: dict[str, Any] = {}
+    for f in fields(v):
+        a, b = getattr(v, f.name), getattr(base, f.name)
+        if a == b:
+            continue
+        if f.name == "wheels":
+            a = [dataclasses.asdict(w) for w in a]
+        elif f.name == "tires" and a is not None:
+            from physics.curves import TIRE_SETS
+
+            if TIRE_SETS.get(a.name) == a:
+                a = {"tire_set": a.name}
+            elif for_digest:
+                a = {"custom": hashlib.blake2b(repr(a).encode(), digest_size=16).hexdigest()}
+            else:
+                raise ConfigError(
+                    "vehicle.tires",
+                    a.name,
+                    "custom tire curves have no JSON form (use a library set: "
+                    f"{', '.join(sorted(TIRE_SETS))})",
+                )
+        elif f.name == "drivetrain" and a is not None:
+            a = {"drivetrain": dataclasses.asdict(a)}
+        out[f.name] = jsonable(a)
+    return out, None
+
+
+def config_to_kwargs(config: RallyConfig, for_digest: bool = False) -> dict[str, Any]:
+    """The JSON form of a config: every constructor argument except ``render_mode`` (which
+    does not shape a run), as replays store it.
+
+    Stage files and :class:`tracks.Stage` objects are embedded (their file schema), so the
+    form needs nothing but itself; version 0 configs carry no ``version``/``planet`` keys
+    (their form predates them).
+
+    Args:
+        config: the config.
+        for_digest: stages by their content digest instead of embedded, and custom tire
+            curves (which have no JSON form) by a digest of their values: the form
+            :meth:`RallyConfig.digest` hashes.
+
+    Raises:
+        ConfigError: the vehicle has custom tire curves (only when not ``for_digest``).
+    """
+    rnd = config.randomize
+    extra: dict[str, Any] = {}
+    if config.version == 0:
+        vjson: Any = _vehicle_json_v0(config.vehicle)  # on its planet: gravity is in the diff
+    else:
+        vjson, planet = _vehicle_json_v1(config.vehicle, config.planet, for_digest)
+        extra = {"version": int(config.version), "planet": planet}
+    return {
+        **extra,
+        "stage": _stage_json(config.stage, for_digest),
+        "vehicle": vjson,
+        "control_hz": int(config.control_hz),
+        "reward_weights": jsonable(dataclasses.asdict(config.reward_weights)),
+        "termination": jsonable(dataclasses.asdict(config.termination)),
+        "randomize": None if rnd is None else jsonable(dataclasses.asdict(rnd)),
+        "random_stage": jsonable(config.random_stage),
+        "discrete_actions": bool(config.discrete_actions),
+    }

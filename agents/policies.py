@@ -5,7 +5,7 @@ A *policy* here is any callable ``policy(obs) -> actions`` taking a float32 obse
 ``reset(n)`` method is called at the start of every episode. :func:`make_policy` resolves:
 
 * ``"heuristic"``: :class:`agents.heuristic.HeuristicDriver`,
-* ``"random"``: uniform random actions from a seeded generator,
+* ``"random"``: :class:`rally_env.policies.RandomPolicy` (seeded uniform random actions),
 * ``"ppo-opener"`` (or any name in :data:`SHIPPED`): a policy shipped in ``agents/policies/``,
 * ``"path/to/model.zip"``: a stable-baselines3 model saved by ``rally train`` (the
   ``vecnormalize.pkl`` beside it is used when present),
@@ -25,30 +25,11 @@ from typing import Any
 import numpy as np
 
 from agents.heuristic import HeuristicDriver
+from rally_env.policies import RandomPolicy
 
 POLICY_DIR = Path(__file__).parent / "policies"
 #: Policies shipped with the package: name -> zip file in ``agents/policies/``.
 SHIPPED = {"ppo-opener": "ppo-opener.zip"}
-
-
-class RandomPolicy:
-    """Uniform random actions (seeded: the same seed gives the same actions)."""
-
-    name = "random"
-
-    def __init__(self, seed: int = 0):
-        self.seed = seed
-        self._rng = np.random.default_rng(seed)
-
-    def reset(self, n: int = 1) -> None:
-        pass
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        o = np.atleast_2d(obs)
-        a = self._rng.random((o.shape[0], 4)).astype(np.float32)
-        a[:, 0] = 2.0 * a[:, 0] - 1.0
-        a[:, 3] = 0.0
-        return a if np.ndim(obs) > 1 else a[0]
 
 
 class SB3Policy:
@@ -59,7 +40,7 @@ class SB3Policy:
     """
 
     def __init__(self, path: str | Path, deterministic: bool = True):
-        from agents.sb3 import load_model
+        from agents.models import load_model
 
         self.path = Path(path)
         self.name = self.path.stem
@@ -70,7 +51,7 @@ class SB3Policy:
         pass
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from agents.sb3 import from_policy_action
+        from agents.models import from_policy_action
 
         o = np.atleast_2d(np.asarray(obs, dtype=np.float32))
         if self.obs_rms is not None:

@@ -20,13 +20,20 @@ import copy
 import json
 import math
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+
+from agents.models import (  # saved-model IO (evaluation and policies need no training code)
+    _vecnormalize_for,
+    from_policy_action,
+    obs_norm_meta,
+    to_policy_action,
+    write_meta,
+)
 
 #: PPO defaults (``rally train --algo ppo``), tuned on ``opener`` with 8 cars.
 PPO_DEFAULTS: dict[str, Any] = {
@@ -68,8 +75,6 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     # (0 = off); these steps count in the benchmark's step budget
     "warmstart_steps": 0,
 }
-#: Name of the metadata member ``rally train`` adds to a model zip (normalisation, config).
-META_NAME = "rally_meta.json"
 
 
 def algo_defaults(algo: str) -> dict[str, Any]:
@@ -83,29 +88,6 @@ def algo_defaults(algo: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------- actions
 POLICY_ACTION_SPACE = gym.spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
-
-
-def from_policy_action(a: np.ndarray) -> np.ndarray:
-    """Policy actions in ``[-1, 1]`` -> env actions.
-
-    Steer as is; throttle ``(a + 1) / 2``; brake and handbrake ``max(a, 0)`` (the lower half
-    of their range is "off", so a fresh policy, whose mean action is 0, drives off instead
-    of standing on half brake).
-    """
-    a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
-    out = a.copy()
-    out[..., 1] = (a[..., 1] + np.float32(1.0)) * np.float32(0.5)
-    out[..., 2:] = np.maximum(a[..., 2:], np.float32(0.0))
-    return out
-
-
-def to_policy_action(a: np.ndarray) -> np.ndarray:
-    """Env actions -> the policy's ``[-1, 1]`` box (a right inverse of
-    :func:`from_policy_action`: a zero brake maps to 0)."""
-    a = np.asarray(a, dtype=np.float32)
-    out = a.copy()
-    out[..., 1] = a[..., 1] * np.float32(2.0) - np.float32(1.0)
-    return out
 
 
 class PolicyActionWrapper(gym.ActionWrapper):
@@ -209,85 +191,6 @@ def make_vec_env(n_envs: int, stage: Any = "opener", seed: int | None = 0, **kw:
     if seed is not None:
         venv.seed(seed)
     return venv
-
-
-# ------------------------------------------------------------------------------ loading
-def write_meta(model_path: Path, meta: dict[str, Any]) -> None:
-    """Add (or replace) :data:`META_NAME` in a model zip."""
-    model_path = Path(model_path)
-    with zipfile.ZipFile(model_path, "r") as z:
-        members = {n: z.read(n) for n in z.namelist() if n != META_NAME}
-    with zipfile.ZipFile(model_path, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        for n, data in members.items():
-            z.writestr(n, data)
-        z.writestr(META_NAME, json.dumps(meta, indent=1))
-
-
-def read_meta(model_path: Path) -> dict[str, Any]:
-    with zipfile.ZipFile(model_path, "r") as z:
-        if META_NAME not in z.namelist():
-            return {}
-        return json.loads(z.read(META_NAME))
-
-
-def obs_norm_meta(vn: Any) -> dict[str, Any]:
-    """The observation normalisation of a ``VecNormalize`` as plain lists."""
-    return {
-        "mean": vn.obs_rms.mean.astype(float).tolist(),
-        "var": vn.obs_rms.var.astype(float).tolist(),
-        "clip_obs": float(vn.clip_obs),
-        "epsilon": float(vn.epsilon),
-    }
-
-
-def load_model(path: str | Path):
-    """``(model, obs_rms, meta)`` of a model saved by :func:`train`.
-
-    ``obs_rms`` is ``(mean, var, clip, eps)`` from the zip's metadata, else from a
-    ``vecnormalize.pkl`` beside the model, else ``None``.
-    """
-    import pickle
-
-    from stable_baselines3 import PPO, SAC
-
-    path = Path(path)
-    meta = read_meta(path)
-    algo = meta.get("algo")
-    classes = {"ppo": PPO, "sac": SAC}
-    order = [classes[algo]] if algo in classes else [PPO, SAC]
-    model, err = None, None
-    for cls in order:
-        try:
-            model = cls.load(str(path), device="cpu")
-            break
-        except Exception as e:  # not this algorithm
-            err = e
-    if model is None:
-        raise ValueError(f"{path}: not a PPO/SAC model ({err})")
-    rms = None
-    norm = meta.get("obs_norm")
-    if norm:
-        rms = (
-            np.asarray(norm["mean"], np.float32),
-            np.asarray(norm["var"], np.float32),
-            float(norm["clip_obs"]),
-            float(norm["epsilon"]),
-        )
-    else:
-        for cand in (_vecnormalize_for(path) or path.with_name("vecnormalize.pkl"),):
-            if cand.exists():
-                with cand.open("rb") as f:
-                    vn = pickle.load(f)
-                if getattr(vn, "norm_obs", True):
-                    m = obs_norm_meta(vn)
-                    rms = (
-                        np.asarray(m["mean"], np.float32),
-                        np.asarray(m["var"], np.float32),
-                        m["clip_obs"],
-                        m["epsilon"],
-                    )
-                break
-    return model, rms, meta
 
 
 # ------------------------------------------------------------------- heuristic warm start
@@ -542,18 +445,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, np.generic):
         return o.item()
     return str(o)
-
-
-def _vecnormalize_for(ckpt: Path) -> Path | None:
-    # CheckpointCallback: ppo_100000_steps.zip + ppo_vecnormalize_100000_steps.pkl
-    name = ckpt.stem
-    parts = name.rsplit("_", 2)
-    if len(parts) == 3 and parts[2] == "steps":
-        cand = ckpt.with_name(f"{parts[0]}_vecnormalize_{parts[1]}_steps.pkl")
-        if cand.exists():
-            return cand
-    cand = ckpt.with_name("vecnormalize.pkl")
-    return cand if cand.exists() else None
 
 
 def _has_progress_bar() -> bool:

@@ -4,7 +4,7 @@
   points (the centerline ahead in the car frame), with a target speed from the curvature ahead
   and the grip under the wheels (``--agent line``; the stand-in for ``heuristic`` where the
   ``agents`` package has no driver).
-- :class:`RandomPolicy`: samples the action space.
+- :class:`RandomPolicy` (from :mod:`rally_env.policies`): seeded random actions.
 - :func:`load_agent`: ``--agent`` -> a callable ``policy(obs) -> action``, through the ``agents``
   package's ``make_policy`` when it has one.
 """
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rally_env.policies import RandomPolicy
 
 Policy = Callable[[np.ndarray], np.ndarray]
 
@@ -93,17 +95,6 @@ class LineFollower:
         return np.array([steer, throttle, brake, 0.0], np.float32)
 
 
-class RandomPolicy:
-    """Uniform random actions from an action space (seeded)."""
-
-    def __init__(self, action_space: Any, seed: int | None = None):
-        self.space = action_space
-        self.space.seed(seed)
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.space.sample()
-
-
 def _plugin_policy(spec: str, seed: int | None) -> tuple[Policy, str] | None:
     """The first registered ``rally_env.policies`` resolver's answer (the ``agents`` package
     registers the heuristic driver, shipped and ``.zip`` models, ``module:function``), or
@@ -144,7 +135,8 @@ def load_agent(spec: str | Policy, env: Any, seed: int | None = None) -> tuple[P
     if found is not None:
         return found
     if spec == "random":
-        return RandomPolicy(env.action_space, seed), "random"
+        n = getattr(env.action_space, "n", None)
+        return RandomPolicy(seed, None if n is None else int(n)), "random"
     if spec == "heuristic":
         return LineFollower(layout), "line follower"
     if Path(spec).suffix == ".zip":

@@ -12,7 +12,8 @@ pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
 from agents.evaluate import evaluate  # noqa: E402
-from agents.sb3 import load_model, read_meta, train  # noqa: E402
+from agents.models import load_model, read_meta  # noqa: E402
+from agents.sb3 import train  # noqa: E402
 
 KW = {"eval_freq": 2048, "eval_seeds": 1, "checkpoint_freq": 2048, "progress_bar": False}
 

@@ -227,9 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_view_args(play, 960, 640)
     play.set_defaults(func=_cmd_play)
 
-    from rally_env import replay as _replay  # replay, verify, leaderboard (no pygame import)
+    from rally_env.replay.cli import add_subcommands as add_replay_commands  # no pygame
 
-    _replay.add_subcommands(sub)
+    add_replay_commands(sub)
     from rally_env.plugins import command_providers  # e.g. agents: train, eval, par, demo
 
     for add_subcommands in command_providers():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -108,6 +108,19 @@ def car_seed_sequence(seed: int, car: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(int(seed), spawn_key=(int(car),))
 
 
+class CoreHooks(Protocol):
+    """What :meth:`RallyCore.add_hooks` calls (a replay recorder implements it)."""
+
+    def before_reset(self, cars: np.ndarray, seeds: list[Any]) -> None:
+        """Before ``cars`` reset; ``seeds[i]`` (a ``SeedSequence`` or ``None``) may be set."""
+
+    def after_reset(self, cars: np.ndarray) -> None:
+        """After ``cars`` started new episodes."""
+
+    def after_set_state(self) -> None:
+        """After :meth:`RallyCore.set_state` restored a state."""
+
+
 class RallyCore:
     """N cars on the stages of one config.
 
@@ -161,6 +174,7 @@ class RallyCore:
         self.ever_reset = np.zeros(n, np.bool_)
         self._all = np.arange(n, dtype=np.int64)
         self.cfg = self._cfg_vector()
+        self.hooks: list[CoreHooks] = []
 
     # ------------------------------------------------------------------ configuration
     def _cfg_vector(self) -> np.ndarray:
@@ -197,9 +211,34 @@ class RallyCore:
                 if self.ever_reset[k]:
                     b.set_car_grip(k, int(self.eistate[k, K.EI_SLOT]), self.section_mu[k])
 
+    # ------------------------------------------------------------------ hooks
+    def add_hooks(self, hooks: CoreHooks) -> None:
+        """Let ``hooks`` see every reset of every car and every restored state (e.g. a
+        replay recorder); :meth:`remove_hooks` detaches them."""
+        if hooks not in self.hooks:
+            self.hooks.append(hooks)
+
+    def remove_hooks(self, hooks: CoreHooks) -> None:
+        if hooks in self.hooks:
+            self.hooks.remove(hooks)
+
     # ------------------------------------------------------------------ reset
-    def reset(self, cars: np.ndarray, seeds: list[np.random.SeedSequence | None]) -> None:
-        """Start new episodes for ``cars`` (int64 indices); ``seeds[i]`` reseeds car i's RNG."""
+    def reset(self, cars: np.ndarray, seeds: list[np.random.SeedSequence | None] | None) -> None:
+        """Start new episodes for ``cars`` (int64 indices); ``seeds[i]`` reseeds car i's RNG.
+
+        Every reset goes through here (explicit, and autoresets inside a vector step); the
+        hooks' ``before_reset`` sees the cars and their seeds first (and may fill a ``None``
+        seed), ``after_reset`` the started episodes.
+        """
+        if self.hooks:
+            seeds = list(seeds) if seeds is not None else [None] * len(cars)
+            for h in self.hooks:
+                h.before_reset(cars, seeds)
+        self._reset(cars, seeds)
+        for h in self.hooks:
+            h.after_reset(cars)
+
+    def _reset(self, cars: np.ndarray, seeds: list[np.random.SeedSequence | None] | None) -> None:
         cfg = self.config
         bank = self.bank
         rebuild = False
@@ -667,6 +706,8 @@ class RallyCore:
                 g.state = r
                 self.rngs[k] = np.random.Generator(g)
         self.draws = [None if d is None else dict(d) for d in st["draws"]]
+        for h in self.hooks:
+            h.after_set_state()
 
 
 def _feed(h: Any, obj: Any) -> None:

@@ -21,7 +21,7 @@ _ONE = np.zeros(1, np.int64)
 
 def make_renderer(render_mode: str, fps: float) -> Any:
     """The env's renderer, imported only now (pygame loads with it, never on import)."""
-    from rally_env.render import EnvRenderer
+    from rally_env.render.envview import EnvRenderer
 
     return EnvRenderer(render_mode, fps)
 

@@ -1,12 +1,11 @@
-"""Ghost cars: a recorded run's trajectory, drawn translucent beside the live car.
+"""Ghost cars: a previous run's trajectory, drawn translucent beside the live car.
 
-A :class:`Ghost` is the pose of one car over time (position, attitude, steer angle) plus its
-split times, so the HUD can show the delta to it. :class:`GhostRecorder` records one from a
-:class:`physics.VehicleBatch` while a run goes; :meth:`Ghost.save` / :func:`load_ghost` keep it in
-a small ``.npz`` file (the file ``rally play`` writes at the finish and reads with ``--ghost``).
-
-Until replays exist (a later issue: recorded inputs, re-simulated bit-exactly) this trajectory
-file is how a run is kept. It records the actions too, so a replay can be re-simulated from it.
+A :class:`Ghost` is the pose of one car over time (position, attitude, steer angle, speed,
+progress) plus its split times, so the HUD can show the delta to it. It is the one ghost type:
+``rally_env.replay.ghost_from_replay`` re-simulates a replay into one (bit-exact poses, one per
+control step), :class:`GhostRecorder` records one from a :class:`physics.VehicleBatch` while a
+run goes, and :meth:`Ghost.save` / :func:`load_ghost` keep it in a small ``.npz`` file (what
+``rally play`` writes where replays are not recorded, and reads with ``--ghost``).
 """
 
 from __future__ import annotations
@@ -43,7 +42,9 @@ class Ghost:
         checkpoint_times_s: split times (NaN = not reached).
         finish_time_s: finish time (NaN = not finished).
         actions: (n, 4) the actions that produced it (NaN rows where unknown).
-        meta: free-form settings (vehicle, control rate, seed, driver).
+        meta: free-form settings (vehicle, ``control_hz``, ``stage_digest``, seed, driver).
+        progress_m: (n,) race progress along the stage (m); ``None`` in files that predate
+            it.
     """
 
     stage: str
@@ -56,9 +57,32 @@ class Ghost:
     finish_time_s: float = math.nan
     actions: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    progress_m: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.t_s.shape[0])
+
+    def pose(self, i: int) -> dict[str, Any]:
+        """Sample ``i`` (clamped to the recording) as plain data: ``x_m, y_m, z_m``, ``quat``
+        (w, x, y, z), ``heading_rad``, ``speed_mps``, ``time_s``, ``progress_m`` (NaN when not
+        recorded) and ``done`` (the last sample)."""
+        n = len(self)
+        if n == 0:
+            raise IndexError("an empty ghost has no pose")
+        i = min(max(int(i), 0), n - 1)
+        w, x, y, z = (float(v) for v in self.quat[i])
+        prog = math.nan if self.progress_m is None else float(self.progress_m[i])
+        return {
+            "x_m": float(self.pos_m[i, 0]),
+            "y_m": float(self.pos_m[i, 1]),
+            "z_m": float(self.pos_m[i, 2]),
+            "quat": (w, x, y, z),
+            "heading_rad": math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)),
+            "speed_mps": float(self.speed_mps[i]),
+            "time_s": float(self.t_s[i]),
+            "progress_m": prog,
+            "done": i == n - 1,
+        }
 
     @property
     def reference_times_s(self) -> tuple[float, ...]:
@@ -117,6 +141,7 @@ class Ghost:
                 finish_time_s=np.array(self.finish_time_s, np.float64),
                 actions=(np.full((len(self), 4), np.nan) if self.actions is None else self.actions),
                 meta=np.array(json.dumps(self.meta, default=str)),
+                **({} if self.progress_m is None else {"progress_m": self.progress_m}),
             )
         return path
 
@@ -156,6 +181,9 @@ def load_ghost(path: str | Path) -> Ghost:
             finish_time_s=float(d["finish_time_s"]),
             actions=np.asarray(d["actions"], np.float64).reshape(n, 4),
             meta=json.loads(str(d["meta"])),
+            progress_m=(
+                np.asarray(d["progress_m"], np.float64).reshape(n) if "progress_m" in d else None
+            ),
         )
     except (KeyError, ValueError) as e:
         raise GhostFileError(f"{path}: malformed ghost file ({e})") from None
@@ -172,12 +200,21 @@ class GhostRecorder:
         self.meta = dict(meta or {})
         self._rows: list[np.ndarray] = []
         self._actions: list[np.ndarray] = []
+        self._progress: list[float] = []
 
     def clear(self) -> None:
         self._rows.clear()
         self._actions.clear()
+        self._progress.clear()
 
-    def sample(self, batch: Any, car: int = 0, action: np.ndarray | None = None) -> None:
+    def sample(
+        self,
+        batch: Any,
+        car: int = 0,
+        action: np.ndarray | None = None,
+        progress_m: float = math.nan,
+    ) -> None:
+        """Append car ``car``'s pose now (skipped if its clock has not advanced)."""
         s = batch.state[car]
         t = int(batch.istate[car, L.I_SUBSTEPS]) / L.SUBSTEP_HZ
         v = s[L.VEL_X : L.VEL_Z + 1]
@@ -192,6 +229,7 @@ class GhostRecorder:
         if self._rows and row[0] <= self._rows[-1][0]:
             return
         self._rows.append(row)
+        self._progress.append(float(progress_m))
         a = np.full(4, np.nan) if action is None else np.asarray(action, np.float64).reshape(4)
         self._actions.append(a)
 
@@ -210,4 +248,5 @@ class GhostRecorder:
             finish_time_s=float(finish_time_s),
             actions=np.array(self._actions, np.float64).reshape(-1, 4),
             meta=dict(self.meta),
+            progress_m=np.array(self._progress, np.float64),
         )

@@ -15,7 +15,6 @@ from hypothesis.extra.numpy import arrays
 import rally_env
 from rally_env import RallyEnv, RallyVectorEnv
 from rally_env.replay import (
-    Ghost,
     GhostSet,
     RecordReplay,
     Replay,
@@ -23,6 +22,7 @@ from rally_env.replay import (
     ReplayRecordError,
     Resim,
     car_state_hash,
+    ghost_from_replay,
     ghost_poses,
     load_replay,
     replay_from_bytes,
@@ -501,7 +501,7 @@ def test_missing_and_oversized_files(small_replay, tmp_path, monkeypatch):
     with pytest.raises(ReplayError, match="cannot read"):
         load_replay(tmp_path / "nope.rrp.json.gz")
     p = small_replay.save(tmp_path / "ok.rrp.json.gz")
-    monkeypatch.setattr(R, "MAX_REPLAY_BYTES", 1000)
+    monkeypatch.setattr(R.format, "MAX_REPLAY_BYTES", 1000)
     with pytest.raises(R.ReplayTooLargeError, match="replay limit"):
         load_replay(p)  # gzip: the decompressed size counts
     monkeypatch.undo()
@@ -529,19 +529,21 @@ def test_cli_bad_file_exit_code_and_message(tmp_path, capsys):
 def test_ghost_runs_in_step_with_a_live_run(small_replay):
     env = RallyEnv(stage="skidpad")
     env.reset(seed=0)
-    g = Ghost(small_replay)
+    g = ghost_from_replay(small_replay)
     ghosts = GhostSet([g])
     ghosts.check_compatible(env)
-    assert g.pose()["x_m"] == float(env.core.sim.state[0, 0])
+    assert ghosts.poses()[0]["x_m"] == float(env.core.sim.state[0, 0])
     for a in small_replay.actions:
         _, _, _, _, info = env.step(a)
         ghosts.step()
         p = ghosts.poses()[0]
         assert (p["x_m"], p["y_m"], p["z_m"]) == tuple(float(x) for x in info["position_m"])
-    assert g.done
+        assert p["progress_m"] == info["progress_m"]
+    assert ghosts.done and ghosts.poses()[0]["done"]
     ghosts.step()  # a finished ghost stays put
     assert ghosts.poses()[0]["time_s"] == small_replay.steps / 20
     assert len(list(ghost_poses(small_replay))) == small_replay.steps + 1
+    assert len(ghosts.views()) == 1
 
 
 def test_ghost_rate_mismatch_is_refused(small_replay):
@@ -552,9 +554,10 @@ def test_ghost_rate_mismatch_is_refused(small_replay):
 
 
 def test_ghost_trajectory_for_the_renderer(small_replay):
-    from rally_env.replay import ghost_from_replay
+    from rally_env.render import Ghost
 
     g = ghost_from_replay(small_replay)
+    assert isinstance(g, Ghost)  # one ghost type: the renderer's
     assert len(g) == small_replay.steps + 1 and g.stage == "skidpad"
     assert g.view_at(1.0) is not None
 
@@ -579,7 +582,7 @@ def test_set_state_drops_the_open_episode():
     env.close()
     assert [r.steps for r in env.replays] == [1]
     assert verify(env.replays[0]).accepted
-    assert "reset" not in env.unwrapped.core.__dict__  # close() removed the hooks
+    assert env.unwrapped.core.hooks == []  # close() removed the hooks
 
 
 def test_cli_replay_text(small_replay, tmp_path, capsys):

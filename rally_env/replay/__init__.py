@@ -1,0 +1,106 @@
+"""Replays: bit-exact re-runs, ghosts, and verifying a claimed stage time by re-simulation.
+
+The simulator is deterministic (fixed 1/480 s substep, no libm transcendentals, seeded noise,
+per-car RNG streams), so an episode is fully determined by the env's constructor arguments, the
+RNG stream of the reset and the actions. A replay file stores exactly that, plus what the run
+claims (finish time, checkpoint times, end reason) and state hashes every ``hash_every`` control
+steps and at the end; :func:`verify` re-simulates from the file alone and accepts it only if
+every hash and every claimed time match bit for bit.
+
+    import gymnasium as gym
+    import rally_env
+    from rally_env.replay import RecordReplay, load_replay, verify
+
+    env = RecordReplay(gym.make("Rally-v0", stage="opener"), directory="replays")
+    obs, info = env.reset(seed=0)
+    ...                      # every finished episode is saved as replays/<...>.rrp.json.gz
+    report = verify(load_replay("replays/opener-....rrp.json.gz"))
+    assert report.accepted, report.message
+
+The package's modules, lowest first (each imports only those before it):
+
+- :mod:`~rally_env.replay.errors`: :class:`ReplayError` and its subclasses.
+- :mod:`~rally_env.replay.codec`: env settings <-> JSON, the action codec.
+- :mod:`~rally_env.replay.hashing`: :func:`car_state_hash`.
+- :mod:`~rally_env.replay.format`: the :class:`Replay` record, reading and writing files.
+- :mod:`~rally_env.replay.resim`: :class:`Resim`, a replay re-run one step at a time.
+- :mod:`~rally_env.replay.verify`: :func:`verify` and :class:`VerifyReport`.
+- :mod:`~rally_env.replay.record`: :class:`RecordReplay` (single and vector env).
+- :mod:`~rally_env.replay.ghost`: replays re-simulated into ghosts, :class:`GhostSet`.
+- :mod:`~rally_env.replay.leaderboard`: verified times in SQLite.
+- :mod:`~rally_env.replay.cli`: ``rally verify``, ``rally replay``, ``rally leaderboard``.
+
+A replay file is data (JSON, optionally gzip), never pickle; see ``docs/replays.md`` for the
+format. Bad files raise a :class:`ReplayError` (a ``ValueError``) naming the problem.
+"""
+
+from __future__ import annotations
+
+from rally_env.replay.codec import (
+    MAX_STEPS,
+    config_to_kwargs,
+    decode_actions,
+    encode_actions,
+    kwargs_to_env_args,
+)
+from rally_env.replay.errors import (
+    ReplayError,
+    ReplayFormatError,
+    ReplayRecordError,
+    ReplayTooLargeError,
+    ReplayVersionError,
+)
+from rally_env.replay.format import (
+    DEFAULT_HASH_EVERY,
+    ENV_IDS,
+    FORMAT,
+    FORMAT_VERSION,
+    MAX_REPLAY_BYTES,
+    SUFFIX,
+    Replay,
+    load_replay,
+    package_version,
+    replay_from_bytes,
+    replay_from_dict,
+    save_replay,
+)
+from rally_env.replay.ghost import GhostSet, ghost_from_replay, ghost_poses, load_any_ghost
+from rally_env.replay.hashing import car_state_hash
+from rally_env.replay.record import RecordReplay, RecordVectorReplay
+from rally_env.replay.resim import Resim
+from rally_env.replay.verify import VerifyReport, verify
+
+__all__ = [
+    "DEFAULT_HASH_EVERY",
+    "ENV_IDS",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MAX_REPLAY_BYTES",
+    "MAX_STEPS",
+    "SUFFIX",
+    "GhostSet",
+    "RecordReplay",
+    "RecordVectorReplay",
+    "Replay",
+    "ReplayError",
+    "ReplayFormatError",
+    "ReplayRecordError",
+    "ReplayTooLargeError",
+    "ReplayVersionError",
+    "Resim",
+    "VerifyReport",
+    "car_state_hash",
+    "config_to_kwargs",
+    "decode_actions",
+    "encode_actions",
+    "ghost_from_replay",
+    "ghost_poses",
+    "kwargs_to_env_args",
+    "load_any_ghost",
+    "load_replay",
+    "package_version",
+    "replay_from_bytes",
+    "replay_from_dict",
+    "save_replay",
+    "verify",
+]

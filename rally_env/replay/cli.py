@@ -1,0 +1,219 @@
+"""The replay commands of ``rally``: ``verify``, ``replay`` and ``leaderboard``.
+
+Nothing here imports pygame until a window or a video is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from rally_env.replay.errors import ReplayError
+from rally_env.replay.format import load_replay
+from rally_env.replay.ghost import load_any_ghost
+from rally_env.replay.resim import Resim
+from rally_env.replay.verify import verify
+
+
+def add_subcommands(subparsers: Any) -> None:
+    """Add ``replay``, ``verify`` and ``leaderboard`` to the ``rally`` command line."""
+    p = subparsers.add_parser(
+        "verify",
+        help="re-simulate a replay and accept or reject its claimed time",
+        description="Re-simulates FILE from its own contents; exit code 0 if every state "
+        "hash, the end reason, the finish time and the checkpoint times match, 1 if it is "
+        "rejected, 2 if the file is unusable.",
+    )
+    p.add_argument("file", help="replay file (.rrp.json.gz or .json)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_verify)
+
+    p = subparsers.add_parser(
+        "replay",
+        help="re-simulate a replay and show it (window) or render it (--video)",
+    )
+    p.add_argument("file", help="replay file")
+    p.add_argument("--video", help="write the run to this .mp4/.gif instead of a window")
+    p.add_argument("--text", action="store_true", help="print a summary per second, no window")
+    p.add_argument("--ghost", action="append", default=[], help="also draw this replay (repeat)")
+    p.add_argument("--width", type=int, default=600)
+    p.add_argument("--height", type=int, default=400)
+    p.add_argument("--camera", default="car-up")
+    p.set_defaults(func=_cmd_replay)
+
+    p = subparsers.add_parser("leaderboard", help="local leaderboard of verified times")
+    sub = p.add_subparsers(dest="leaderboard_command", required=True)
+    a = sub.add_parser("add", help="verify replays and store them")
+    a.add_argument("files", nargs="+", help="replay files")
+    a.add_argument("--db", help="database file (default $RALLY_LEADERBOARD or ~/.local/share)")
+    a.add_argument("--player", help="player name (default: the replay's meta.player)")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_cmd_lb_add)
+    s = sub.add_parser("show", help="print the verified best times of a stage")
+    s.add_argument("--stage", required=True, help="stage name, e.g. opener")
+    s.add_argument("--db", help="database file")
+    s.add_argument("--limit", type=int, default=10, help="entries per class (default 10)")
+    s.add_argument("--rules", choices=("all", "standard"), default="all")
+    s.add_argument(
+        "--all-versions", action="store_true", help="include runs on other stage versions"
+    )
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_lb_show)
+
+
+def _err(msg: str) -> int:
+    print(f"rally: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _cmd_verify(args: Any) -> int:
+    try:
+        rep = verify(args.file)
+    except ReplayError as e:
+        if args.json:
+            print(json.dumps({"accepted": False, "reason": "bad_replay", "message": str(e)}))
+            return 2
+        return _err(str(e))
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=2))
+    elif rep.accepted:
+        print(f"ACCEPTED  {rep.message} (re-simulated in {rep.elapsed_s:.3f} s)")
+    else:
+        where = f" at step {rep.step}" if rep.step is not None else ""
+        print(f"REJECTED{where}: {rep.reason}: {rep.message}")
+        if rep.expected is not None or rep.got is not None:
+            print(f"  expected {rep.expected!r}\n  got      {rep.got!r}")
+    return 0 if rep.accepted else 1
+
+
+def _cmd_replay(args: Any) -> int:
+    try:
+        replay = load_replay(args.file)
+        ghosts = [load_any_ghost(g) for g in args.ghost]
+        sim = Resim(replay)
+    except ValueError as e:  # ReplayError, GhostFileError: a message naming the file
+        return _err(str(e))
+    hz = replay.control_hz
+    if args.text or (args.video is None and not _can_show()):
+        if not args.text:
+            print("(no display: printing the run; use --video out.mp4 to render it)")
+        _print_run(sim, hz)
+    else:
+        try:
+            _show_run(sim, hz, args, ghosts)
+        except KeyboardInterrupt:
+            return 130
+        except Exception as e:
+            from gymnasium.error import DependencyNotInstalled
+
+            if isinstance(e, DependencyNotInstalled):
+                return _err(str(e))
+            raise
+    rep = verify(replay)
+    print(("ACCEPTED  " if rep.accepted else f"REJECTED ({rep.reason})  ") + rep.message)
+    return 0 if rep.accepted else 1
+
+
+def _can_show() -> bool:
+    from rally_env.render._deps import _has_display
+
+    return _has_display()
+
+
+def _print_run(sim: Resim, hz: int) -> None:
+    def line() -> None:
+        i = sim.info
+        print(
+            f"t={i['stage_time_s']:7.2f} s  progress {i['progress_m']:8.1f} / "
+            f"{i['stage_length_m']:.0f} m  speed {i['speed_mps'] * 3.6:6.1f} km/h"
+            + (f"  {i['end_reason']}" if i["end_reason"] else "")
+        )
+
+    line()
+    while sim.step():
+        if sim.t % hz == 0 or sim.done:
+            line()
+    i = sim.info
+    if not math.isnan(i["finish_time_s"]):
+        print(f"finish {i['finish_time_s']:.3f} s")
+
+
+def _show_run(sim: Resim, hz: int, args: Any, ghosts: list[Any]) -> None:
+    from rally_env.render.envview import EnvRenderer
+
+    mode = "rgb_array" if args.video else "human"
+    r = EnvRenderer(
+        mode,
+        fps=hz,
+        width=args.width,
+        height=args.height,
+        camera=args.camera,
+        ghosts=ghosts,
+    )
+    try:
+        if args.video:
+            from rally_env.render.video import VideoWriter
+
+            with VideoWriter(args.video, fps=hz) as w:
+                w.write(r.frame(sim.core))
+                while sim.step():
+                    w.write(r.frame(sim.core))
+            print(f"wrote {args.video} ({sim.t + 1} frames at {hz} fps)")
+        else:
+            r.render(sim.core)
+            while sim.step():
+                r.render(sim.core)
+    finally:
+        r.close()
+
+
+def _cmd_lb_add(args: Any) -> int:
+    from rally_env.replay.leaderboard import Leaderboard, LeaderboardError
+
+    try:
+        lb = Leaderboard(args.db)
+    except LeaderboardError as e:
+        return _err(str(e))
+    status = 0
+    out = []
+    with lb:
+        for f in args.files:
+            try:
+                entry, _ = lb.add(f, player=args.player)
+            except LeaderboardError as e:
+                status = max(status, 1)
+                out.append({"file": f, "added": False, "reason": e.reason, "message": str(e)})
+                if not args.json:
+                    print(f"REFUSED  {f}: {e}")
+                continue
+            out.append({"file": f, "added": True, **entry.to_dict()})
+            if not args.json:
+                print(
+                    f"ADDED    {f}: {entry.stage} {entry.finish_time_s:.3f} s, rank {entry.rank}"
+                    f" ({'standard rules' if entry.standard else 'rules ' + entry.rules})"
+                )
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return status
+
+
+def _cmd_lb_show(args: Any) -> int:
+    from rally_env.replay.leaderboard import Leaderboard, LeaderboardError, format_table
+
+    try:
+        with Leaderboard(args.db) as lb:
+            entries = lb.best(
+                args.stage,
+                digest=None if args.all_versions else "current",
+                rules=None if args.rules == "all" else "standard",
+                limit=args.limit,
+            )
+    except LeaderboardError as e:
+        return _err(str(e))
+    if args.json:
+        print(json.dumps([e.to_dict() for e in entries], indent=2))
+    else:
+        print(format_table(entries))
+    return 0

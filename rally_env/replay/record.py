@@ -1,0 +1,353 @@
+"""Recording: every episode of a Rally env (or of each car of the vector env) as a replay.
+
+The recorder registers itself as hooks on the env's core (:meth:`RallyCore.add_hooks`), so it
+sees every reset of every car, including the autoresets inside a vector step.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rally_env import kernels as K
+from rally_env.config import config_to_kwargs, jsonable
+from rally_env.errors import ConfigError
+from rally_env.replay.codec import stage_kind
+from rally_env.replay.errors import ReplayRecordError
+from rally_env.replay.format import DEFAULT_HASH_EVERY, Replay, time_json
+from rally_env.replay.hashing import car_state_hash
+
+
+class _Episode:
+    """The episode being recorded for one car."""
+
+    __slots__ = ("actions", "hashes", "initial_hash", "reset", "stage")
+
+    def __init__(self, reset: dict[str, Any], initial_hash: str, stage: dict[str, Any]):
+        self.reset = reset
+        self.initial_hash = initial_hash
+        self.stage = stage
+        self.actions: list[Any] = []
+        self.hashes: list[str] = []
+
+
+def _reset_spec(ss: Any, rng: Any) -> dict[str, Any]:
+    if isinstance(ss, np.random.SeedSequence):
+        ent = ss.entropy
+        key = tuple(int(x) for x in ss.spawn_key)
+        if isinstance(ent, (int, np.integer)) and len(key) == 1:
+            return {"seed": int(ent), "car_index": key[0]}
+        if isinstance(ent, (int, np.integer)):
+            return {"entropy": int(ent), "spawn_key": list(key)}
+        raise ReplayRecordError("a reset seed must be an integer to be recorded")
+    return {"rng_state": jsonable(rng.bit_generator.state)}
+
+
+_PASSTHROUGH = ("PassiveEnvChecker", "OrderEnforcing", "TimeLimit", "RecordEpisodeStatistics")
+
+
+def _check_chain(env: Any) -> None:
+    e = env
+    while isinstance(e, gym.Wrapper):
+        if isinstance(e, (gym.ActionWrapper,)) or (
+            type(e).__name__ not in _PASSTHROUGH and "action" in type(e).__name__.lower()
+        ):
+            raise ReplayRecordError(
+                f"{type(e).__name__} changes actions below RecordReplay: wrap it outside "
+                "(RecordReplay must see the actions the env gets)"
+            )
+        e = e.env
+
+
+class _Recorder:
+    """Shared per-car recording logic, registered as the core's hooks so every reset of every
+    car (explicit, autoreset in NextStep or SameStep mode) closes and opens episodes. Its
+    arguments after ``recorder`` are :class:`RecordReplay`'s."""
+
+    def __init__(
+        self,
+        base: Any,
+        recorder: str,
+        directory: str | os.PathLike[str] | None = None,
+        hash_every: int = DEFAULT_HASH_EVERY,
+        keep: int = 1000,
+        on_replay: Callable[[Replay], Any] | None = None,
+        meta: dict[str, Any] | None = None,
+        save_partial: bool = False,
+    ):
+        from rally_env.env import RallyEnv
+        from rally_env.vector import RallyVectorEnv
+
+        if not isinstance(base, (RallyEnv, RallyVectorEnv)):
+            raise ReplayRecordError(
+                f"RecordReplay records Rally-v0 envs, got {type(base).__name__}"
+            )
+        if isinstance(hash_every, bool) or not isinstance(hash_every, int) or hash_every < 1:
+            raise ValueError(f"hash_every must be an integer >= 1, got {hash_every!r}")
+        self.base = base
+        self.core = base.core
+        try:
+            self.kwargs = config_to_kwargs(base.config)
+        except ConfigError as e:
+            raise ReplayRecordError(f"this env cannot be recorded: {e}") from None
+        self.config_digest = base.config.digest()
+        self.vehicle_digest = base.config.vehicle.digest()
+        self.env_id = base.config.env_id
+        self.stage_kind = stage_kind(self.kwargs["stage"])
+        self.discrete = base.config.discrete_actions
+        self.directory = None if directory is None else Path(directory)
+        self.hash_every = hash_every
+        self.replays: deque[Replay] = deque(maxlen=keep)
+        self.on_replay = on_replay
+        self.meta = dict(meta or {})
+        self.save_partial = save_partial
+        self.recorder = recorder
+        self.saved: list[Path] = []
+        self.episodes: list[_Episode | None] = [None] * self.core.n
+        self._specs: list[dict[str, Any]] = []
+        self.core.add_hooks(self)
+
+    def close(self) -> None:
+        for k in range(self.core.n):
+            self.finish(k, partial=True)
+        self.core.remove_hooks(self)
+
+    def after_set_state(self) -> None:
+        """A restored state is not reachable from a recorded reset: drop the open episodes
+        (recording resumes at the next reset)."""
+        self.episodes = [None] * self.core.n
+
+    def _stage_of(self, k: int) -> dict[str, Any]:
+        st = self.core.bank.slots[int(self.core.eistate[k, K.EI_SLOT])]
+        return {"name": st.name, "digest": st.digest(), "kind": self.stage_kind}
+
+    def before_reset(self, cars: np.ndarray, seeds: list[Any]) -> None:
+        """Close the cars' open episodes and note how each new one starts (its seed, or the
+        car's RNG state when it continues its stream)."""
+        core = self.core
+        self._specs = []
+        for i, k in enumerate(cars):
+            k = int(k)
+            self.finish(k, partial=True)
+            ss = seeds[i]
+            if ss is None and core.rngs[k] is None:
+                ss = np.random.SeedSequence()  # record fresh entropy instead of losing it
+                seeds[i] = ss
+            self._specs.append(_reset_spec(ss, core.rngs[k]))
+
+    def after_reset(self, cars: np.ndarray) -> None:
+        """Open an episode for every car that just reset."""
+        for i, k in enumerate(cars):
+            k = int(k)
+            ep = _Episode(self._specs[i], car_state_hash(self.core, k), self._stage_of(k))
+            self.episodes[k] = ep
+        self._specs = []
+
+    def record(self, k: int, action: Any) -> None:
+        """Append car ``k``'s action (before or after the step; :meth:`hash_due` hashes)."""
+        ep = self.episodes[k]
+        if ep is not None:
+            ep.actions.append(action)
+
+    def hash_due(self, k: int) -> None:
+        """After a step: store the state hash if car ``k`` is at a multiple of hash_every."""
+        ep = self.episodes[k]
+        if ep is not None and len(ep.hashes) < len(ep.actions) // self.hash_every:
+            ep.hashes.append(car_state_hash(self.core, k))
+
+    def unrecord(self, k: int) -> None:
+        ep = self.episodes[k]
+        if ep is not None and ep.actions:
+            ep.actions.pop()
+
+    def finish(self, k: int, partial: bool = False) -> Replay | None:
+        """Close car ``k``'s episode (ended, or cut short by a reset when ``partial``)."""
+        ep = self.episodes[k]
+        if ep is None:
+            return None
+        self.hash_due(k)  # SameStep: the car ends inside the step, before the wrapper hashes
+        self.episodes[k] = None
+        core = self.core
+        if partial and not ep.actions:
+            return None
+        info = core.info_one(k)
+        ended = bool(core.term[k] or core.trunc[k])
+        if partial and not ended and not self.save_partial:
+            return None
+        if self.discrete:
+            acts = np.asarray(ep.actions, np.int32).reshape(-1)
+        else:
+            acts = np.asarray(ep.actions, np.float32).reshape(-1, 4)
+        meta = dict(self.meta)
+        meta.setdefault("created_utc", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        meta["recorder"] = self.recorder if core.n == 1 else f"{self.recorder} car {k}"
+        cps = info["checkpoint_times_s"]
+        rp = Replay(
+            env_kwargs=copy.deepcopy(self.kwargs),
+            reset=ep.reset,
+            actions=acts,
+            hash_every=self.hash_every,
+            hashes=ep.hashes,
+            initial_hash=ep.initial_hash,
+            final_hash=car_state_hash(core, k),
+            end_reason=info["end_reason"] if ended else "",
+            finish_time_s=time_json(info["finish_time_s"]),
+            checkpoint_times_s=[time_json(c) for c in cps],
+            stage=ep.stage,
+            vehicle_digest=self.vehicle_digest,
+            config_digest=self.config_digest,
+            env_id=self.env_id,
+            control_hz=int(self.base.config.control_hz),
+            stage_time_s=float(info["stage_time_s"]),
+            terminated=bool(core.term[k]),
+            truncated=bool(core.trunc[k]),
+            meta=meta,
+        )
+        self.replays.append(rp)
+        if self.directory is not None:
+            self.saved.append(rp.save(self.directory / rp.default_name()))
+        if self.on_replay is not None:
+            self.on_replay(rp)
+        return rp
+
+
+def _as_f32(action: Any) -> Any:
+    try:
+        a = np.asarray(action)
+        if a.dtype.kind in "fiu":
+            return a.astype(np.float32)
+    except Exception:
+        pass
+    return action
+
+
+class RecordReplay(gym.Wrapper):
+    """Record every episode of a ``Rally-v0`` env as a :class:`Replay`.
+
+    Works on the single env (``RallyEnv`` or ``gym.make("Rally-v0")``) and, given a
+    :class:`rally_env.RallyVectorEnv`, returns a :class:`RecordVectorReplay` recording each car's
+    episodes separately (every autoreset mode); a vector car's replay verifies as a single env.
+
+    Continuous actions are cast to float32 (the action space's dtype) before they reach the
+    env, so the recorded actions are exactly the applied ones. Put this wrapper directly on the
+    env: a wrapper that changes actions below it makes the replay wrong (refused).
+
+    Args:
+        env: the env.
+        directory: if set, every finished replay is saved there (``<stage>-<time>-<id>``).
+        hash_every: a state hash every this many control steps.
+        keep: how many finished replays :attr:`replays` keeps (oldest dropped).
+        on_replay: called with each finished :class:`Replay`.
+        meta: extra data stored in each replay's ``meta`` (e.g. ``{"player": "ada"}``).
+        save_partial: also keep episodes cut short by a reset or ``close()``.
+
+    Attributes:
+        replays: the finished replays, oldest first.
+        saved: paths written.
+    """
+
+    def __new__(cls, env: Any, *args: Any, **kwargs: Any):
+        if isinstance(env, gym.vector.VectorEnv):
+            return RecordVectorReplay(env, *args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, env: gym.Env, *args: Any, **kwargs: Any):
+        super().__init__(env)
+        _check_chain(env)
+        self._rec = _Recorder(env.unwrapped, "RallyEnv", *args, **kwargs)
+
+    @property
+    def replays(self) -> deque[Replay]:
+        return self._rec.replays
+
+    @property
+    def saved(self) -> list[Path]:
+        return self._rec.saved
+
+    @property
+    def config(self) -> Any:
+        """The wrapped env's :class:`~rally_env.RallyConfig` (drop-in for code reading it)."""
+        return self._rec.base.config
+
+    @property
+    def core(self) -> Any:
+        """The wrapped env's :class:`~rally_env.core.RallyCore` (read it, never step it)."""
+        return self._rec.core
+
+    def step(self, action: Any):
+        rec = self._rec
+        a = action if rec.discrete else _as_f32(action)
+        active = rec.episodes[0] is not None and not (rec.core.term[0] or rec.core.trunc[0])
+        out = self.env.step(a)
+        if active:
+            rec.record(0, int(np.asarray(a)) if rec.discrete else np.asarray(a, np.float32))
+            rec.hash_due(0)
+            if out[2] or out[3]:
+                rec.finish(0)
+        return out
+
+    def close(self) -> None:
+        self._rec.close()
+        super().close()
+
+
+class RecordVectorReplay(gym.vector.VectorWrapper):
+    """:class:`RecordReplay` for a :class:`rally_env.RallyVectorEnv`: one replay per car
+    episode (car ``k``'s replay resets like ``RallyEnv.reset(seed, options={"car_index": k})``
+    or from the car's recorded RNG state after an autoreset). Same arguments."""
+
+    def __init__(self, env: Any, *args: Any, **kwargs: Any):
+        super().__init__(env)
+        self._rec = _Recorder(env.unwrapped, "RallyVectorEnv", *args, **kwargs)
+
+    replays = RecordReplay.replays
+    saved = RecordReplay.saved
+
+    def step(self, actions: Any):
+        rec = self._rec
+        core = rec.core
+        n = core.n
+        a = actions if rec.discrete else _as_f32(actions)
+        arr = np.asarray(a)
+        # cars whose episode is open and running get this step's action; cars that ended
+        # last step are reset by this step (NextStep) and ignore it
+        running = [
+            k
+            for k in range(n)
+            if rec.episodes[k] is not None and not (core.term[k] or core.trunc[k])
+        ]
+        try:
+            for k in running:
+                rec.record(k, int(arr[k]) if rec.discrete else arr[k].astype(np.float32))
+        except (IndexError, TypeError, ValueError):
+            for k in running:
+                rec.unrecord(k)
+            running = []
+            return self.env.step(actions)  # let the env raise its own error
+        before = list(rec.episodes)
+        try:
+            out = self.env.step(a)
+        except Exception:
+            for k in running:
+                rec.unrecord(k)
+            raise
+        term, trunc = out[2], out[3]
+        for k in running:
+            rec.hash_due(k)
+            # NextStep / Disabled: the ended car still holds its final state; SameStep
+            # already closed it inside the step (the reset hook)
+            if (term[k] or trunc[k]) and rec.episodes[k] is before[k]:
+                rec.finish(k)
+        return out
+
+    def close(self, **kwargs: Any) -> None:
+        self._rec.close()
+        super().close(**kwargs)

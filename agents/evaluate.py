@@ -232,6 +232,7 @@ def run_episode(
 ) -> RunResult:
     """Drive one episode of ``policy`` on ``stage`` from ``reset(seed=seed)``."""
     from rally_env.env import RallyEnv
+    from rally_env.info import end_reason
     from rally_env.spaces import DEFAULT_LAYOUT
 
     ix = DEFAULT_LAYOUT.index
@@ -281,10 +282,10 @@ def run_episode(
             "off_road": np.array(offr),
         }
     return RunResult(
-        stage=_stage_name(info.get("stage", stage)),
+        stage=env.unwrapped.core.stage_name(0),
         seed=int(seed),
         finished=fin,
-        end_reason=str(info["end_reason"]),
+        end_reason=end_reason(info),
         stage_time_s=ft,
         episode_time_s=float(info["stage_time_s"]),
         progress_m=float(info["progress_m"]),

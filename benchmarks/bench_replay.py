@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rally_env import DEFAULT_LAYOUT, RallyEnv  # noqa: E402
+from rally_env.info import end_reason  # noqa: E402
 from rally_env.replay import RecordReplay, load_replay, verify  # noqa: E402
 
 IX = DEFAULT_LAYOUT.index
@@ -88,9 +89,9 @@ def main() -> None:
     t_cli = time.perf_counter() - t0
     out = {
         "stage": args.stage,
-        "stage_length_m": info["stage_length_m"],
-        "end_reason": info["end_reason"],
-        "finish_time_s": info["finish_time_s"],
+        "stage_length_m": float(info["stage_length_m"]),
+        "end_reason": end_reason(info),
+        "finish_time_s": float(info["finish_time_s"]),
         "steps": n2,
         "episode_plain_s": t_plain,
         "episode_recorded_s": t_rec,

@@ -18,10 +18,17 @@ from rally_env.config import (
     RewardWeights,
     TerminationConfig,
 )
-from rally_env.core import INFO_KEYS, INFO_KEYS_V1
 from rally_env.env import RallyEnv
 from rally_env.errors import ConfigError, RallyEnvError, StateError
-from rally_env.kernels import END_REASONS, REWARD_TERMS
+from rally_env.info import (
+    END_REASONS,
+    INFO_KEYS,
+    INFO_KEYS_V1,
+    REWARD_TERMS,
+    checkpoint_times,
+    end_reason,
+    reward_terms,
+)
 from rally_env.replay import RecordReplay, ReplayError
 from rally_env.spaces import DEFAULT_LAYOUT, DEFAULT_LAYOUT_V1, DISCRETE_ACTIONS, ObsLayout
 from rally_env.vector import RallyVectorEnv
@@ -90,6 +97,9 @@ __all__ = [
     "RewardWeights",
     "StateError",
     "TerminationConfig",
+    "checkpoint_times",
+    "end_reason",
     "register_envs",
     "render_episode",
+    "reward_terms",
 ]

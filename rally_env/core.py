@@ -11,13 +11,13 @@ its own rows in every array, and the kernels touch only its rows.
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Any, Protocol
 
 import numpy as np
 
 from physics import VehicleBatch, flat_terrain
 from physics import layout as L
+from rally_env import info as I
 from rally_env import kernels as K
 from rally_env import stages as S
 from rally_env.config import RallyConfig
@@ -25,82 +25,7 @@ from rally_env.errors import StateError
 from rally_env.spaces import ObsLayout
 
 STATE_FORMAT = "rally_env.state"
-_END_REASONS_ARR = np.array(K.END_REASONS, dtype=object)
 STATE_VERSION = 1
-
-#: Keys every step's ``info`` carries (the vector env: arrays over cars).
-INFO_KEYS: tuple[str, ...] = (
-    "stage",
-    "stage_time_s",
-    "progress_m",
-    "credited_progress_m",
-    "stage_length_m",
-    "speed_mps",
-    "lateral_offset_m",
-    "heading_error_rad",
-    "off_road",
-    "finished",
-    "finish_time_s",
-    "checkpoint_times_s",
-    "lap",
-    "wheel_loads_n",
-    "slip_angles_rad",
-    "position_m",
-    "end_reason",
-    "reward_terms",
-)
-
-#: Keys ``Rally-v1`` adds to ``info`` (after :data:`INFO_KEYS`).
-INFO_KEYS_V1: tuple[str, ...] = (
-    "gear",
-    "engine_rpm",
-    "tire_wear",
-    "damage",
-    "max_impact_mps",
-    "slip_ratios",
-)
-
-RANDOMIZED_FIELDS: tuple[str, ...] = (
-    "mass_kg",
-    "power_w",
-    "peak_slip_angle_rad",
-    "load_sensitivity",
-)
-
-
-class NotYet(float):
-    """NaN that compares equal to NaN: a time not reached yet (finish, checkpoints).
-
-    It is an ordinary NaN float for arithmetic and ``math.isnan``; equality is the one
-    difference, so the info dicts of two identical unfinished runs compare equal (Gymnasium's
-    determinism checks compare info with ``==``).
-    """
-
-    def __new__(cls) -> NotYet:
-        return super().__new__(cls, "nan")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, float) and math.isnan(other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    def __hash__(self) -> int:
-        return hash("NotYet")
-
-    def __repr__(self) -> str:
-        return "nan"
-
-    def __reduce__(self):
-        return (NotYet, ())
-
-
-#: The value of ``finish_time_s`` and of uncrossed ``checkpoint_times_s`` entries (a NaN).
-NOT_YET = NotYet()
-
-
-def _time(v: float) -> float:
-    return float(v) if v == v else NOT_YET
 
 
 def car_seed_sequence(seed: int, car: int) -> np.random.SeedSequence:
@@ -150,6 +75,9 @@ class RallyCore:
         self.etimes = np.full((n, max(1, self.bank.n_lines_max if self.bank.built else 1)), np.nan)
         self.section_mu = np.ones((n, S.MAX_SECTION_IDS), np.float64)
         self.draws: list[dict[str, Any] | None] = [None] * n
+        # the draws as arrays, for the info (rows of cars never randomized are NaN)
+        self.rand_draws = np.full((n, len(I.RANDOMIZED_SCALARS)), np.nan)
+        self.rand_section_mu = np.full((n, S.MAX_SECTION_IDS), np.nan)
         self.p_s = np.zeros(n)
         self.p_lat = np.zeros(n)
         self.p_herr = np.zeros(n)
@@ -361,6 +289,22 @@ class RallyCore:
             "load_sensitivity": float(p.load_sensitivity),
             "section_mu_scale": mu[:n_sec].copy(),
         }
+        self._draw_rows(k)
+
+    def _draw_rows(self, k: int) -> None:
+        """Copy car ``k``'s draws into the arrays the info reads."""
+        d = self.draws[k]
+        self.rand_draws[k] = np.nan
+        self.rand_section_mu[k] = np.nan
+        if not isinstance(d, dict):
+            return
+        try:
+            row = [float(d.get(f, np.nan)) for f in I.RANDOMIZED_SCALARS]
+            mu = np.asarray(d.get("section_mu_scale", ()), np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            return
+        self.rand_draws[k] = row
+        self.rand_section_mu[k, : min(len(mu), S.MAX_SECTION_IDS)] = mu[: S.MAX_SECTION_IDS]
 
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray, cars: np.ndarray | None = None) -> None:
@@ -427,120 +371,27 @@ class RallyCore:
     def lines_of(self, k: int) -> int:
         return int(self.bank.table[self.eistate[k, K.EI_SLOT], S.SL_N_LINES])
 
-    def info_one(self, k: int) -> dict[str, Any]:
-        """The info dict of car ``k`` (plain Python scalars and small arrays)."""
-        e = self.estate[k]
-        ei = self.eistate[k]
-        st = self.sim.state[k]
-        nw = self.n_wheels
-        slot = int(ei[K.EI_SLOT])
-        stage = self.bank.slots[slot]
-        nl = int(self.bank.table[slot, S.SL_N_LINES])
-        vx, vy, vz = st[L.VEL_X], st[L.VEL_Y], st[L.VEL_Z]
-        terms = self.terms[k]
-        end = int(ei[K.EI_END])
-        info = {
-            "stage": stage.name,
-            "stage_time_s": int(self.sim.istate[k, L.I_SUBSTEPS]) / L.SUBSTEP_HZ,
-            "progress_m": float(e[K.E_RACE]),
-            "credited_progress_m": float(e[K.E_BEST]),
-            "stage_length_m": float(e[K.E_TIMED]),
-            "speed_mps": math.sqrt(vx * vx + vy * vy + vz * vz),
-            "lateral_offset_m": float(e[K.E_LAT]),
-            "heading_error_rad": float(e[K.E_HERR]),
-            "off_road": bool(ei[K.EI_OFF]),
-            "finished": end == K.END_FINISHED,
-            "finish_time_s": _time(e[K.E_FINISH_TIME]),
-            "checkpoint_times_s": tuple(_time(v) for v in self.etimes[k, : nl - 1]),
-            "lap": self._lap(k, slot, stage),
-            "wheel_loads_n": st[L.WL_LOAD : L.WL_LOAD + nw].copy(),
-            "slip_angles_rad": st[L.WL_SLIP_ANGLE : L.WL_SLIP_ANGLE + nw].copy(),
-            "position_m": st[L.POS_X : L.POS_Z + 1].copy(),
-            "end_reason": K.END_REASONS[end],
-            "reward_terms": {name: float(terms[i]) for i, name in enumerate(K.REWARD_TERMS)},
-        }
-        if self.version >= 1:
-            sim = self.sim
-            ext = sim.extended
-            info["gear"] = int(sim.istate[k, L.I_GEAR])
-            info["engine_rpm"] = float(st[L.ENGINE_RPM])
-            info["tire_wear"] = (
-                st[L.SXW_WEAR : L.SXW_WEAR + nw].copy() if ext else np.ones(nw, np.float64)
-            )
-            info["damage"] = float(st[L.SX_DAMAGE]) if ext else 1.0
-            info["max_impact_mps"] = float(st[L.SX_MAX_IMPACT]) if ext else 0.0
-            info["slip_ratios"] = st[L.WL_SLIP_RATIO : L.WL_SLIP_RATIO + nw].copy()
-        return info
+    def info(self, cars: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The info of all cars (or ``cars``) as arrays over cars
+        (:func:`rally_env.info.build_info`, the one place an info dict is built)."""
+        return I.build_info(self, cars)
 
-    def _lap(self, k: int, slot: int, stage) -> int:
-        if not stage.closed:
-            return 1
-        lap = int(self.estate[k, K.E_BEST] // stage.path.length_m) + 1
-        return min(max(lap, 1), stage.laps)
+    def info_of(self, k: int) -> dict[str, np.ndarray]:
+        """Car ``k``'s info as the single env returns it (0-d and 1-d arrays)."""
+        return I.car_row(I.build_info(self, np.array([k], np.int64)), 0)
 
-    def info_batch(self, cars: np.ndarray | None = None) -> dict[str, Any]:
-        """The info of all cars (or ``cars``) as arrays over cars."""
-        idx = self._all if cars is None else cars
-        e = self.estate[idx]
-        ei = self.eistate[idx]
-        st = self.sim.state[idx]
-        nw = self.n_wheels
-        slots = ei[:, K.EI_SLOT]
-        v = st[:, L.VEL_X : L.VEL_Z + 1]
-        end = ei[:, K.EI_END]
-        ncp = max(self.etimes.shape[1] - 1, 0)
-        cp = self.etimes[idx, :ncp].copy()
-        if ncp:
-            nl = self.bank.table[slots, S.SL_N_LINES].astype(np.int64)
-            cp[np.arange(ncp)[None, :] >= (nl - 1)[:, None]] = np.nan
-        b = self.bank
-        names = b.slot_names[slots]
-        laps = np.ones(len(idx), np.int64)
-        closed = b.table[slots, S.SL_CLOSED] > 0.5
-        if closed.any():
-            lap = np.floor(e[:, K.E_BEST] / b.table[slots, S.SL_LENGTH]).astype(np.int64) + 1
-            laps = np.where(closed, np.clip(lap, 1, b.slot_laps[slots]), 1)
-        info = {
-            "stage": names,
-            "stage_time_s": self.sim.istate[idx, L.I_SUBSTEPS] / L.SUBSTEP_HZ,
-            "progress_m": e[:, K.E_RACE].copy(),
-            "credited_progress_m": e[:, K.E_BEST].copy(),
-            "stage_length_m": e[:, K.E_TIMED].copy(),
-            "speed_mps": np.sqrt((v * v).sum(axis=1)),
-            "lateral_offset_m": e[:, K.E_LAT].copy(),
-            "heading_error_rad": e[:, K.E_HERR].copy(),
-            "off_road": ei[:, K.EI_OFF] == 1,
-            "finished": end == K.END_FINISHED,
-            "finish_time_s": e[:, K.E_FINISH_TIME].copy(),
-            "checkpoint_times_s": cp,
-            "lap": laps,
-            "wheel_loads_n": st[:, L.WL_LOAD : L.WL_LOAD + nw].copy(),
-            "slip_angles_rad": st[:, L.WL_SLIP_ANGLE : L.WL_SLIP_ANGLE + nw].copy(),
-            "position_m": st[:, L.POS_X : L.POS_Z + 1].copy(),
-            "end_reason": _END_REASONS_ARR[end],
-            "reward_terms": {
-                name: self.terms[idx, i].copy() for i, name in enumerate(K.REWARD_TERMS)
-            },
-        }
-        if self.version >= 1:
-            sim = self.sim
-            ext = sim.extended
-            m = len(idx)
-            info["gear"] = sim.istate[idx, L.I_GEAR].copy()
-            info["engine_rpm"] = st[:, L.ENGINE_RPM].copy()
-            info["tire_wear"] = (
-                st[:, L.SXW_WEAR : L.SXW_WEAR + nw].copy() if ext else np.ones((m, nw))
-            )
-            info["damage"] = st[:, L.SX_DAMAGE].copy() if ext else np.ones(m)
-            info["max_impact_mps"] = st[:, L.SX_MAX_IMPACT].copy() if ext else np.zeros(m)
-            info["slip_ratios"] = st[:, L.WL_SLIP_RATIO : L.WL_SLIP_RATIO + nw].copy()
-        return info
+    def stage_name(self, k: int) -> str:
+        """Name of the stage car ``k`` is on."""
+        return str(self.bank.slot_names[self.eistate[k, K.EI_SLOT]])
 
-    def randomization_info(self, k: int) -> dict[str, Any] | None:
-        d = self.draws[k]
-        if d is None:
-            return None
-        return {key: (val.copy() if isinstance(val, np.ndarray) else val) for key, val in d.items()}
+    def end_reason(self, k: int) -> str:
+        """Why car ``k``'s episode ended (``""`` while running)."""
+        return K.END_REASONS[int(self.eistate[k, K.EI_END])]
+
+    def checkpoint_times(self, k: int) -> tuple[float, ...]:
+        """Car ``k``'s crossing time of every timed line before the finish (s, NaN = not yet),
+        as many as its stage has."""
+        return tuple(float(t) for t in self.etimes[k, : self.lines_of(k) - 1])
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
@@ -706,6 +557,8 @@ class RallyCore:
                 g.state = r
                 self.rngs[k] = np.random.Generator(g)
         self.draws = [None if d is None else dict(d) for d in st["draws"]]
+        for k in range(self.n):
+            self._draw_rows(k)
         for h in self.hooks:
             h.after_set_state()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rally_env import kernels as K
+from rally_env import stages as S
 from rally_env.config import CONTROL_HZ_CHOICES, RandomizeConfig, RewardWeights, TerminationConfig
 from rally_env.spaces import (
     ACTION_HIGH,
@@ -55,28 +56,48 @@ def reward_table() -> str:
 
 def termination_table() -> str:
     t = _TC
-    rows = [
-        "| `end_reason` | kind | when |",
-        "| --- | --- | --- |",
-        "| `finished` | terminated | the car crosses the finish line (after all laps); the "
-        "crossing time is interpolated inside the physics substep (`finish_time_s`) |",
-        f"| `off_stage` | terminated | the car's centre is more than `off_road_max_m` = "
-        f"{t.off_road_max_m:g} m beyond a road edge, or off the road for more than "
-        f"`off_road_max_s` = {t.off_road_max_s:g} s, or it cut across the stage (its stage "
-        f"position ran ahead of the credited position by more than `cut_ratio` = "
-        f"{t.cut_ratio:g} x the distance driven off the road + `cut_slack_m` = "
-        f"{t.cut_slack_m:g} m) |",
-        f"| `rolled` | terminated | the body's up axis has had a world z below `roll_up_z` = "
-        f"{t.roll_up_z:g} for `roll_time_s` = {t.roll_time_s:g} s |",
-        f"| `wrong_way` | terminated | the car is more than `wrong_way_m` = {t.wrong_way_m:g} m "
-        "behind the furthest credited point it reached |",
-        f"| `stuck` | terminated | the credited progress has not grown by `stuck_progress_m` = "
-        f"{t.stuck_progress_m:g} m for `stuck_time_s` = {t.stuck_time_s:g} s (standing still "
-        "ends here) |",
-        f"| `time_limit` | truncated | stage time reaches `time_limit_base_s` = "
-        f"{t.time_limit_base_s:g} s + stage length / `time_limit_speed_mps` = "
-        f"{t.time_limit_speed_mps:g} m/s (or a fixed `time_limit_s`) |",
-    ]
+    when = {
+        "": ("-", "the episode is running"),
+        "finished": (
+            "terminated",
+            "the car crosses the finish line (after all laps); the crossing time is "
+            "interpolated inside the physics substep (`finish_time_s`)",
+        ),
+        "off_stage": (
+            "terminated",
+            f"the car's centre is more than `off_road_max_m` = {t.off_road_max_m:g} m beyond a "
+            f"road edge, or off the road for more than `off_road_max_s` = {t.off_road_max_s:g} "
+            "s, or it cut across the stage (its stage position ran ahead of the credited "
+            f"position by more than `cut_ratio` = {t.cut_ratio:g} x the distance driven off "
+            f"the road + `cut_slack_m` = {t.cut_slack_m:g} m)",
+        ),
+        "rolled": (
+            "terminated",
+            f"the body's up axis has had a world z below `roll_up_z` = {t.roll_up_z:g} for "
+            f"`roll_time_s` = {t.roll_time_s:g} s",
+        ),
+        "stuck": (
+            "terminated",
+            f"the credited progress has not grown by `stuck_progress_m` = "
+            f"{t.stuck_progress_m:g} m for `stuck_time_s` = {t.stuck_time_s:g} s (standing "
+            "still ends here)",
+        ),
+        "wrong_way": (
+            "terminated",
+            f"the car is more than `wrong_way_m` = {t.wrong_way_m:g} m behind the furthest "
+            "credited point it reached",
+        ),
+        "time_limit": (
+            "truncated",
+            f"stage time reaches `time_limit_base_s` = {t.time_limit_base_s:g} s + stage "
+            f"length / `time_limit_speed_mps` = {t.time_limit_speed_mps:g} m/s (or a fixed "
+            "`time_limit_s`)",
+        ),
+    }
+    rows = ["| `end_code` | end reason | kind | when |", "| --- | --- | --- | --- |"]
+    for code, name in enumerate(K.END_REASONS):
+        kind, text = when[name]
+        rows.append(f"| {code} | {f'`{name}`' if name else '(running)'} | {kind} | {text} |")
     return "\n".join(rows)
 
 
@@ -134,7 +155,7 @@ def vehicles_table() -> str:
 
 
 def info_table_v1() -> str:
-    from rally_env.core import INFO_KEYS_V1
+    from rally_env.info import INFO_KEYS_V1
 
     rows = ["| key | meaning |", "| --- | --- |"]
     rows += [f"| `{k}` | {INFO_DOC[k]} |" for k in INFO_KEYS_V1]
@@ -176,19 +197,20 @@ value scaled to roughly unit range. For the default 4-wheel rover:
 
 ## Rewards
 The reward is the sum of named terms, each weighted from ``reward_weights`` and reported per
-term in ``info["reward_terms"]``:
+term as ``info["reward_<term>"]``:
 
 {reward_table()}
 
 ## Starting State
 At rest on the stage's start line (its start pose), all commands zero. The stage is the one
 configured, or drawn at reset from the reset seed (``stage="random"`` or a list); with
-``randomize`` the vehicle and surface grip are drawn per reset too (``info["randomization"]``).
+``randomize`` the vehicle and surface grip are drawn per reset too
+(``info["randomization_<name>"]``).
 
 ## Episode End
 {termination_table()}
 
-``info["end_reason"]`` names the reason ("" while running).
+``info["end_code"]`` is the code; ``rally_env.end_reason(info)`` its name.
 
 ## Arguments
 - ``stage`` (default ``"opener"``): a library stage name (``tracks.list_stages()``),
@@ -222,7 +244,10 @@ configured, or drawn at reset from the reset seed (``stage="random"`` or a list)
 
 
 INFO_DOC: dict[str, str] = {
-    "stage": "stage name",
+    "stage_index": "int: index of the car's stage in the env's `stage` list (0 for one stage; "
+    '-1 with `stage="random"`); the name: `env.unwrapped.core.stage_name(car)`',
+    "stage_seed": "int: the generator seed of a generated stage (`gen-<seed>`, "
+    '`stage="random"`), -1 for a stage from the library or a file',
     "stage_time_s": "simulated time since the reset (s), a whole number of control steps",
     "progress_m": "stage position: arc length driven from the start line (m, laps included; "
     "negative behind the start)",
@@ -235,15 +260,22 @@ INFO_DOC: dict[str, str] = {
     "finished": "the episode ended on the finish line",
     "finish_time_s": "exact finish time (s), interpolated inside the physics substep; NaN until "
     "finished",
-    "checkpoint_times_s": "exact crossing time of each checkpoint (s, NaN until crossed); on "
-    "loops every lap's checkpoints and lap lines before the finish, in driving order",
+    "checkpoint_times_s": "(C,) exact crossing time of each checkpoint (s, NaN until crossed); "
+    "on loops every lap's checkpoints and lap lines before the finish, in driving order. C is "
+    'fixed per env: the most any of its stages has (3 with `stage="random"`); a stage with '
+    "fewer is NaN-padded",
+    "n_checkpoints": "int: how many entries of `checkpoint_times_s` the car's stage has",
     "lap": "current lap (1 on point-to-point stages)",
     "wheel_loads_n": "(wheels,) normal load per wheel (N)",
     "slip_angles_rad": "(wheels,) slip angle per wheel (rad)",
     "position_m": "(3,) CG position x, y, z (m, world)",
-    "end_reason": "why the episode ended (see Episode End), '' while running",
-    "reward_terms": "dict: the weighted value of every reward term this step (they sum to the "
-    "reward)",
+    "end_code": "int: why the episode ended, 0 while running (the table in Episode end; "
+    "`rally_env.end_reason(info)` gives the name)",
+    **{
+        f"reward_{t}": f"the weighted `{t}` reward term this step (the `reward_*` keys sum to "
+        "the reward)"
+        for t in K.REWARD_TERMS
+    },
     "gear": "selected gear (-1 reverse, 0 neutral, 1..6); 0 without a drivetrain",
     "engine_rpm": "engine speed (rpm); 0 without a drivetrain",
     "tire_wear": "(wheels,) tire grip multiplier from wear per wheel (1 = new)",
@@ -254,7 +286,7 @@ INFO_DOC: dict[str, str] = {
 
 
 def info_table() -> str:
-    from rally_env.core import INFO_KEYS
+    from rally_env.info import INFO_KEYS
 
     rows = ["| key | meaning |", "| --- | --- |"]
     rows += [f"| `{k}` | {INFO_DOC[k]} |" for k in INFO_KEYS]
@@ -405,7 +437,7 @@ env = gym.make("Rally-v1", vehicle="truck", planet="moon")  # or vehicle=Vehicle
 ## Rewards
 
 The reward is the sum of named terms, each weighted from `reward_weights` (a
-`rally_env.RewardWeights` or a dict) and reported per term in `info["reward_terms"]`:
+`rally_env.RewardWeights` or a dict) and reported per term as `info["reward_<term>"]`:
 
 {reward_table()}
 
@@ -443,17 +475,31 @@ gate reaching into another part of the stage is ignored). `finish_time_s` and
 
 ## Info
 
-`reset` and every `step` return at least these keys (the vector env: the same keys as arrays
-over cars, each with Gymnasium's `_key` mask; `checkpoint_times_s` is then (N, max lines - 1),
-NaN-padded):
+`reset` and every `step` return these keys. Every value is a number, a bool or a fixed-shape
+numeric array, never a string, a tuple or a nested dict, so Gymnasium's vector envs stack it
+into a typed array and torchrl, skrl, RLlib and Minari read it as a tensor:
+
+- `RallyEnv`: each value is a numpy array of the shape in the table (shape `()` for a scalar:
+  `float(info["stage_time_s"])`, `bool(info["finished"])`, `int(info["end_code"])`). Float
+  values are `rally_env.info.NanEqualArray`, an ordinary float array whose `==` and
+  `np.allclose` treat NaN as equal to NaN, so two identical runs have equal info dicts
+  (Gymnasium's determinism checker compares them).
+- `RallyVectorEnv`: the same keys as arrays over cars, shape `(N, *shape)`, each with
+  Gymnasium's `_key` mask.
+- "Not yet" is NaN (`finish_time_s`, `checkpoint_times_s`).
 
 {info_table()}
 
-NaN times in the single env's info are `rally_env.core.NOT_YET`, a float NaN that compares
-equal to NaN (Gymnasium's determinism checker compares info dicts with `==`).
-
-At reset, with randomization on, `info["randomization"]` holds the drawn values (`mass_kg`,
-`power_w`, `peak_slip_angle_rad`, `load_sensitivity`, `section_mu_scale`).
+`end_code` values are the first column of the table in Episode end.
+Helpers: `rally_env.end_reason(info)` (the name of `end_code`: a string for a single env's
+info, an array for a vector env's), `rally_env.reward_terms(info)` (`{{term: value}}` from the
+`reward_*` keys), `rally_env.checkpoint_times(info)` (the first `n_checkpoints` times). With
+randomization on, every step also carries the episode's drawn values as
+`randomization_mass_kg`, `randomization_power_w`, `randomization_peak_slip_angle_rad`,
+`randomization_load_sensitivity` (floats) and `randomization_section_mu_scale`
+(({S.MAX_SECTION_IDS},), one grip multiplier per road section, NaN past the stage's sections).
+The keys before this contract (`stage`, `end_reason`, `reward_terms`, `randomization`) are gone:
+see CHANGELOG.md.
 
 ## Arguments
 
@@ -483,11 +529,6 @@ autoreset_mode=...)`.
   k what `RallyEnv.reset(seed=s_k)` gets.
 - `parallel`: the physics kernel runs with threads over cars (bit-identical to serial); default
   from 64 cars.
-- Cars may be on different stages (`stage="random"` or a list): each car has a stage slot and
-  a terrain row; projection and timing tables of all slots are packed into flat arrays.
-  With `"random"` every car has its own generated stage and terrain (about 11 MB of heightfield
-  for a 2 km stage, and a generation + bake of about 0.4 s per reset): for hundreds of cars use
-  a list of generated stages (`["gen-1", "gen-2", ...]`) instead.
 
 ## State API
 
@@ -514,7 +555,7 @@ stage's terrain is re-labelled with one surface id per road section (`1 + sectio
 15; id 0 is off-road, whose grip is not randomized) and each car gets its own terrain-set row of
 grip multipliers sharing the stage's heightfield. The physics' `surface_ids` reading then holds
 section ids; the observation's `grip_*` fields hold the car's randomized grip. The drawn values
-are reported in `info["randomization"]` at reset.
+are reported on every step as `info["randomization_<name>"]` (see Info).
 
 ## Speed
 

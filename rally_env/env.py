@@ -109,10 +109,7 @@ class RallyEnv(gym.Env):
         ss = None if seed is None else car_seed_sequence(seed, int(car))
         self.core.reset(_ONE, [ss])
         self._needs_reset = False
-        info = self.core.info_one(0)
-        rnd = self.core.randomization_info(0)
-        if rnd is not None:
-            info["randomization"] = rnd
+        info = self.core.info_of(0)
         if self._renderer is not None:
             self._renderer.reset()
         if self.render_mode == "human":
@@ -127,7 +124,7 @@ class RallyEnv(gym.Env):
         c.step(self._cmd)
         if self.render_mode == "human":
             self.render()
-        return (c.obs[0].copy(), float(c.rew[0]), bool(c.term[0]), bool(c.trunc[0]), c.info_one(0))
+        return (c.obs[0].copy(), float(c.rew[0]), bool(c.term[0]), bool(c.trunc[0]), c.info_of(0))
 
     def render(self) -> Any:
         """An (H, W, 3) uint8 frame ("rgb_array"), or a window update paced to render_fps

@@ -15,7 +15,6 @@ from rally_env.core import RallyCore, car_seed_sequence, state_digest
 from rally_env.env import RENDER_MODES, render_core
 from rally_env.errors import ConfigError, StateError
 from rally_env.spaces import action_space
-from rally_env.stages import MAX_SECTION_IDS
 
 
 def _masked(d: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
@@ -146,7 +145,7 @@ class RallyVectorEnv(VectorEnv):
         self.core.reset(cars, [seeds[int(k)] for k in cars])
         self._autoreset[cars] = False
         self._needs_reset = False
-        info = self._info(cars)
+        info = self._info()
         if self._renderer is not None:
             self._renderer.reset()
         if self.render_mode == "human":
@@ -167,7 +166,6 @@ class RallyVectorEnv(VectorEnv):
             if stepping.size:
                 c.step(self._cmd, stepping)
             c.reset(resetting, [None] * len(resetting))
-            info = self._info(resetting)
         else:
             if mode == AutoresetMode.DISABLED and self._autoreset.any():
                 bad = np.flatnonzero(self._autoreset)
@@ -176,7 +174,6 @@ class RallyVectorEnv(VectorEnv):
                     "reset(options={'reset_mask': mask})"
                 )
             c.step(self._cmd)
-            info = None
         rew = c.rew.copy()
         term = c.term.copy()
         trunc = c.trunc.copy()
@@ -186,9 +183,9 @@ class RallyVectorEnv(VectorEnv):
             final_obs = np.full(self.num_envs, None, dtype=object)
             for k in ending:
                 final_obs[k] = c.obs[k].copy()
-            final_info = _masked(c.info_batch(), done.copy())
+            final_info = _masked(c.info(), done.copy())
             c.reset(ending, [None] * len(ending))
-            info = self._info(ending)
+            info = self._info()
             info["final_obs"] = final_obs
             info["_final_obs"] = done.copy()
             info["final_info"] = final_info
@@ -196,33 +193,14 @@ class RallyVectorEnv(VectorEnv):
             self._autoreset[...] = False
         else:
             self._autoreset = done
-        if info is None:
-            info = self._info(None)
+            info = self._info()
         if self.render_mode == "human":
             self.render()
         return c.obs.copy(), rew, term, trunc, info
 
-    def _info(self, reset_cars: np.ndarray | None) -> dict[str, Any]:
-        info = _masked(self.core.info_batch(), np.ones(self.num_envs, np.bool_))
-        if reset_cars is not None and self.config.randomize is not None and len(reset_cars):
-            mask = np.zeros(self.num_envs, np.bool_)
-            mask[reset_cars] = True
-            rnd: dict[str, Any] = {}
-            for k in reset_cars:
-                d = self.core.randomization_info(int(k))
-                for key, val in d.items():
-                    if key not in rnd:
-                        shape = np.shape(val)
-                        rnd[key] = np.full(
-                            (self.num_envs, MAX_SECTION_IDS) if shape else self.num_envs, np.nan
-                        )
-                    if np.shape(val):
-                        rnd[key][k, : len(val)] = val
-                    else:
-                        rnd[key][k] = val
-            info["randomization"] = _masked(rnd, mask)
-            info["_randomization"] = mask
-        return info
+    def _info(self) -> dict[str, Any]:
+        """Every car's info (arrays over cars), each key with its all-True ``_key`` mask."""
+        return _masked(self.core.info(), np.ones(self.num_envs, np.bool_))
 
     def render(self) -> Any:
         """A frame of car 0 with the other cars of the batch drawn translucent."""

@@ -200,8 +200,8 @@ class EnvRenderer:
             others = {
                 i: v for i, v in views.items() if i != focus and _stage_of(core, i).digest() == key
             }
-        info = core.info_one(focus)
-        info["stage_time_s"] = car.time_s
+        info = core.info_of(focus)
+        info["stage_time_s"] = np.array(car.time_s)
         ghosts, ref = [], None
         for g in self.ghosts:
             if g.stage != stage.name:
@@ -213,7 +213,7 @@ class EnvRenderer:
                 ghosts.append(gv)
         msg = self.message
         if msg is None:
-            end = info.get("end_reason", "")
+            end = core.end_reason(focus)
             if end == "finished":
                 msg = f"FINISH  {format_time(float(info.get('finish_time_s', math.nan)))}"
             elif end:

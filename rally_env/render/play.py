@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from rally_env.info import checkpoint_times, end_reason
 from rally_env.render._deps import require_pygame
 from rally_env.render.ghost import Ghost, GhostRecorder, load_ghost
 from rally_env.render.views import format_delta, format_time
@@ -259,8 +260,8 @@ def _load_any_ghost(path: str | Path) -> Ghost:
 
 
 def _on_end(info, rec, ghosts, pending, er, res, save_dir, stage, replays=()) -> None:
-    end = info.get("end_reason", "")
-    cps = tuple(float(t) for t in info.get("checkpoint_times_s", ()))
+    end = end_reason(info)
+    cps = checkpoint_times(info)
     if end != "finished":
         er.message = f"{str(end).replace('_', ' ').upper() or 'STOPPED'}\nR to restart, Esc to quit"
         return

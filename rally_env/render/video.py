@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rally_env.info import end_reason
 from rally_env.render._deps import require_imageio
 from rally_env.render.views import CarView
 
@@ -218,7 +219,8 @@ class EpisodeVideo:
         steps: env steps taken.
         sim_time_s: simulated time of the episode (s).
         wall_time_s: wall-clock time of the whole export (s).
-        end_reason: the env's ``info["end_reason"]`` at the end (``""``: cut by ``max_seconds``).
+        end_reason: the env's end reason (``rally_env.info.end_reason``) at the end (``""``:
+            cut by ``max_seconds``).
         finish_time_s: the finish time (NaN if not finished).
         total_reward: the episode return.
         gif_path: the GIF written too, or ``None``.
@@ -345,7 +347,7 @@ def render_episode(
             t_prev, t_now = t_now, now.time_s
             done = bool(term or trunc)
             if done:
-                end = str(info.get("end_reason", ""))
+                end = end_reason(info)
             length = float(info.get("stage_length_m", 0.0))
             frac = float(info.get("progress_m", 0.0)) / length if length > 0 else 0.0
             bar.update(1.0 if done else frac, f"{t_now:6.1f} s sim")

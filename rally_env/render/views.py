@@ -308,7 +308,7 @@ def hud_from_info(
         stage_time_s=float(info.get("stage_time_s", 0.0)),
         progress_m=float(info.get("progress_m", 0.0)),
         stage_length_m=float(info.get("stage_length_m", 0.0)),
-        checkpoint_times_s=tuple(float(t) for t in info.get("checkpoint_times_s", ())),
+        checkpoint_times_s=_checkpoint_times(info),
         reference_times_s=None if reference_times_s is None else tuple(reference_times_s),
         finish_time_s=float(info.get("finish_time_s", math.nan)),
         lap=int(info.get("lap", 1)),
@@ -318,6 +318,14 @@ def hud_from_info(
         checkpoints_m=cps,
         **_v1_hud(info, drivetrain),
     )
+
+
+def _checkpoint_times(info: Mapping[str, Any]) -> tuple[float, ...]:
+    """The real checkpoint times of an info (``n_checkpoints`` of them, when it says)."""
+    times = tuple(float(t) for t in np.reshape(info.get("checkpoint_times_s", ()), -1))
+    if "n_checkpoints" in info:
+        times = times[: int(info["n_checkpoints"])]
+    return times
 
 
 def _v1_hud(info: Mapping[str, Any], drivetrain: bool | None) -> dict[str, Any]:

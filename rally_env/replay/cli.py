@@ -128,7 +128,7 @@ def _print_run(sim: Resim, hz: int) -> None:
         print(
             f"t={i['stage_time_s']:7.2f} s  progress {i['progress_m']:8.1f} / "
             f"{i['stage_length_m']:.0f} m  speed {i['speed_mps'] * 3.6:6.1f} km/h"
-            + (f"  {i['end_reason']}" if i["end_reason"] else "")
+            + (f"  {sim.core.end_reason(0)}" if int(i["end_code"]) else "")
         )
 
     line()

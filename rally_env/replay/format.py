@@ -82,8 +82,8 @@ class Replay:
         hash_every: a state hash is stored after every ``hash_every`` control steps.
         hashes: :func:`car_state_hash` after steps ``hash_every``, ``2 hash_every``, ...
         initial_hash, final_hash: the hash after the reset and after the last action.
-        end_reason: ``info["end_reason"]`` after the last action ('' if the episode was cut
-            short by a reset).
+        end_reason: the env's end reason (``rally_env.info.end_reason(info)``) after the last
+            action ('' if the episode was cut short by a reset).
         finish_time_s: claimed exact finish time (s) or ``None``.
         checkpoint_times_s: claimed checkpoint times (s, ``None`` = not crossed).
         stage: ``{"name", "digest", "kind"}`` of the stage the car drove on.

@@ -54,7 +54,7 @@ def ghost_from_replay(replay: ReplayLike) -> Any:
         )
     info = sim.info
     ft = float(info["finish_time_s"])
-    return rec.ghost(tuple(float(c) for c in info["checkpoint_times_s"]), ft)
+    return rec.ghost(sim.core.checkpoint_times(0), ft)
 
 
 def load_any_ghost(path: str | os.PathLike[str]) -> Any:

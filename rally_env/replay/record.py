@@ -178,7 +178,7 @@ class _Recorder:
         core = self.core
         if partial and not ep.actions:
             return None
-        info = core.info_one(k)
+        info = core.info_of(k)
         ended = bool(core.term[k] or core.trunc[k])
         if partial and not ended and not self.save_partial:
             return None
@@ -189,7 +189,7 @@ class _Recorder:
         meta = dict(self.meta)
         meta.setdefault("created_utc", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         meta["recorder"] = self.recorder if core.n == 1 else f"{self.recorder} car {k}"
-        cps = info["checkpoint_times_s"]
+        cps = core.checkpoint_times(k)
         rp = Replay(
             env_kwargs=copy.deepcopy(self.kwargs),
             reset=ep.reset,
@@ -198,7 +198,7 @@ class _Recorder:
             hashes=ep.hashes,
             initial_hash=ep.initial_hash,
             final_hash=car_state_hash(core, k),
-            end_reason=info["end_reason"] if ended else "",
+            end_reason=core.end_reason(k) if ended else "",
             finish_time_s=time_json(info["finish_time_s"]),
             checkpoint_times_s=[time_json(c) for c in cps],
             stage=ep.stage,

@@ -58,7 +58,7 @@ class Resim:
         _reset_env(self.env, replay.reset)
         self.t = 0
         self.done = False
-        self.info = self.env.core.info_one(0)
+        self.info = self.env.core.info_of(0)
         self.terminated = False
         self.truncated = False
 

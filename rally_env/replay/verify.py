@@ -139,7 +139,7 @@ def verify(replay: Replay | str | os.PathLike[str]) -> VerifyReport:
         if sim.done:
             return reject(
                 "ended_early",
-                f"the episode ended ({sim.info['end_reason']}) at step {t}, but the replay has "
+                f"the episode ended ({sim.core.end_reason(0)}) at step {t}, but the replay has "
                 f"{n} actions",
                 t,
                 n,
@@ -166,7 +166,7 @@ def verify(replay: Replay | str | os.PathLike[str]) -> VerifyReport:
     h = sim.state_hash()
     if h != replay.final_hash:
         return reject("final_hash", "the final state hash differs", n, replay.final_hash, h)
-    end = info["end_reason"] if sim.done else ""
+    end = sim.core.end_reason(0) if sim.done else ""
     if end != replay.end_reason:
         return reject(
             "end_reason",
@@ -184,7 +184,7 @@ def verify(replay: Replay | str | os.PathLike[str]) -> VerifyReport:
             replay.finish_time_s,
             time_json(ft),
         )
-    cps = list(info["checkpoint_times_s"])
+    cps = list(sim.core.checkpoint_times(0))
     if len(cps) != len(replay.checkpoint_times_s) or not all(
         _same_time(a, b) for a, b in zip(replay.checkpoint_times_s, cps, strict=True)
     ):

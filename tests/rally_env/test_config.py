@@ -9,6 +9,7 @@ from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
 
 from rally_env import ConfigError, RallyEnv, RallyVectorEnv, RewardWeights
+from rally_env.info import end_reason
 from tests.rally_env.conftest import FULL_THROTTLE
 
 
@@ -44,7 +45,7 @@ def test_unknown_argument_and_weights_object():
         RallyVectorEnv(2, colour="red")
     env = RallyEnv(reward_weights=RewardWeights(time=0.0), stage="proving-ground")
     env.reset(seed=0)
-    assert env.step(FULL_THROTTLE)[4]["reward_terms"]["time"] == 0.0
+    assert env.step(FULL_THROTTLE)[4]["reward_time"] == 0.0
     with pytest.raises(ConfigError, match="num_envs"):
         RallyVectorEnv(0)
     with pytest.raises(ConfigError, match="autoreset_mode"):
@@ -67,14 +68,17 @@ def test_reset_options():
 def test_vector_seed_forms_match_single_envs():
     venv = RallyVectorEnv(2, stage=["opener", "skidpad", "proving-ground"])
     _, info = venv.reset(seed=[5, 6])
-    names = [
-        RallyEnv(stage=["opener", "skidpad", "proving-ground"]).reset(seed=s)[1]["stage"]
+    slots = [
+        int(RallyEnv(stage=["opener", "skidpad", "proving-ground"]).reset(seed=s)[1]["stage_index"])
         for s in (5, 6)
     ]
-    assert info["stage"].tolist() == names
+    assert info["stage_index"].tolist() == slots
     _, info = venv.reset(seed=5)
     single = RallyEnv(stage=["opener", "skidpad", "proving-ground"])
-    assert info["stage"][1] == single.reset(seed=5, options={"car_index": 1})[1]["stage"]
+    assert (
+        info["stage_index"][1] == single.reset(seed=5, options={"car_index": 1})[1]["stage_index"]
+    )
+    assert venv.core.stage_name(1) == single.core.stage_name(0)
 
 
 def test_make_vec_passes_arguments_and_modes():
@@ -112,7 +116,7 @@ def test_next_step_autoreset_returns_reset_obs_with_zero_reward():
     a = np.tile(FULL_THROTTLE, (2, 1))
     venv.step(a)
     _, _, _, trunc, info = venv.step(a)
-    assert trunc.all() and info["end_reason"].tolist() == ["time_limit"] * 2
+    assert trunc.all() and end_reason(info).tolist() == ["time_limit"] * 2
     obs, rew, term, trunc, info = venv.step(a)
     assert np.array_equal(obs, obs0) and rew.tolist() == [0.0, 0.0]
     assert not term.any() and not trunc.any()

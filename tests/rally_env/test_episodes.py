@@ -13,21 +13,22 @@ from physics import VehicleBatch
 from physics import layout as L
 from rally_env import DEFAULT_LAYOUT, INFO_KEYS, RallyEnv, RallyVectorEnv
 from rally_env.config import ConfigError
+from rally_env.info import end_reason, reward_terms
 from tests.rally_env.conftest import FULL_THROTTLE, STILL, heading_controller, run_episode
 
 IX = DEFAULT_LAYOUT.index
 
 
 def _progress_terms(infos):
-    return np.array([i["reward_terms"]["progress"] for i in infos[1:]])
+    return np.array([i["reward_progress"] for i in infos[1:]])
 
 
 def test_full_throttle_on_proving_ground_finishes_with_an_exact_time():
     env = RallyEnv(stage="proving-ground")
     _total, steps, infos = run_episode(env, lambda o, i: FULL_THROTTLE)
     last = infos[-1]
-    assert last["end_reason"] == "finished" and last["finished"]
-    assert last["reward_terms"]["finish"] == env.config.reward_weights.finish
+    assert end_reason(last) == "finished" and last["finished"]
+    assert last["reward_finish"] == env.config.reward_weights.finish
     t_fin = last["finish_time_s"]
     cps = last["checkpoint_times_s"]
     assert len(cps) == 2 and 0 < cps[0] < cps[1] < t_fin
@@ -67,7 +68,7 @@ def test_standing_still_ends_stuck_and_does_not_pay():
     env = RallyEnv()
     total, _steps, infos = run_episode(env, lambda o, i: STILL)
     last = infos[-1]
-    assert last["end_reason"] == "stuck"
+    assert end_reason(last) == "stuck"
     assert last["stage_time_s"] == env.config.termination.stuck_time_s
     w = env.config.reward_weights
     assert total == pytest.approx(-w.time * last["stage_time_s"] - w.crash)
@@ -78,9 +79,9 @@ def test_leaving_the_road_ends_off_stage():
     env = RallyEnv(stage="opener")
     total, _steps, infos = run_episode(env, lambda o, i: np.array([1.0, 1.0, 0, 0], np.float32))
     last = infos[-1]
-    assert last["end_reason"] == "off_stage" and last["off_road"]
-    assert last["reward_terms"]["crash"] == -env.config.reward_weights.crash
-    assert any(i["reward_terms"]["off_road"] < 0 for i in infos[1:])
+    assert end_reason(last) == "off_stage" and last["off_road"]
+    assert last["reward_crash"] == -env.config.reward_weights.crash
+    assert any(i["reward_off_road"] < 0 for i in infos[1:])
     assert total < 0
 
 
@@ -89,7 +90,7 @@ def test_time_limit_truncates():
     env.reset(seed=0)
     for _t in range(40):
         _obs, _r, term, trunc, info = env.step(FULL_THROTTLE)
-    assert trunc and not term and info["end_reason"] == "time_limit"
+    assert trunc and not term and end_reason(info) == "time_limit"
     assert info["stage_time_s"] == 2.0
     assert RallyEnv().core.estate.shape[0] == 1
 
@@ -104,7 +105,7 @@ def test_rolled():
         _obs, _r, term, _trunc, info = env.step(STILL)
         if term:
             break
-    assert info["end_reason"] == "rolled"
+    assert end_reason(info) == "rolled"
     assert info["stage_time_s"] == pytest.approx(env.config.termination.roll_time_s, abs=0.2)
 
 
@@ -119,11 +120,11 @@ def test_driving_the_wrong_way_costs_and_ends_wrong_way():
     paid, rewards = [], []
     for _ in range(2000):
         _obs, r, term, trunc, info = env.step(FULL_THROTTLE)
-        paid.append(info["reward_terms"]["progress"])
+        paid.append(info["reward_progress"])
         rewards.append(r)
         if term or trunc:
             break
-    assert info["end_reason"] == "wrong_way"
+    assert end_reason(info) == "wrong_way"
     assert sum(paid) < 0 and max(paid) <= 0.0
     assert sum(rewards) < -env.config.reward_weights.crash
 
@@ -140,8 +141,8 @@ def test_circles_do_not_pay():
     paid, total = [], 0.0
     for _t in range(60 * 20):
         obs, r, term, trunc, info = env.step(_circle(obs, info))
-        assert not (term or trunc), info["end_reason"]
-        paid.append(info["reward_terms"]["progress"])
+        assert not (term or trunc), end_reason(info)
+        paid.append(info["reward_progress"])
         total += r
     cum = np.cumsum(paid) / env.config.reward_weights.progress
     # the paid progress is the net displacement along the stage: bounded by the circle size
@@ -150,7 +151,7 @@ def test_circles_do_not_pay():
     assert total < 0.0
     # with the default settings circling ends the episode, with a negative return
     total, _, infos = run_episode(RallyEnv(stage="proving-ground"), _circle)
-    assert infos[-1]["end_reason"] in ("stuck", "wrong_way") and total < 0
+    assert end_reason(infos[-1]) in ("stuck", "wrong_way") and total < 0
 
 
 def test_cutting_across_the_stage_does_not_pay(hairpin_stage):
@@ -163,7 +164,7 @@ def test_cutting_across_the_stage_does_not_pay(hairpin_stage):
     off = [i["off_road"] for i in infos]
     first_off = off.index(True)
     paid = _progress_terms(infos)
-    assert infos[-1]["end_reason"] == "off_stage"
+    assert end_reason(infos[-1]) == "off_stage"
     assert not infos[-1]["finished"]
     # reached the other leg (y ~ 27 m) but nothing was paid after leaving the road
     assert max(i["position_m"][1] for i in infos) > 20.0
@@ -182,7 +183,7 @@ def test_loop_stage_counts_laps():
 
     _total, _steps, infos = run_episode(env, follow)
     last = infos[-1]
-    assert last["end_reason"] == "finished" and last["lap"] == 3
+    assert end_reason(last) == "finished" and last["lap"] == 3
     laps = last["checkpoint_times_s"]  # skidpad has no checkpoints: the two lap lines
     assert len(laps) == 2 and 0 < laps[0] < laps[1] < last["finish_time_s"]
     assert last["progress_m"] == pytest.approx(last["stage_length_m"], abs=1.0)
@@ -206,7 +207,7 @@ def test_info_keys_single_and_vector():
     assert vinfo["position_m"].shape == (3, 3)
     assert vinfo["wheel_loads_n"].shape == (3, 4)
     assert vinfo["checkpoint_times_s"].shape == (3, 2)
-    assert vinfo["reward_terms"]["progress"].shape == (3,)
+    assert vinfo["reward_progress"].shape == (3,)
     assert vinfo["stage_time_s"].tolist() == [0.05] * 3
     assert info2["stage_time_s"] == 0.05
     assert vinfo["speed_mps"][0] == info2["speed_mps"]
@@ -264,8 +265,8 @@ def test_a_jump_to_another_part_of_the_stage_is_a_cut(hairpin_stage):
     c.sim.state[0, L.PREV_X] = float(x)
     c.sim.state[0, L.PREV_Y] = float(y)
     _, _r, term, _, info = env.step(FULL_THROTTLE)
-    assert term and info["end_reason"] == "off_stage"
-    assert info["reward_terms"]["progress"] <= 0.0
+    assert term and end_reason(info) == "off_stage"
+    assert info["reward_progress"] <= 0.0
     assert info["credited_progress_m"] == pytest.approx(before, abs=5.0)
 
 
@@ -278,10 +279,10 @@ def test_off_road_for_too_long_ends_off_stage_and_terms_sum_to_reward():
     for _t in range(2000):
         steer = 0.4 if abs(info["lateral_offset_m"]) < 20.0 else 0.0
         _obs, r, term, trunc, info = env.step(np.array([steer, 0.5, 0, 0], np.float32))
-        assert r == pytest.approx(sum(info["reward_terms"].values()), abs=1e-12)
+        assert r == pytest.approx(sum(reward_terms(info).values()), abs=1e-12)
         if info["off_road"] and first_off is None:
             first_off = info["stage_time_s"]
         if term or trunc:
             break
-    assert info["end_reason"] == "off_stage" and info["off_road"]
+    assert end_reason(info) == "off_stage" and info["off_road"]
     assert info["stage_time_s"] - first_off == pytest.approx(2.0, abs=0.06)

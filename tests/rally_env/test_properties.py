@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rally_env import RallyEnv
+from rally_env.info import end_reason, reward_terms
 from tests.rally_env.conftest import random_actions
 
 _ENV = RallyEnv(stage="opener")
@@ -25,12 +26,12 @@ def test_random_drives_stay_finite_and_in_bounds(seed, act_seed):
         obs, r, term, trunc, info = env.step(a)
         assert env.observation_space.contains(obs)
         assert math.isfinite(r)
-        assert all(math.isfinite(v) for v in info["reward_terms"].values())
+        assert all(math.isfinite(v) for v in reward_terms(info).values())
         assert np.all(np.isfinite(info["position_m"]))
-        paid += info["reward_terms"]["progress"]
+        paid += info["reward_progress"]
         # the progress paid in an episode never exceeds the furthest credited point
         assert paid <= w.progress * max(info["credited_progress_m"], 0.0) + 1e-9
         if term or trunc:
-            assert info["end_reason"]
+            assert end_reason(info)
             obs, info = env.reset()
             paid = 0.0

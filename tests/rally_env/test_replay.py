@@ -14,6 +14,7 @@ from hypothesis.extra.numpy import arrays
 
 import rally_env
 from rally_env import RallyEnv, RallyVectorEnv
+from rally_env.info import end_reason
 from rally_env.replay import (
     GhostSet,
     RecordReplay,
@@ -43,7 +44,7 @@ from tests.rally_env.test_replay_support import (
 def full_run():
     """A finished opener run (1,164 m) and the env's last info."""
     rp, info = record_run(seed=3)
-    assert info["end_reason"] == "finished"
+    assert end_reason(info) == "finished"
     return rp, info
 
 

@@ -18,7 +18,7 @@ from physics import ROVER
 from physics import layout as L
 from physics import vehicles as V
 from rally_env import ConfigError, RallyEnv, RallyVectorEnv
-from rally_env.core import INFO_KEYS, INFO_KEYS_V1
+from rally_env.info import INFO_KEYS, INFO_KEYS_V1
 from rally_env.replay import (
     RecordReplay,
     car_state_hash,
@@ -98,7 +98,7 @@ def test_rally_v0_default_is_unchanged():
     assert got == V0_GOLDEN
     assert u.core.layout.size == DEFAULT_LAYOUT.size == 59
     assert u.core.sim.state.shape[1] == L.N_STATE and u.core.sim.params.shape[1] == L.N_PARAMS
-    assert "gear" not in u.core.info_one(0)
+    assert "gear" not in u.core.info_of(0)
     assert "version" not in repr(u.config) and "planet" not in repr(u.config)
 
 
@@ -213,7 +213,7 @@ def test_same_seed_bit_identical_and_in_bounds(name):
     # the v0 fields come first, in v0's order
     v0 = ObsLayout(len(a.config.vehicle.wheels))
     assert [f.name for f in lay.fields[: v0.size]] == [f.name for f in v0.fields]
-    info = a.core.info_one(0)
+    info = a.core.info_of(0)
     for k in (*INFO_KEYS, *INFO_KEYS_V1):
         assert k in info
     nw = len(a.config.vehicle.wheels)
@@ -323,7 +323,7 @@ def test_hud_shows_drivetrain_and_wear_only_when_present():
     assert hud.gear is None and hud.tire_wear == 0.8 and hud.damage == 0.7
     v0 = RallyEnv()
     v0.reset(seed=0)
-    hud = hud_from_info(v0.core.info_one(0))
+    hud = hud_from_info(v0.core.info_of(0))
     assert (hud.gear, hud.engine_rpm, hud.tire_wear, hud.damage) == (None,) * 4
 
 
@@ -391,7 +391,7 @@ def test_randomization_keeps_extended_rows():
     _, info = env.reset(seed=3)
     p = env.core.sim.params
     assert p.shape[1] == L.N_PARAMS_EXT and p[0, L.PX_DRIVETRAIN] == 1.0
-    assert p[0, L.P_MASS] == info["randomization"]["mass_kg"]
+    assert p[0, L.P_MASS] == info["randomization_mass_kg"]
     assert p[0, L.P_TIRE_MODEL] == L.TIRE_WHEEL_SPEED
     venv = RallyVectorEnv(2, **kw)
     vo, _ = venv.reset(seed=3)

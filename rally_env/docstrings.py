@@ -529,6 +529,18 @@ autoreset_mode=...)`.
   k what `RallyEnv.reset(seed=s_k)` gets.
 - `parallel`: the physics kernel runs with threads over cars (bit-identical to serial); default
   from 64 cars.
+- `render()` (with `render_mode="rgb_array"`) returns a tuple of one (400, 600, 3) frame per
+  car, as Gymnasium's `SyncVectorEnv` does (`gymnasium.wrappers.vector.RecordVideo` works);
+  `render_view="all_cars"` returns one frame of car 0 with the others translucent instead
+  (`render_all_cars(focus)` draws that at any time).
+- `call(name, ...)`, `get_attr(name)`, `set_attr(name, values)` as on Gymnasium's vector envs:
+  a tuple of one result per car (`call("render")` gives the per-car frames); the cars share
+  the env's attributes, so `set_attr` takes one value or `num_envs` equal ones.
+- Cars may be on different stages (`stage="random"` or a list): each car has a stage slot and
+  a terrain row; projection and timing tables of all slots are packed into flat arrays.
+  With `"random"` every car has its own generated stage and terrain (about 11 MB of heightfield
+  for a 2 km stage, and a generation + bake of about 0.4 s per reset): for hundreds of cars use
+  a list of generated stages (`["gen-1", "gen-2", ...]`) instead.
 
 ## State API
 
@@ -540,7 +552,8 @@ car's RNG stream and Gymnasium's `np_random`, plus a blake2b digest over all of 
 returns the current observation; the run then continues bit-identically (tree search,
 reset-to-checkpoint curricula, bug reports). A state that is malformed, corrupt (digest
 mismatch), from a different version, from an env with other settings or another number of cars
-raises `rally_env.StateError` and changes nothing. `pickle` of the env itself also works.
+raises `rally_env.StateError` and changes nothing. `pickle` and `copy.deepcopy` of the env itself
+also work, before or after `render()` (the renderer stays behind; a copy makes its own).
 
 ## Domain randomization
 

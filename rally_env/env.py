@@ -26,8 +26,9 @@ def make_renderer(render_mode: str, fps: float) -> Any:
     return EnvRenderer(render_mode, fps)
 
 
-def render_core(owner: Any, focus: int | None = None) -> Any:
-    """Shared ``render()`` of the single and the vector env: a frame, or a window update."""
+def renderer_of(owner: Any) -> Any:
+    """The env's renderer (made on first use), or ``None`` (with Gymnasium's warning) when the
+    env has no ``render_mode``."""
     if owner.render_mode is None:
         gym.logger.warn(
             "render() called with render_mode=None; create the env with "
@@ -36,9 +37,25 @@ def render_core(owner: Any, focus: int | None = None) -> Any:
         return None
     if owner._renderer is None:
         owner._renderer = make_renderer(owner.render_mode, owner.metadata["render_fps"])
+    return owner._renderer
+
+
+def render_core(owner: Any, focus: int | None = None) -> Any:
+    """Shared ``render()`` of the single and the vector env: a frame, or a window update."""
+    r = renderer_of(owner)
+    if r is None:
+        return None
     if focus is None:
-        return owner._renderer.render(owner.core)
-    return owner._renderer.render(owner.core, focus=focus)
+        return r.render(owner.core)
+    return r.render(owner.core, focus=focus)
+
+
+def state_without_renderer(owner: Any) -> dict[str, Any]:
+    """``__getstate__`` of both envs: everything but the renderer (pygame surfaces and
+    windows do not pickle, and a copy of an env gets its own renderer on its first render)."""
+    d = dict(owner.__dict__)
+    d["_renderer"] = None
+    return d
 
 
 class RallyEnv(gym.Env):
@@ -130,6 +147,9 @@ class RallyEnv(gym.Env):
         """An (H, W, 3) uint8 frame ("rgb_array"), or a window update paced to render_fps
         ("human"). Never changes the simulation."""
         return render_core(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return state_without_renderer(self)
 
     def close(self) -> None:
         if self._renderer is not None:

@@ -12,9 +12,12 @@ from gymnasium.vector.utils import batch_space
 from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig
 from rally_env.core import RallyCore, car_seed_sequence, state_digest
-from rally_env.env import RENDER_MODES, render_core
+from rally_env.env import RENDER_MODES, render_core, renderer_of, state_without_renderer
 from rally_env.errors import ConfigError, StateError
 from rally_env.spaces import action_space
+
+#: ``render_view`` values: one frame per car, or one frame with all the cars.
+RENDER_VIEWS = ("per_env", "all_cars")
 
 
 def _masked(d: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
@@ -41,6 +44,11 @@ class RallyVectorEnv(VectorEnv):
             and info are in ``info["final_obs"]`` / ``info["final_info"]``) or ``"Disabled"``
             (reset cars yourself with ``reset(options={"reset_mask": mask})``).
         parallel: step the physics with threads (default: when ``num_envs >= 64``).
+        render_view: what ``render()`` returns with ``render_mode="rgb_array"``:
+            ``"per_env"`` (default, Gymnasium's convention: a tuple of one (H, W, 3) frame
+            per car, each drawn as that car's own ``RallyEnv`` would draw it) or
+            ``"all_cars"`` (one frame of car 0 with the other cars drawn translucent; what
+            ``render_mode="human"`` always shows).
         **kwargs: the ``RallyEnv`` arguments (``stage``, ``vehicle``, ``control_hz``, ...).
 
     Seeds: ``reset(seed=s)`` gives car ``k`` the stream ``SeedSequence(s).spawn(num_envs)[k]``
@@ -61,6 +69,7 @@ class RallyVectorEnv(VectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         parallel: bool | None = None,
         max_episode_steps: int | None = None,
+        render_view: str = "per_env",
         **kwargs: Any,
     ):
         if (
@@ -83,6 +92,9 @@ class RallyVectorEnv(VectorEnv):
                 max_episode_steps,
                 "Rally-v0 truncates itself (termination.time_limit_s)",
             )
+        if render_view not in RENDER_VIEWS:
+            raise ConfigError("render_view", render_view, f"must be one of {list(RENDER_VIEWS)}")
+        self.render_view = render_view
         self.config = RallyConfig.build(**kwargs)
         self.num_envs = int(num_envs)
         self.autoreset_mode = mode
@@ -203,8 +215,88 @@ class RallyVectorEnv(VectorEnv):
         return _masked(self.core.info(), np.ones(self.num_envs, np.bool_))
 
     def render(self) -> Any:
-        """A frame of car 0 with the other cars of the batch drawn translucent."""
+        """Frames of the cars (never changes the simulation).
+
+        Returns:
+            ``render_mode="rgb_array"``: a tuple of ``num_envs`` (H, W, 3) uint8 frames, one
+            per car as Gymnasium's vector envs return them (``render_view="per_env"``), or one
+            frame of car 0 with the others translucent (``render_view="all_cars"``).
+            ``"human"``: ``None`` (the window shows car 0 with the others).
+        """
+        if self.render_mode == "rgb_array" and self.render_view == "per_env":
+            return self.render_cars()
         return render_core(self, focus=0)
+
+    def render_cars(self, cars: Any = None) -> tuple[np.ndarray, ...] | None:
+        """One (H, W, 3) uint8 frame per car (all, or the indices ``cars``), each showing only
+        that car, as its own ``RallyEnv`` would draw it."""
+        r = renderer_of(self)
+        if r is None:
+            return None
+        idx = range(self.num_envs) if cars is None else [int(k) for k in cars]
+        others, r.show_others = r.show_others, False
+        try:
+            return tuple(r.frame(self.core, focus=k) for k in idx)
+        finally:
+            r.show_others = others
+
+    def render_all_cars(self, focus: int = 0) -> np.ndarray | None:
+        """One (H, W, 3) uint8 frame of car ``focus`` with the other cars of the batch drawn
+        translucent (the ``render_view="all_cars"`` frame, whatever ``render_view`` is)."""
+        r = renderer_of(self)
+        if r is None:
+            return None
+        return r.frame(self.core, focus=int(focus))
+
+    # ------------------------------------------------------------ Gymnasium's sub-env access
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` (or read attribute ``name``) for every car, as
+        ``SyncVectorEnv.call`` does: a tuple of ``num_envs`` results.
+
+        ``call("render")`` returns one frame per car (:meth:`render_cars`). Other names
+        resolve on this env, whose settings every car shares: a method is called once and its
+        result repeated for each car.
+        """
+        if name == "render":
+            frames = self.render_cars() if self.render_mode == "rgb_array" else None
+            return frames if frames is not None else (None,) * self.num_envs
+        value = self._shared_attr(name)
+        if callable(value):
+            value = value(*args, **kwargs)
+        return (value,) * self.num_envs
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of every car (a tuple of ``num_envs``; the cars share it)."""
+        return (self._shared_attr(name),) * self.num_envs
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` for every car: one value, or a list / tuple of
+        ``num_envs`` equal values (the cars share this env's attributes, so different values
+        per car raise ``ValueError`` and change nothing)."""
+        if isinstance(values, (list, tuple)):
+            if len(values) != self.num_envs:
+                raise ValueError(
+                    f"set_attr({name!r}): expected {self.num_envs} values, got {len(values)}"
+                )
+            first = values[0]
+            if not all(_same(v, first) for v in values[1:]):
+                raise ValueError(
+                    f"set_attr({name!r}): the cars of a RallyVectorEnv share one value; "
+                    "got different values per car"
+                )
+            values = first
+        setattr(self, name, values)
+
+    def _shared_attr(self, name: str) -> Any:
+        if not isinstance(name, str) or name.startswith("__"):
+            raise AttributeError(f"RallyVectorEnv has no public attribute {name!r}")
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            raise AttributeError(f"RallyVectorEnv has no attribute {name!r}") from None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return state_without_renderer(self)
 
     def close_extras(self, **kwargs: Any) -> None:
         if self._renderer is not None:
@@ -235,6 +327,15 @@ class RallyVectorEnv(VectorEnv):
         self._autoreset[...] = ar
         self._needs_reset = bool(extra.get("needs_reset", False))
         return self.core.obs.copy()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(np.all(a == b))
+    except Exception:  # values that do not compare
+        return False
 
 
 def _seeded(seed: int) -> tuple[np.random.Generator, int]:

@@ -76,6 +76,14 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--csv", default=None, metavar="OUT.csv")
     ev.add_argument("--video", default=None, metavar="DIR", help="video of each stage's best run")
     ev.add_argument("--plots", default=None, metavar="DIR", help="telemetry plot per run")
+    ev.add_argument(
+        "--action-space",
+        choices=("auto", "policy", "env"),
+        default="auto",
+        help="for .zip models: 'policy' maps [-1, 1] actions to the env's box (rally train's "
+        "convention), 'env' uses them as they are; 'auto' (default): 'policy' only when the "
+        "model's metadata says rally train made it",
+    )
     ev.add_argument("--plain", action="store_true", help="plain-text table (no rich)")
     ev.add_argument(
         "--replays", default=None, metavar="DIR", help="save every episode as a replay in DIR"
@@ -162,10 +170,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     seeds = list(range(args.seed, args.seed + args.episodes))
     try:
+        from agents.policies import make_policy
+
+        policy = make_policy(args.agent, seed=seeds[0], action_space=args.action_space)
+        note = getattr(policy, "action_note", None)
+        if note:
+            print(f"{args.agent}: {note}")
         res = evaluate(
-            args.agent,
+            policy,
             args.stages,
             seeds,
+            agent_name=args.agent,
             record=bool(args.plots),
             progress=False,
             replay_dir=args.replays,

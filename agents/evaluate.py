@@ -158,20 +158,31 @@ class EvalResult:
         return format_table(self.stages, rich=rich)
 
 
+def json_safe(v: Any) -> Any:
+    """``v`` ready for strict JSON (``json.dumps(..., allow_nan=False)``): NaN and inf ->
+    ``None`` (null), numpy scalars and arrays -> Python numbers and lists, tuples -> lists,
+    paths and other objects -> ``str``; dicts and lists recursively."""
+    if isinstance(v, dict):
+        return {str(k): json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return json_safe(v.tolist())
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        return v if math.isfinite(v) else None
+    if v is None or isinstance(v, str):
+        return v
+    return str(v)
+
+
 def _clean(d: dict[str, Any]) -> dict[str, Any]:
-    """NaN -> None (JSON null), numpy scalars -> Python."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, (np.floating, float)):
-            v = float(v)
-            out[k] = None if not math.isfinite(v) else v
-        elif isinstance(v, (np.integer,)):
-            out[k] = int(v)
-        elif isinstance(v, np.bool_):
-            out[k] = bool(v)
-        else:
-            out[k] = v
-    return out
+    """NaN -> None (JSON null), numpy scalars -> Python (one level: lists stay as they are)."""
+    return {k: v if isinstance(v, (list, dict)) else json_safe(v) for k, v in d.items()}
 
 
 # ---------------------------------------------------------------------------------- stages

@@ -16,6 +16,9 @@ import numpy as np
 
 #: Name of the metadata member ``rally train`` adds to a model zip (normalisation, config).
 META_NAME = "rally_meta.json"
+#: ``made_by`` of that metadata: the model acts in ``[-1, 1]^4`` and needs
+#: :func:`from_policy_action` (``rally eval`` applies it only to such models).
+MADE_BY = "rally train"
 
 
 # ------------------------------------------------------------------------------- actions
@@ -44,7 +47,9 @@ def to_policy_action(a: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------ loading
 def write_meta(model_path: Path, meta: dict[str, Any]) -> None:
-    """Add (or replace) :data:`META_NAME` in a model zip."""
+    """Add (or replace) :data:`META_NAME` in a model zip, marked ``made_by`` :data:`MADE_BY`
+    with the policy action convention it was trained with."""
+    meta = {"made_by": MADE_BY, "actions": "policy [-1, 1]^4 (from_policy_action)", **meta}
     model_path = Path(model_path)
     with zipfile.ZipFile(model_path, "r") as z:
         members = {n: z.read(n) for n in z.namelist() if n != META_NAME}
@@ -52,6 +57,17 @@ def write_meta(model_path: Path, meta: dict[str, Any]) -> None:
         for n, data in members.items():
             z.writestr(n, data)
         z.writestr(META_NAME, json.dumps(meta, indent=1))
+
+
+def made_by_rally_train(meta: dict[str, Any]) -> bool:
+    """Whether a model's :data:`META_NAME` says ``rally train`` made it (``made_by``; models
+    from before that field carry ``algo`` and ``obs_norm``, which only ``rally train``
+    writes)."""
+    if not isinstance(meta, dict) or not meta:
+        return False
+    if "made_by" in meta:
+        return meta["made_by"] == MADE_BY
+    return "algo" in meta and "obs_norm" in meta
 
 
 def read_meta(model_path: Path) -> dict[str, Any]:

@@ -32,20 +32,53 @@ POLICY_DIR = Path(__file__).parent / "policies"
 SHIPPED = {"ppo-opener": "ppo-opener.zip"}
 
 
+#: ``action_space`` choices of :class:`SB3Policy` (``rally eval --action-space``).
+ACTION_SPACES = ("auto", "policy", "env")
+
+
 class SB3Policy:
     """A stable-baselines3 model as a batched deterministic policy.
 
-    Observations are normalised with the model's saved ``VecNormalize`` statistics (if any)
-    and the policy's ``[-1, 1]`` actions are mapped back to the env's action box.
+    Observations are normalised with the model's saved ``VecNormalize`` statistics (if any).
+    Actions: a model ``rally train`` made (its metadata says so) acts in ``[-1, 1]^4`` and is
+    mapped to the env's box (:func:`agents.models.from_policy_action`); any other model (e.g.
+    plain SB3 on ``gym.make("Rally-v0")``) acts in the env's own action space and its actions
+    are used as they are.
+
+    Args:
+        path: the model zip.
+        deterministic: the policy's mean action.
+        action_space: ``"auto"`` (from the metadata, above), ``"policy"`` (force the remap) or
+            ``"env"`` (force none).
     """
 
-    def __init__(self, path: str | Path, deterministic: bool = True):
-        from agents.models import load_model
+    def __init__(self, path: str | Path, deterministic: bool = True, action_space: str = "auto"):
+        from agents.models import load_model, made_by_rally_train
 
+        if action_space not in ACTION_SPACES:
+            raise ValueError(f"action_space must be one of {ACTION_SPACES}, got {action_space!r}")
         self.path = Path(path)
         self.name = self.path.stem
         self.model, self.obs_rms, self.meta = load_model(self.path)
         self.deterministic = deterministic
+        self.from_rally_train = made_by_rally_train(self.meta)
+        if action_space == "auto":
+            self.remap = self.from_rally_train
+            why = (
+                "its metadata says rally train made it"
+                if self.remap
+                else "no rally train metadata in the model"
+            )
+        else:
+            self.remap = action_space == "policy"
+            why = f"--action-space {action_space}"
+        self.action_note = (
+            "policy actions in [-1, 1]^4 mapped to the env's box (rally train's convention: "
+            f"throttle (a + 1) / 2, brake and handbrake max(a, 0)), because {why}"
+            if self.remap
+            else f"actions used as the model outputs them, in the env's own action space, "
+            f"because {why}"
+        )
 
     def reset(self, n: int = 1) -> None:
         pass
@@ -58,7 +91,9 @@ class SB3Policy:
             mean, var, clip, eps = self.obs_rms
             o = np.clip((o - mean) / np.sqrt(var + eps), -clip, clip).astype(np.float32)
         a, _ = self.model.predict(o, deterministic=self.deterministic)
-        a = from_policy_action(np.asarray(a, dtype=np.float32))
+        a = np.asarray(a, dtype=np.float32)
+        if self.remap:
+            a = from_policy_action(a)
         return a if np.ndim(obs) > 1 else a[0]
 
 
@@ -74,8 +109,10 @@ def shipped_policy_path(name: str) -> Path:
     return p
 
 
-def make_policy(spec: Any, seed: int = 0) -> Any:
-    """Resolve an ``--agent`` value (or pass a callable through) to a policy."""
+def make_policy(spec: Any, seed: int = 0, action_space: str = "auto") -> Any:
+    """Resolve an ``--agent`` value (or pass a callable through) to a policy.
+
+    ``action_space`` applies to ``.zip`` models (see :class:`SB3Policy`)."""
     if callable(spec) and not isinstance(spec, str):
         return spec
     if not isinstance(spec, str):
@@ -85,13 +122,13 @@ def make_policy(spec: Any, seed: int = 0) -> Any:
     if spec == "random":
         return RandomPolicy(seed)
     if spec in SHIPPED:
-        pol = SB3Policy(shipped_policy_path(spec))
+        pol = SB3Policy(shipped_policy_path(spec), action_space=action_space)
         pol.name = spec
         return pol
     if spec.endswith(".zip") or Path(spec).suffix == ".zip":
         if not Path(spec).exists():
             raise FileNotFoundError(f"model file not found: {spec}")
-        return SB3Policy(spec)
+        return SB3Policy(spec, action_space=action_space)
     if ":" in spec:
         mod_name, _, attr = spec.partition(":")
         try:

@@ -4,10 +4,12 @@ model loading, and training (``rally train``).
 This module imports stable-baselines3 and torch: nothing in ``rally_env`` imports it.
 
 * :class:`RallyVecEnv` wraps :class:`rally_env.RallyVectorEnv` (same-step autoreset) as an SB3
-  ``VecEnv``: ``step_wait`` returns SB3's ``(obs, rewards, dones, infos)`` with
-  ``infos[i]["terminal_observation"]`` and ``infos[i]["TimeLimit.truncated"]`` on the step an
-  episode ends, and seeds as ``DummyVecEnv`` does (``seed(s)`` -> car i gets ``s + i``, what a
-  ``RallyEnv.reset(seed=s + i)`` gets). The policy acts in ``[-1, 1]^4``
+  ``VecEnv``: ``step_wait`` returns SB3's ``(obs, rewards, dones, infos)`` with every car's
+  info each step, as ``DummyVecEnv`` gives it (the single env's keys; on the step an episode
+  ends, the ending info plus ``terminal_observation`` and ``TimeLimit.truncated``), renders
+  (``render_mode="rgb_array"``: ``get_images`` gives one frame per car, so SB3's
+  ``VecVideoRecorder`` works), and seeds as ``DummyVecEnv`` does (``seed(s)`` -> car i gets
+  ``s + i``, what a ``RallyEnv.reset(seed=s + i)`` gets). The policy acts in ``[-1, 1]^4``
   (:func:`from_policy_action` maps them to the env's box).
 * :func:`train` is ``rally train``: ``VecMonitor`` + ``VecNormalize``, the hyperparameters in
   :data:`PPO_DEFAULTS` / :data:`SAC_DEFAULTS`, periodic stage-time evaluation and
@@ -102,38 +104,45 @@ class PolicyActionWrapper(gym.ActionWrapper):
 
 
 # ------------------------------------------------------------------------------- adapter
-#: ``info`` keys copied into each car's SB3 info dict (all keys would cost per step).
-INFO_KEYS = ("progress_m", "stage_time_s", "finished", "finish_time_s", "end_reason")
-
-
 class RallyVecEnv(VecEnv):
     """:class:`rally_env.RallyVectorEnv` as a stable-baselines3 ``VecEnv``.
 
     Args:
         num_envs: number of cars.
         rescale_actions: the policy acts in ``[-1, 1]^4`` (default) instead of the env's box.
+        render_mode: ``None``, ``"rgb_array"`` (``get_images()`` returns one (H, W, 3) frame
+            per car; ``render()`` tiles them, what ``VecVideoRecorder`` records) or
+            ``"human"`` (the vector env's window).
         **env_kwargs: ``RallyEnv`` arguments (``stage``, ``control_hz``, ``randomize``, ...).
     """
 
-    def __init__(self, num_envs: int = 8, rescale_actions: bool = True, **env_kwargs: Any):
+    def __init__(
+        self,
+        num_envs: int = 8,
+        rescale_actions: bool = True,
+        render_mode: str | None = None,
+        **env_kwargs: Any,
+    ):
         from rally_env.vector import RallyVectorEnv
 
-        self.venv = RallyVectorEnv(num_envs, autoreset_mode="SameStep", **env_kwargs)
+        self.venv = RallyVectorEnv(
+            num_envs, autoreset_mode="SameStep", render_mode=render_mode, **env_kwargs
+        )
         self.rescale_actions = rescale_actions
         act = POLICY_ACTION_SPACE if rescale_actions else self.venv.single_action_space
         super().__init__(num_envs, self.venv.single_observation_space, act)
         self._actions: np.ndarray | None = None
-        self.render_mode = None
+        self.render_mode = self.venv.render_mode
 
     # SB3 API
     def reset(self) -> np.ndarray:
         seeds = [None if s is None else int(s) for s in self._seeds]
         if all(s is None for s in seeds):
-            obs, _ = self.venv.reset()
+            obs, info = self.venv.reset()
         else:  # a car without a seed continues its stream, as DummyVecEnv's envs do
-            obs, _ = self.venv.reset(seed=seeds)
+            obs, info = self.venv.reset(seed=seeds)
         self._reset_seeds()
-        self.reset_infos = [{} for _ in range(self.num_envs)]
+        self.reset_infos = _car_infos(info, self.num_envs)
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -143,15 +152,15 @@ class RallyVecEnv(VecEnv):
     def step_wait(self):
         obs, rew, term, trunc, info = self.venv.step(self._actions)
         dones = term | trunc
-        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        infos = _car_infos(info, self.num_envs)
         if dones.any():
             fo = info["final_obs"]
-            fi = info["final_info"]
+            ends = _car_infos(info["final_info"], self.num_envs)
             for k in np.flatnonzero(dones):
-                d = {key: _item(fi[key][k]) for key in INFO_KEYS if key in fi}
-                d["terminal_observation"] = np.asarray(fo[k], dtype=np.float32)
-                d["TimeLimit.truncated"] = bool(trunc[k] and not term[k])
-                infos[k] = d
+                infos[k] = ends[k]
+                infos[k]["terminal_observation"] = np.asarray(fo[k], dtype=np.float32)
+        for k in range(self.num_envs):
+            infos[k]["TimeLimit.truncated"] = bool(trunc[k] and not term[k])
         return obs, rew.astype(np.float32), dones, infos
 
     def close(self) -> None:
@@ -159,8 +168,6 @@ class RallyVecEnv(VecEnv):
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         idx = self._get_indices(indices)
-        if attr_name == "render_mode":
-            return [None for _ in idx]
         val = getattr(self.venv, attr_name)
         return [val for _ in idx]
 
@@ -175,14 +182,26 @@ class RallyVecEnv(VecEnv):
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
         return [False for _ in self._get_indices(indices)]
 
-    def get_images(self) -> list[np.ndarray]:
-        raise NotImplementedError("RallyVecEnv does not render")
+    def get_images(self) -> list[np.ndarray | None]:
+        """One (H, W, 3) uint8 frame per car (``render_mode="rgb_array"``), as
+        ``DummyVecEnv.get_images`` returns them."""
+        if self.render_mode != "rgb_array":
+            import warnings
+
+            warnings.warn(
+                f"The render mode is {self.render_mode}, but get_images() needs "
+                '"rgb_array": create RallyVecEnv(render_mode="rgb_array")',
+                stacklevel=2,
+            )
+            return [None for _ in range(self.num_envs)]
+        return list(self.venv.render_cars())
 
 
-def _item(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
+def _car_infos(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Per-car info dicts (the single env's keys; numpy scalars and rows) from a vector info
+    of arrays over cars."""
+    keys = [k for k in info if not k.startswith("_") and k not in ("final_obs", "final_info")]
+    return [{k: info[k][i] for k in keys} for i in range(n)]
 
 
 def make_vec_env(n_envs: int, stage: Any = "opener", seed: int | None = 0, **kw: Any):
@@ -391,7 +410,7 @@ def train(
         if algo == "ppo" and warmstart_steps > 0:
             obs, tg = collect_heuristic(warmstart_steps, stage, n_envs, seed, **(env_kwargs or {}))
             config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    _write_json(out / "config.json", config)
     evaluator = StageTimeCallback(eval_stages, eval_seeds, eval_freq, out, n_envs)
     cbs = [evaluator]
     if checkpoint_freq > 0:
@@ -409,7 +428,7 @@ def train(
         per = int(hp["n_steps"]) * n_envs
         steps = max(per, steps // per * per)
     config["timesteps_run"] = steps
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    _write_json(out / "config.json", config)
     t0 = time.perf_counter()
     model.learn(
         total_timesteps=steps,
@@ -434,17 +453,16 @@ def train(
         "final_eval": final,
         "eval_log": str(out / "eval_log.csv"),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    _write_json(out / "summary.json", summary)
     venv.close()
     return summary
 
 
-def _json_default(o: Any) -> Any:
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, np.generic):
-        return o.item()
-    return str(o)
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Strict JSON (NaN -> null; ``json.loads`` of any reader, not just Python's, takes it)."""
+    from agents.evaluate import json_safe
+
+    path.write_text(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
 
 
 def _has_progress_bar() -> bool:

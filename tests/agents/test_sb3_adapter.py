@@ -47,6 +47,7 @@ def test_matches_dummy_vec_env_across_autoresets():
     ours.seed(7)
     ref.seed(7)
     o1, o2 = ours.reset(), ref.reset()
+    _same_infos(ours.reset_infos, ref.reset_infos)
     assert o1.dtype == np.float32 and o1.shape == (n, ours.observation_space.shape[0])
     assert np.array_equal(o1, o2)
     rng = np.random.default_rng(0)
@@ -58,6 +59,7 @@ def test_matches_dummy_vec_env_across_autoresets():
         assert np.array_equal(r1[0], r2[0])
         assert np.array_equal(r1[1], r2[1].astype(np.float32))
         assert np.array_equal(r1[2], r2[2])
+        _same_infos(r1[3], r2[3])  # every car's info, every step, as DummyVecEnv gives it
         for i1, i2, d in zip(r1[3], r2[3], r1[2], strict=True):
             if d:
                 ended += 1
@@ -68,6 +70,33 @@ def test_matches_dummy_vec_env_across_autoresets():
     assert ended >= n * 2
     ours.close()
     ref.close()
+
+
+def _same_infos(ours: list[dict], ref: list[dict]) -> None:
+    assert len(ours) == len(ref)
+    for a, b in zip(ours, ref, strict=True):
+        assert set(a) == set(b)
+        for k, v in b.items():
+            assert np.array_equal(a[k], v, equal_nan=True), k
+
+
+def test_vec_video_recorder_records_the_adapter(tmp_path):
+    """Failed before: the adapter had render_mode=None and get_images raised."""
+    from stable_baselines3.common.vec_env import VecVideoRecorder
+
+    venv = RallyVecEnv(2, render_mode="rgb_array", **ENV_KW)
+    assert venv.get_attr("render_mode") == ["rgb_array", "rgb_array"]
+    frames = venv.get_images()
+    assert len(frames) == 2 and frames[0].shape == (400, 600, 3)
+    rec = VecVideoRecorder(
+        venv, str(tmp_path), record_video_trigger=lambda s: s == 0, video_length=5
+    )
+    rec.reset()
+    for _ in range(6):
+        rec.step(np.zeros((2, 4), np.float32))
+    rec.close()
+    videos = list(tmp_path.glob("*.mp4"))
+    assert videos and videos[0].stat().st_size > 0
 
 
 def test_sb3_env_checker_contract():

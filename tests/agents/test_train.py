@@ -30,6 +30,12 @@ def test_ppo_smoke_save_reload_evaluate(tmp_path):
     model_path = out / "model.zip"
     meta = read_meta(model_path)
     assert meta["algo"] == "ppo" and len(meta["obs_norm"]["mean"]) == 59
+    assert meta["made_by"] == "rally train"
+    # strict JSON: a not-yet-finished evaluation's NaN times are null, never a bare NaN
+    text = (out / "summary.json").read_text()
+    doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
+    assert "NaN" not in text and doc["timesteps"] == 4096
+    assert set(doc["final_eval"]) >= {"finish_rate", "median_time_s"}
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["algo"] == "ppo" and cfg["seed"] == 1 and cfg["hyperparams"]["n_steps"] == 512
     assert (out / "eval_log.csv").read_text().count("\n") >= 2

@@ -42,7 +42,7 @@ class SB3Policy:
     Observations are normalised with the model's saved ``VecNormalize`` statistics (if any).
     Actions: a model ``rally train`` made (its metadata says so) acts in ``[-1, 1]^4`` and is
     mapped to the env's box (:func:`agents.models.from_policy_action`); any other model (e.g.
-    plain SB3 on ``gym.make("Rally-v0")``) acts in the env's own action space and its actions
+    plain SB3 on ``gym.make("RallyDirect-v0")``) acts in the env's own action space and its actions
     are used as they are.
 
     Args:

@@ -6,7 +6,7 @@
 Figures (all at the default 20 Hz control, 24 physics substeps per step, random actions,
 episode resets included):
 
-- ``single``: ``gymnasium.make("Rally-v0")`` (with Gymnasium's default wrappers) steps/s.
+- ``single``: ``gymnasium.make("RallyDirect-v0")`` (with Gymnasium's default wrappers) steps/s.
 - ``vector_<n>``: ``RallyVectorEnv(n)`` car-steps/s (next-step autoreset), for n = 16, 256,
   1024, with the physics threaded (``parallel=True``, the default from 64 cars) and serial.
 - ``reset_ms_per_car``: a full reset of the 1024-car env divided by 1024, and one single-env
@@ -47,7 +47,7 @@ def _random_actions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndar
     return a
 
 
-def bench_single(seconds: float, env_id: str = "Rally-v0", **kw: object) -> dict[str, float]:
+def bench_single(seconds: float, env_id: str = "RallyDirect-v0", **kw: object) -> dict[str, float]:
     env = gym.make(env_id, **kw)
     rng = np.random.default_rng(0)
     acts = _random_actions(rng, (4096,))
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     s = bench_single(sec)
     res["single"] = s
     print(
-        f"gymnasium.make('Rally-v0'): {s['steps_per_s']:9.0f} steps/s "
+        f"gymnasium.make('RallyDirect-v0'): {s['steps_per_s']:9.0f} steps/s "
         f"({s['episodes']} episodes; reset {s['reset_ms']:.3f} ms)"
     )
     for n in (16, 256, 1024):
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     # Rally-v1 (wheel-speed model) with the rover and the rally car (engine, gearbox, diffs)
     for vehicle in ("rover", "rally-car"):
-        s1 = bench_single(sec, "Rally-v1", vehicle=vehicle)
+        s1 = bench_single(sec, "RallyWheelSpeed-v1", vehicle=vehicle)
         v1 = bench_vector(1024, sec, True, version=1, vehicle=vehicle)
         res[f"v1_{vehicle}"] = {"single": s1, "vector_1024": v1}
         print(

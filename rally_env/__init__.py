@@ -1,10 +1,11 @@
 """rally_env: the Gymnasium rally-driving environment.
 
     import gymnasium as gym
-    import rally_env  # registers Rally-v0
+    import rally_env
 
-    env = gym.make("Rally-v0", stage="opener")
-    envs = gym.make_vec("Rally-v0", num_envs=64, vectorization_mode="vector_entry_point")
+    gym.register_envs(rally_env)  # registers RallyDirect-v0 and RallyWheelSpeed-v1
+    env = gym.make("RallyDirect-v0", stage="opener")  # or "rally_env:RallyDirect-v0", no import
+    envs = gym.make_vec("RallyDirect-v0", num_envs=64, vectorization_mode="vector_entry_point")
 
 Importing this package never imports pygame, torch or stable-baselines3.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 from rally_env.config import (
     CONTROL_HZ_CHOICES,
+    ENV_IDS,
+    LEGACY_ENV_IDS,
     RallyConfig,
     RandomizeConfig,
     RewardWeights,
@@ -33,32 +36,30 @@ from rally_env.replay import RecordReplay, ReplayError
 from rally_env.spaces import DEFAULT_LAYOUT, DEFAULT_LAYOUT_V1, DISCRETE_ACTIONS, ObsLayout
 from rally_env.vector import RallyVectorEnv
 
-ENV_IDS: tuple[str, ...] = ("Rally-v0", "Rally-v1")
-
 
 def register_envs() -> None:
-    """Register ``Rally-v0`` and ``Rally-v1`` with Gymnasium (idempotent; also the
+    """Register :data:`ENV_IDS` and :data:`LEGACY_ENV_IDS` with Gymnasium (idempotent; run
+    on ``import rally_env``, by ``gym.make("rally_env:RallyDirect-v0")`` and by the
     ``gymnasium.envs`` entry point).
 
-    ``Rally-v1`` is the same env class with ``version=1``: the wheel-speed model, library
-    vehicles (``vehicle="truck"``), planets (``planet="moon"``) and the v1 observation.
+    Both ids of version N are the same env class with ``version=N``; ``version=1`` is the
+    wheel-speed model, library vehicles (``vehicle="truck"``), planets (``planet="moon"``)
+    and the v1 observation.
     """
     from gymnasium.envs.registration import register, registry
 
-    if "Rally-v0" not in registry:
-        register(
-            id="Rally-v0",
-            entry_point="rally_env.env:RallyEnv",
-            vector_entry_point="rally_env.vector:RallyVectorEnv",
-            kwargs={"stage": "opener"},
-        )
-    if "Rally-v1" not in registry:
-        register(
-            id="Rally-v1",
-            entry_point="rally_env.env:RallyEnv",
-            vector_entry_point="rally_env.vector:RallyVectorEnv",
-            kwargs={"stage": "opener", "version": 1},
-        )
+    for version, ids in enumerate(zip(ENV_IDS, LEGACY_ENV_IDS, strict=True)):
+        kwargs: dict[str, object] = {"stage": "opener"}
+        if version:
+            kwargs["version"] = version
+        for env_id in ids:
+            if env_id not in registry:
+                register(
+                    id=env_id,
+                    entry_point="rally_env.env:RallyEnv",
+                    vector_entry_point="rally_env.vector:RallyVectorEnv",
+                    kwargs=dict(kwargs),
+                )
 
 
 register_envs()
@@ -84,6 +85,7 @@ __all__ = [
     "ENV_IDS",
     "INFO_KEYS",
     "INFO_KEYS_V1",
+    "LEGACY_ENV_IDS",
     "REWARD_TERMS",
     "ConfigError",
     "ObsLayout",

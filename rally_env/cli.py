@@ -101,16 +101,16 @@ def add_vehicle_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--vehicle",
         default="rover",
-        help="rover (default), or on Rally-v1 rally-car, truck, tank, bike",
+        help="rover (default), or on RallyWheelSpeed-v1 rally-car, truck, tank, bike",
     )
-    p.add_argument("--planet", default=None, help="mars, earth or moon (Rally-v1)")
+    p.add_argument("--planet", default=None, help="mars, earth or moon (RallyWheelSpeed-v1)")
     p.add_argument(
         "--version",
         type=int,
         choices=(0, 1),
         default=None,
-        help="env version: 0 = Rally-v0, 1 = Rally-v1 (default: 1 if --vehicle or --planet "
-        "asks for it, else 0)",
+        help="env version: 0 = RallyDirect-v0, 1 = RallyWheelSpeed-v1 (default: 1 if --vehicle or "
+        "--planet asks for it, else 0)",
     )
 
 

@@ -196,9 +196,22 @@ class RandomizeConfig:
         return self.surface_mu != (1.0, 1.0)
 
 
-#: Env versions: 0 = ``Rally-v0`` (the seed game's direct-force model), 1 = ``Rally-v1``
-#: (the wheel-speed model, library vehicles and planets, the wider observation).
+#: Env versions: 0 = ``RallyDirect-v0`` (the seed game's direct-force model), 1 =
+#: ``RallyWheelSpeed-v1`` (the wheel-speed model, library vehicles and planets, the wider
+#: observation); see :data:`ENV_IDS`.
 ENV_VERSIONS: tuple[int, ...] = (0, 1)
+
+#: The Gymnasium ids, one per env version (``RallyEnv(version=N)``): the name says the model,
+#: the number the env version. ``RallyDirect-v0``: the seed game's direct-force model (the
+#: default rover, the 59-value observation); ``RallyWheelSpeed-v1``: the wheel-speed model,
+#: library vehicles, planets and the wider observation. The two stay side by side, so each
+#: has its own name (Gymnasium calls the lower version of one name "out of date"). A later
+#: version that replaces one of them takes the next number of its name; one that stays beside
+#: them takes a name of its own.
+ENV_IDS: tuple[str, ...] = ("RallyDirect-v0", "RallyWheelSpeed-v1")
+#: The first ids (also what replay files record as ``env_id``); still registered, the same
+#: envs. ``gym.make("Rally-v0")`` gets Gymnasium's "out of date" notice, the new ids do not.
+LEGACY_ENV_IDS: tuple[str, ...] = ("Rally-v0", "Rally-v1")
 
 
 def _vehicles_module() -> Any:
@@ -297,7 +310,7 @@ def _vehicle_v0(value: Any) -> VehicleParams:
         "vehicle",
         value,
         "must be 'rover', a VehicleParams or a dict of VehicleParams overrides "
-        "(library vehicles need Rally-v1)",
+        "(library vehicles need version=1: RallyWheelSpeed-v1, first id Rally-v1)",
     )
 
 
@@ -452,7 +465,9 @@ class RallyConfig:
 
     @property
     def env_id(self) -> str:
-        """The registered id this config's version answers to (``"Rally-v0"``, ...)."""
+        """The first registered id of this config's version (``"Rally-v0"``, ...), what replay
+        files record as ``env_id``; :data:`ENV_IDS` ``[version]`` is the id that names the
+        model."""
         return f"Rally-v{self.version}"
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from rally_env import kernels as K
 from rally_env import stages as S
-from rally_env.config import CONTROL_HZ_CHOICES, RandomizeConfig, RewardWeights, TerminationConfig
+from rally_env.config import (
+    CONTROL_HZ_CHOICES,
+    ENV_IDS,
+    LEGACY_ENV_IDS,
+    RandomizeConfig,
+    RewardWeights,
+    TerminationConfig,
+)
 from rally_env.spaces import (
     ACTION_HIGH,
     ACTION_LOW,
@@ -143,7 +150,7 @@ def _vehicle_rows() -> list[tuple[str, int, bool, bool, float, int]]:
 
 def vehicles_table() -> str:
     rows = [
-        "| vehicle | wheels | drivetrain | steering | g (m/s^2) | Rally-v1 obs size |",
+        "| vehicle | wheels | drivetrain | steering | g (m/s^2) | v1 obs size |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for n, nw, dt, skid, g, size in _vehicle_rows():
@@ -190,7 +197,7 @@ value scaled to roughly unit range. For the default 4-wheel rover:
 
 {lay.table_markdown()}
 
-``Rally-v1`` keeps these fields (slip ratios are real values there) and appends, for the
+``RallyWheelSpeed-v1`` keeps these fields (slip ratios are real values there) and appends, for the
 4-wheel rover (``Box(shape=({DEFAULT_LAYOUT_V1.size},))``; per-wheel blocks follow the wheel count):
 
 {DEFAULT_LAYOUT_V1.table_markdown(start=lay.size)}
@@ -218,12 +225,12 @@ configured, or drawn at reset from the reset seed (``stage="random"`` or a list)
   generated stage at every reset, drawn from the reset seed; see ``random_stage``) or a list of
   the non-random forms to sample from at every reset.
 - ``vehicle``: ``"rover"`` (default), a ``physics.VehicleParams`` or a dict of overrides (of
-  the version's default rover). ``Rally-v1`` also takes the ``physics.vehicles`` library names
-  (``"rover"`` there is the rover on the wheel-speed model).
+  the version's default rover). ``RallyWheelSpeed-v1`` also takes the ``physics.vehicles``
+  library names (``"rover"`` there is the rover on the wheel-speed model).
 - ``planet``: ``None`` (default: the vehicle's own gravity) or ``"mars"``, ``"earth"``,
   ``"moon"`` (``physics.vehicles.on_planet``).
-- ``version``: 0 (``Rally-v0``, default) or 1 (``Rally-v1``, what ``gym.make("Rally-v1")``
-  passes).
+- ``version``: 0 (``RallyDirect-v0``, default) or 1 (``RallyWheelSpeed-v1``, what
+  ``gym.make("RallyWheelSpeed-v1")`` passes).
 - ``control_hz`` (default 20): one of {hz}.
 - ``reward_weights``: a ``RewardWeights`` or dict (terms above).
 - ``termination``: a ``TerminationConfig`` or dict (settings above).
@@ -344,12 +351,25 @@ def args_table() -> str:
     return "\n".join(out)
 
 
+def ids_table() -> str:
+    what = (
+        f"the seed game's direct-force tire model, the 3000 kg Mars rover, the "
+        f"{DEFAULT_LAYOUT.size}-value observation",
+        "the wheel-speed tire model, library vehicles and planets, the wider observation "
+        f"({DEFAULT_LAYOUT_V1.size} values for the rover)",
+    )
+    rows = ["| id | first id | `version` | what |", "| --- | --- | --- | --- |"]
+    for v, (new, old, w) in enumerate(zip(ENV_IDS, LEGACY_ENV_IDS, what, strict=True)):
+        rows.append(f"| `{new}` | `{old}` | {v}{' (default)' if v == 0 else ''} | {w} |")
+    return "\n".join(rows)
+
+
 def env_markdown() -> str:
     """The whole of ``docs/env.md`` (see the comment at its top to regenerate it)."""
     from rally_env.spaces import discrete_table_markdown
 
     lay = DEFAULT_LAYOUT
-    return f"""# The Gymnasium environment: `Rally-v0` and `Rally-v1`
+    return f"""# The Gymnasium environment: `RallyDirect-v0` and `RallyWheelSpeed-v1`
 
 <!-- Generated from the constants the code uses by
 `python3 -c "from rally_env.docstrings import env_markdown as m; print(m(), end='')" > docs/env.md`;
@@ -357,20 +377,34 @@ tests/rally_env/test_checkers.py fails if this file drifts from them. -->
 
 ```python
 import gymnasium as gym
-import rally_env  # registers Rally-v0 (never imports pygame, torch or stable-baselines3)
+import rally_env  # registers the ids below (never imports pygame, torch or stable-baselines3)
 
-env = gym.make("Rally-v0", stage="opener")             # RallyEnv behind Gymnasium's wrappers
+env = gym.make("RallyDirect-v0", stage="opener")       # RallyEnv behind Gymnasium's wrappers
 obs, info = env.reset(seed=0)
 obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
 
-envs = gym.make_vec("Rally-v0", num_envs=64, vectorization_mode="vector_entry_point")
+envs = gym.make_vec("RallyDirect-v0", num_envs=64, vectorization_mode="vector_entry_point")
 # -> rally_env.RallyVectorEnv: 64 cars in one batched physics call
 ```
 
 `RallyEnv` (a `gymnasium.Env`) and `RallyVectorEnv` (a `gymnasium.vector.VectorEnv`) share one
 code path: `rally_env.core.RallyCore` steps N cars at once (the physics kernel, then one numba
 kernel for projection, timing, reward, termination and observation); the single env is N = 1.
-`gym.make("rally_env:Rally-v0")` works without importing the package first.
+
+## Ids
+
+{ids_table()}
+
+`gym.make("rally_env:RallyDirect-v0")` imports the package itself, so it works in a process that
+never imported `rally_env` (Gymnasium 1.x loads no plugin entry points): use that form for
+tools that make the env by name in their own processes (RLlib env runners, rl-zoo3, torchrl,
+Minari's `recover_environment`). Code that imports the package can use
+`gym.register_envs(rally_env)` and the bare ids. The name says the model and the number the
+env version: the two models both stay, so each has its own name and neither is "out of date"
+(a later version that replaces one of them takes the next number of its name; one that stays
+beside them, a name of its own). The first ids, `Rally-v0` and `Rally-v1`, stay registered for
+the same envs (and are what replay files record as `env_id`); `gym.make("Rally-v0")` gets
+Gymnasium's "out of date" notice because `Rally-v1` exists, the new ids do not.
 
 ## Action space
 
@@ -397,14 +431,14 @@ rover: FL, FR, RL, RR); the table below is for the rover. `rally_env.ObsLayout(n
 
 {lay.table_markdown(compact=False)}
 
-## Rally-v1: the wheel-speed model, vehicles and planets
+## RallyWheelSpeed-v1: the wheel-speed model, vehicles and planets
 
 ```python
-env = gym.make("Rally-v1", vehicle="truck", planet="moon")  # or vehicle=VehicleParams / dict
+env = gym.make("RallyWheelSpeed-v1", vehicle="truck", planet="moon")  # or a VehicleParams / dict
 ```
 
-`Rally-v1` is the same env class with `version=1` (`RallyEnv(version=1, ...)`, also through
-`make_vec`). What changes against `Rally-v0`:
+`RallyWheelSpeed-v1` is the same env class with `version=1` (`RallyEnv(version=1, ...)`, also
+through `make_vec`). What changes against `RallyDirect-v0`:
 
 - The vehicle runs the wheel-speed tire model: every wheel's spin is integrated, so the slip
   ratio is a real value (v0's direct-force model reads 0), with authored friction curves and
@@ -412,7 +446,7 @@ env = gym.make("Rally-v1", vehicle="truck", planet="moon")  # or vehicle=Vehicle
   `physics.vehicles.vehicle("rover")`, the seed rover on that model.
 - `vehicle=` takes a library name, a `physics.VehicleParams` or a dict of overrides of the v1
   rover; `planet=` (`"mars"`, `"earth"`, `"moon"`) applies `physics.vehicles.on_planet` (on
-  `Rally-v0`, `planet` is accepted too and changes nothing unless given). A bad name raises
+  `RallyDirect-v0`, `planet` is accepted too and changes nothing unless given). A bad name raises
   `rally_env.ConfigError` naming `vehicle` or `planet` and the allowed values. The library:
 
 {vehicles_table()}
@@ -431,7 +465,8 @@ env = gym.make("Rally-v1", vehicle="truck", planet="moon")  # or vehicle=Vehicle
 {info_table_v1()}
 
 - The renderer's HUD shows gear and engine rpm for vehicles with a drivetrain, and tire wear /
-  damage once they drop below 1. Replays record `env_id` `Rally-v1` and a library vehicle by
+  damage once they drop below 1. Replays record `env_id` `Rally-v1` (version 1's first id) and a
+  library vehicle by
   name (with its planet), other vehicles by their fields.
 
 ## Rewards
@@ -515,7 +550,7 @@ rule, e.g. `termination.stuck_time_s = nan: must be finite`.
 ## Vector env
 
 `RallyVectorEnv(num_envs, autoreset_mode="NextStep", parallel=None, **RallyEnv arguments)`,
-also `gym.make_vec("Rally-v0", num_envs=n, vectorization_mode="vector_entry_point",
+also `gym.make_vec("RallyDirect-v0", num_envs=n, vectorization_mode="vector_entry_point",
 autoreset_mode=...)`.
 
 - `autoreset_mode`: `"NextStep"` (Gymnasium's default: the step after an episode ends resets that
@@ -579,12 +614,16 @@ is most of the cost; the env layer adds one small numba kernel per step plus the
 
 ## Version history
 
-- `Rally-v0`: initial version (physics layout v1, stage format v1).
-- `Rally-v1`: the wheel-speed tire model (integrated wheel spin, a real slip ratio, authored
+- `Rally-v0`, now `RallyDirect-v0`: initial version (physics layout v1, stage format v1).
+- `Rally-v1`, now `RallyWheelSpeed-v1`: the wheel-speed tire model (integrated wheel spin, a
+  real slip ratio, authored
   friction curves, friction clamps), selectable library vehicles (2 to 8 wheels, with or
   without an engine and gearbox) and planets; the observation appends engine rpm, gear,
   per-wheel tire wear, damage, per-wheel wheel speed and the surface grip at every lookahead
   point (slip ratios are real values); `info` adds `gear`, `engine_rpm`, `tire_wear`,
-  `damage`, `max_impact_mps`, `slip_ratios`. `Rally-v0` is unchanged (observations, rewards,
+  `damage`, `max_impact_mps`, `slip_ratios`. `RallyDirect-v0` is unchanged (observations, rewards,
   state and replay hashes).
+- The ids got names that say the model (`RallyDirect-v0`, `RallyWheelSpeed-v1`; the envs are
+  unchanged, the old ids still work) and the info contract changed (see Info and
+  CHANGELOG.md).
 """

@@ -11,7 +11,7 @@ every hash and every claimed time match bit for bit.
     import rally_env
     from rally_env.replay import RecordReplay, load_replay, verify
 
-    env = RecordReplay(gym.make("Rally-v0", stage="opener"), directory="replays")
+    env = RecordReplay(gym.make("RallyDirect-v0", stage="opener"), directory="replays")
     obs, info = env.reset(seed=0)
     ...                      # every finished episode is saved as replays/<...>.rrp.json.gz
     report = verify(load_replay("replays/opener-....rrp.json.gz"))

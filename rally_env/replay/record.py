@@ -232,7 +232,7 @@ def _as_f32(action: Any) -> Any:
 class RecordReplay(gym.Wrapper):
     """Record every episode of a ``Rally-v0`` env as a :class:`Replay`.
 
-    Works on the single env (``RallyEnv`` or ``gym.make("Rally-v0")``) and, given a
+    Works on the single env (``RallyEnv`` or ``gym.make("RallyDirect-v0")``) and, given a
     :class:`rally_env.RallyVectorEnv`, returns a :class:`RecordVectorReplay` recording each car's
     episodes separately (every autoreset mode); a vector car's replay verifies as a single env.
 

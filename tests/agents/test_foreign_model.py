@@ -18,8 +18,8 @@ from rally_env.cli import main
 
 @pytest.fixture(scope="module")
 def foreign_zip(tmp_path_factory):
-    """A PPO trained with plain SB3 on gym.make("Rally-v0"), no rally train metadata."""
-    env = gym.make("Rally-v0", termination={"time_limit_s": 2.0})
+    """A PPO trained with plain SB3 on gym.make("RallyDirect-v0"), no rally train metadata."""
+    env = gym.make("RallyDirect-v0", termination={"time_limit_s": 2.0})
     model = PPO("MlpPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(64)
     path = tmp_path_factory.mktemp("foreign") / "plain.zip"

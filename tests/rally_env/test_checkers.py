@@ -27,13 +27,13 @@ def _no_warnings(fn, allowed: tuple[str, ...] = ()):
 
 @pytest.mark.parametrize("kwargs", [{}, {"discrete_actions": True}, {"randomize": True}])
 def test_gymnasium_check_env(kwargs):
-    env = gym.make("Rally-v0", **kwargs)
+    env = gym.make("RallyDirect-v0", **kwargs)
     _no_warnings(lambda: check_env(env.unwrapped, skip_render_check=True))
 
 
 def test_gymnasium_check_env_with_rendering():
     pytest.importorskip("pygame")
-    env = gym.make("Rally-v0", render_mode="rgb_array")
+    env = gym.make("RallyDirect-v0", render_mode="rgb_array")
     _no_warnings(lambda: check_env(env.unwrapped))
 
 
@@ -59,14 +59,15 @@ def test_sb3_check_env_every_v1_vehicle(vehicle):
 
 
 def test_registration_and_make_vec():
-    assert "Rally-v0" in gym.registry
-    spec = gym.spec("Rally-v0")
-    assert spec.vector_entry_point == "rally_env.vector:RallyVectorEnv"
+    for env_id in (*rally_env.ENV_IDS, *rally_env.LEGACY_ENV_IDS):
+        assert env_id in gym.registry
+        assert gym.spec(env_id).vector_entry_point == "rally_env.vector:RallyVectorEnv"
     rally_env.register_envs()  # idempotent, no warning
-    env = gym.make("rally_env:Rally-v0")
+    gym.register_envs(rally_env)
+    env = gym.make("rally_env:RallyDirect-v0")
     assert isinstance(env.unwrapped, RallyEnv)
     assert env.unwrapped.config.stage == "opener"
-    envs = gym.make_vec("Rally-v0", num_envs=4, vectorization_mode="vector_entry_point")
+    envs = gym.make_vec("RallyDirect-v0", num_envs=4, vectorization_mode="vector_entry_point")
     assert isinstance(envs, RallyVectorEnv)
     assert envs.num_envs == 4
     assert envs.observation_space.shape == (4, env.observation_space.shape[0])
@@ -83,6 +84,37 @@ def test_metadata_and_render():
     assert frame.shape == (400, 600, 3) and frame.dtype == np.uint8
     with pytest.warns(UserWarning, match="render_mode=None"):
         assert RallyEnv().render() is None
+
+
+def test_ids_say_the_model_and_make_without_a_nag():
+    """Failed before: every make of the seed model printed Gymnasium's "Rally-v0 is out of
+    date" (the wheel-speed model was registered as its next version)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = gym.make("RallyDirect-v0")
+        b = gym.make("RallyWheelSpeed-v1")
+    assert a.unwrapped.config.version == 0 and b.unwrapped.config.version == 1
+    # the old ids stay the same envs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old0, old1 = gym.make("Rally-v0"), gym.make("Rally-v1")
+    assert np.array_equal(old0.reset(seed=3)[0], a.reset(seed=3)[0])
+    assert np.array_equal(old1.reset(seed=3)[0], b.reset(seed=3)[0])
+    assert old0.observation_space == a.observation_space
+    assert old1.observation_space == b.observation_space
+
+
+def test_module_qualified_id_works_in_a_fresh_process():
+    """``rally_env:RallyDirect-v0`` needs no import (Gymnasium 1.x loads no entry points)."""
+    code = (
+        "import warnings; warnings.simplefilter('error')\n"
+        "import gymnasium as gym\n"
+        "for i in ('rally_env:RallyDirect-v0', 'rally_env:RallyWheelSpeed-v1'):\n"
+        "    gym.make(i).reset(seed=0)\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
 def test_spaces():

@@ -184,7 +184,7 @@ def test_vector_same_step_autoreset_records_whole_episodes():
 
 
 def test_replay_of_gym_make_env_and_unseeded_reset():
-    env = RecordReplay(gym.make("Rally-v0", stage="skidpad"), save_partial=True)
+    env = RecordReplay(gym.make("RallyDirect-v0", stage="skidpad"), save_partial=True)
     obs, _ = env.reset()  # no seed: fresh entropy, recorded
     for _ in range(30):
         obs, *_ = env.step(drive(obs))

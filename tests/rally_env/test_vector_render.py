@@ -58,7 +58,7 @@ def test_gymnasium_vector_record_video(tmp_path):
     from gymnasium.wrappers.vector import RecordVideo
 
     venv = gym.make_vec(
-        "Rally-v0",
+        "RallyDirect-v0",
         num_envs=2,
         vectorization_mode="vector_entry_point",
         render_mode="rgb_array",
@@ -96,7 +96,7 @@ def test_call_get_attr_set_attr():
 def test_pickle_and_deepcopy_after_render(kind):
     """Failed before: the renderer (pygame surfaces) travelled with the env."""
     if kind == "single":
-        env = gym.make("Rally-v0", render_mode="rgb_array")
+        env = gym.make("RallyDirect-v0", render_mode="rgb_array")
         env.reset(seed=0)
         env.step(FULL_THROTTLE)
         base = env.unwrapped

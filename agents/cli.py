@@ -1,4 +1,5 @@
-"""``rally train``, ``rally eval``, ``rally par`` and the agents' ``rally demo``.
+"""``rally train``, ``rally eval``, ``rally dataset``, ``rally par`` and the agents'
+``rally demo``.
 
 Wired into ``rally_env.cli.build_parser`` by :func:`add_subcommands`. Only argparse is imported
 here; every command imports what it needs (torch and stable-baselines3 only for training and
@@ -89,6 +90,26 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         "--replays", default=None, metavar="DIR", help="save every episode as a replay in DIR"
     )
     ev.set_defaults(func=cmd_eval)
+
+    ds = sub.add_parser(
+        "dataset",
+        help="record an agent's episodes as a Minari dataset (offline RL)",
+        description="Drive an agent on stages and save every step (observations, actions, "
+        "rewards, terminations, infos) with the env spec as a Minari dataset; "
+        "minari.load_dataset(NAME).recover_environment() rebuilds the env. Needs the minari "
+        'extra: pip install "rally-env[minari]".',
+    )
+    ds.add_argument("--agent", default="heuristic", help="as for rally eval (default heuristic)")
+    ds.add_argument("--stages", default="opener", help="comma list, 'library' or 'random:N'")
+    ds.add_argument("--episodes", type=int, default=1, help="episodes per stage (1)")
+    ds.add_argument("--seed", type=int, default=0, help="first reset seed")
+    ds.add_argument(
+        "--out", required=True, metavar="NAME", help="dataset name, e.g. rally/opener-v0"
+    )
+    ds.add_argument("--dir", default=None, help="Minari datasets root (default Minari's)")
+    ds.add_argument("--max-steps", type=int, default=None, help="cut episodes at N steps")
+    add_vehicle_args(ds)
+    ds.set_defaults(func=cmd_dataset)
 
     par = sub.add_parser(
         "par",
@@ -202,6 +223,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.video:
         for p in best_run_videos(res, args.video):
             print(f"wrote {p}")
+    return 0
+
+
+def cmd_dataset(args: argparse.Namespace) -> int:
+    from agents.dataset import record_dataset
+
+    if args.episodes < 1 or (args.max_steps is not None and args.max_steps < 1):
+        print("rally dataset: --episodes and --max-steps must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        ds = record_dataset(
+            args.agent,
+            args.stages,
+            args.episodes,
+            args.out,
+            seed=args.seed,
+            env_kwargs=vehicle_env_kwargs(args) or None,
+            data_dir=args.dir,
+            max_steps=args.max_steps,
+        )
+    except (FileNotFoundError, ValueError, ImportError) as e:
+        print(f"rally dataset: error: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"wrote Minari dataset {args.out}: {ds.total_episodes} episodes, {ds.total_steps} steps"
+        f" ({ds.storage.data_path})"
+    )
     return 0
 
 

@@ -1,0 +1,130 @@
+"""rl-zoo3 through its own command line: train a few hundred steps, enjoy, record a video."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.compat
+pytest.importorskip("rl_zoo3")
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "agents" / "configs" / "rl_zoo3" / "ppo.yml"
+SMALL = ["--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1"]
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SDL_VIDEODRIVER="dummy")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, (args, r.stdout[-3000:], r.stderr[-3000:])
+    return r
+
+
+def test_train_enjoy_record_video(tmp_path):
+    logs = tmp_path / "logs"
+    _run(
+        [
+            "rl_zoo3.train",
+            "--algo",
+            "ppo",
+            "--gym-packages",
+            "rally_env",
+            "--env",
+            "RallyDirect-v0",
+            "--conf-file",
+            str(CONF),
+            "-n",
+            "256",
+            *SMALL,
+            "-f",
+            str(logs),
+            "--eval-freq",
+            "-1",
+            "--seed",
+            "0",
+        ],
+        tmp_path,
+    )
+    run = logs / "ppo" / "RallyDirect-v0_1"
+    assert (run / "RallyDirect-v0.zip").exists()
+    assert (run / "RallyDirect-v0" / "vecnormalize.pkl").exists()
+    _run(
+        [
+            "rl_zoo3.enjoy",
+            "--algo",
+            "ppo",
+            "--gym-packages",
+            "rally_env",
+            "--env",
+            "RallyDirect-v0",
+            "-f",
+            str(logs),
+            "--exp-id",
+            "1",
+            "-n",
+            "30",
+            "--no-render",
+        ],
+        tmp_path,
+    )
+    video = tmp_path / "video"
+    _run(
+        [
+            "agents.zoo",
+            "record_video",
+            "--algo",
+            "ppo",
+            "--env",
+            "RallyDirect-v0",
+            "-f",
+            str(logs),
+            "--exp-id",
+            "1",
+            "-n",
+            "10",
+            "-o",
+            str(video),
+        ],
+        tmp_path,
+    )
+    assert list(video.glob("*.mp4"))
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_zoo_hyperparameters_are_rally_trains(algo):
+    """The shipped zoo files hold rally train's values (they cannot drift apart)."""
+    import yaml
+
+    from agents.sb3 import TRAIN_DEFAULTS, algo_defaults
+    from agents.zoo import config_path
+    from rally_env import ENV_IDS, LEGACY_ENV_IDS
+
+    doc = yaml.safe_load(config_path(algo).read_text())
+    entry = doc[f"rally_env:{ENV_IDS[0]}"]
+    for key in (ENV_IDS[0], LEGACY_ENV_IDS[0], f"rally_env:{LEGACY_ENV_IDS[0]}"):
+        assert doc[key] == entry
+    hp = algo_defaults(algo)
+    pk = hp.pop("policy_kwargs")
+    assert eval(entry["policy_kwargs"], {"dict": dict}) == pk
+    for k, v in hp.items():
+        assert entry[k] == v, k
+    assert entry["n_envs"] == TRAIN_DEFAULTS["n_envs"]
+    norm = eval(entry["normalize"])
+    assert norm == {
+        "norm_obs": TRAIN_DEFAULTS["norm_obs"],
+        "norm_reward": TRAIN_DEFAULTS["norm_reward"],
+        "clip_obs": TRAIN_DEFAULTS["clip_obs"],
+    }
+    assert entry["env_wrapper"] == ["agents.sb3.PolicyActionWrapper"]

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 #: How many seeds to try per wanted episode when several stages share one env (each reset
 #: draws its stage from the seed; episodes are kept until every stage has its share).
@@ -149,17 +148,13 @@ def record_dataset(
 
 
 def _episode(env: Any, policy: Any, seed: int, max_steps: int | None) -> None:
+    from agents.policies import act_one, reset_policy
+
     obs, _ = env.reset(seed=seed)
-    if hasattr(policy, "reset"):
-        try:
-            policy.reset(1)
-        except TypeError:
-            policy.reset()
+    reset_policy(policy)
     steps = 0
     while True:
-        a = np.asarray(policy(obs[None, :]))
-        a = a[0] if a.ndim > 1 or (a.ndim == 1 and a.shape[0] == 1) else a
-        obs, _, term, trunc, _ = env.step(a)
+        obs, _, term, trunc, _ = env.step(act_one(policy, obs))
         steps += 1
         if term or trunc or (max_steps is not None and steps >= max_steps):
             return

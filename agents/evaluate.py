@@ -242,6 +242,7 @@ def run_episode(
     max_steps: int | None = None,
 ) -> RunResult:
     """Drive one episode of ``policy`` on ``stage`` from ``reset(seed=seed)``."""
+    from agents.policies import act_one, reset_policy
     from rally_env.env import RallyEnv
     from rally_env.info import end_reason
     from rally_env.spaces import DEFAULT_LAYOUT
@@ -251,17 +252,12 @@ def run_episode(
         env = RallyEnv(stage=stage, **(env_kwargs or {}))
     dt = 1.0 / env.config.control_hz
     obs, info = env.reset(seed=int(seed))
-    if hasattr(policy, "reset"):
-        try:
-            policy.reset(1)
-        except TypeError:
-            policy.reset()
+    reset_policy(policy)
     prog, spd, offr, vf, vl, yr, grip = [], [], [], [], [], [], []
     acts = []
     steps = 0
     while True:
-        a = np.asarray(policy(obs[None, :]))
-        a = a[0] if a.ndim > 1 or (a.ndim == 1 and a.shape[0] == 1) else a
+        a = act_one(policy, obs)
         obs, _, term, trunc, info = env.step(a)
         steps += 1
         acts.append(np.asarray(a, dtype=np.float32).reshape(-1))

@@ -97,6 +97,22 @@ class SB3Policy:
         return a if np.ndim(obs) > 1 else a[0]
 
 
+def reset_policy(policy: Any, n: int = 1) -> None:
+    """Call ``policy.reset(n)`` (or ``reset()``) if the policy has one: a new episode."""
+    if hasattr(policy, "reset"):
+        try:
+            policy.reset(n)
+        except TypeError:
+            policy.reset()
+
+
+def act_one(policy: Any, obs: np.ndarray) -> np.ndarray:
+    """The action of a batched policy for one observation ``(D,)``: ``(4,)`` (or ``()``
+    for a discrete policy)."""
+    a = np.asarray(policy(obs[None, :]))
+    return a[0] if a.ndim > 1 or (a.ndim == 1 and a.shape[0] == 1) else a
+
+
 def shipped_policy_path(name: str) -> Path:
     """Path of a shipped policy (``FileNotFoundError`` when it is not in the package)."""
     p = POLICY_DIR / SHIPPED[name]

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -16,8 +11,7 @@ pytest.importorskip("h5py")
 
 from rally_env import INFO_KEYS  # noqa: E402
 from rally_env.cli import main  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.rally_env.test_replay_support import run_py  # noqa: E402
 
 
 def test_rally_dataset_writes_loads_and_recovers(tmp_path, capsys, monkeypatch):
@@ -64,16 +58,7 @@ def test_rally_dataset_writes_loads_and_recovers(tmp_path, capsys, monkeypatch):
         "obs, info = env.reset(seed=0)\n"
         "print(env.spec.id, env.unwrapped.config.stage, obs.shape)\n"
     )
-    env = dict(os.environ, MINARI_DATASETS_PATH=str(tmp_path))
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = run_py(code, env={"MINARI_DATASETS_PATH": str(tmp_path)}, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "RallyDirect-v0 ('opener', 'skidpad') (59,)" in r.stdout
 

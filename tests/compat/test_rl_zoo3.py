@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.rally_env.test_replay_support import run_py
 
 pytestmark = pytest.mark.compat
 pytest.importorskip("rl_zoo3")
@@ -15,90 +14,32 @@ pytest.importorskip("rl_zoo3")
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "agents" / "configs" / "rl_zoo3" / "ppo.yml"
 SMALL = ["--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1"]
+#: ``python -m MODULE ARGS`` in a fresh process
+RUN_MODULE = (
+    "import runpy, sys\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+)
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, SDL_VIDEODRIVER="dummy")
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, (args, r.stdout[-3000:], r.stderr[-3000:])
-    return r
+def _zoo(command: str, logs: Path, *args: str) -> None:
+    """``python -m <command words> --algo ppo --env RallyDirect-v0 -f LOGS ARGS``."""
+    common = ["--algo", "ppo", "--env", "RallyDirect-v0", "-f", str(logs), *args]
+    r = run_py(RUN_MODULE, *command.split(), *common, env={"SDL_VIDEODRIVER": "dummy"}, timeout=600)
+    assert r.returncode == 0, (command, r.stdout[-3000:], r.stderr[-3000:])
 
 
 def test_train_enjoy_record_video(tmp_path):
     logs = tmp_path / "logs"
-    _run(
-        [
-            "rl_zoo3.train",
-            "--algo",
-            "ppo",
-            "--gym-packages",
-            "rally_env",
-            "--env",
-            "RallyDirect-v0",
-            "--conf-file",
-            str(CONF),
-            "-n",
-            "256",
-            *SMALL,
-            "-f",
-            str(logs),
-            "--eval-freq",
-            "-1",
-            "--seed",
-            "0",
-        ],
-        tmp_path,
-    )
+    plain = ["--gym-packages", "rally_env"]  # what rl-zoo3's own scripts need
+    _zoo("rl_zoo3.train", logs, *plain, "--conf-file", str(CONF), "-n", "256", *SMALL,
+         "--eval-freq", "-1", "--seed", "0")  # fmt: skip
     run = logs / "ppo" / "RallyDirect-v0_1"
     assert (run / "RallyDirect-v0.zip").exists()
     assert (run / "RallyDirect-v0" / "vecnormalize.pkl").exists()
-    _run(
-        [
-            "rl_zoo3.enjoy",
-            "--algo",
-            "ppo",
-            "--gym-packages",
-            "rally_env",
-            "--env",
-            "RallyDirect-v0",
-            "-f",
-            str(logs),
-            "--exp-id",
-            "1",
-            "-n",
-            "30",
-            "--no-render",
-        ],
-        tmp_path,
-    )
+    _zoo("rl_zoo3.enjoy", logs, *plain, "--exp-id", "1", "-n", "30", "--no-render")
     video = tmp_path / "video"
-    _run(
-        [
-            "agents.zoo",
-            "record_video",
-            "--algo",
-            "ppo",
-            "--env",
-            "RallyDirect-v0",
-            "-f",
-            str(logs),
-            "--exp-id",
-            "1",
-            "-n",
-            "10",
-            "-o",
-            str(video),
-        ],
-        tmp_path,
-    )
+    _zoo("agents.zoo record_video", logs, "--exp-id", "1", "-n", "10", "-o", str(video))
     assert list(video.glob("*.mp4"))
 
 

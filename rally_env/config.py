@@ -29,12 +29,22 @@ CONTROL_HZ_CHOICES: tuple[int, ...] = tuple(h for h in range(10, 61) if 480 % h 
 RANDOM_STAGE_DEFAULTS: dict[str, Any] = {"length_m": 2000.0, "difficulty": (0.2, 0.8)}
 
 
+def _short_repr(v: Any) -> Any:
+    """``v``, or for a huge integer a short stand-in (its repr would be thousands of digits)."""
+    if isinstance(v, int) and abs(v) > 10**30:
+        return f"<an integer of {len(str(abs(v)))} digits>"
+    return v
+
+
 def _real(owner: str, name: str, v: Any, lo: float = -math.inf, hi: float = math.inf) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise ConfigError(f"{owner}.{name}", v, "must be a real number")
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # an integer beyond the float range
+        f = math.inf
     if not math.isfinite(f):
-        raise ConfigError(f"{owner}.{name}", v, "must be finite")
+        raise ConfigError(f"{owner}.{name}", _short_repr(v), "must be finite")
     if not lo <= f <= hi:
         raise ConfigError(f"{owner}.{name}", v, f"must be in [{lo}, {hi}]")
     return f
@@ -400,10 +410,10 @@ class RallyConfig:
         hz = self.control_hz
         if isinstance(hz, bool) or not isinstance(hz, (int, float, np.integer, np.floating)):
             raise ConfigError("control_hz", hz, "must be a number")
-        if float(hz) not in CONTROL_HZ_CHOICES:
+        if hz not in CONTROL_HZ_CHOICES:
             raise ConfigError(
                 "control_hz",
-                hz,
+                _short_repr(hz),
                 f"must divide the 480 Hz physics rate and lie in 10..60 Hz: one of "
                 f"{', '.join(map(str, CONTROL_HZ_CHOICES))}",
             )
@@ -537,13 +547,13 @@ def jsonable(v: Any) -> Any:
 
 def _stage_json(spec: Any, for_digest: bool) -> Any:
     import tracks
-    from tracks.io import stage_from_dict
+    from tracks.io import is_stage_name, stage_from_dict
 
     if isinstance(spec, tuple):
         return [_stage_json(s, for_digest) for s in spec]
     if isinstance(spec, tracks.Stage):
         doc = spec.to_dict()
-    elif isinstance(spec, str) and os.path.exists(spec):
+    elif isinstance(spec, str) and not is_stage_name(spec) and os.path.exists(spec):
         doc = tracks.load_stage(spec).to_dict()
     else:
         return spec  # a library name, "gen-<seed>" or "random"

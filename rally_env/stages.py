@@ -29,6 +29,7 @@ from physics.terrain import MAX_SURFACES, Terrain, TerrainSet
 from rally_env.config import RallyConfig
 from rally_env.errors import ConfigError
 from tracks import surfaces as _surf
+from tracks.io import is_stage_name
 from tracks.projection import pack_path
 
 # columns of the per-slot float table
@@ -73,7 +74,7 @@ def resolve_stage(spec: Any) -> tracks.Stage:
     if isinstance(spec, tracks.Stage):
         return spec
     key = os.fspath(spec)
-    if os.path.exists(key):
+    if not is_stage_name(key) and os.path.exists(key):  # a library name or gen-<seed> wins
         return tracks.load_stage(key)  # files may change: never cached here
     return _cached(_STAGE_CACHE, ("spec", key), lambda: tracks.load_stage(key))
 

@@ -56,7 +56,7 @@ _FEATURE_KEYS = {
     "compression": ({"kind", "s_m", "length_m", "depth_m"}, "depth_m"),
     "jump": ({"kind", "s_m", "ramp_m", "lip_m", "face_m"}, "lip_m"),
 }
-_GEN_RE = re.compile(r"^gen-(\d{1,10})$")
+_GEN_RE = re.compile(r"gen-([0-9]{1,10})")  # fullmatch: ASCII digits, no newline
 
 HEADER = (
     "rally-env stage file (format 1). Distances are metres of arc length along the\n"
@@ -218,6 +218,12 @@ def _load_library(name: str) -> Stage:
     return loads_stage(res.read_text(encoding="utf-8"), f"tracks/stages/{name}.toml")
 
 
+def is_stage_name(s: Any) -> bool:
+    """True for a library stage name or ``gen-<seed>``: names :func:`load_stage` resolves
+    without reading any path (they win over a file of the same name)."""
+    return isinstance(s, str) and (s in list_stages() or _GEN_RE.fullmatch(s) is not None)
+
+
 def load_stage(name_or_path: str | os.PathLike[str]) -> Stage:
     """Load a library stage by name, a generated stage by ``gen-<seed>``, or a TOML file.
 
@@ -237,7 +243,7 @@ def load_stage(name_or_path: str | os.PathLike[str]) -> Stage:
     s = str(name_or_path)
     if s in list_stages():
         return _load_library(s)
-    m = _GEN_RE.match(s)
+    m = _GEN_RE.fullmatch(s)
     if m:
         from tracks.generator import generate
 

@@ -121,3 +121,19 @@ def test_next_step_autoreset_returns_reset_obs_with_zero_reward():
     assert np.array_equal(obs, obs0) and rew.tolist() == [0.0, 0.0]
     assert not term.any() and not trunc.any()
     assert info["stage_time_s"].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"control_hz": 10**400}, "control_hz"),
+        ({"reward_weights": {"progress": 10**400}}, "reward_weights.progress"),
+        ({"termination": {"time_limit_s": -(10**400)}}, "termination.time_limit_s"),
+        ({"random_stage": {"length_m": 10**400}}, "random_stage.length_m"),
+        ({"randomize": {"mass": (1, 10**400)}}, "randomize.mass"),
+    ],
+)
+def test_huge_integers_are_config_errors_not_overflows(kwargs, field):
+    with pytest.raises(ConfigError) as ei:
+        RallyEnv(**kwargs)
+    assert ei.value.field == field and len(str(ei.value)) < 300

@@ -20,6 +20,7 @@ every hash and every claimed time match bit for bit.
 The package's modules, lowest first (each imports only those before it):
 
 - :mod:`~rally_env.replay.errors`: :class:`ReplayError` and its subclasses.
+- :mod:`~rally_env.replay.budgets`: :class:`Budgets`, what verifying a replay may cost.
 - :mod:`~rally_env.replay.codec`: env settings <-> JSON, the action codec.
 - :mod:`~rally_env.replay.hashing`: :func:`car_state_hash`.
 - :mod:`~rally_env.replay.format`: the :class:`Replay` record, reading and writing files.
@@ -36,7 +37,9 @@ format. Bad files raise a :class:`ReplayError` (a ``ValueError``) naming the pro
 
 from __future__ import annotations
 
+from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets, ReplayBudgetError
 from rally_env.replay.codec import (
+    ENV_KWARGS,
     MAX_STEPS,
     config_to_kwargs,
     decode_actions,
@@ -67,21 +70,25 @@ from rally_env.replay.format import (
 from rally_env.replay.ghost import GhostSet, ghost_from_replay, ghost_poses, load_any_ghost
 from rally_env.replay.hashing import car_state_hash
 from rally_env.replay.record import RecordReplay, RecordVectorReplay
-from rally_env.replay.resim import Resim
-from rally_env.replay.verify import VerifyReport, verify
+from rally_env.replay.resim import Resim, build_env
+from rally_env.replay.verify import VerifyReport, verify, verify_bytes, verify_replay
 
 __all__ = [
+    "DEFAULT_BUDGETS",
     "DEFAULT_HASH_EVERY",
     "ENV_IDS",
+    "ENV_KWARGS",
     "FORMAT",
     "FORMAT_VERSION",
     "MAX_REPLAY_BYTES",
     "MAX_STEPS",
     "SUFFIX",
+    "Budgets",
     "GhostSet",
     "RecordReplay",
     "RecordVectorReplay",
     "Replay",
+    "ReplayBudgetError",
     "ReplayError",
     "ReplayFormatError",
     "ReplayRecordError",
@@ -89,6 +96,7 @@ __all__ = [
     "ReplayVersionError",
     "Resim",
     "VerifyReport",
+    "build_env",
     "car_state_hash",
     "config_to_kwargs",
     "decode_actions",
@@ -103,4 +111,6 @@ __all__ = [
     "replay_from_dict",
     "save_replay",
     "verify",
+    "verify_bytes",
+    "verify_replay",
 ]

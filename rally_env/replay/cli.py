@@ -10,11 +10,12 @@ import math
 import sys
 from typing import Any
 
+from rally_env.replay.budgets import DEFAULT_BUDGETS
 from rally_env.replay.errors import ReplayError
-from rally_env.replay.format import load_replay
+from rally_env.replay.format import load_replay, read_regular_file
 from rally_env.replay.ghost import load_any_ghost
 from rally_env.replay.resim import Resim
-from rally_env.replay.verify import verify
+from rally_env.replay.verify import unusable, verify_bytes, verify_replay
 
 
 def add_subcommands(subparsers: Any) -> None:
@@ -24,7 +25,8 @@ def add_subcommands(subparsers: Any) -> None:
         help="re-simulate a replay and accept or reject its claimed time",
         description="Re-simulates FILE from its own contents; exit code 0 if every state "
         "hash, the end reason, the finish time and the checkpoint times match, 1 if it is "
-        "rejected, 2 if the file is unusable.",
+        "rejected, 2 if the file is unusable (unreadable, malformed or over a budget: "
+        "docs/replays.md).",
     )
     p.add_argument("file", help="replay file (.rrp.json.gz or .json)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -54,13 +56,27 @@ def add_subcommands(subparsers: Any) -> None:
     s = sub.add_parser("show", help="print the verified best times of a stage")
     s.add_argument("--stage", required=True, help="stage name, e.g. opener")
     s.add_argument("--db", help="database file")
-    s.add_argument("--limit", type=int, default=10, help="entries per class (default 10)")
+    s.add_argument(
+        "--limit", type=_positive_int, default=10, help="entries per class, >= 1 (default 10)"
+    )
     s.add_argument("--rules", choices=("all", "standard"), default="all")
     s.add_argument(
         "--all-versions", action="store_true", help="include runs on other stage versions"
     )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_cmd_lb_show)
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
 
 
 def _err(msg: str) -> int:
@@ -70,30 +86,42 @@ def _err(msg: str) -> int:
 
 def _cmd_verify(args: Any) -> int:
     try:
-        rep = verify(args.file)
+        data = read_regular_file(args.file, DEFAULT_BUDGETS.max_file_bytes, "replay")
     except ReplayError as e:
-        if args.json:
-            print(json.dumps({"accepted": False, "reason": "bad_replay", "message": str(e)}))
-            return 2
-        return _err(str(e))
+        rep = unusable(e)
+    else:
+        rep = verify_bytes(data, where=args.file)
     if args.json:
         print(json.dumps(rep.to_dict(), indent=2))
+    elif rep.status == "unusable":
+        _err(rep.message)
     elif rep.accepted:
         print(f"ACCEPTED  {rep.message} (re-simulated in {rep.elapsed_s:.3f} s)")
     else:
         where = f" at step {rep.step}" if rep.step is not None else ""
         print(f"REJECTED{where}: {rep.reason}: {rep.message}")
         if rep.expected is not None or rep.got is not None:
-            print(f"  expected {rep.expected!r}\n  got      {rep.got!r}")
-    return 0 if rep.accepted else 1
+            print(f"  expected {_short(rep.expected)}\n  got      {_short(rep.got)}")
+    return rep.exit_code
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 200 else r[:197] + "..."
 
 
 def _cmd_replay(args: Any) -> int:
+    from rally_env.paths import check_output_file
+
     try:
+        if args.video is not None:
+            check_output_file(args.video, "--video", (".mp4", ".gif"))
+        if args.width < 16 or args.height < 16:
+            raise ValueError(f"--width/--height must be >= 16 px, got {args.width}x{args.height}")
         replay = load_replay(args.file)
         ghosts = [load_any_ghost(g) for g in args.ghost]
         sim = Resim(replay)
-    except ValueError as e:  # ReplayError, GhostFileError: a message naming the file
+    except ValueError as e:  # ReplayError, GhostFileError, OutputPathError: names the file
         return _err(str(e))
     hz = replay.control_hz
     if args.text or (args.video is None and not _can_show()):
@@ -111,9 +139,12 @@ def _cmd_replay(args: Any) -> int:
             if isinstance(e, DependencyNotInstalled):
                 return _err(str(e))
             raise
-    rep = verify(replay)
+    try:
+        rep = verify_replay(replay)
+    except ReplayError as e:
+        rep = unusable(e)
     print(("ACCEPTED  " if rep.accepted else f"REJECTED ({rep.reason})  ") + rep.message)
-    return 0 if rep.accepted else 1
+    return rep.exit_code
 
 
 def _can_show() -> bool:
@@ -170,7 +201,7 @@ def _show_run(sim: Resim, hz: int, args: Any, ghosts: list[Any]) -> None:
 
 
 def _cmd_lb_add(args: Any) -> int:
-    from rally_env.replay.leaderboard import Leaderboard, LeaderboardError
+    from rally_env.replay.leaderboard import Leaderboard, LeaderboardError, printable
 
     try:
         lb = Leaderboard(args.db)
@@ -186,13 +217,14 @@ def _cmd_lb_add(args: Any) -> int:
                 status = max(status, 1)
                 out.append({"file": f, "added": False, "reason": e.reason, "message": str(e)})
                 if not args.json:
-                    print(f"REFUSED  {f}: {e}")
+                    print(f"REFUSED  {printable(f)}: {printable(str(e))}")
                 continue
             out.append({"file": f, "added": True, **entry.to_dict()})
             if not args.json:
+                rules = "standard rules" if entry.standard else "rules " + entry.rules
                 print(
-                    f"ADDED    {f}: {entry.stage} {entry.finish_time_s:.3f} s, rank {entry.rank}"
-                    f" ({'standard rules' if entry.standard else 'rules ' + entry.rules})"
+                    f"ADDED    {printable(f)}: {printable(entry.stage)} "
+                    f"{entry.finish_time_s:.3f} s, rank {entry.rank} ({rules})"
                 )
     if args.json:
         print(json.dumps(out, indent=2))

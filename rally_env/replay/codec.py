@@ -9,26 +9,47 @@ little-endian bytes, so they round-trip bit for bit.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import zlib
 from typing import Any
 
 import numpy as np
 
 from rally_env.config import config_to_kwargs, jsonable
+from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets, ReplayBudgetError, check_stage_doc
 from rally_env.replay.errors import ReplayFormatError, ReplayTooLargeError
 
 __all__ = [
+    "ENV_KWARGS",
     "MAX_STEPS",
     "config_to_kwargs",
     "decode_actions",
     "encode_actions",
     "jsonable",
     "kwargs_to_env_args",
+    "parse_stage_spec",
     "stage_kind",
 ]
 
-#: Longest action sequence accepted (control steps): 24 h at 60 Hz.
+#: Longest action sequence the format can hold (control steps): 24 h at 60 Hz. What a verifier
+#: accepts is far less (:class:`~rally_env.replay.budgets.Budgets`).
 MAX_STEPS = 60 * 3600 * 24
+
+#: The constructor arguments a replay may carry: exactly those that shape a run (never
+#: ``render_mode``). A verifier builds its env from these and nothing else.
+ENV_KWARGS = (
+    "stage",
+    "vehicle",
+    "control_hz",
+    "reward_weights",
+    "termination",
+    "randomize",
+    "random_stage",
+    "discrete_actions",
+    "version",
+    "planet",
+)
+_NOT_A_PATH = "(stage files are embedded in replays, never read from a path)"
 
 
 def _tuples(v: Any) -> Any:
@@ -37,88 +58,131 @@ def _tuples(v: Any) -> Any:
     return v
 
 
-def _vehicle_from_json_v1(veh: dict[str, Any]) -> dict[str, Any]:
-    out = dict(veh)
-    t = out.get("tires")
-    if isinstance(t, dict):
-        from physics.curves import tire_set
+def _fail(where: str, what: str) -> ReplayFormatError:
+    return ReplayFormatError(f"env_kwargs.{where} {what}")
 
-        try:
-            out["tires"] = tire_set(t["tire_set"])
-        except Exception as e:
-            raise ReplayFormatError(f"env_kwargs.vehicle.tires is invalid: {e}") from None
-    d = out.get("drivetrain")
-    if isinstance(d, dict):
-        from physics.drivetrain import Drivetrain
 
-        try:
-            out["drivetrain"] = Drivetrain(**{k: _tuples(x) for k, x in d["drivetrain"].items()})
-        except Exception as e:
-            raise ReplayFormatError(f"env_kwargs.vehicle.drivetrain is invalid: {e}") from None
-    for k in ("direction",):
-        if k in out:
-            out[k] = _tuples(out[k])
+def _stage_name(v: str, where: str) -> str:
+    from tracks.io import is_stage_name
+
+    if is_stage_name(v):
+        return v
+    raise _fail(where, f"{v[:80]!r} is not a library stage, 'gen-<seed>' or 'random' {_NOT_A_PATH}")
+
+
+def _embedded_stage(v: dict[str, Any], where: str, budgets: Budgets) -> Any:
+    from tracks.io import stage_from_dict
+
+    if set(v) != {"embedded"} or not isinstance(v["embedded"], dict):
+        raise _fail(where, "must be a stage name or {'embedded': {...}} (an embedded stage)")
+    check_stage_doc(v["embedded"], f"env_kwargs.{where}.embedded", budgets)
+    try:
+        return stage_from_dict(v["embedded"], "<replay>")
+    except (ValueError, TypeError, OverflowError, RecursionError) as e:
+        raise _fail(where, f"is not a valid stage: {e}") from None
+
+
+def parse_stage_spec(v: Any, budgets: Budgets) -> Any:
+    """``env_kwargs.stage`` as a ``RallyEnv`` stage argument: a library name, ``gen-<seed>``,
+    ``random``, an embedded stage (built here) or a flat list of those but ``random``."""
+    if isinstance(v, str):
+        return v if v == "random" else _stage_name(v, "stage")
+    if isinstance(v, dict):
+        return _embedded_stage(v, "stage", budgets)
+    if not isinstance(v, list):
+        raise _fail("stage", f"must be a string, an object or a list, not {type(v).__name__}")
+    if not v:
+        raise _fail("stage", "is an empty list")
+    if len(v) > budgets.max_stage_list:
+        raise ReplayBudgetError(
+            f"env_kwargs.stage: a list of {len(v)} stages exceeds the budget of "
+            f"{budgets.max_stage_list}"
+        )
+    out = []
+    for i, x in enumerate(v):
+        if isinstance(x, str) and x != "random":
+            out.append(_stage_name(x, f"stage[{i}]"))
+        elif isinstance(x, dict):
+            out.append(_embedded_stage(x, f"stage[{i}]", budgets))
+        else:
+            raise _fail(f"stage[{i}]", "must be a stage name or an embedded stage")
     return out
 
 
-def _stage_spec_from_json(v: Any) -> Any:
-    if isinstance(v, list):
-        return [_stage_spec_from_json(x) for x in v]
-    if isinstance(v, dict):
-        if set(v) != {"embedded"} or not isinstance(v["embedded"], dict):
-            raise ReplayFormatError(
-                "env_kwargs.stage: an embedded stage must be {'embedded': {...}}"
-            )
-        from tracks.io import stage_from_dict
+def _vehicle_parts(veh: dict[str, Any]) -> dict[str, Any]:
+    """The nested parts of a vehicle's JSON form (wheels, tire set, drivetrain) as objects."""
+    import physics
+    from physics.curves import tire_set
+    from physics.drivetrain import Drivetrain
 
+    names = {f.name for f in dataclasses.fields(physics.VehicleParams)}
+    for k in veh:
+        if k not in names:
+            raise _fail(f"vehicle.{k}", "is not a vehicle parameter")
+    out = dict(veh)
+    t = out.get("tires")
+    if isinstance(t, dict):
+        if set(t) != {"tire_set"} or not isinstance(t["tire_set"], str):
+            raise _fail("vehicle.tires", "must be {'tire_set': NAME}")
         try:
-            return stage_from_dict(v["embedded"], "<replay>")
-        except Exception as e:
-            raise ReplayFormatError(
-                f"env_kwargs.stage: the embedded stage is invalid: {e}"
-            ) from None
-    if isinstance(v, str):
-        import tracks
+            out["tires"] = tire_set(t["tire_set"])
+        except (KeyError, ValueError) as e:
+            raise _fail("vehicle.tires", f"is invalid: {e}") from None
+    d = out.get("drivetrain")
+    if isinstance(d, dict):
+        if set(d) != {"drivetrain"} or not isinstance(d["drivetrain"], dict):
+            raise _fail("vehicle.drivetrain", "must be {'drivetrain': {...}}")
+        try:
+            out["drivetrain"] = Drivetrain(**{k: _tuples(x) for k, x in d["drivetrain"].items()})
+        except (ValueError, TypeError) as e:
+            raise _fail("vehicle.drivetrain", f"is invalid: {e}") from None
+    if "wheels" in out:
+        w = out["wheels"]
+        if not isinstance(w, list) or not all(isinstance(x, dict) for x in w):
+            raise _fail("vehicle.wheels", "must be a list of objects")
+        wcls = type(physics.ROVER.wheels[0])
+        try:
+            out["wheels"] = tuple(wcls(**{k: _tuples(x) for k, x in e.items()}) for e in w)
+        except (ValueError, TypeError) as e:
+            raise _fail("vehicle.wheels", f"is invalid: {e}") from None
+    for k, x in out.items():
+        if isinstance(x, list):
+            out[k] = _tuples(x)
+    return out
 
-        if v != "random" and not v.startswith("gen-") and v not in tracks.list_stages():
-            # never read a path named by a file: stage files are embedded when recording
-            raise ReplayFormatError(
-                f"env_kwargs.stage {v!r} is not a library stage, 'gen-<seed>' or 'random' "
-                "(stage files are embedded in replays, never read from a path)"
-            )
-        return v
-    raise ReplayFormatError(f"env_kwargs.stage has the wrong type ({type(v).__name__})")
 
+def kwargs_to_env_args(kw: Any, budgets: Budgets | None = None) -> dict[str, Any]:
+    """``RallyEnv`` constructor arguments from a replay's ``env_kwargs``
+    (:func:`config_to_kwargs` output), from the whitelist :data:`ENV_KWARGS` only.
 
-def kwargs_to_env_args(kw: dict[str, Any]) -> dict[str, Any]:
-    """RallyEnv constructor arguments from :func:`config_to_kwargs` output."""
+    Stage names are library names, ``gen-<seed>`` or ``random``: nothing here (nor in the env
+    built from the result) opens a file a replay names. Embedded stages are built here, after
+    their size is checked against ``budgets``.
+
+    Raises:
+        ReplayFormatError: an unknown or malformed argument (names it).
+        ReplayBudgetError: a stage list or an embedded stage over ``budgets``.
+    """
+    budgets = DEFAULT_BUDGETS if budgets is None else budgets
+    if not isinstance(kw, dict):
+        raise ReplayFormatError("env_kwargs must be an object")
+    for k in kw:
+        if k not in ENV_KWARGS:
+            known = ", ".join(ENV_KWARGS)
+            raise _fail(str(k)[:40], f"is not a setting a replay may carry ({known})")
     out = dict(kw)
-    out["stage"] = _stage_spec_from_json(kw.get("stage", "opener"))
+    out["stage"] = parse_stage_spec(kw.get("stage", "opener"), budgets)
     veh = kw.get("vehicle", "rover")
-    if isinstance(veh, dict) and kw.get("version", 0) != 0:
-        veh = _vehicle_from_json_v1(veh)
-        out["vehicle"] = veh
-    if isinstance(veh, dict) and "wheels" in veh:
-        from physics import ROVER
-
-        wcls = type(ROVER.wheels[0])
-        try:
-            veh = dict(veh)
-            veh["wheels"] = tuple(
-                wcls(**{k: _tuples(x) for k, x in w.items()}) for w in veh["wheels"]
-            )
-        except Exception as e:
-            raise ReplayFormatError(f"env_kwargs.vehicle.wheels is invalid: {e}") from None
-        out["vehicle"] = veh
-    if isinstance(out.get("random_stage"), dict) and isinstance(
-        out["random_stage"].get("difficulty"), list
-    ):
-        out["random_stage"] = dict(out["random_stage"])
-        out["random_stage"]["difficulty"] = tuple(out["random_stage"]["difficulty"])
-    if isinstance(out.get("randomize"), dict):
-        out["randomize"] = {
-            k: tuple(x) if isinstance(x, list) else x for k, x in out["randomize"].items()
-        }
+    if isinstance(veh, dict):
+        out["vehicle"] = _vehicle_parts(veh)
+    elif not isinstance(veh, str):
+        raise _fail("vehicle", f"must be a name or an object, not {type(veh).__name__}")
+    for key in ("reward_weights", "termination", "randomize", "random_stage"):
+        v = out.get(key)
+        if v is not None and not isinstance(v, dict):
+            raise _fail(key, f"must be an object or null, not {type(v).__name__}")
+        if isinstance(v, dict):
+            out[key] = {str(k): _tuples(x) for k, x in v.items()}
     return out
 
 
@@ -147,12 +211,15 @@ def encode_actions(actions: np.ndarray) -> dict[str, Any]:
     }
 
 
-def decode_actions(d: Any, where: str = "actions") -> np.ndarray:
+def decode_actions(d: Any, where: str = "actions", steps: int | None = None) -> np.ndarray:
+    """The actions of :func:`encode_actions`'s form, checked before anything is decompressed
+    (``steps``: the claimed count the shape must have)."""
     if not isinstance(d, dict):
         raise ReplayFormatError(f"{where} must be an object with dtype, shape, encoding, data")
     missing = [k for k in ("dtype", "shape", "encoding", "data") if k not in d]
-    if missing:
-        raise ReplayFormatError(f"{where} is missing {', '.join(missing)}")
+    if missing or len(d) != 4:
+        what = f"is missing {', '.join(missing)}" if missing else "has unknown fields"
+        raise ReplayFormatError(f"{where} {what}")
     dt, shape, enc, data = d["dtype"], d["shape"], d["encoding"], d["data"]
     if dt not in ("<f4", "<i4"):
         raise ReplayFormatError(f"{where}.dtype {dt!r} is not '<f4' (float32) or '<i4' (int32)")
@@ -168,6 +235,10 @@ def decode_actions(d: Any, where: str = "actions") -> np.ndarray:
         )
     if shape[0] > MAX_STEPS:
         raise ReplayTooLargeError(f"{where}: {shape[0]} steps exceed the limit of {MAX_STEPS}")
+    if steps is not None and shape[0] != steps:
+        raise ReplayFormatError(
+            f"{where}: field 'steps' is {steps} but the actions' shape holds {shape[0]} steps"
+        )
     if enc not in ("zlib+base64", "base64"):
         raise ReplayFormatError(f"{where}.encoding {enc!r} is not 'zlib+base64' or 'base64'")
     if not isinstance(data, str):

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,15 @@ import numpy as np
 
 from physics import layout as L
 from rally_env import kernels as K
+from rally_env.config import CONTROL_HZ_CHOICES
+from rally_env.replay.budgets import (
+    DEFAULT_BUDGETS,
+    Budgets,
+    ReplayBudgetError,
+    bad_value,
+    check_json_text,
+    check_run,
+)
 from rally_env.replay.codec import decode_actions, encode_actions
 from rally_env.replay.errors import (
     ReplayError,
@@ -34,7 +44,8 @@ from rally_env.replay.errors import (
 FORMAT = "rally-replay"
 #: Version of the replay file format this code writes and reads.
 FORMAT_VERSION = 1
-#: Largest replay accepted (decompressed bytes): 32 MiB.
+#: Largest replay accepted by default (bytes, also after gzip): 32 MiB
+#: (:attr:`Budgets.max_json_bytes`).
 MAX_REPLAY_BYTES = 32 * 1024 * 1024
 #: Default: a state hash every this many control steps (1 s at 20 Hz).
 DEFAULT_HASH_EVERY = 20
@@ -193,56 +204,94 @@ save_replay = Replay.save
 
 
 # ----------------------------------------------------------------------------------- loading
-def _read_limited(path: Path) -> bytes:
+def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes.
+
+    Opened without blocking and checked with ``fstat`` before reading, so a FIFO, a device
+    (``/dev/zero``), a directory or a socket is refused at once instead of hanging or reading
+    without end.
+
+    Raises:
+        ReplayError: not a regular file, or unreadable (names the path).
+        ReplayTooLargeError: larger than ``limit``.
+    """
+    p = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            if head == b"\x1f\x8b":
-                try:
-                    with gzip.GzipFile(fileobj=f) as g:
-                        data = g.read(MAX_REPLAY_BYTES + 1)
-                except (OSError, EOFError, zlib.error) as e:
-                    raise ReplayFormatError(
-                        f"{path}: truncated or corrupt gzip data ({e})"
-                    ) from None
-            else:
-                data = f.read(MAX_REPLAY_BYTES + 1)
-    except ReplayError:
-        raise
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
-        raise ReplayError(f"{path}: cannot read the file ({e.strerror or e})") from None
-    if len(data) > MAX_REPLAY_BYTES:
-        raise ReplayTooLargeError(
-            f"{path}: larger than the {MAX_REPLAY_BYTES // (1024 * 1024)} MiB replay limit"
-        )
+        raise ReplayError(f"{p}: cannot read the {what} ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ReplayError(f"{p}: not a regular file (a directory, FIFO or device)")
+        if st.st_size > limit:
+            raise ReplayTooLargeError(
+                f"{p}: {st.st_size} bytes, larger than the {limit // (1024 * 1024)} MiB "
+                "replay limit"
+            )
+        chunks, n = [], 0
+        while n <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - n))
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+    except OSError as e:
+        raise ReplayError(f"{p}: cannot read the {what} ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise ReplayTooLargeError(f"{p}: larger than the {limit // (1024 * 1024)} MiB replay limit")
     return data
 
 
-def load_replay(path: str | os.PathLike[str]) -> Replay:
+def load_replay(path: str | os.PathLike[str], budgets: Budgets | None = None) -> Replay:
     """Read and validate a replay file (gzip or plain JSON).
 
+    Args:
+        path: the file (a regular file: FIFOs and devices are refused).
+        budgets: limits on size and claimed work (default :data:`DEFAULT_BUDGETS`).
+
     Raises:
-        ReplayError: (or a subclass) naming the file and the problem: unreadable, too large,
-            truncated, not JSON, not a replay, another format version, a field missing or
-            malformed.
+        ReplayError: (or a subclass) naming the file and the problem: unreadable, not a
+            regular file, too large or over a budget, truncated, not JSON, not a replay,
+            another format version, a field missing or malformed.
     """
-    p = Path(path)
-    data = _read_limited(p)
-    return replay_from_bytes(data, str(p))
+    budgets = DEFAULT_BUDGETS if budgets is None else budgets
+    data = read_regular_file(path, budgets.max_file_bytes, "replay")
+    return replay_from_bytes(data, os.fspath(path), budgets)
 
 
-def replay_from_bytes(data: bytes, where: str = "<replay>") -> Replay:
-    if len(data) > MAX_REPLAY_BYTES:
-        raise ReplayTooLargeError(f"{where}: larger than the replay limit")
+def _gunzip(data: bytes, where: str, limit: int) -> bytes:
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as g:
+            out = g.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as e:
+        raise ReplayFormatError(f"{where}: truncated or corrupt gzip data ({e})") from None
+    if len(out) > limit:
+        raise ReplayTooLargeError(
+            f"{where}: larger than the {limit // (1024 * 1024)} MiB replay limit (decompressed)"
+        )
+    return out
+
+
+def parse_json(data: bytes, where: str, budgets: Budgets | None = None) -> Any:
+    """The JSON document of a replay's bytes (gzip or not), within ``budgets``.
+
+    Raises:
+        ReplayTooLargeError: too large, or (:class:`ReplayBudgetError`) too many JSON values.
+        ReplayFormatError: not gzip/UTF-8/JSON, a NaN or infinity, a number out of range or
+            nesting too deep.
+    """
+    budgets = DEFAULT_BUDGETS if budgets is None else budgets
+    if len(data) > budgets.max_file_bytes:
+        raise ReplayTooLargeError(
+            f"{where}: larger than the {budgets.max_file_bytes // (1024 * 1024)} MiB replay limit"
+        )
     if data[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as g:
-                data = g.read(MAX_REPLAY_BYTES + 1)
-        except (OSError, EOFError, zlib.error) as e:
-            raise ReplayFormatError(f"{where}: truncated or corrupt gzip data ({e})") from None
-        if len(data) > MAX_REPLAY_BYTES:
-            raise ReplayTooLargeError(f"{where}: larger than the replay limit")
+        data = _gunzip(data, where, budgets.max_json_bytes)
+    check_json_text(data, where, budgets)
     if not data.strip():
         raise ReplayFormatError(f"{where}: the file is empty")
     try:
@@ -257,22 +306,50 @@ def replay_from_bytes(data: bytes, where: str = "<replay>") -> Replay:
         raise ReplayFormatError(
             f"{where}: {what} JSON (line {e.lineno}, column {e.colno}: {e.msg})"
         ) from None
-    except ValueError as e:
-        raise ReplayFormatError(f"{where}: {e}") from None
+    except ValueError as e:  # a constant, or an integer of more than 4300 digits
+        raise ReplayFormatError(f"{where}: {str(e)[:200]}") from None
     except RecursionError:
         raise ReplayFormatError(f"{where}: JSON nested too deeply") from None
-    return replay_from_dict(doc, where)
+    bad = bad_value(doc)
+    if bad is not None:
+        raise ReplayFormatError(f"{where}: field {bad} is not something a replay holds")
+    return doc
+
+
+def replay_from_bytes(
+    data: bytes, where: str = "<replay>", budgets: Budgets | None = None
+) -> Replay:
+    """Parse and validate a replay from its bytes (gzip or plain JSON); see
+    :func:`load_replay`."""
+    return replay_from_dict(parse_json(data, where, budgets), where, budgets)
 
 
 def _no_constants(name: str) -> Any:
     raise ValueError(f"JSON constant {name} is not allowed in a replay")
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_hash(h: Any) -> bool:
+    return isinstance(h, str) and len(h) == 32 and all(c in "0123456789abcdef" for c in h)
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def _field(doc: dict, key: str, kind: Any, where: str, what: str) -> Any:
     v = doc[key]
     ok = isinstance(v, kind) and not (isinstance(v, bool) and kind in (int, (int, float)))
     if not ok:
-        raise ReplayFormatError(f"{where}: field {key!r} must be {what}, got {v!r:.60}")
+        raise ReplayFormatError(f"{where}: field {key!r} must be {what}, got {_short(v)}")
     return v
 
 
@@ -293,50 +370,151 @@ _REQUIRED = (
     "final_hash",
     "result",
 )
+_OPTIONAL = ("format", "package_version", "physics_layout_version", "meta")
+RESULT_KEYS = (
+    "end_reason",
+    "terminated",
+    "truncated",
+    "stage_time_s",
+    "finish_time_s",
+    "checkpoint_times_s",
+)
+STAGE_KINDS = ("library", "generated", "random", "list", "embedded")
+#: ``meta`` keys the recorders write; each must be a string.
+META_STRINGS = ("player", "created_utc", "recorder", "agent")
 
 
-def _is_hash(h: Any) -> bool:
-    return isinstance(h, str) and len(h) == 32 and all(c in "0123456789abcdef" for c in h)
-
-
-def replay_from_dict(doc: Any, where: str = "<replay>") -> Replay:
-    """Validate a decoded replay document and build the :class:`Replay`."""
+def _check_header(doc: Any, where: str) -> None:
     if not isinstance(doc, dict):
         raise ReplayFormatError(f"{where}: not a rally replay (top level is not a JSON object)")
     if doc.get("format") != FORMAT:
         raise ReplayFormatError(
-            f"{where}: not a rally replay (field 'format' is {doc.get('format')!r}, "
+            f"{where}: not a rally replay (field 'format' is {_short(doc.get('format'))}, "
             f"expected {FORMAT!r})"
         )
     ver = doc.get("format_version")
-    if ver != FORMAT_VERSION:
+    if not _is_int(ver) or ver != FORMAT_VERSION:
         raise ReplayVersionError(
-            f"{where}: replay format version {ver!r} is not supported "
+            f"{where}: replay format version {_short(ver)} is not supported "
             f"(this rally-env {package_version()} reads version {FORMAT_VERSION})"
         )
     missing = [k for k in _REQUIRED if k not in doc]
     if missing:
         raise ReplayFormatError(f"{where}: missing field(s) {', '.join(missing)}")
+    extra = [str(k)[:40] for k in doc if k not in _REQUIRED and k not in _OPTIONAL]
+    if extra:
+        raise ReplayFormatError(f"{where}: unknown field(s) {', '.join(extra)}")
     lv = doc.get("physics_layout_version", L.LAYOUT_VERSION)
-    if lv != L.LAYOUT_VERSION:
+    if not _is_int(lv) or lv != L.LAYOUT_VERSION:
         raise ReplayVersionError(
-            f"{where}: recorded with physics layout v{lv!r}, this physics is v{L.LAYOUT_VERSION}"
+            f"{where}: recorded with physics layout v{_short(lv)}, this physics is "
+            f"v{L.LAYOUT_VERSION}"
         )
     env_id = _field(doc, "env_id", str, where, "a string")
     if env_id not in ENV_IDS:
-        raise ReplayFormatError(f"{where}: unknown env_id {env_id!r} (known: {', '.join(ENV_IDS)})")
-    kw = _field(doc, "env_kwargs", dict, where, "an object")
+        raise ReplayFormatError(
+            f"{where}: unknown env_id {_short(env_id)} (known: {', '.join(ENV_IDS)})"
+        )
+    pv = doc.get("package_version", "unknown")
+    if not isinstance(pv, str) or len(pv) > 100:
+        raise ReplayFormatError(f"{where}: field 'package_version' must be a short string")
     for k in ("config_digest", "vehicle_digest", "initial_hash", "final_hash"):
         if not _is_hash(doc[k]):
             raise ReplayFormatError(f"{where}: field {k!r} must be a 32-digit hex digest")
-    stage = _field(doc, "stage", dict, where, "an object")
-    if not isinstance(stage.get("name"), str) or not _is_hash(stage.get("digest")):
-        raise ReplayFormatError(f"{where}: field 'stage' must have a 'name' and a hex 'digest'")
+
+
+def _check_stage_claim(stage: Any, where: str) -> dict[str, Any]:
+    if (
+        not isinstance(stage, dict)
+        or set(stage) - {"name", "digest", "kind"}
+        or not isinstance(stage.get("name"), str)
+        or not 0 < len(stage["name"]) <= 200
+        or not _is_hash(stage.get("digest"))
+        or stage.get("kind", "library") not in STAGE_KINDS
+    ):
+        raise ReplayFormatError(
+            f"{where}: field 'stage' must be {{'name', 'digest', 'kind'}} with a name, a hex "
+            f"digest and a kind ({', '.join(STAGE_KINDS)})"
+        )
+    return stage
+
+
+def _check_result(res: Any, where: str) -> tuple[str, Any, list[Any], float, bool, bool]:
+    if not isinstance(res, dict):
+        raise ReplayFormatError(f"{where}: field 'result' must be an object")
+    keys = RESULT_KEYS
+    extra = [str(k)[:40] for k in res if k not in keys]
+    missing = [k for k in keys if k not in res]
+    if extra or missing:
+        what = f"unknown {', '.join(extra)}" if extra else f"missing {', '.join(missing)}"
+        raise ReplayFormatError(f"{where}: result fields: {what}")
+    end = res.get("end_reason", "")
+    if not isinstance(end, str) or (end and end not in K.END_REASONS):
+        raise ReplayFormatError(
+            f"{where}: result.end_reason {_short(end)} is not a known end reason"
+        )
+    ft = res.get("finish_time_s")
+    if ft is not None and (not _is_num(ft) or ft < 0):
+        raise ReplayFormatError(f"{where}: result.finish_time_s must be a number >= 0 or null")
+    cps = res.get("checkpoint_times_s", [])
+    if not isinstance(cps, list) or not all(c is None or (_is_num(c) and c >= 0) for c in cps):
+        raise ReplayFormatError(f"{where}: result.checkpoint_times_s must be a list of numbers")
+    st = res.get("stage_time_s", 0.0)
+    if not _is_num(st) or st < 0:
+        raise ReplayFormatError(f"{where}: result.stage_time_s must be a number >= 0")
+    term, trunc = res.get("terminated", False), res.get("truncated", False)
+    if not isinstance(term, bool) or not isinstance(trunc, bool):
+        raise ReplayFormatError(f"{where}: result.terminated / truncated must be true or false")
+    # the claims must agree with each other (the re-simulation checks them against the run)
+    want = (end not in ("", "time_limit"), end == "time_limit")
+    if (term, trunc) != want or (ft is not None) != (end == "finished"):
+        raise ReplayFormatError(
+            f"{where}: result is inconsistent: end_reason {end!r} with terminated={term}, "
+            f"truncated={trunc}, finish_time_s={_short(ft)}"
+        )
+    return end, ft, cps, float(st), term, trunc
+
+
+def _check_meta(meta: Any, where: str, budgets: Budgets) -> dict[str, Any]:
+    if not isinstance(meta, dict):
+        raise ReplayFormatError(f"{where}: field 'meta' must be an object")
+    size = len(json.dumps(meta))
+    if size > budgets.max_meta_bytes:
+        raise ReplayBudgetError(
+            f"{where}: field 'meta' is {size} bytes, over the budget of {budgets.max_meta_bytes}"
+        )
+    for k, v in meta.items():
+        if isinstance(v, (dict, list)) or (k in META_STRINGS and not isinstance(v, str)):
+            kind = "a string" if k in META_STRINGS else "a string, number, true/false or null"
+            raise ReplayFormatError(f"{where}: meta.{str(k)[:40]} must be {kind}")
+    return meta
+
+
+def replay_from_dict(doc: Any, where: str = "<replay>", budgets: Budgets | None = None) -> Replay:
+    """Validate a decoded replay document and build the :class:`Replay`.
+
+    Every field is checked for type, range and consistency (the claims among themselves:
+    steps and actions, hashes and ``hash_every``, the end reason and the times), and the
+    claimed work against ``budgets``. Nothing is built from the settings here.
+    """
+    budgets = DEFAULT_BUDGETS if budgets is None else budgets
+    _check_header(doc, where)
+    kw = _field(doc, "env_kwargs", dict, where, "an object")
+    stage = _check_stage_claim(doc["stage"], where)
     hz = _field(doc, "control_hz", int, where, "an integer")
+    if hz not in CONTROL_HZ_CHOICES or kw.get("control_hz", 20) != hz:
+        raise ReplayFormatError(
+            f"{where}: field 'control_hz' {hz} must be one of {CONTROL_HZ_CHOICES} and equal "
+            "env_kwargs.control_hz"
+        )
     reset = _field(doc, "reset", dict, where, "an object")
     _check_reset(reset, where)
     steps = _field(doc, "steps", int, where, "an integer")
-    actions = decode_actions(doc["actions"], f"{where}: actions")
+    every = _field(doc, "hash_every", int, where, "an integer")
+    if steps < 0 or every < 1:
+        raise ReplayFormatError(f"{where}: 'steps' must be >= 0 and 'hash_every' >= 1")
+    check_run(steps, hz, every, where, budgets)
+    actions = decode_actions(doc["actions"], f"{where}: actions", steps)
     if steps != actions.shape[0]:
         raise ReplayFormatError(
             f"{where}: field 'steps' is {steps} but the actions hold {actions.shape[0]} steps"
@@ -344,9 +522,6 @@ def replay_from_dict(doc: Any, where: str = "<replay>") -> Replay:
     if actions.dtype.kind == "f" and not np.isfinite(actions).all():
         bad = int(np.flatnonzero(~np.isfinite(actions).all(axis=1))[0])
         raise ReplayFormatError(f"{where}: action {bad} is not finite")
-    every = _field(doc, "hash_every", int, where, "an integer")
-    if every < 1:
-        raise ReplayFormatError(f"{where}: field 'hash_every' must be >= 1, got {every}")
     hashes = _field(doc, "hashes", list, where, "a list")
     if len(hashes) != steps // every:
         raise ReplayFormatError(
@@ -356,24 +531,8 @@ def replay_from_dict(doc: Any, where: str = "<replay>") -> Replay:
     for i, h in enumerate(hashes):
         if not _is_hash(h):
             raise ReplayFormatError(f"{where}: hashes[{i}] is not a 32-digit hex digest")
-    res = _field(doc, "result", dict, where, "an object")
-    end = res.get("end_reason", "")
-    if not isinstance(end, str) or (end and end not in K.END_REASONS):
-        raise ReplayFormatError(f"{where}: result.end_reason {end!r} is not a known end reason")
-    ft = res.get("finish_time_s")
-    if ft is not None and (
-        isinstance(ft, bool) or not isinstance(ft, (int, float)) or not math.isfinite(ft)
-    ):
-        raise ReplayFormatError(f"{where}: result.finish_time_s must be a number or null")
-    cps = res.get("checkpoint_times_s", [])
-    if not isinstance(cps, list) or not all(
-        c is None or (isinstance(c, (int, float)) and not isinstance(c, bool)) for c in cps
-    ):
-        raise ReplayFormatError(f"{where}: result.checkpoint_times_s must be a list of numbers")
-    meta = doc.get("meta", {})
-    if not isinstance(meta, dict):
-        raise ReplayFormatError(f"{where}: field 'meta' must be an object")
-    pv = doc.get("package_version", "unknown")
+    end, ft, cps, stage_time, term, trunc = _check_result(doc["result"], where)
+    meta = _check_meta(doc.get("meta", {}), where, budgets)
     return Replay(
         env_kwargs=kw,
         reset=reset,
@@ -388,43 +547,52 @@ def replay_from_dict(doc: Any, where: str = "<replay>") -> Replay:
         stage=stage,
         vehicle_digest=doc["vehicle_digest"],
         config_digest=doc["config_digest"],
-        env_id=env_id,
+        env_id=doc["env_id"],
         control_hz=hz,
-        stage_time_s=float(res.get("stage_time_s", 0.0) or 0.0),
-        terminated=bool(res.get("terminated", False)),
-        truncated=bool(res.get("truncated", False)),
-        package_version=str(pv),
+        stage_time_s=stage_time,
+        terminated=term,
+        truncated=trunc,
+        package_version=str(doc.get("package_version", "unknown")),
         meta=meta,
     )
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _check_reset(r: dict, where: str) -> None:
-    if "seed" in r:
-        if not _is_int(r["seed"]) or r["seed"] < 0 or not _is_int(r.get("car_index", 0)):
+    keys = set(r)
+    if keys <= {"seed", "car_index"} and "seed" in keys:
+        ok = _is_int(r["seed"]) and r["seed"] >= 0 and _is_int(r.get("car_index", 0))
+        if not ok or r.get("car_index", 0) < 0 or r.get("car_index", 0) >= 2**31:
             raise ReplayFormatError(f"{where}: reset.seed / reset.car_index must be integers >= 0")
-        if r.get("car_index", 0) < 0:
-            raise ReplayFormatError(f"{where}: reset.car_index must be >= 0")
-    elif "entropy" in r:
+    elif keys <= {"entropy", "spawn_key"} and "entropy" in keys:
         sk = r.get("spawn_key", [])
         if not _is_int(r["entropy"]) or r["entropy"] < 0 or not isinstance(sk, list):
             raise ReplayFormatError(f"{where}: reset.entropy / reset.spawn_key are malformed")
-        if not all(_is_int(x) and x >= 0 for x in sk):
+        if len(sk) > 8 or not all(_is_int(x) and 0 <= x < 2**32 for x in sk):
             raise ReplayFormatError(f"{where}: reset.spawn_key must be integers >= 0")
-    elif "rng_state" in r:
+    elif keys == {"rng_state"}:
         try:
             generator_from_state(r["rng_state"])
-        except Exception:
+        except (ValueError, TypeError, KeyError, OverflowError):
             raise ReplayFormatError(f"{where}: reset.rng_state is not a PCG64 state") from None
     else:
-        raise ReplayFormatError(f"{where}: reset needs 'seed', 'entropy' or 'rng_state'")
+        raise ReplayFormatError(
+            f"{where}: reset needs 'seed' (and 'car_index'), 'entropy' (and 'spawn_key') or "
+            "'rng_state', and nothing else"
+        )
 
 
 def generator_from_state(state: Any) -> np.random.Generator:
+    """A generator in a recorded PCG64 state (``ValueError`` if it is not one)."""
     if not isinstance(state, dict) or state.get("bit_generator") != "PCG64":
+        raise ValueError("not a PCG64 state")
+    if set(state) != {"bit_generator", "state", "has_uint32", "uinteger"}:
+        raise ValueError("not a PCG64 state")
+    inner = state["state"]
+    if not isinstance(inner, dict) or set(inner) != {"state", "inc"}:
+        raise ValueError("not a PCG64 state")
+    if not all(_is_int(v) and 0 <= v < 2**128 for v in inner.values()):
+        raise ValueError("not a PCG64 state")
+    if not _is_int(state["has_uint32"]) or not _is_int(state["uinteger"]):
         raise ValueError("not a PCG64 state")
     bg = np.random.PCG64()
     bg.state = state

@@ -19,20 +19,20 @@ randomization, action mode; reward weights do not count). The default rules are
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rally_env.errors import RallyEnvError
+from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
 from rally_env.replay.errors import ReplayError
 from rally_env.replay.format import Replay, load_replay, replay_from_bytes
-from rally_env.replay.verify import VerifyReport, verify
+from rally_env.replay.verify import VerifyReport, rules_of_kwargs, verify
 
 SCHEMA_VERSION = 1
 ENV_DB = "RALLY_LEADERBOARD"
@@ -110,45 +110,22 @@ def default_db_path() -> Path:
     return Path(base) / "rally-env" / "leaderboard.sqlite3"
 
 
-_RULE_KEYS = ("vehicle", "control_hz", "termination", "randomize", "random_stage")
-
-
 def rules_of(replay: Replay) -> tuple[str, bool]:
-    """(rules digest, is standard) of a replay: everything but the stage and reward weights."""
-    kw = replay.env_kwargs
-    rules = {k: kw.get(k) for k in _RULE_KEYS}
-    rules["discrete_actions"] = bool(kw.get("discrete_actions", False))
-    rules["vehicle_digest"] = replay.vehicle_digest
-    text = json.dumps(rules, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-    return digest, digest == _standard_rules()
-
-
-_STANDARD: list[str] = []
-
-
-def _standard_rules() -> str:
-    if not _STANDARD:
-        from rally_env.config import RallyConfig, config_to_kwargs
-
-        cfg = RallyConfig()
-        kw = config_to_kwargs(cfg)
-        rules = {k: kw.get(k) for k in _RULE_KEYS}
-        rules["discrete_actions"] = False
-        rules["vehicle_digest"] = cfg.vehicle.digest()
-        text = json.dumps(rules, sort_keys=True, separators=(",", ":"))
-        _STANDARD.append(hashlib.blake2b(text.encode(), digest_size=8).hexdigest())
-    return _STANDARD[0]
+    """(rules digest, is standard) of a replay's *claimed* settings (everything but the stage
+    and the reward weights). What a run is filed under comes from its verification
+    (:attr:`VerifyReport.rules`), which is this for an honest replay."""
+    return rules_of_kwargs(replay.env_kwargs, replay.vehicle_digest)
 
 
 def current_stage_digest(name: str) -> str | None:
     """Digest of the library (or ``gen-<seed>``) stage ``name`` in this installation."""
     import tracks
+    from tracks.io import is_stage_name
 
     try:
-        if name in tracks.list_stages() or name.startswith("gen-"):
+        if is_stage_name(name):
             return tracks.load_stage(name).digest()
-    except Exception:
+    except (ValueError, OSError):
         return None
     return None
 
@@ -158,49 +135,88 @@ class Leaderboard:
 
     Args:
         path: the database file (created if missing); default :func:`default_db_path`.
+        timeout_s: how long to wait for a database another process is writing (s).
+        budgets: what verifying one replay may cost
+            (:class:`~rally_env.replay.budgets.Budgets`).
+
+    Raises:
+        LeaderboardError: (``database``) the path cannot hold a database (a missing or
+            unwritable directory, a file that is not a leaderboard, another schema).
     """
 
     #: Test hook: called inside the insert transaction, between the run row and its splits.
     _midway: Callable[[], Any] | None = None
 
-    def __init__(self, path: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        timeout_s: float = 10.0,
+        budgets: Budgets | None = None,
+    ):
         self.path = Path(path) if path is not None else default_db_path()
+        self.budgets = DEFAULT_BUDGETS if budgets is None else budgets
+        self.conn: sqlite3.Connection | None = None
         try:
+            if self.path.is_dir():
+                raise LeaderboardError(
+                    f"{self.path}: not a usable leaderboard (a directory)", "database"
+                )
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=timeout_s)
             self.conn.execute("PRAGMA foreign_keys = ON")
             self._init()
-        except sqlite3.Error as e:
+        except (sqlite3.Error, OSError) as e:
+            if self.conn is not None:
+                self.conn.close()
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             raise LeaderboardError(
-                f"{self.path}: not a usable leaderboard ({e})", "database"
+                f"{self.path}: not a usable leaderboard ({why})", "database"
             ) from None
 
+    def _schema_version(self) -> str | None:
+        c = self.conn
+        has = c.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if has is None:
+            return None
+        row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return None if row is None else str(row[0])
+
     def _init(self) -> None:
+        ver = self._schema_version()  # an existing board is only read (it may be read-only)
+        if ver is None:
+            with self._transaction():
+                for stmt in _SCHEMA.split(";"):
+                    if stmt.strip():
+                        self.conn.execute(stmt)
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            ver = self._schema_version()
+        if ver != str(SCHEMA_VERSION):
+            raise LeaderboardError(
+                f"{self.path}: leaderboard schema v{ver}, this rally-env uses v{SCHEMA_VERSION}",
+                "database",
+            )
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls back."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    c.execute(stmt)
-            row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                c.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
-            elif row[0] != str(SCHEMA_VERSION):
-                raise LeaderboardError(
-                    f"{self.path}: leaderboard schema v{row[0]}, this rally-env uses "
-                    f"v{SCHEMA_VERSION}",
-                    "database",
-                )
+            yield
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            if c.in_transaction:
+                c.execute("ROLLBACK")
             raise
 
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
 
     def __enter__(self) -> Leaderboard:
         return self
@@ -212,32 +228,33 @@ class Leaderboard:
     def add(
         self, replay: Replay | str | os.PathLike[str], player: str | None = None
     ) -> tuple[Entry, VerifyReport]:
-        """Verify a run and store it.
+        """Verify a run and store it, filed under what the re-simulation found: the stage's
+        name and content digest, the rules class, the control rate, the finish and split
+        times (never the replay's claims).
 
         Returns:
             the stored entry (with its rank) and the verification report.
 
         Raises:
             LeaderboardError: the file is unusable (``bad_replay``), the run did not finish
-                (``unfinished``), is already stored (``duplicate``) or failed verification
-                (``rejected``); nothing is written then.
+                (``unfinished``), is already stored (``duplicate``), failed verification
+                (``rejected``) or the database refused the write (``database``: busy past
+                the timeout, read-only); nothing is written then.
         """
-        if not isinstance(replay, Replay):
-            try:
-                replay = load_replay(replay)
-            except ReplayError as e:
-                raise LeaderboardError(str(e), "bad_replay") from None
-        if not replay.finished:
-            raise LeaderboardError(
-                f"the run did not finish (end reason {replay.end_reason or 'none'!r}); only "
-                "finished runs go on the leaderboard",
-                "unfinished",
-            )
-        run_id = replay.run_id()
-        if self._has(run_id):
-            raise LeaderboardError(f"run {run_id} is already on the leaderboard", "duplicate")
         try:
-            report = verify(replay)
+            if not isinstance(replay, Replay):
+                replay = load_replay(replay, self.budgets)
+            if not replay.finished:
+                raise LeaderboardError(
+                    f"the run did not finish (end reason {replay.end_reason or 'none'!r}); "
+                    "only finished runs go on the leaderboard",
+                    "unfinished",
+                )
+            if self._has(replay.run_id()):
+                raise LeaderboardError(
+                    f"run {replay.run_id()} is already on the leaderboard", "duplicate"
+                )
+            report = verify(replay, self.budgets)
         except ReplayError as e:
             raise LeaderboardError(str(e), "bad_replay") from None
         if not report.accepted:
@@ -247,49 +264,49 @@ class Leaderboard:
             )
         if player is None:
             player = str(replay.meta.get("player") or "")
-        rules, standard = rules_of(replay)
+        self._insert(replay, report, player[:100])
+        return self._entry_for(report.run_id), report
+
+    def _insert(self, replay: Replay, report: VerifyReport, player: str) -> None:
         blob = replay.to_bytes(compress=True)
         added = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
         try:
-            try:
-                cur = c.execute(
-                    "INSERT INTO runs (run_id, stage_name, stage_digest, rules, standard, "
-                    "control_hz, vehicle_digest, finish_time_s, steps, player, added_utc, "
-                    "replay) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        run_id,
-                        replay.stage["name"],
-                        replay.stage["digest"],
-                        rules,
-                        int(standard),
-                        replay.control_hz,
-                        replay.vehicle_digest,
-                        float(report.finish_time_s),
-                        replay.steps,
-                        player,
-                        added,
-                        blob,
-                    ),
+            with self._transaction():
+                try:
+                    cur = self.conn.execute(
+                        "INSERT INTO runs (run_id, stage_name, stage_digest, rules, standard, "
+                        "control_hz, vehicle_digest, finish_time_s, steps, player, added_utc, "
+                        "replay) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            report.run_id,
+                            report.stage,
+                            report.stage_digest,
+                            report.rules,
+                            int(report.standard),
+                            report.control_hz,
+                            report.vehicle_digest,
+                            float(report.finish_time_s),
+                            report.steps,
+                            player,
+                            added,
+                            blob,
+                        ),
+                    )
+                except sqlite3.IntegrityError:
+                    raise LeaderboardError(
+                        f"run {report.run_id} is already on the leaderboard", "duplicate"
+                    ) from None
+                rowid = cur.lastrowid
+                if self._midway is not None:
+                    self._midway()
+                self.conn.executemany(
+                    "INSERT INTO splits (run, idx, time_s) VALUES (?, ?, ?)",
+                    [(rowid, i, t) for i, t in enumerate(report.checkpoint_times_s)],
                 )
-            except sqlite3.IntegrityError:
-                raise LeaderboardError(
-                    f"run {run_id} is already on the leaderboard", "duplicate"
-                ) from None
-            rowid = cur.lastrowid
-            if self._midway is not None:
-                self._midway()
-            c.executemany(
-                "INSERT INTO splits (run, idx, time_s) VALUES (?, ?, ?)",
-                [(rowid, i, t) for i, t in enumerate(replay.checkpoint_times_s)],
-            )
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        entry = self._entry_for(run_id)
-        return entry, report
+        except sqlite3.Error as e:
+            raise LeaderboardError(
+                f"{self.path}: the database refused the write ({e})", "database"
+            ) from None
 
     def _has(self, run_id: str) -> bool:
         return (
@@ -331,6 +348,10 @@ class Leaderboard:
             rules: only this rules class (``"standard"`` or a rules digest); ``None`` = all.
             limit: at most this many entries per (stage version, rules) class.
         """
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise ValueError(f"limit must be an integer >= 1 or None, got {limit!r}")
         if digest == "current":
             digest = current_stage_digest(stage)
         q = (
@@ -349,7 +370,13 @@ class Leaderboard:
         q += " ORDER BY standard DESC, stage_digest, rules, finish_time_s, id"
         out: list[Entry] = []
         rank: dict[tuple[str, str], int] = {}
-        for row in self.conn.execute(q, args).fetchall():
+        try:
+            rows = self.conn.execute(q, args).fetchall()
+        except sqlite3.Error as e:
+            raise LeaderboardError(
+                f"{self.path}: cannot read the database ({e})", "database"
+            ) from None
+        for row in rows:
             key = (row[4], row[5])
             r = rank.get(key, 0) + 1
             rank[key] = r
@@ -377,15 +404,22 @@ class Leaderboard:
         return int(self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
 
     def replay_of(self, run_id: str) -> Replay:
-        """The stored replay of a run."""
+        """The stored replay of a run (checked like any replay)."""
         row = self.conn.execute("SELECT replay FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise LeaderboardError(f"no run {run_id}", "database")
         return replay_from_bytes(bytes(row[0]), f"leaderboard run {run_id}")
 
 
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control and other unprintable characters (escape
+    sequences, bidirectional overrides) shown as ``\\xNN`` / ``\\uNNNN`` escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def format_table(entries: list[Entry]) -> str:
-    """Plain-text tables, one per (stage version, rules) class."""
+    """Plain-text tables, one per (stage version, rules) class; names are
+    :func:`printable`."""
     if not entries:
         return "no verified runs"
     lines: list[str] = []
@@ -397,11 +431,13 @@ def format_table(entries: list[Entry]) -> str:
             if lines:
                 lines.append("")
             rules = "standard rules" if e.standard else f"rules {e.rules}"
-            lines.append(f"{e.stage} (stage {e.stage_digest[:12]}), {rules}, {e.control_hz} Hz")
+            lines.append(
+                f"{printable(e.stage)} (stage {e.stage_digest[:12]}), {rules}, {e.control_hz} Hz"
+            )
             lines.append(f"{'#':>3}  {'time':>10}  {'player':<16}  {'added (UTC)':<20}  run")
         t = e.finish_time_s
         mins = int(t // 60)
         ts = f"{mins}:{t - 60 * mins:06.3f}" if mins else f"{t:.3f}"
-        player = e.player or "-"
+        player = printable(e.player) or "-"
         lines.append(f"{e.rank:>3}  {ts:>10}  {player:<16.16}  {e.added_utc:<20}  {e.run_id[:12]}")
     return "\n".join(lines)

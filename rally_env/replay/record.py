@@ -20,6 +20,7 @@ import numpy as np
 from rally_env import kernels as K
 from rally_env.config import config_to_kwargs, jsonable
 from rally_env.errors import ConfigError
+from rally_env.replay.budgets import DEFAULT_BUDGETS
 from rally_env.replay.codec import stage_kind
 from rally_env.replay.errors import ReplayRecordError
 from rally_env.replay.format import DEFAULT_HASH_EVERY, Replay, time_json
@@ -92,6 +93,12 @@ class _Recorder:
             )
         if isinstance(hash_every, bool) or not isinstance(hash_every, int) or hash_every < 1:
             raise ValueError(f"hash_every must be an integer >= 1, got {hash_every!r}")
+        hz = base.config.control_hz
+        if hash_every / hz > DEFAULT_BUDGETS.max_hash_interval_s:
+            raise ValueError(
+                f"hash_every = {hash_every} steps is {hash_every / hz:g} s at {hz} Hz: a verifier "
+                f"wants a hash at least every {DEFAULT_BUDGETS.max_hash_interval_s:g} s"
+            )
         self.base = base
         self.core = base.core
         try:

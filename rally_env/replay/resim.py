@@ -6,39 +6,108 @@ from typing import Any
 
 import numpy as np
 
+from rally_env.replay.budgets import (
+    DEFAULT_BUDGETS,
+    Budgets,
+    ReplayBudgetError,
+    check_stages,
+    time_limit_steps,
+)
 from rally_env.replay.codec import kwargs_to_env_args
-from rally_env.replay.errors import ReplayError, ReplayFormatError
+from rally_env.replay.errors import ReplayFormatError
 from rally_env.replay.format import ENV_IDS, Replay, generator_from_state
 from rally_env.replay.hashing import car_state_hash
 
 
-def _make_env(replay: Replay) -> Any:
-    from rally_env.env import RallyEnv
+def _stages_of(spec: Any) -> list[Any]:
+    """The stages a (parsed, whitelisted) stage argument names; none for ``random``."""
+    from rally_env.stages import resolve_stage
 
-    args = kwargs_to_env_args(replay.env_kwargs)
-    want = ENV_IDS.index(replay.env_id) if replay.env_id in ENV_IDS else 0
+    if isinstance(spec, str) and spec == "random":
+        return []
+    specs = spec if isinstance(spec, list) else [spec]
+    try:
+        return [resolve_stage(x) for x in specs]  # names only: library or gen-<seed>
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ReplayFormatError(f"env_kwargs.stage cannot be built: {e}") from None
+
+
+def settings_of(replay: Replay, budgets: Budgets | None = None) -> tuple[dict[str, Any], Any]:
+    """The whitelisted ``RallyEnv`` arguments of a replay and the
+    :class:`~rally_env.RallyConfig` they make; nothing is baked or generated yet (embedded
+    stages are built, after their size is checked).
+
+    Raises:
+        ReplayFormatError: the settings are malformed or do not make a config.
+        ReplayBudgetError: a stage list or an embedded stage over ``budgets``.
+    """
+    from rally_env.config import RallyConfig
+
+    budgets = DEFAULT_BUDGETS if budgets is None else budgets
+    args = kwargs_to_env_args(replay.env_kwargs, budgets)
+    want = ENV_IDS.index(replay.env_id)
     if args.get("version", 0) != want:
         raise ReplayFormatError(
             f"env_kwargs.version {args.get('version', 0)!r} does not match env_id {replay.env_id!r}"
         )
     try:
+        config = RallyConfig.build(**args)
+    except (ValueError, TypeError, ArithmeticError) as e:
+        raise ReplayFormatError(f"the replay's env_kwargs do not build an env: {e}") from None
+    return args, config
+
+
+def build_env(
+    replay: Replay,
+    budgets: Budgets | None = None,
+    settings: tuple[dict[str, Any], Any] | None = None,
+) -> Any:
+    """The private single env a replay runs in, built from its whitelisted ``env_kwargs``
+    (:func:`settings_of`, or ``settings`` already made) after every budget that does not need
+    the env is checked: the stages are built, not baked, and measured first; the claimed
+    steps are held to the episode's time limit.
+
+    Raises:
+        ReplayFormatError: the settings are malformed or do not build an env.
+        ReplayBudgetError: the stages or the claimed steps exceed ``budgets``.
+    """
+    from rally_env.env import RallyEnv
+
+    budgets = DEFAULT_BUDGETS if budgets is None else budgets
+    args, config = settings_of(replay, budgets) if settings is None else settings
+    stages = _stages_of(args["stage"])
+    check_stages(stages, "env_kwargs.stage", budgets)
+    if not stages and config.random_stage["length_m"] > budgets.max_stage_length_m:
+        raise ReplayBudgetError(
+            f"env_kwargs.random_stage.length_m {config.random_stage['length_m']:g} m is over the "
+            f"budget of {budgets.max_stage_length_m:g} m"
+        )
+    limit = time_limit_steps(config, stages)
+    if replay.steps > limit:
+        raise ReplayBudgetError(
+            f"{replay.steps} steps are more than an episode of these settings can last "
+            f"({limit} steps at {config.control_hz} Hz before the time limit)"
+        )
+    try:
         return RallyEnv(**args)
-    except ReplayError:
-        raise
-    except (ValueError, TypeError, OSError) as e:
+    except (ValueError, TypeError, ArithmeticError) as e:
         raise ReplayFormatError(f"the replay's env_kwargs do not build an env: {e}") from None
 
 
 def _reset_env(env: Any, reset: dict[str, Any]) -> None:
     core = env.core
-    if "seed" in reset:
-        env.reset(seed=int(reset["seed"]), options={"car_index": int(reset.get("car_index", 0))})
-        return
-    if "entropy" in reset:
-        ss = np.random.SeedSequence(int(reset["entropy"]), spawn_key=tuple(reset["spawn_key"]))
-        gen = np.random.Generator(np.random.PCG64(ss))
-    else:
-        gen = generator_from_state(reset["rng_state"])
+    try:
+        if "seed" in reset:
+            car = int(reset.get("car_index", 0))
+            env.reset(seed=int(reset["seed"]), options={"car_index": car})
+            return
+        if "entropy" in reset:
+            ss = np.random.SeedSequence(int(reset["entropy"]), spawn_key=tuple(reset["spawn_key"]))
+            gen = np.random.Generator(np.random.PCG64(ss))
+        else:
+            gen = generator_from_state(reset["rng_state"])
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ReplayFormatError(f"the replay's reset cannot be applied: {e}") from None
     core.rngs[0] = gen  # reset(seed=None) continues the car's stream: start it from here
     env.reset()
 
@@ -46,15 +115,25 @@ def _reset_env(env: Any, reset: dict[str, Any]) -> None:
 class Resim:
     """A re-simulation of a replay in a private single env, one control step at a time.
 
+    Args:
+        replay: the replay.
+        budgets: what building its env may cost (:func:`build_env`).
+        settings: :func:`settings_of` output, if already made.
+
     Attributes:
         env: the :class:`rally_env.RallyEnv` (N = 1) running the replay.
         t: control steps done.
         info: the last info dict.
     """
 
-    def __init__(self, replay: Replay):
+    def __init__(
+        self,
+        replay: Replay,
+        budgets: Budgets | None = None,
+        settings: tuple[dict[str, Any], Any] | None = None,
+    ):
         self.replay = replay
-        self.env = _make_env(replay)
+        self.env = build_env(replay, budgets, settings)
         _reset_env(self.env, replay.reset)
         self.t = 0
         self.done = False

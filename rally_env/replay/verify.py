@@ -1,36 +1,105 @@
-"""Verification: re-simulate a replay from its own contents and check every claim."""
+"""Verification: re-simulate a replay from its own contents and check every claim.
+
+The verdict has three outcomes, which are also ``rally verify``'s exit codes:
+
+- ``accepted`` (0): every claim matches the re-simulation bit for bit;
+- ``rejected`` (1): a well-formed replay within the budgets whose claims do not match;
+- ``unusable`` (2): the input cannot be verified at all: unreadable, not a replay, malformed,
+  settings that do not build an env, or over a :class:`~rally_env.replay.budgets.Budgets`.
+
+What an accepted run is *filed under* (stage name and content digest, rules class, control
+rate, finish and split times) is taken from the re-simulation, never from the claims; the
+claims only have to agree with it. :func:`verify_bytes` is the entry point for a worker that
+verifies untrusted uploads: it takes bytes and budgets and returns a :class:`VerifyReport` for
+any input, never raising for a bad one.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from rally_env import kernels as K
-from rally_env.replay.codec import jsonable
-from rally_env.replay.errors import ReplayFormatError
-from rally_env.replay.format import Replay, load_replay, time_json
-from rally_env.replay.resim import Resim
+from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
+from rally_env.replay.codec import config_to_kwargs, jsonable, stage_kind
+from rally_env.replay.errors import ReplayError, ReplayTooLargeError
+from rally_env.replay.format import Replay, load_replay, replay_from_bytes, time_json
+from rally_env.replay.resim import Resim, settings_of
+
+STATUSES = ("accepted", "rejected", "unusable")
+EXIT_CODES = {"accepted": 0, "rejected": 1, "unusable": 2}
+#: The settings that make a rules class (everything that shapes the physics and the episode
+#: end; not the stage, not the reward weights).
+RULE_KEYS = ("vehicle", "control_hz", "termination", "randomize", "random_stage")
+
+
+def rules_of_kwargs(kw: dict[str, Any], vehicle_digest: str) -> tuple[str, bool]:
+    """(rules digest, is standard) of settings in their JSON form
+    (:func:`rally_env.config.config_to_kwargs`) and the vehicle's digest."""
+    rules: dict[str, Any] = {k: kw.get(k) for k in RULE_KEYS}
+    rules["discrete_actions"] = bool(kw.get("discrete_actions", False))
+    rules["vehicle_digest"] = vehicle_digest
+    text = json.dumps(rules, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    return digest, digest == standard_rules()
+
+
+_STANDARD: list[str] = []
+
+
+def standard_rules() -> str:
+    """The rules digest of the default settings (``RallyConfig()``)."""
+    if not _STANDARD:
+        from rally_env.config import RallyConfig
+
+        cfg = RallyConfig()
+        kw = config_to_kwargs(cfg)
+        rules: dict[str, Any] = {k: kw.get(k) for k in RULE_KEYS}
+        rules["discrete_actions"] = False
+        rules["vehicle_digest"] = cfg.vehicle.digest()
+        text = json.dumps(rules, sort_keys=True, separators=(",", ":"))
+        _STANDARD.append(hashlib.blake2b(text.encode(), digest_size=8).hexdigest())
+    return _STANDARD[0]
+
+
+def rules_of_config(config: Any) -> tuple[str, bool]:
+    """(rules digest, is standard) of a built config (what a verified run is filed under)."""
+    return rules_of_kwargs(config_to_kwargs(config, for_digest=True), config.vehicle.digest())
 
 
 @dataclass
 class VerifyReport:
-    """Outcome of :func:`verify`.
+    """Outcome of :func:`verify` / :func:`verify_bytes`.
 
     Attributes:
         accepted: every hash, the end reason, the finish time and the checkpoint times match.
-        reason: '' when accepted, else a short code (``stage_mismatch``, ``config_mismatch``,
-            ``vehicle_mismatch``, ``initial_hash``, ``hash_mismatch``, ``ended_early``,
-            ``final_hash``, ``end_reason``, ``finish_time``, ``checkpoint_times``,
-            ``invalid_action``, ``bad_replay``).
+        status: ``accepted``, ``rejected`` or ``unusable`` (see the module docstring).
+        reason: '' when accepted, else a short code: for rejections ``stage_mismatch``,
+            ``config_mismatch``, ``vehicle_mismatch``, ``initial_hash``, ``hash_mismatch``,
+            ``ended_early``, ``final_hash``, ``end_reason``, ``finish_time``,
+            ``checkpoint_times``, ``stage_time``, ``invalid_action``; for unusable input
+            ``bad_replay`` (malformed or unreadable) or ``over_budget``.
         message: one human sentence.
         step: first control step where it diverged (``None`` if not tied to a step).
-        expected, got: the recorded and the re-simulated value.
+        expected, got: the claimed and the re-simulated value.
+        steps: the replay's control steps.
+        stage, stage_digest, stage_kind: the stage the re-simulated car drove (its name,
+            content digest and how the settings chose it).
+        rules, standard: the rules class of the re-simulated settings
+            (:func:`rules_of_config`).
+        control_hz, env_id, vehicle_digest: of the re-simulated env.
+        finish_time_s, checkpoint_times_s, end_reason: the re-simulated result.
+        run_id: identifies the run (settings, stage, initial state, actions).
+        elapsed_s: wall time of the verification.
     """
 
     accepted: bool
@@ -46,9 +115,37 @@ class VerifyReport:
     end_reason: str = ""
     elapsed_s: float = 0.0
     run_id: str = ""
+    status: str = "rejected"
+    stage_kind: str = ""
+    rules: str = ""
+    standard: bool = False
+    control_hz: int = 0
+    env_id: str = ""
+    vehicle_digest: str = ""
+    checkpoint_times_s: list[float | None] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """``rally verify``'s exit code for this verdict: 0, 1 or 2."""
+        return EXIT_CODES[self.status]
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable(dataclasses.asdict(self))
+
+
+def unusable(error: ReplayError, elapsed_s: float = 0.0) -> VerifyReport:
+    """The report of input that cannot be verified (:attr:`VerifyReport.status`
+    ``unusable``)."""
+    from rally_env.replay.budgets import ReplayBudgetError
+
+    over = isinstance(error, (ReplayBudgetError, ReplayTooLargeError))
+    return VerifyReport(
+        accepted=False,
+        status="unusable",
+        reason="over_budget" if over else "bad_replay",
+        message=str(error),
+        elapsed_s=elapsed_s,
+    )
 
 
 def _same_time(a: float | None, b: float) -> bool:
@@ -58,86 +155,75 @@ def _same_time(a: float | None, b: float) -> bool:
     return not math.isnan(b) and float(a) == b
 
 
-def verify(replay: Replay | str | os.PathLike[str]) -> VerifyReport:
-    """Re-simulate a replay from its own contents and check every claim.
+class _Rejected(Exception):
+    def __init__(self, reason: str, message: str, step=None, expected=None, got=None):
+        super().__init__(message)
+        self.args5 = (reason, message, step, expected, got)
 
-    Accepts only if the stage and vehicle match the digests, the hash after the reset, every
-    intermediate hash and the final hash match, the episode ends exactly where the actions end
-    (or not at all, for a partial replay) with the recorded end reason, and the finish and
-    checkpoint times match bit for bit.
 
-    Args:
-        replay: a :class:`Replay` or a path to a replay file.
-
-    Raises:
-        ReplayError: the file cannot be read or parsed (a malformed file, not a rejection).
-    """
-    t0 = time.perf_counter()
-    if not isinstance(replay, Replay):
-        replay = load_replay(replay)
-    rep = VerifyReport(
-        accepted=False,
-        steps=replay.steps,
-        stage=str(replay.stage.get("name", "")),
-        stage_digest=str(replay.stage.get("digest", "")),
-        run_id=replay.run_id(),
-    )
-
-    def reject(reason: str, message: str, step=None, expected=None, got=None) -> VerifyReport:
-        rep.reason, rep.message, rep.step = reason, message, step
-        rep.expected, rep.got = expected, got
-        rep.elapsed_s = time.perf_counter() - t0
-        return rep
-
-    try:
-        sim = Resim(replay)
-    except ReplayFormatError as e:
-        return reject("config_mismatch", str(e))
-    cfg = sim.env.config
-    if cfg.control_hz != replay.control_hz:
-        return reject("config_mismatch", "control_hz does not match env_kwargs")
-    vd = cfg.vehicle.digest()
-    if vd != replay.vehicle_digest:
-        return reject(
+def _check_digests(cfg: Any, replay: Replay, rep: VerifyReport) -> None:
+    """The settings against the claimed digests, before anything is built from them."""
+    rep.rules, rep.standard = rules_of_config(cfg)
+    rep.control_hz, rep.env_id = cfg.control_hz, cfg.env_id
+    rep.vehicle_digest = cfg.vehicle.digest()
+    if rep.vehicle_digest != replay.vehicle_digest:
+        raise _Rejected(
             "vehicle_mismatch",
             "the vehicle parameters do not match the replay's vehicle hash",
-            expected=replay.vehicle_digest,
-            got=vd,
+            None,
+            replay.vehicle_digest,
+            rep.vehicle_digest,
         )
     cd = cfg.digest()
     if cd != replay.config_digest:
-        return reject(
+        raise _Rejected(
             "config_mismatch",
             "the env settings (or a stage) built from env_kwargs do not match the replay's "
             "config hash",
-            expected=replay.config_digest,
-            got=cd,
+            None,
+            replay.config_digest,
+            cd,
         )
+
+
+def _check_stage(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
+    """The stage the re-simulated car drives against the claimed one; fills the filing."""
     core = sim.core
-    slot = int(core.eistate[0, K.EI_SLOT])
-    st = core.bank.slots[slot]
-    if st.digest() != replay.stage["digest"]:
-        return reject(
+    st = core.bank.slots[int(core.eistate[0, K.EI_SLOT])]
+    rep.stage, rep.stage_digest = st.name, st.digest()
+    rep.stage_kind = stage_kind(replay.env_kwargs.get("stage", "opener"))
+    claim = (
+        replay.stage.get("name"),
+        replay.stage["digest"],
+        replay.stage.get("kind", rep.stage_kind),
+    )
+    got = (rep.stage, rep.stage_digest, rep.stage_kind)
+    if claim != got:
+        raise _Rejected(
             "stage_mismatch",
-            f"stage {st.name!r} here has content hash {st.digest()}, the replay was driven on "
-            f"{replay.stage.get('name')!r} with hash {replay.stage['digest']}",
-            expected=replay.stage["digest"],
-            got=st.digest(),
+            f"the replay claims stage {claim[0]!r} ({claim[1]}, {claim[2]}), the re-simulated "
+            f"car drove {rep.stage!r} ({rep.stage_digest}, {rep.stage_kind})",
+            None,
+            list(claim),
+            list(got),
         )
+
+
+def _run(sim: Resim, replay: Replay) -> None:
+    """Step through the actions, checking the hash after the reset and every stored hash."""
     h = sim.state_hash()
     if h != replay.initial_hash:
-        return reject(
+        raise _Rejected(
             "initial_hash",
             "the state after the reset differs (another reset seed, stage or settings)",
             0,
             replay.initial_hash,
             h,
         )
-    every = replay.hash_every
-    n = replay.steps
+    every, n = replay.hash_every, replay.steps
     for t in range(n):
         if sim.done:
-            return reject(
+            raise _Rejected(
                 "ended_early",
                 f"the episode ended ({sim.core.end_reason(0)}) at step {t}, but the replay has "
                 f"{n} actions",
@@ -148,13 +234,13 @@ def verify(replay: Replay | str | os.PathLike[str]) -> VerifyReport:
         try:
             sim.step()
         except gym.error.InvalidAction as e:
-            return reject("invalid_action", f"action {t} is invalid: {e}", t)
+            raise _Rejected("invalid_action", f"action {t} is invalid: {e}", t) from None
         if (t + 1) % every == 0:
             h = sim.state_hash()
             want = replay.hashes[(t + 1) // every - 1]
             if h != want:
                 lo = t + 1 - every
-                return reject(
+                raise _Rejected(
                     "hash_mismatch",
                     f"state hash after step {t + 1} differs: the run diverged in steps "
                     f"{lo + 1}..{t + 1} (an action, the stage or the physics changed)",
@@ -162,13 +248,16 @@ def verify(replay: Replay | str | os.PathLike[str]) -> VerifyReport:
                     want,
                     h,
                 )
-    info = sim.info
+
+
+def _check_result(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
+    info, n = sim.info, replay.steps
     h = sim.state_hash()
     if h != replay.final_hash:
-        return reject("final_hash", "the final state hash differs", n, replay.final_hash, h)
+        raise _Rejected("final_hash", "the final state hash differs", n, replay.final_hash, h)
     end = sim.core.end_reason(0) if sim.done else ""
     if end != replay.end_reason:
-        return reject(
+        raise _Rejected(
             "end_reason",
             f"the episode ends with {end!r}, the replay claims {replay.end_reason!r}",
             n,
@@ -177,7 +266,7 @@ def verify(replay: Replay | str | os.PathLike[str]) -> VerifyReport:
         )
     ft = info["finish_time_s"]
     if not _same_time(replay.finish_time_s, ft):
-        return reject(
+        raise _Rejected(
             "finish_time",
             f"claimed finish time {replay.finish_time_s!r} s, re-simulated {time_json(ft)!r} s",
             n,
@@ -188,20 +277,116 @@ def verify(replay: Replay | str | os.PathLike[str]) -> VerifyReport:
     if len(cps) != len(replay.checkpoint_times_s) or not all(
         _same_time(a, b) for a, b in zip(replay.checkpoint_times_s, cps, strict=True)
     ):
-        return reject(
+        raise _Rejected(
             "checkpoint_times",
             "claimed checkpoint times differ from the re-simulated ones",
             n,
             replay.checkpoint_times_s,
             [time_json(c) for c in cps],
         )
-    rep.accepted = True
+    stage_time = float(info["stage_time_s"])
+    if replay.stage_time_s != stage_time:
+        raise _Rejected(
+            "stage_time",
+            f"claimed stage time {replay.stage_time_s!r} s, re-simulated {stage_time!r} s",
+            n,
+            replay.stage_time_s,
+            stage_time,
+        )
+    rep.finish_time_s = time_json(ft)
+    rep.checkpoint_times_s = [time_json(c) for c in cps]
+    rep.end_reason = end
+
+
+def _run_id(sim: Resim, replay: Replay, rep: VerifyReport, initial_hash: str) -> str:
+    """:meth:`Replay.run_id` from the re-simulated settings, stage and initial state."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(sim.env.config.digest().encode())
+    h.update(rep.stage_digest.encode())
+    h.update(initial_hash.encode())
+    h.update(replay.actions.dtype.str.encode())
+    h.update(np.ascontiguousarray(replay.actions).tobytes())
+    return h.hexdigest()
+
+
+def verify_replay(replay: Replay, budgets: Budgets | None = None) -> VerifyReport:
+    """Re-simulate a parsed replay and check every claim (see :func:`verify`).
+
+    Raises:
+        ReplayError: the settings do not build an env, or exceed ``budgets`` (unusable).
+    """
+    t0 = time.perf_counter()
+    budgets = DEFAULT_BUDGETS if budgets is None else budgets
+    rep = VerifyReport(accepted=False, steps=replay.steps)
+    settings = settings_of(replay, budgets)
+    try:
+        _check_digests(settings[1], replay, rep)  # a mismatch costs no terrain
+        sim = Resim(replay, budgets, settings)
+        _check_stage(sim, replay, rep)
+        initial = sim.state_hash()
+        rep.run_id = _run_id(sim, replay, rep, initial)
+        _run(sim, replay)
+        _check_result(sim, replay, rep)
+    except _Rejected as r:
+        rep.reason, rep.message, rep.step, rep.expected, rep.got = r.args5
+        rep.elapsed_s = time.perf_counter() - t0
+        return rep
+    ft = rep.finish_time_s
+    rep.accepted, rep.status = True, "accepted"
     rep.message = (
         f"verified: {rep.stage} "
-        + (f"finished in {ft:.3f} s" if not math.isnan(ft) else f"{end or 'partial run'}")
-        + f", {n} steps, every hash matches"
+        + (f"finished in {ft:.3f} s" if ft is not None else f"{rep.end_reason or 'partial run'}")
+        + f", {replay.steps} steps, every hash matches"
     )
-    rep.finish_time_s = time_json(ft)
-    rep.end_reason = end
     rep.elapsed_s = time.perf_counter() - t0
     return rep
+
+
+def verify(replay: Replay | str | os.PathLike[str], budgets: Budgets | None = None) -> VerifyReport:
+    """Re-simulate a replay from its own contents and check every claim.
+
+    Accepts only if the stage, settings and vehicle match the claimed digests and stage, the
+    hash after the reset, every intermediate hash and the final hash match, the episode ends
+    exactly where the actions end (or not at all, for a partial replay) with the recorded end
+    reason, and the finish, checkpoint and stage times match bit for bit. What the run is
+    filed under comes from the re-simulation (:class:`VerifyReport`).
+
+    Args:
+        replay: a :class:`Replay` or a path to a replay file (a regular file).
+        budgets: what the verification may cost (default
+            :data:`~rally_env.replay.budgets.DEFAULT_BUDGETS`).
+
+    Raises:
+        ReplayError: the input is unusable: unreadable, malformed, settings that do not
+            build an env, or over ``budgets`` (``ReplayBudgetError``); not a rejection.
+    """
+    if not isinstance(replay, Replay):
+        replay = load_replay(replay, budgets)
+    else:  # an in-memory replay gets the same checks as a file
+        replay = replay_from_bytes(replay.to_bytes(compress=False), "<replay>", budgets)
+    return verify_replay(replay, budgets)
+
+
+def verify_bytes(
+    data: bytes, budgets: Budgets | None = None, where: str = "<upload>"
+) -> VerifyReport:
+    """Verify a replay given as bytes (gzip or plain JSON): the entry point for a worker
+    that verifies untrusted uploads under time and memory limits.
+
+    Every budget is checked before anything is built from the file, so a worker can size its
+    limits from ``budgets``. Never raises for bad input: the report says ``unusable``.
+
+    Args:
+        data: the file's bytes.
+        budgets: limits (default :data:`~rally_env.replay.budgets.DEFAULT_BUDGETS`).
+        where: how messages name the input.
+
+    Returns:
+        A :class:`VerifyReport`; :attr:`VerifyReport.exit_code` is 0, 1 or 2.
+    """
+    t0 = time.perf_counter()
+    try:
+        replay = replay_from_bytes(data, where, budgets)
+        return verify_replay(replay, budgets)
+    except ReplayError as e:
+        return unusable(e, time.perf_counter() - t0)

@@ -154,3 +154,92 @@ def test_not_a_database(tmp_path):
     p.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(LeaderboardError, match="not a usable leaderboard"):
         Leaderboard(p)
+
+
+# ------------------------------------------------------------------- hostile databases and names
+def test_a_busy_database_is_waited_on_then_refused_with_a_message(runs, tmp_path, capsys):
+    from rally_env.cli import main
+
+    db = tmp_path / "lb.sqlite3"
+    Leaderboard(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the database
+    try:
+        with Leaderboard(db, timeout_s=0.2) as lb:
+            with pytest.raises(LeaderboardError) as ei:
+                lb.add(runs["fast"])
+            assert ei.value.reason == "database" and "locked" in str(ei.value)
+        # the command line reports every file and goes on (each waits, then is refused)
+        rc = main(["leaderboard", "add", str(runs["fast"]), str(runs["part"]), "--db", str(db)])
+        out = capsys.readouterr().out
+        assert rc == 1 and out.count("REFUSED") == 2
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with Leaderboard(db) as lb:
+        lb.add(runs["fast"])  # free again: nothing was lost
+        assert lb.count() == 1
+
+
+def test_a_read_only_database_can_be_shown_not_written(runs, tmp_path):
+    db = tmp_path / "lb.sqlite3"
+    with Leaderboard(db) as lb:
+        lb.add(runs["slow"], player="bob")
+    db.chmod(0o444)
+    uri = f"file:{db}?mode=ro"
+    try:
+        ro = Leaderboard.__new__(Leaderboard)  # opened read-only, as a root user cannot be refused
+        ro.path, ro.budgets = db, None
+        ro.conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        ro._init()
+        assert [e.player for e in ro.best("opener")] == ["bob"]
+        ro.budgets = Leaderboard(tmp_path / "other.sqlite3").budgets
+        with pytest.raises(LeaderboardError) as ei:
+            ro.add(runs["fast"])
+        assert ei.value.reason == "database" and "refused the write" in str(ei.value)
+        ro.close()
+    finally:
+        db.chmod(0o644)
+
+
+@pytest.mark.parametrize("db", ["/proc/nonexistent/x.db", "/dev/null/x.db", "DIR"])
+def test_unusable_database_paths_are_messages(db, runs, tmp_path, capsys):
+    from rally_env.cli import main
+
+    if db == "DIR":
+        db = str(tmp_path)
+    with pytest.raises(LeaderboardError, match="not a usable leaderboard"):
+        Leaderboard(db)
+    assert main(["leaderboard", "add", str(runs["fast"]), "--db", db]) == 2
+    assert main(["leaderboard", "show", "--stage", "opener", "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert "not a usable leaderboard" in err and "Traceback" not in err
+
+
+def test_names_are_shown_without_terminal_escapes(runs, tmp_path, capsys):
+    from rally_env.cli import main
+    from rally_env.replay.leaderboard import printable
+
+    assert printable("\x1b]0;pwned\x07ok") == "\\x1b]0;pwned\\x07ok"
+    db = tmp_path / "lb.sqlite3"
+    with Leaderboard(db) as lb:
+        lb.add(runs["fast"], player="\x1b[2Jeve\u202e")
+        table = format_table(lb.best("opener"))
+    assert "\x1b" not in table and "\u202e" not in table
+    assert "\\x1b[2Jeve\\u202e" in table
+    assert main(["leaderboard", "show", "--stage", "opener", "--db", str(db)]) == 0
+    assert "\x1b" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "x"])
+def test_limits_below_one_are_refused(limit, runs, tmp_path, capsys):
+    from rally_env.cli import main
+
+    db = tmp_path / "lb.sqlite3"
+    with Leaderboard(db) as lb:
+        lb.add(runs["fast"])
+        with pytest.raises(ValueError, match="limit"):
+            lb.best("opener", limit=0)
+    with pytest.raises(SystemExit) as ei:
+        main(["leaderboard", "show", "--stage", "opener", "--db", str(db), "--limit", limit])
+    assert ei.value.code == 2 and "--limit" in capsys.readouterr().err

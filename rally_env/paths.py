@@ -1,0 +1,76 @@
+"""Output paths checked before the work starts.
+
+A command that evaluates for minutes and then cannot write its result has wasted the
+minutes; these checks run first and raise :class:`OutputPathError` (a ``ValueError``) naming
+the path and the problem. Writing is really tried (a file is created and removed again, a
+directory made and probed), because permission bits say little when running as root.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from rally_env.errors import RallyEnvError
+
+
+class OutputPathError(RallyEnvError):
+    """An output path cannot be written: a directory where a file is wanted (or the other
+    way round), a missing extension, a parent that is a file, no permission."""
+
+
+def check_output_file(
+    path: str | os.PathLike[str], what: str = "output", suffixes: Sequence[str] = ()
+) -> Path:
+    """Check that ``path`` can be written as a regular file (creating its parent directories).
+
+    Args:
+        path: the file.
+        what: how the message names it (``"--out"``).
+        suffixes: allowed extensions (``(".mp4", ".gif")``); empty = any.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        OutputPathError: naming the path and the problem.
+    """
+    p = Path(path)
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise OutputPathError(f"{what} {p}: the file name must end in {' or '.join(suffixes)}")
+    if p.is_dir():
+        raise OutputPathError(f"{what} {p}: is a directory, not a file")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        existed = p.exists()
+        if existed and not stat.S_ISREG(p.stat().st_mode):
+            raise OutputPathError(f"{what} {p}: exists and is not a regular file")
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NONBLOCK", 0))
+        os.close(fd)
+        if not existed:
+            p.unlink()
+    except OSError as e:
+        raise OutputPathError(f"{what} {p}: cannot be written ({e.strerror or e})") from None
+    return p
+
+
+def check_output_dir(path: str | os.PathLike[str], what: str = "output directory") -> Path:
+    """Check that ``path`` is (or can be made) a writable directory; makes it.
+
+    Raises:
+        OutputPathError: naming the path and the problem.
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise OutputPathError(f"{what} {p}: is a file, not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutputPathError(f"{what} {p}: cannot be written ({e.strerror or e})") from None
+    return p

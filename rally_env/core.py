@@ -378,7 +378,7 @@ class RallyCore:
 
     def info_of(self, k: int) -> dict[str, np.ndarray]:
         """Car ``k``'s info as the single env returns it (0-d and 1-d arrays)."""
-        return I.car_row(I.build_info(self, np.array([k], np.int64)), 0)
+        return I.build_info(self, int(k))
 
     def stage_name(self, k: int) -> str:
         """Name of the stage car ``k`` is on."""

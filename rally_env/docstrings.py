@@ -515,10 +515,11 @@ numeric array, never a string, a tuple or a nested dict, so Gymnasium's vector e
 into a typed array and torchrl, skrl, RLlib and Minari read it as a tensor:
 
 - `RallyEnv`: each value is a numpy array of the shape in the table (shape `()` for a scalar:
-  `float(info["stage_time_s"])`, `bool(info["finished"])`, `int(info["end_code"])`). Float
-  values are `rally_env.info.NanEqualArray`, an ordinary float array whose `==` and
-  `np.allclose` treat NaN as equal to NaN, so two identical runs have equal info dicts
-  (Gymnasium's determinism checker compares them).
+  `float(info["stage_time_s"])`, `bool(info["finished"])`, `int(info["end_code"])`). The
+  values that can be NaN (`finish_time_s`, `checkpoint_times_s`,
+  `randomization_section_mu_scale`) are `rally_env.info.NanEqualArray`, an ordinary float
+  array whose `==` and `np.allclose` treat NaN as equal to NaN, so two identical runs have
+  equal info dicts (Gymnasium's determinism checker compares them).
 - `RallyVectorEnv`: the same keys as arrays over cars, shape `(N, *shape)`, each with
   Gymnasium's `_key` mask.
 - "Not yet" is NaN (`finish_time_s`, `checkpoint_times_s`).

@@ -16,20 +16,22 @@ Strings have numeric codes: ``end_code`` indexes :data:`END_REASONS`
 (:func:`end_reason` turns it back into a name), ``stage_index`` the env's stage list and
 ``stage_seed`` is a generated stage's seed. Reward terms are flat ``reward_<term>`` keys
 (:func:`reward_terms` collects them). "Not yet" is NaN (``finish_time_s``,
-``checkpoint_times_s``); in the single env, float values are :class:`NanEqualArray`, whose
-``==`` (and ``np.allclose``) treat NaN as equal to NaN, so two identical runs have equal info
-dicts (Gymnasium's determinism checks compare them).
+``checkpoint_times_s``); in the single env, the values that can be NaN are
+:class:`NanEqualArray`, whose ``==`` (and ``np.allclose``) treat NaN as equal to NaN, so two
+identical runs have equal info dicts (Gymnasium's determinism checks compare them).
 
-:func:`build_info` is the only place an info dict is made: the single env takes car 0's row
-of the batch (:func:`car_row`).
+:func:`build_info` is the only place an info dict is made, for any set of cars or for one car
+(the single env's shapes).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from physics import layout as L
 from rally_env import kernels as K
@@ -146,83 +148,181 @@ def checkpoint_width(core: RallyCore) -> int:
     return max(b.n_lines_max - 1, 0)
 
 
-def build_info(core: RallyCore, cars: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """The info of all cars (or ``cars``, int64 indices) as arrays over those cars.
+# rows of the blocks build_info fills (one column per car); _fill_cars writes them in order
+_I_KEYS = ("stage_index", "stage_seed", "n_checkpoints", "lap", "end_code", "gear")
+_B_KEYS = ("off_road", "finished")
+_ARRAY_KEYS = ("checkpoint_times_s", "wheel_loads_n", "slip_angles_rad", "position_m")
+#: the scalar float keys in INFO_KEYS order: stage time, progress, credited, length, speed,
+#: lateral offset, heading error, finish time, then the reward terms
+_F_KEYS = tuple(k for k in INFO_KEYS if k not in (*_I_KEYS, *_B_KEYS, *_ARRAY_KEYS))
+_F_KEYS_V1 = ("engine_rpm", "damage", "max_impact_mps")
+N_F = len(_F_KEYS) + len(_F_KEYS_V1)
+
+
+@njit(cache=True)
+def _fill_cars(
+    idx, estate, eistate, state, istate, terms, etimes, table, seeds, laps, flags,
+    out_f, out_i, out_b, out_cp, out_w,
+):  # fmt: skip
+    """Fill the info blocks of cars ``idx`` (one column / row per car).
+
+    One compiled pass for any number of cars (numpy indexing from Python would cost about
+    twice the single env's whole info dict). ``flags``: [random stage mode,
+    version >= 1, extended physics state, wheels]. ``out_f`` (N_F, M), ``out_i`` (6, M),
+    ``out_b`` (2, M), ``out_cp`` (M, C), ``out_w`` (M, 4 wheels + 3): loads, slip angles,
+    slip ratios, wear, then the position.
+    """
+    random_mode = flags[0] != 0
+    v1 = flags[1] != 0
+    ext = flags[2] != 0
+    nw = int(flags[3])
+    width = out_cp.shape[1]
+    have = etimes.shape[1] - 1
+    nterm = terms.shape[1]
+    f1 = 8 + nterm
+    for i in range(idx.shape[0]):
+        k = int(idx[i])
+        slot = int(eistate[k, K.EI_SLOT])
+        end = int(eistate[k, K.EI_END])
+        n_cp = max(int(table[slot, S.SL_N_LINES]) - 1, 0)
+        vx = state[k, L.VEL_X]
+        vy = state[k, L.VEL_Y]
+        vz = state[k, L.VEL_Z]
+        out_f[0, i] = istate[k, L.I_SUBSTEPS] / L.SUBSTEP_HZ
+        out_f[1, i] = estate[k, K.E_RACE]
+        out_f[2, i] = estate[k, K.E_BEST]
+        out_f[3, i] = estate[k, K.E_TIMED]
+        out_f[4, i] = math.sqrt(vx * vx + vy * vy + vz * vz)
+        out_f[5, i] = estate[k, K.E_LAT]
+        out_f[6, i] = estate[k, K.E_HERR]
+        out_f[7, i] = estate[k, K.E_FINISH_TIME]
+        for t in range(nterm):
+            out_f[8 + t, i] = terms[k, t]
+        lap = 1
+        if table[slot, S.SL_CLOSED] > 0.5:
+            lap = int(math.floor(estate[k, K.E_BEST] / table[slot, S.SL_LENGTH])) + 1
+            lap = min(max(lap, 1), laps[slot])
+        out_i[0, i] = -1 if random_mode else slot
+        out_i[1, i] = seeds[slot]
+        out_i[2, i] = n_cp
+        out_i[3, i] = lap
+        out_i[4, i] = end
+        out_i[5, i] = 0
+        out_b[0, i] = eistate[k, K.EI_OFF] == 1
+        out_b[1, i] = end == K.END_FINISHED
+        for j in range(width):
+            out_cp[i, j] = etimes[k, j] if j < n_cp and j < have else math.nan
+        for w in range(nw):
+            out_w[i, w] = state[k, L.WL_LOAD + w]
+            out_w[i, nw + w] = state[k, L.WL_SLIP_ANGLE + w]
+            out_w[i, 2 * nw + w] = state[k, L.WL_SLIP_RATIO + w]
+            out_w[i, 3 * nw + w] = 1.0
+        for c in range(3):
+            out_w[i, 4 * nw + c] = state[k, L.POS_X + c]
+        out_f[f1, i] = 0.0
+        out_f[f1 + 1, i] = 1.0
+        out_f[f1 + 2, i] = 0.0
+        if v1:
+            out_i[5, i] = istate[k, L.I_GEAR]
+            out_f[f1, i] = state[k, L.ENGINE_RPM]
+        if ext:
+            for w in range(nw):
+                out_w[i, 3 * nw + w] = state[k, L.SXW_WEAR + w]
+            out_f[f1 + 1, i] = state[k, L.SX_DAMAGE]
+            out_f[f1 + 2, i] = state[k, L.SX_MAX_IMPACT]
+
+
+def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
+    """The info of all cars, of ``cars`` (int64 indices) or of one car (an ``int``).
+
+    The one place an info dict is built: one compiled pass fills a few blocks allocated for
+    this call, and every value is a view of them (so none shares memory with the env or with
+    another call's info).
+
+    Args:
+        core: the env's :class:`rally_env.core.RallyCore`.
+        cars: ``None`` (all cars), an int64 index array, or an ``int`` ``k``: car ``k`` as the
+            single env reports it (per-car shapes, 0-d for scalars; the values that can be
+            NaN are :class:`NanEqualArray`).
 
     Returns:
-        ``{key: array (M, *shape)}`` in :data:`INFO_KEYS` order (+ :data:`INFO_KEYS_V1` for
-        ``Rally-v1``, + ``randomization_*`` when randomization is on); every array is new.
+        ``{key: array (M, *shape)}`` (or ``(*shape)`` for one car) in :data:`INFO_KEYS` order
+        (+ :data:`INFO_KEYS_V1` for version 1, + ``randomization_*`` with randomization on).
     """
-    idx = core._all if cars is None else np.asarray(cars, np.int64)
-    m = len(idx)
-    b = core.bank
-    e = core.estate[idx]
-    ei = core.eistate[idx]
-    st = core.sim.state[idx]
-    nw = core.n_wheels
-    slots = ei[:, K.EI_SLOT]
-    v = st[:, L.VEL_X : L.VEL_Z + 1]
-    end = ei[:, K.EI_END].copy()
-    n_lines = b.table[slots, S.SL_N_LINES].astype(np.int64)
-    width = checkpoint_width(core)
-    cp = np.full((m, width), np.nan)
-    have = min(width, core.etimes.shape[1] - 1)
-    if have > 0:
-        cp[:, :have] = core.etimes[idx, :have]
-        cp[np.arange(width)[None, :] >= (n_lines - 1)[:, None]] = np.nan
-    laps = np.ones(m, np.int64)
-    closed = b.table[slots, S.SL_CLOSED] > 0.5
-    if closed.any():
-        lap = np.floor(e[:, K.E_BEST] / b.table[slots, S.SL_LENGTH]).astype(np.int64) + 1
-        laps = np.where(closed, np.clip(lap, 1, b.slot_laps[slots]), 1)
-    info: dict[str, np.ndarray] = {
-        "stage_index": slots.copy() if b.mode != "random" else np.full(m, -1, np.int64),
-        "stage_seed": _stage_seeds(core)[slots],
-        "stage_time_s": core.sim.istate[idx, L.I_SUBSTEPS] / L.SUBSTEP_HZ,
-        "progress_m": e[:, K.E_RACE].copy(),
-        "credited_progress_m": e[:, K.E_BEST].copy(),
-        "stage_length_m": e[:, K.E_TIMED].copy(),
-        "speed_mps": np.sqrt((v * v).sum(axis=1)),
-        "lateral_offset_m": e[:, K.E_LAT].copy(),
-        "heading_error_rad": e[:, K.E_HERR].copy(),
-        "off_road": ei[:, K.EI_OFF] == 1,
-        "finished": end == K.END_FINISHED,
-        "finish_time_s": e[:, K.E_FINISH_TIME].copy(),
-        "checkpoint_times_s": cp,
-        "n_checkpoints": np.maximum(n_lines - 1, 0),
-        "lap": laps,
-        "wheel_loads_n": st[:, L.WL_LOAD : L.WL_LOAD + nw].copy(),
-        "slip_angles_rad": st[:, L.WL_SLIP_ANGLE : L.WL_SLIP_ANGLE + nw].copy(),
-        "position_m": st[:, L.POS_X : L.POS_Z + 1].copy(),
-        "end_code": end,
-    }
-    for i, name in enumerate(REWARD_TERMS):
-        info[f"reward_{name}"] = core.terms[idx, i].copy()
-    if core.version >= 1:
-        sim = core.sim
-        ext = sim.extended
-        info["gear"] = sim.istate[idx, L.I_GEAR].copy()
-        info["engine_rpm"] = st[:, L.ENGINE_RPM].copy()
-        info["tire_wear"] = st[:, L.SXW_WEAR : L.SXW_WEAR + nw].copy() if ext else np.ones((m, nw))
-        info["damage"] = st[:, L.SX_DAMAGE].copy() if ext else np.ones(m)
-        info["max_impact_mps"] = st[:, L.SX_MAX_IMPACT].copy() if ext else np.zeros(m)
-        info["slip_ratios"] = st[:, L.WL_SLIP_RATIO : L.WL_SLIP_RATIO + nw].copy()
+    one = isinstance(cars, (int, np.integer))
+    if one:
+        idx = np.array([int(cars)], np.int64)
+    else:
+        idx = core._all if cars is None else np.ascontiguousarray(cars, np.int64)
+    m, nw, b, sim = len(idx), core.n_wheels, core.bank, core.sim
+    f = np.empty((N_F, m))
+    i_ = np.empty((len(_I_KEYS), m), np.int64)
+    fl = np.empty((len(_B_KEYS), m), np.bool_)
+    cp = np.empty((m, checkpoint_width(core)))
+    w = np.empty((m, 4 * nw + 3))
+    plan, flags = _plan(core)
+    _fill_cars(
+        idx, core.estate, core.eistate, sim.state, sim.istate, core.terms, core.etimes,
+        b.table, _stage_seeds(core), b.slot_laps, flags, f, i_, fl, cp, w,
+    )  # fmt: skip
     if core.config.randomize is not None:
-        rd = core.rand_draws[idx]
+        rd, mu = core.rand_draws[idx].T, core.rand_section_mu[idx]
+    else:
+        rd = mu = f
+    if one:  # per-car shapes; the floats that can be NaN compare NaN-equal
+        blocks = (f[:, 0], i_[:, 0], fl[:, 0], cp.view(NanEqualArray)[0], w[0])
+        blocks += (f.view(NanEqualArray)[:, 0], rd[:, 0], mu.view(NanEqualArray)[0])
+    else:
+        blocks = (f, i_, fl, cp, w, f, rd, mu)
+    return {key: blocks[block][sel] for key, block, sel in plan}
+
+
+#: the rows of each block (see :func:`_plan`)
+_I_INDEX = {k: j for j, k in enumerate(_I_KEYS)}
+_B_INDEX = {k: j for j, k in enumerate(_B_KEYS)}
+_F_INDEX = {k: j for j, k in enumerate(_F_KEYS + _F_KEYS_V1)}
+#: float keys that can be NaN ("not yet"): NanEqualArray in the single env
+_NAN_KEYS = ("finish_time_s", "checkpoint_times_s", "randomization_section_mu_scale")
+
+
+def _plan(core: RallyCore) -> tuple[list[tuple[str, int, Any]], np.ndarray]:
+    """``[(key, block, selection)]`` in key order and the kernel's flags, for this core's
+    version, wheel count and randomization (cached on the core). Blocks: 0 floats, 1 ints,
+    2 bools, 3 checkpoint times, 4 per-wheel and position, 5 NaN-able floats, 6 drawn
+    randomization values, 7 drawn section grip."""
+    cached = getattr(core, "_info_plan", None)
+    if cached is not None:
+        return cached
+    nw = core.n_wheels
+    wheels = {
+        "wheel_loads_n": slice(0, nw),
+        "slip_angles_rad": slice(nw, 2 * nw),
+        "slip_ratios": slice(2 * nw, 3 * nw),
+        "tire_wear": slice(3 * nw, 4 * nw),
+        "position_m": slice(4 * nw, 4 * nw + 3),
+    }
+    keys = list(INFO_KEYS) + (list(INFO_KEYS_V1) if core.version >= 1 else [])
+    plan: list[tuple[str, int, Any]] = []
+    for key in keys:
+        if key in _F_INDEX:
+            plan.append((key, 5 if key in _NAN_KEYS else 0, (_F_INDEX[key], Ellipsis)))
+        elif key in _I_INDEX:
+            plan.append((key, 1, (_I_INDEX[key], Ellipsis)))
+        elif key in _B_INDEX:
+            plan.append((key, 2, (_B_INDEX[key], Ellipsis)))
+        elif key == "checkpoint_times_s":
+            plan.append((key, 3, Ellipsis))
+        else:
+            plan.append((key, 4, (Ellipsis, wheels[key])))
+    if core.config.randomize is not None:
         for j, name in enumerate(RANDOMIZED_SCALARS):
-            info[f"randomization_{name}"] = rd[:, j].copy()
-        info["randomization_section_mu_scale"] = core.rand_section_mu[idx].copy()
-    return info
-
-
-def car_row(batch: dict[str, np.ndarray], k: int = 0) -> dict[str, np.ndarray]:
-    """Row ``k`` of a :func:`build_info` batch: the single env's info (new 0-d or 1-d arrays;
-    float ones are :class:`NanEqualArray`)."""
-    out: dict[str, np.ndarray] = {}
-    for key, v in batch.items():
-        a = np.array(v[k, ...])
-        out[key] = a.view(NanEqualArray) if a.dtype.kind == "f" else a
-    return out
+            plan.append((f"randomization_{name}", 6, (j, Ellipsis)))
+        plan.append(("randomization_section_mu_scale", 7, Ellipsis))
+    flags = np.array(
+        [core.bank.mode == "random", core.version >= 1, core.sim.extended, nw], np.int64
+    )
+    core._info_plan = (plan, flags)
+    return core._info_plan
 
 
 def end_reason(info: dict[str, Any]) -> Any:

@@ -162,3 +162,21 @@ def test_v1_keys():
     info = RallyEnv(version=1, vehicle="rally-car").reset(seed=0)[1]
     assert set(INFO_KEYS_V1) <= set(info)
     _check_single(info)
+
+
+def test_batch_info_rows_equal_the_one_car_info():
+    """Loops, point-to-point stages, v1 readings: car k's row of the batch is car k's info."""
+    from rally_env.info import build_info
+
+    for kw in ({"stage": [*STAGES, "rallycross"]}, {"version": 1, "vehicle": "rally-car"}):
+        n = 6
+        venv = RallyVectorEnv(n, **kw)
+        venv.reset(seed=2)
+        for _ in range(30):
+            venv.step(np.tile(FULL_THROTTLE, (n, 1)))
+        batch = build_info(venv.core)
+        for k in range(n):
+            one = build_info(venv.core, k)
+            assert list(one) == list(batch)
+            for key, v in one.items():
+                assert np.array_equal(v, batch[key][k], equal_nan=True), (kw, k, key)

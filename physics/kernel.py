@@ -43,7 +43,7 @@ from physics.drivetrain import (
     update_gearbox,
 )
 from physics.mathx import atan2x, sincosx
-from physics.terrain import sample_height, sample_height_grad
+from physics.terrain import collect_missing, sample_height, sample_height_grad, tile_at
 
 # Chassis corners are only looked at when they come within this height of the highest ground
 # found under the wheels (saves four terrain samples per substep when cruising).
@@ -447,7 +447,10 @@ def _vehicle_extras(
 
 
 @njit(cache=True, _nrt=False)
-def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
+def _substep(k, s, ist, p, ter, dt):
+    """One substep of car ``k``. Returns -1, or the tile it needed that its terrain has not
+    filled yet (the car's row is then left half-stepped: the caller restores it)."""
+    heights, surfaces, tiles, meta, grip = ter
     tid = ist[k, L.I_TERRAIN]
     m = p[k, L.P_MASS]
     g = p[k, L.P_GRAVITY]
@@ -645,7 +648,9 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
         awx = px + r00 * ax + r01 * ay + r02 * az
         awy = py + r10 * ax + r11 * ay + r12 * az
         awz = pz + r20 * ax + r21 * ay + r22 * az
-        h, hgx, hgy, node = sample_height_grad(heights, meta, tid, awx, awy)
+        h, hgx, hgy, node = sample_height_grad(heights, tiles, meta, tid, awx, awy)
+        if node < 0:
+            return -1 - node
         s[k, L.WL_SURFACE + w] = surfaces[node]  # the surface under the wheel
         pen = -1e300
         if rays:
@@ -1077,7 +1082,9 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
             continue
         wcx = px + r00 * cx + r01 * cy + r02 * cz
         wcy = py + r10 * cx + r11 * cy + r12 * cz
-        hc = sample_height(heights, meta, tid, wcx, wcy)
+        hc = sample_height(heights, tiles, meta, tid, wcx, wcy)
+        if hc != hc:
+            return tile_at(meta, tid, wcx, wcy)
         if wcz >= hc:
             continue
         # corner velocity, body then world
@@ -1211,36 +1218,89 @@ def _substep(k, s, ist, p, heights, surfaces, meta, grip, dt):
                 if along >= 0.0 and along <= 1.0:
                     s[k, L.GATE_TIME] = (ist[k, L.I_SUBSTEPS] + f) * dt
     ist[k, L.I_SUBSTEPS] += 1
+    return -1
+
+
+@njit(cache=True, _nrt=False)
+def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss):
+    """``n_substeps`` substeps of car ``k``. If a substep needs a tile its terrain has not
+    filled, the car is put back as it was before this call and ``miss[ii]`` names the tile
+    (else -1), so the caller can fill it and step the car again."""
+    ns = s.shape[1]
+    ni = ist.shape[1]
+    for c in range(ns):
+        save[ii, c] = s[k, c]
+    for c in range(ni):
+        isave[ii, c] = ist[k, c]
+    miss[ii] = -1
+    for _ in range(n_substeps):
+        m = _substep(k, s, ist, p, ter, dt)
+        if m >= 0:
+            for c in range(ns):
+                s[k, c] = save[ii, c]
+            for c in range(ni):
+                ist[k, c] = isave[ii, c]
+            miss[ii] = m
+            return
 
 
 @njit(cache=True)
-def step_cars(s, ist, p, heights, surfaces, meta, grip, n_substeps, cars):
-    """Advance cars ``cars`` (int64 indices) by ``n_substeps`` substeps of 1/480 s, serially."""
-    for ii in range(cars.shape[0]):
-        k = cars[ii]
-        for _ in range(n_substeps):
-            _substep(k, s, ist, p, heights, surfaces, meta, grip, L.DT)
+def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss):
+    """Advance cars ``cars`` (int64 indices) by ``n_substeps`` substeps of ``dt`` (the product
+    always uses 1/480 s; other values are for validation only), serially.
 
-
-@njit(cache=True)
-def step_cars_dt(s, ist, p, heights, surfaces, meta, grip, n_substeps, cars, dt):
-    """Validation only: step with a substep other than 1/480 s (e.g. to show why 480 Hz).
-
-    Never used by the environment: its time base is the fixed 480 Hz of :func:`step_cars`.
+    ``ter`` is the terrain record ``(heights, surfaces, tiles, meta, grip)`` of a
+    :class:`physics.terrain.TerrainSet`; ``save``/``isave`` (len(cars), row width) are scratch
+    rows; ``miss`` (len(cars),) receives -1 or the tile a car still needs (see _step_car).
     """
     for ii in range(cars.shape[0]):
-        k = cars[ii]
-        for _ in range(n_substeps):
-            _substep(k, s, ist, p, heights, surfaces, meta, grip, dt)
+        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss)
 
 
 @njit(cache=True, parallel=True)
-def step_cars_parallel(s, ist, p, heights, surfaces, meta, grip, n_substeps, cars):
+def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss):
     """As :func:`step_cars`, with the cars spread over threads (``prange`` over cars only)."""
     for ii in prange(cars.shape[0]):
+        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss)
+
+
+@njit(cache=True, _nrt=False)
+def reach_m(p, k):
+    """How far from its CG car ``k`` can sample the terrain (m): its farthest wheel anchor or
+    body corner."""
+    r2 = 0.0
+    for w in range(int(p[k, L.P_N_WHEELS])):
+        x = p[k, L.pw(w, L.PW_X)]
+        y = p[k, L.pw(w, L.PW_Y)]
+        z = p[k, L.pw(w, L.PW_Z)]
+        r2 = max(r2, x * x + y * y + z * z)
+    for cx in (p[k, L.P_BODY_XF], p[k, L.P_BODY_XR]):
+        for cz in (p[k, L.P_BODY_ZB], p[k, L.P_BODY_ZT]):
+            hw = p[k, L.P_BODY_HW]
+            r2 = max(r2, cx * cx + hw * hw + cz * cz)
+    return math.sqrt(r2)
+
+
+@njit(cache=True)
+def missing_tiles(s, ist, p, tiles, meta, cars, horizon_s, margin_m, out):
+    """The terrain tiles cars may sample within the next ``horizon_s`` seconds that are not
+    filled yet: those within reach + 1.2 x speed x horizon + ``margin_m`` of each car. Rows
+    ``(terrain, tile)`` into ``out``; returns the count (it may pass ``out``'s length). A tile
+    missed anyway only costs the car a second try (see :func:`_step_car`)."""
+    n = 0
+    for ii in range(cars.shape[0]):
         k = cars[ii]
-        for _ in range(n_substeps):
-            _substep(k, s, ist, p, heights, surfaces, meta, grip, L.DT)
+        vx = s[k, L.VEL_X]
+        vy = s[k, L.VEL_Y]
+        vz = s[k, L.VEL_Z]
+        v = math.sqrt(vx * vx + vy * vy + vz * vz)
+        if not v < 1e4:
+            v = 0.0
+        r = reach_m(p, k) + 1.2 * v * horizon_s + margin_m
+        n = collect_missing(
+            tiles, meta, ist[k, L.I_TERRAIN], s[k, L.POS_X], s[k, L.POS_Y], r, out, n
+        )
+    return n
 
 
 @njit(cache=True)
@@ -1298,12 +1358,14 @@ def set_tank_commands(s, ist, cmds, cars):
 
 
 @njit(cache=True)
-def place_cars(s, ist, p, heights, meta, cars, poses, terrain_ids):
+def place_cars(s, ist, p, heights, tiles, meta, cars, poses, terrain_ids):
     """Reset cars to rest at poses (x, y, heading_rad, forward_speed_mps) on their terrain.
 
     The car starts level in yaw ``heading`` with its CG at the static ride height above the
-    terrain under it; everything else (commands, readings, timers, gate) is cleared.
+    terrain under it; everything else (commands, readings, timers, gate) is cleared. Returns
+    the number of cars whose start tile was not filled (their height is then NaN).
     """
+    missing = 0
     for ii in range(cars.shape[0]):
         k = cars[ii]
         misuse = ist[k, L.I_MISUSE]
@@ -1330,7 +1392,10 @@ def place_cars(s, ist, p, heights, meta, cars, poses, terrain_ids):
             sag = p[k, L.P_GRAVITY] / (nw * p[k, L.P_CONTACT_K])
         s[k, L.POS_X] = x
         s[k, L.POS_Y] = y
-        s[k, L.POS_Z] = sample_height(heights, meta, tid, x, y) + ride - sag
+        z = sample_height(heights, tiles, meta, tid, x, y)
+        if z != z:
+            missing += 1
+        s[k, L.POS_Z] = z + ride - sag
         sy, cy = sincosx(poses[ii, 2])
         s[k, L.VEL_X] = cy * poses[ii, 3]
         s[k, L.VEL_Y] = sy * poses[ii, 3]
@@ -1345,6 +1410,7 @@ def place_cars(s, ist, p, heights, meta, cars, poses, terrain_ids):
             if p[k, L.PX_DRIVETRAIN] > 0.5:
                 ist[k, L.I_GEAR] = 1  # first gear, clutch closed
                 s[k, L.ENGINE_RPM] = p[k, L.PX_TQ_RPM]
+    return missing
 
 
 def all_cars(n: int) -> np.ndarray:

@@ -24,6 +24,11 @@ from physics.errors import ParameterError, SnapshotError, StepError
 from physics.params import ROVER, VehicleParams
 from physics.terrain import Terrain, TerrainSet
 
+#: Extra distance around a car's reach whose terrain tiles are filled before a step (m).
+_MARGIN_M = 1.0
+#: Rounds of "fill what was missed, step those cars again" before giving up (each fills >= 1).
+_MAX_FILL_ROUNDS = 10_000
+
 
 def substeps_for(control_hz: float) -> int:
     """Whole substeps of 1/480 s per control step at ``control_hz``; non-integer ratios raise."""
@@ -102,6 +107,8 @@ class VehicleBatch:
         self.istate = np.zeros((self.n, L.N_ISTATE), np.int64)
         self.parallel = bool(parallel)
         self._all = kernel.all_cars(self.n)
+        self._scratch(self.n)
+        self._req = np.empty((256, 2), np.int64)
         self.reset()
 
     # ------------------------------------------------------------------ configuration
@@ -179,16 +186,16 @@ class VehicleBatch:
             raise ParameterError(
                 "VehicleBatch", "terrain_ids", terrain_ids, f"must be in [0, {len(self.terrains)})"
             )
-        kernel.place_cars(
-            self.state,
-            self.istate,
-            self.params,
-            self.terrains.heights,
-            self.terrains.meta,
-            idx,
-            poses,
-            tids,
-        )
+        t = self.terrains
+        for _ in range(_MAX_FILL_ROUNDS):
+            reach = np.array([kernel.reach_m(self.params, int(k)) for k in idx]) + _MARGIN_M
+            t.fill_around(tids, poses[:, 0], poses[:, 1], reach)
+            missing = kernel.place_cars(
+                self.state, self.istate, self.params, t.heights, t.tiles, t.meta, idx, poses, tids
+            )
+            if not missing:
+                return
+        raise StepError("the terrain under the start poses could not be filled")
 
     def set_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
         """Set held commands (steer [-1,1], throttle, brake, handbrake [0,1]) per car.
@@ -251,19 +258,71 @@ class VehicleBatch:
         ):
             raise StepError(f"n_substeps must be a whole number >= 0, got {n_substeps!r}")
         idx = self._all if cars is None else self._cars(cars)
-        fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
+        self.advance(int(n_substeps), idx, L.DT)
+
+    def advance(self, n_substeps: int, idx: np.ndarray, dt: float) -> None:
+        """Step cars ``idx`` (int64) by ``n_substeps`` substeps of ``dt`` seconds.
+
+        The terrain fills as cars reach it: first the tiles each car can reach in this step,
+        then any tile a car still met that was not filled (that car is put back and stepped
+        again), until every car has stepped. Only :meth:`step` (``dt`` = 1/480 s) is the
+        product's time base; other ``dt`` values are for validation.
+        """
         t = self.terrains
-        fn(
-            self.state,
-            self.istate,
-            self.params,
-            t.heights,
-            t.surfaces,
-            t.meta,
-            t.grip,
-            int(n_substeps),
-            idx,
-        )
+        fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
+        self._fill_ahead(idx, n_substeps * dt)
+        for _ in range(_MAX_FILL_ROUNDS):
+            m = len(idx)
+            if self._save.shape[0] < m:
+                self._scratch(m)
+            miss = self._miss[:m]
+            fn(
+                self.state,
+                self.istate,
+                self.params,
+                t.record(),
+                n_substeps,
+                idx,
+                dt,
+                self._save[:m],
+                self._isave[:m],
+                miss,
+            )
+            bad = np.flatnonzero(miss >= 0)
+            if not len(bad):
+                return
+            cars = idx[bad]
+            rows = self.istate[cars, L.I_TERRAIN]
+            t.fill_requests(np.stack([rows, miss[bad]], axis=1))
+            self._fill_ahead(cars, n_substeps * dt, extra_m=2.0 * _MARGIN_M)
+            idx = cars.copy()
+        raise StepError("the terrain the cars reach could not be filled")
+
+    def _fill_ahead(self, idx: np.ndarray, horizon_s: float, extra_m: float = 0.0) -> None:
+        t = self.terrains
+        out = self._req
+        while True:
+            n = kernel.missing_tiles(
+                self.state,
+                self.istate,
+                self.params,
+                t.tiles,
+                t.meta,
+                idx,
+                horizon_s,
+                _MARGIN_M + extra_m,
+                out,
+            )
+            if n <= out.shape[0]:
+                break
+            out = self._req = np.empty((2 * n, 2), np.int64)
+        if n:
+            t.fill_requests(out[:n])
+
+    def _scratch(self, m: int) -> None:
+        self._save = np.empty((m, self.state.shape[1]), np.float64)
+        self._isave = np.empty((m, self.istate.shape[1]), np.int64)
+        self._miss = np.empty(m, np.int64)
 
     def step_seconds(self, seconds: float, cars: np.ndarray | None = None) -> None:
         """Advance by ``seconds``, which must be a whole number of substeps."""

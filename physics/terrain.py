@@ -6,9 +6,14 @@ multiplier per surface id. Heights are sampled with a C1 quadratic B-spline over
 :func:`sample_height`), surface ids by the nearest node.
 Outside the grid the edge values continue (the world does not end in a cliff).
 
-Several terrains are packed into one :class:`TerrainSet` (flat arrays + a metadata row per
-terrain) so that one kernel call can step cars that drive on different stages; each car carries
-the index of its terrain.
+Several terrains are packed into one :class:`TerrainSet` so that one kernel call can step cars
+that drive on different stages; each car carries the index of its terrain. A set stores nodes
+in **tiles** of ``TILE x TILE`` nodes (plus a one-node apron, so a sample's 3 x 3 B-spline
+stencil always lies in one tile) in a shared pool, filled **on demand**: a terrain is any
+*tile source* (a dense :class:`Terrain`, or a stage's terrain that computes nodes as asked,
+``tracks.bake.StageTerrain``), and only the tiles cars reach are ever filled. A sample that
+lands in a tile not filled yet reports a *miss*; the simulator then fills the tile and steps
+that car again from where it was, so results never depend on what was filled before.
 
 Test terrains :func:`flat_terrain` and :func:`crest_and_ramp_terrain` let the physics be tested
 without the ``tracks`` package. They are built from polynomials only, so their bytes are the same
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 from numba import njit
@@ -27,6 +33,10 @@ from physics.errors import TerrainError
 
 #: Maximum number of surface ids a terrain may use (ids 0 .. MAX_SURFACES-1).
 MAX_SURFACES = 16
+#: Nodes per tile side, stored side (with the apron) and nodes stored per tile.
+TILE = 8
+TILE_W = TILE + 2
+TILE_NODES = TILE_W * TILE_W
 
 # Column indices of the TerrainSet metadata rows.
 TM_X0 = 0
@@ -35,8 +45,10 @@ TM_CELL = 2
 TM_INV_CELL = 3
 TM_NX = 4
 TM_NY = 5
-TM_OFFSET = 6
-N_TERRAIN_META = 7
+TM_TABLE = 6  # offset of the terrain's tile table in TerrainSet.tiles
+TM_TNX = 7  # tiles along x
+TM_TNY = 8  # tiles along y
+N_TERRAIN_META = 9
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,59 +144,177 @@ class Terrain:
 
     def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
         """Height at world points (the kernel's own sampler)."""
-        ts = TerrainSet([self])
         xs = np.atleast_1d(np.asarray(x, np.float64))
         ys = np.broadcast_to(np.asarray(y, np.float64), xs.shape).copy()
+        ts = TerrainSet([self])
+        ts.bake_all(0)
         out = np.empty(xs.shape, np.float64)
-        _heights_many(ts.heights, ts.meta, 0, xs.ravel(), ys.ravel(), out.ravel())
+        _heights_many(ts.heights, ts.tiles, ts.meta, 0, xs.ravel(), ys.ravel(), out.ravel())
         return out
 
     def surface_at(self, x: float, y: float) -> int:
         ts = TerrainSet([self])
-        return int(sample_surface(ts.surfaces, ts.meta, 0, float(x), float(y)))
+        ts.bake_all(0)
+        return int(sample_surface(ts.surfaces, ts.tiles, ts.meta, 0, float(x), float(y)))
+
+    def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:
+        """Copy tiles ``(m, 2)`` (tx, ty) into ``(m, TILE_NODES)`` blocks (the tile source
+        interface of :class:`TerrainSet`)."""
+        _copy_tiles(self.heights_m, self.surface_ids, tiles, heights, surfaces)
+
+
+class TileSource(Protocol):
+    """What a :class:`TerrainSet` needs of a terrain: the grid and a way to fill tiles.
+
+    ``fill_tiles(tiles, heights, surfaces)`` writes tile ``(tx, ty)`` of each row of ``tiles``
+    into the matching row of ``heights`` (float64) / ``surfaces`` (int8), both
+    ``(len(tiles), TILE_NODES)``: node ``(lx, ly)`` of the stored ``TILE_W x TILE_W`` block is
+    grid node ``(tx * TILE - 1 + lx, ty * TILE - 1 + ly)`` with indices clamped to the grid.
+    """
+
+    name: str
+    x0_m: float
+    y0_m: float
+    cell_m: float
+    grip: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None: ...
+
+
+@njit(cache=True)
+def _copy_tiles(h, s, tiles, out_h, out_s):
+    ny, nx = h.shape
+    for m in range(tiles.shape[0]):
+        for ly in range(TILE_W):
+            j = min(max(tiles[m, 1] * TILE - 1 + ly, 0), ny - 1)
+            for lx in range(TILE_W):
+                i = min(max(tiles[m, 0] * TILE - 1 + lx, 0), nx - 1)
+                out_h[m, ly * TILE_W + lx] = h[j, i]
+                out_s[m, ly * TILE_W + lx] = s[j, i]
+
+
+def _check_source(t: Any) -> None:
+    if isinstance(t, Terrain):
+        return
+    for name in ("shape", "x0_m", "y0_m", "cell_m", "grip", "fill_tiles"):
+        if not hasattr(t, name):
+            raise TerrainError(
+                f"TerrainSet takes Terrain objects or tile sources, got {type(t).__name__} "
+                f"(it has no {name!r})"
+            )
+    ny, nx = t.shape
+    if nx < 2 or ny < 2:
+        raise TerrainError(f"{t.name}: a terrain needs at least 2x2 nodes, got {t.shape}")
+    for name in ("x0_m", "y0_m", "cell_m"):
+        v = getattr(t, name)
+        if not math.isfinite(v):
+            raise TerrainError(f"{t.name}: {name} must be finite, got {v!r}")
+    if not t.cell_m > 0.0:
+        raise TerrainError(f"{t.name}: cell_m must be > 0, got {t.cell_m!r}")
+    g = np.asarray(t.grip, np.float64)
+    if g.ndim != 1 or not 1 <= g.shape[0] <= MAX_SURFACES:
+        raise TerrainError(f"{t.name}: grip must be 1-D with 1..{MAX_SURFACES} entries")
+    if not np.all(np.isfinite(g)) or np.any(g < 0.0) or np.any(g > 2.0):
+        raise TerrainError(f"{t.name}: grip multipliers must be finite and in [0, 2]")
+
+
+def tile_grid(shape: tuple[int, int]) -> tuple[int, int]:
+    """(tiles along x, tiles along y) covering a (ny, nx) node grid."""
+    ny, nx = shape
+    return (nx - 1) // TILE + 1, (ny - 1) // TILE + 1
 
 
 class TerrainSet:
-    """Several terrains packed into flat arrays for the kernels.
+    """Several terrains, tiled into one pool of nodes that fills as cars reach it.
+
+    Rows ``0 .. n_base-1`` are the terrains; rows past them are *variants* (see
+    :meth:`set_variant`) that share a terrain's nodes with grip multipliers of their own. A
+    base row's terrain can be swapped (:meth:`replace`), freeing its tiles.
 
     Attributes:
-        heights: float64 flat node heights of all terrains.
-        surfaces: int8 flat surface ids.
-        meta: (rows, N_TERRAIN_META) float64 rows (x0, y0, cell, 1/cell, nx, ny, offset).
+        heights: float64 pool of tile nodes (``capacity * TILE_NODES``).
+        surfaces: int8 pool of tile surface ids.
+        tiles: int64 tile tables of all terrains: the pool slot of each tile, -1 = not filled.
+        meta: (rows, N_TERRAIN_META) float64 rows (x0, y0, cell, 1/cell, nx, ny, table
+            offset, tiles along x, tiles along y).
         grip: (rows, MAX_SURFACES) float64 grip multipliers (unused ids are 0).
-        n_base: the number of terrains; rows past it are variants (see :meth:`set_variant`).
+        n_base: the number of terrains; rows past it are variants.
     """
 
-    def __init__(self, terrains: list[Terrain] | tuple[Terrain, ...], n_variants: int = 0):
+    def __init__(self, terrains: list[Any] | tuple[Any, ...], n_variants: int = 0):
         terrains = list(terrains)
         if not terrains:
             raise TerrainError("a TerrainSet needs at least one terrain")
         for t in terrains:
-            if not isinstance(t, Terrain):
-                raise TerrainError(f"TerrainSet takes Terrain objects, got {type(t).__name__}")
+            _check_source(t)
         if isinstance(n_variants, bool) or not isinstance(n_variants, int) or n_variants < 0:
             raise TerrainError(f"n_variants must be an integer >= 0, got {n_variants!r}")
-        self.terrains = terrains
+        self.sources: list[Any] = list(terrains)
         self.n_base = len(terrains)
-        sizes = [t.heights_m.size for t in terrains]
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        self.heights = np.concatenate([t.heights_m.ravel() for t in terrains])
-        self.surfaces = np.concatenate([t.surface_ids.ravel() for t in terrains])
         rows = self.n_base + n_variants
         self.meta = np.zeros((rows, N_TERRAIN_META), np.float64)
         self.grip = np.zeros((rows, MAX_SURFACES), np.float64)
+        self._table_cap = np.zeros(self.n_base, np.int64)
+        sizes = []
+        for t in terrains:
+            tnx, tny = tile_grid(t.shape)
+            sizes.append(tnx * tny)
+        self.tiles = np.full(int(sum(sizes)), -1, np.int64)
+        off = 0
         for k, t in enumerate(terrains):
-            ny, nx = t.shape
-            self.meta[k] = (t.x0_m, t.y0_m, t.cell_m, 1.0 / t.cell_m, nx, ny, offsets[k])
-            self.grip[k, : t.grip.shape[0]] = t.grip
+            self._table_cap[k] = sizes[k]
+            self._set_row(k, t, off)
+            off += sizes[k]
+        self._garbage = 0
+        self.heights = np.zeros(0, np.float64)
+        self.surfaces = np.zeros(0, np.int8)
+        self._free: list[int] = []
+        self._used = 0
+        self._high_water = 0
+        #: the base row each variant row shares (variants start on row 0)
+        self._variant_base = np.zeros(rows, np.int64)
+        self._variant_base[: self.n_base] = np.arange(self.n_base)
+        self.tiles_filled = 0  # tiles filled since construction (a counter for benchmarks)
         for row in range(self.n_base, rows):
             self.meta[row] = self.meta[0]
             self.grip[row] = self.grip[0]
 
+    def _set_row(self, row: int, t: Any, table_off: int) -> None:
+        ny, nx = t.shape
+        tnx, tny = tile_grid(t.shape)
+        cell = float(t.cell_m)
+        self.meta[row] = (
+            float(t.x0_m),
+            float(t.y0_m),
+            cell,
+            1.0 / cell,
+            nx,
+            ny,
+            table_off,
+            tnx,
+            tny,
+        )
+        g = np.asarray(t.grip, np.float64)
+        self.grip[row] = 0.0
+        self.grip[row, : g.shape[0]] = g
+
+    @property
+    def terrains(self) -> list[Any]:
+        """The tile source of each base row."""
+        return self.sources
+
+    def __len__(self) -> int:
+        """Rows a car's terrain index may take: the base terrains, then the variants."""
+        return self.meta.shape[0]
+
+    # ---------------------------------------------------------------- rows
     def set_variant(self, row: int, base: int, grip: np.ndarray) -> None:
         """Make variant row ``row`` drive on terrain ``base``'s heightfield with its own grip.
 
-        Variant rows (``n_base <= row < len(self)``) let cars share one baked heightfield while
+        Variant rows (``n_base <= row < len(self)``) let cars share one terrain's nodes while
         each carries, e.g., randomised grip multipliers. ``grip`` is (MAX_SURFACES,) or shorter.
         """
         if not self.n_base <= row < len(self):
@@ -199,41 +329,180 @@ class TerrainSet:
         self.meta[row] = self.meta[base]
         self.grip[row] = 0.0
         self.grip[row, : g.shape[0]] = g
+        self._variant_base[row] = base
 
-    def __len__(self) -> int:
-        """Rows a car's terrain index may take: the base terrains, then the variants."""
-        return self.meta.shape[0]
+    def replace(self, row: int, terrain: Any) -> None:
+        """Put another terrain in base row ``row``; its old tiles go back to the pool.
+
+        Variant rows that pointed at ``row`` must be set again (:meth:`set_variant`)."""
+        if not 0 <= row < self.n_base:
+            raise TerrainError(f"base terrain {row} is not in [0, {self.n_base})")
+        _check_source(terrain)
+        off, n = self._table(row)
+        used = self.tiles[off : off + n]
+        slots = used[used >= 0]
+        self._free.extend(int(s) for s in slots)
+        self._used -= len(slots)
+        used[:] = -1
+        tnx, tny = tile_grid(terrain.shape)
+        need = tnx * tny
+        if need > self._table_cap[row]:
+            self._garbage += int(self._table_cap[row])
+            cap = need + need // 4
+            off = self.tiles.shape[0]
+            self.tiles = np.concatenate([self.tiles, np.full(cap, -1, np.int64)])
+            self._table_cap[row] = cap
+            if self._garbage > self.tiles.shape[0] // 2:
+                self.sources[row] = terrain
+                self._set_row(row, terrain, off)
+                self._follow(row)
+                self._compact()
+                return
+        self.sources[row] = terrain
+        self._set_row(row, terrain, off)
+        self._follow(row)
+
+    def _follow(self, row: int) -> None:
+        """Variant rows of base ``row`` take its (new) grid; their grip stays theirs."""
+        for v in range(self.n_base, len(self)):
+            if self._variant_base[v] == row:
+                self.meta[v] = self.meta[row]
+
+    def _table(self, row: int) -> tuple[int, int]:
+        m = self.meta[row]
+        return int(m[TM_TABLE]), int(m[TM_TNX]) * int(m[TM_TNY])
+
+    def _compact(self) -> None:
+        """Repack the tile tables (after many replacements left holes)."""
+        parts = []
+        off = 0
+        for row in range(self.n_base):
+            o, n = self._table(row)
+            cap = int(self._table_cap[row])
+            part = np.full(cap, -1, np.int64)
+            part[:n] = self.tiles[o : o + n]
+            parts.append(part)
+            self.meta[row, TM_TABLE] = off
+            off += cap
+        for row in range(self.n_base, len(self)):
+            self.meta[row, TM_TABLE] = self.meta[self._base_of(row), TM_TABLE]
+        self.tiles = np.concatenate(parts)
+        self._garbage = 0
+
+    def _base_of(self, row: int) -> int:
+        return int(self._variant_base[row])
+
+    # ---------------------------------------------------------------- filling
+    def _slots(self, n: int) -> np.ndarray:
+        """n free pool slots: freed ones first, then new ones (the pool grows by doubling)."""
+        take = min(n, len(self._free))
+        out = [self._free.pop() for _ in range(take)]
+        short = n - take
+        if short:
+            cap = self.heights.shape[0] // TILE_NODES
+            top = self._high_water
+            if top + short > cap:
+                new_cap = max(2 * cap, top + short, 64)
+                h = np.zeros(new_cap * TILE_NODES, np.float64)
+                s = np.zeros(new_cap * TILE_NODES, np.int8)
+                h[: self.heights.shape[0]] = self.heights
+                s[: self.surfaces.shape[0]] = self.surfaces
+                self.heights = h
+                self.surfaces = s
+            out.extend(range(top, top + short))
+            self._high_water = top + short
+        self._used += n
+        return np.asarray(out, np.int64)
+
+    def fill(self, row: int, tiles_xy: np.ndarray) -> int:
+        """Fill the tiles ``(m, 2)`` (tx, ty) of row ``row``'s terrain that are not filled yet
+        (tiles outside the grid are ignored). Returns the number of tiles filled."""
+        t = np.asarray(tiles_xy, np.int64).reshape(-1, 2)
+        tnx = int(self.meta[row, TM_TNX])
+        tny = int(self.meta[row, TM_TNY])
+        t = t[(t[:, 0] >= 0) & (t[:, 0] < tnx) & (t[:, 1] >= 0) & (t[:, 1] < tny)]
+        req = np.stack([np.full(len(t), row, np.int64), t[:, 1] * tnx + t[:, 0]], axis=1)
+        return self.fill_requests(req)
+
+    def fill_linear(self, row: int, lin: np.ndarray) -> int:
+        """:meth:`fill` by linear tile index ``ty * tiles_x + tx``."""
+        lin = np.asarray(lin, np.int64).ravel()
+        return self.fill_requests(np.stack([np.full(len(lin), row, np.int64), lin], axis=1))
+
+    def fill_requests(self, req: np.ndarray) -> int:
+        """Fill the tiles of rows ``(row, linear tile)`` (as :func:`collect_missing` lists them;
+        repeats and tiles already filled are skipped). Returns the number filled."""
+        req = np.ascontiguousarray(req, np.int64).reshape(-1, 2)
+        if not len(req):
+            return 0
+        todo = _new_requests(self.tiles, self.meta, self._variant_base, req)
+        done = 0
+        start = 0
+        while start < len(todo):
+            base = int(todo[start, 0])
+            end = start
+            while end < len(todo) and todo[end, 0] == base:
+                end += 1
+            done += self._fill_base(base, todo[start:end, 1])
+            start = end
+        return done
+
+    def _fill_base(self, base: int, lin: np.ndarray) -> int:
+        off = int(self.meta[base, TM_TABLE])
+        tnx = int(self.meta[base, TM_TNX])
+        xy = np.empty((len(lin), 2), np.int64)
+        xy[:, 0] = lin % tnx
+        xy[:, 1] = lin // tnx
+        hb = np.empty((len(lin), TILE_NODES), np.float64)
+        sb = np.empty((len(lin), TILE_NODES), np.int8)
+        self.sources[base].fill_tiles(xy, hb, sb)
+        slots = self._slots(len(lin))
+        self.heights.reshape(-1, TILE_NODES)[slots] = hb
+        self.surfaces.reshape(-1, TILE_NODES)[slots] = sb
+        self.tiles[off + lin] = slots
+        self.tiles_filled += len(lin)
+        return len(lin)
+
+    def fill_around(self, rows: np.ndarray, xs: np.ndarray, ys: np.ndarray, radius_m) -> int:
+        """Fill every tile within ``radius_m`` (scalar or per point) of the world points."""
+        rows = np.asarray(rows, np.int64).ravel()
+        xs = np.asarray(xs, np.float64).ravel()
+        ys = np.asarray(ys, np.float64).ravel()
+        rad = np.broadcast_to(np.asarray(radius_m, np.float64), xs.shape).copy()
+        out = np.empty((max(1, 64 * len(xs)), 2), np.int64)
+        while True:
+            n = _missing_tiles(self.tiles, self.meta, rows, xs, ys, rad, out)
+            if n <= out.shape[0]:
+                break
+            out = np.empty((n, 2), np.int64)
+        return self.fill_requests(out[:n])
+
+    def bake_all(self, row: int) -> int:
+        """Fill every tile of row ``row``'s terrain."""
+        tnx = int(self.meta[row, TM_TNX])
+        tny = int(self.meta[row, TM_TNY])
+        return self.fill_linear(row, np.arange(tnx * tny))
+
+    def record(self) -> tuple[np.ndarray, ...]:
+        """``(heights, surfaces, tiles, meta, grip)``: the arrays the kernels take, together."""
+        return (self.heights, self.surfaces, self.tiles, self.meta, self.grip)
+
+    @property
+    def tiles_in_use(self) -> int:
+        return self._used
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the pool and the tables (bytes)."""
+        return int(self.heights.nbytes + self.surfaces.nbytes + self.tiles.nbytes)
 
 
+# --------------------------------------------------------------------------------- kernels
 @njit(cache=True, _nrt=False)
-def _cell(meta, tid, x, y):
-    """Grid cell (i, j) and fractions (tx, ty) of a world point, clamped to the grid."""
-    inv = meta[tid, TM_INV_CELL]
-    nx = int(meta[tid, TM_NX])
-    ny = int(meta[tid, TM_NY])
-    fx = (x - meta[tid, TM_X0]) * inv
-    fy = (y - meta[tid, TM_Y0]) * inv
-    if fx < 0.0:
-        fx = 0.0
-    elif fx > nx - 1.0:
-        fx = nx - 1.0
-    if fy < 0.0:
-        fy = 0.0
-    elif fy > ny - 1.0:
-        fy = ny - 1.0
-    i = math.floor(fx)
-    j = math.floor(fy)
-    if i > nx - 2:
-        i = nx - 2
-    if j > ny - 2:
-        j = ny - 2
-    return i, j, fx - i, fy - j, nx
-
-
-@njit(cache=True, _nrt=False)
-def _bspline_axis(f, n):
-    """Node index of the nearest node, clamped neighbours and quadratic B-spline weights."""
-    if f < 0.0:
+def _axis(f, n):
+    """Nearest node of a grid coordinate (clamped to the grid; NaN reads as 0) and the
+    quadratic B-spline weights of its three nodes."""
+    if not f >= 0.0:
         f = 0.0
     elif f > n - 1.0:
         f = n - 1.0
@@ -241,53 +510,76 @@ def _bspline_axis(f, n):
     u = f - i  # in [-0.5, 0.5]
     a = 0.5 - u
     b = 0.5 + u
-    im = i - 1 if i > 0 else 0
-    ip = i + 1 if i < n - 1 else n - 1
-    return im, i, ip, 0.5 * a * a, 0.75 - u * u, 0.5 * b * b
+    return i, 0.5 * a * a, 0.75 - u * u, 0.5 * b * b
 
 
 @njit(cache=True, _nrt=False)
-def sample_height(heights, meta, tid, x, y):
-    """Terrain height (m) at world (x, y) on terrain ``tid``.
+def _tile_base(tiles, meta, tid, xc, yc):
+    """Pool index of node (xc, yc) of terrain ``tid``, or ``-1 - tile`` if its tile is not
+    filled (``tile = ty * tiles_x + tx``)."""
+    tx = xc // TILE
+    ty = yc // TILE
+    lin = ty * int(meta[tid, TM_TNX]) + tx
+    slot = tiles[int(meta[tid, TM_TABLE]) + lin]
+    if slot < 0:
+        return -1 - lin
+    return slot * TILE_NODES + (yc - ty * TILE + 1) * TILE_W + (xc - tx * TILE + 1)
+
+
+@njit(cache=True, _nrt=False)
+def sample_height(heights, tiles, meta, tid, x, y):
+    """Terrain height (m) at world (x, y) on terrain ``tid``; NaN if its tile is not filled.
 
     A uniform quadratic B-spline over the nodes: the surface and its slope are continuous
     (C1), so a wheel rolling over a curved crest sees no slope kinks at cell edges (the stiff
     seed contact would chatter on bilinear facets). Planes are reproduced exactly, so a flat
     or uniformly sloped road stays exactly flat or sloped.
     """
-    nx = int(meta[tid, TM_NX])
-    ny = int(meta[tid, TM_NY])
     inv = meta[tid, TM_INV_CELL]
-    xm, xc, xp, wx0, wx1, wx2 = _bspline_axis((x - meta[tid, TM_X0]) * inv, nx)
-    ym, yc, yp, wy0, wy1, wy2 = _bspline_axis((y - meta[tid, TM_Y0]) * inv, ny)
-    off = int(meta[tid, TM_OFFSET])
-    r0 = off + ym * nx
-    r1 = off + yc * nx
-    r2 = off + yp * nx
-    h0 = wx0 * heights[r0 + xm] + wx1 * heights[r0 + xc] + wx2 * heights[r0 + xp]
-    h1 = wx0 * heights[r1 + xm] + wx1 * heights[r1 + xc] + wx2 * heights[r1 + xp]
-    h2 = wx0 * heights[r2 + xm] + wx1 * heights[r2 + xc] + wx2 * heights[r2 + xp]
+    xc, wx0, wx1, wx2 = _axis((x - meta[tid, TM_X0]) * inv, int(meta[tid, TM_NX]))
+    yc, wy0, wy1, wy2 = _axis((y - meta[tid, TM_Y0]) * inv, int(meta[tid, TM_NY]))
+    r1 = _tile_base(tiles, meta, tid, xc, yc)
+    if r1 < 0:
+        return np.nan
+    r0 = r1 - TILE_W
+    r2 = r1 + TILE_W
+    h0 = wx0 * heights[r0 - 1] + wx1 * heights[r0] + wx2 * heights[r0 + 1]
+    h1 = wx0 * heights[r1 - 1] + wx1 * heights[r1] + wx2 * heights[r1 + 1]
+    h2 = wx0 * heights[r2 - 1] + wx1 * heights[r2] + wx2 * heights[r2 + 1]
     return wy0 * h0 + wy1 * h1 + wy2 * h2
 
 
 @njit(cache=True, _nrt=False)
-def sample_height_grad(heights, meta, tid, x, y):
-    """(height, dh/dx, dh/dy, nearest node) of the B-spline surface of :func:`sample_height`.
+def tile_at(meta, tid, x, y):
+    """Linear index of the tile holding the node nearest (x, y) on terrain ``tid``."""
+    inv = meta[tid, TM_INV_CELL]
+    xc = _axis((x - meta[tid, TM_X0]) * inv, int(meta[tid, TM_NX]))[0]
+    yc = _axis((y - meta[tid, TM_Y0]) * inv, int(meta[tid, TM_NY]))[0]
+    return (yc // TILE) * int(meta[tid, TM_TNX]) + xc // TILE
 
-    The last value is the flat index of the node nearest (x, y): ``surfaces[index]`` is the
-    surface id :func:`sample_surface` would return.
+
+@njit(cache=True, _nrt=False)
+def sample_height_grad(heights, tiles, meta, tid, x, y):
+    """(height, dh/dx, dh/dy, node) of the B-spline surface of :func:`sample_height`.
+
+    ``node`` is the pool index of the node nearest (x, y): ``surfaces[node]`` is the surface
+    id :func:`sample_surface` would return. If that node's tile is not filled, ``node`` is
+    ``-1 - tile`` (negative) and the other values are 0.
     """
     nx = int(meta[tid, TM_NX])
     ny = int(meta[tid, TM_NY])
     inv = meta[tid, TM_INV_CELL]
     fx = (x - meta[tid, TM_X0]) * inv
     fy = (y - meta[tid, TM_Y0]) * inv
-    xm, xc, xp, wx0, wx1, wx2 = _bspline_axis(fx, nx)
-    ym, yc, yp, wy0, wy1, wy2 = _bspline_axis(fy, ny)
+    xc, wx0, wx1, wx2 = _axis(fx, nx)
+    yc, wy0, wy1, wy2 = _axis(fy, ny)
+    r1 = _tile_base(tiles, meta, tid, xc, yc)
+    if r1 < 0:
+        return 0.0, 0.0, 0.0, r1
     # derivative weights (zero outside the grid, where the edge continues flat)
     ux = fx - xc
     uy = fy - yc
-    if fx <= 0.0 or fx >= nx - 1.0:
+    if not (fx > 0.0 and fx < nx - 1.0):
         dx0 = 0.0
         dx1 = 0.0
         dx2 = 0.0
@@ -295,7 +587,7 @@ def sample_height_grad(heights, meta, tid, x, y):
         dx0 = (ux - 0.5) * inv
         dx1 = -2.0 * ux * inv
         dx2 = (ux + 0.5) * inv
-    if fy <= 0.0 or fy >= ny - 1.0:
+    if not (fy > 0.0 and fy < ny - 1.0):
         dy0 = 0.0
         dy1 = 0.0
         dy2 = 0.0
@@ -303,19 +595,17 @@ def sample_height_grad(heights, meta, tid, x, y):
         dy0 = (uy - 0.5) * inv
         dy1 = -2.0 * uy * inv
         dy2 = (uy + 0.5) * inv
-    off = int(meta[tid, TM_OFFSET])
-    r0 = off + ym * nx
-    r1 = off + yc * nx
-    r2 = off + yp * nx
-    a0 = heights[r0 + xm]
-    b0 = heights[r0 + xc]
-    c0 = heights[r0 + xp]
-    a1 = heights[r1 + xm]
-    b1 = heights[r1 + xc]
-    c1 = heights[r1 + xp]
-    a2 = heights[r2 + xm]
-    b2 = heights[r2 + xc]
-    c2 = heights[r2 + xp]
+    r0 = r1 - TILE_W
+    r2 = r1 + TILE_W
+    a0 = heights[r0 - 1]
+    b0 = heights[r0]
+    c0 = heights[r0 + 1]
+    a1 = heights[r1 - 1]
+    b1 = heights[r1]
+    c1 = heights[r1 + 1]
+    a2 = heights[r2 - 1]
+    b2 = heights[r2]
+    c2 = heights[r2 + 1]
     h0 = wx0 * a0 + wx1 * b0 + wx2 * c0
     h1 = wx0 * a1 + wx1 * b1 + wx2 * c1
     h2 = wx0 * a2 + wx1 * b2 + wx2 * c2
@@ -325,24 +615,94 @@ def sample_height_grad(heights, meta, tid, x, y):
     h = wy0 * h0 + wy1 * h1 + wy2 * h2
     gx = wy0 * g0 + wy1 * g1 + wy2 * g2
     gy = dy0 * h0 + dy1 * h1 + dy2 * h2
-    return h, gx, gy, r1 + xc
+    return h, gx, gy, r1
 
 
 @njit(cache=True, _nrt=False)
-def sample_surface(surfaces, meta, tid, x, y):
-    """Surface id of the nearest node to world (x, y) on terrain ``tid``."""
-    i, j, tx, ty, nx = _cell(meta, tid, x, y)
-    if tx >= 0.5:
-        i += 1
-    if ty >= 0.5:
-        j += 1
-    return surfaces[int(meta[tid, TM_OFFSET]) + j * nx + i]
+def sample_surface(surfaces, tiles, meta, tid, x, y):
+    """Surface id of the node nearest world (x, y) on terrain ``tid``; ``-1 - tile`` (negative)
+    if its tile is not filled."""
+    inv = meta[tid, TM_INV_CELL]
+    xc = _axis((x - meta[tid, TM_X0]) * inv, int(meta[tid, TM_NX]))[0]
+    yc = _axis((y - meta[tid, TM_Y0]) * inv, int(meta[tid, TM_NY]))[0]
+    b = _tile_base(tiles, meta, tid, xc, yc)
+    if b < 0:
+        return b
+    return surfaces[b]
 
 
-@njit(cache=True, _nrt=False)
-def _heights_many(heights, meta, tid, xs, ys, out):
+@njit(cache=True)
+def _heights_many(heights, tiles, meta, tid, xs, ys, out):
     for k in range(xs.shape[0]):
-        out[k] = sample_height(heights, meta, tid, xs[k], ys[k])
+        out[k] = sample_height(heights, tiles, meta, tid, xs[k], ys[k])
+
+
+@njit(cache=True, _nrt=False)
+def collect_missing(tiles, meta, tid, x, y, radius, out, n):
+    """Append (tid, tile) to ``out[n:]`` for every tile within ``radius`` (m) of (x, y) that is
+    not filled; returns the new count (which may pass ``out``'s length: the rest is dropped)."""
+    inv = meta[tid, TM_INV_CELL]
+    nx = int(meta[tid, TM_NX])
+    ny = int(meta[tid, TM_NY])
+    tnx = int(meta[tid, TM_TNX])
+    off = int(meta[tid, TM_TABLE])
+    r = radius * inv + 1.0
+    if not r < 1e6:
+        r = 1e6
+    fx = (x - meta[tid, TM_X0]) * inv
+    fy = (y - meta[tid, TM_Y0]) * inv
+    i0 = _axis(fx - r, nx)[0] // TILE
+    i1 = _axis(fx + r, nx)[0] // TILE
+    j0 = _axis(fy - r, ny)[0] // TILE
+    j1 = _axis(fy + r, ny)[0] // TILE
+    for ty in range(j0, j1 + 1):
+        for tx in range(i0, i1 + 1):
+            lin = ty * tnx + tx
+            if tiles[off + lin] < 0:
+                if n < out.shape[0]:
+                    out[n, 0] = tid
+                    out[n, 1] = lin
+                n += 1
+    return n
+
+
+@njit(cache=True)
+def _new_requests(tiles, meta, variant_base, req):
+    """The distinct (base row, tile) of requests (row, tile) whose tile is in its grid and not
+    filled, sorted by base row then tile."""
+    m = req.shape[0]
+    keep = np.empty((m, 2), np.int64)
+    n = 0
+    for q in range(m):
+        base = variant_base[req[q, 0]]
+        lin = req[q, 1]
+        if lin < 0 or lin >= int(meta[base, TM_TNX]) * int(meta[base, TM_TNY]):
+            continue
+        if tiles[int(meta[base, TM_TABLE]) + lin] >= 0:
+            continue
+        keep[n, 0] = base
+        keep[n, 1] = lin
+        n += 1
+    keep = keep[:n]
+    order = np.argsort(keep[:, 0] * (1 << 40) + keep[:, 1])
+    out = np.empty((n, 2), np.int64)
+    k = 0
+    for q in range(n):
+        r = keep[order[q]]
+        if k and out[k - 1, 0] == r[0] and out[k - 1, 1] == r[1]:
+            continue
+        out[k, 0] = r[0]
+        out[k, 1] = r[1]
+        k += 1
+    return out[:k]
+
+
+@njit(cache=True)
+def _missing_tiles(tiles, meta, rows, xs, ys, rad, out):
+    n = 0
+    for k in range(xs.shape[0]):
+        n = collect_missing(tiles, meta, rows[k], xs[k], ys[k], rad[k], out, n)
+    return n
 
 
 def flat_terrain(

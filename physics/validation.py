@@ -85,19 +85,7 @@ def _cmd(sim: VehicleBatch, steer=0.0, throttle=0.0, brake=0.0, handbrake=0.0) -
 
 def _step_dt(sim: VehicleBatch, dt: float) -> None:
     """One substep of ``dt`` seconds (validation only: the product runs at 1/480 s)."""
-    t = sim.terrains
-    kernel.step_cars_dt(
-        sim.state,
-        sim.istate,
-        sim.params,
-        t.heights,
-        t.surfaces,
-        t.meta,
-        t.grip,
-        1,
-        kernel.all_cars(sim.n),
-        dt,
-    )
+    sim.advance(1, kernel.all_cars(sim.n), dt)
 
 
 def static_load(params: VehicleParams = ROVER) -> list[Check]:

@@ -27,6 +27,9 @@ CONTROL_HZ_CHOICES: tuple[int, ...] = tuple(h for h in range(10, 61) if 480 % h 
 
 #: Surfaces of generated stages etc. are drawn from these when ``stage="random"``.
 RANDOM_STAGE_DEFAULTS: dict[str, Any] = {"length_m": 2000.0, "difficulty": (0.2, 0.8)}
+#: Lengths ``stage="random"`` accepts (m): what the generator builds at every difficulty.
+MIN_RANDOM_LENGTH_M = 200.0
+MAX_RANDOM_LENGTH_M = 10000.0
 
 
 def _short_repr(v: Any) -> Any:
@@ -518,15 +521,42 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
     out = dict(RANDOM_STAGE_DEFAULTS)
     for k, x in v.items():
         if k == "length_m":
-            out[k] = _real("random_stage", k, x, 200.0, 20000.0)
+            out[k] = _real("random_stage", k, x, MIN_RANDOM_LENGTH_M, MAX_RANDOM_LENGTH_M)
         elif k == "difficulty":
             out[k] = _range_pair("random_stage", k, x, 0.0, 1.0)
+        elif k == "num_levels":
+            if x is not None:
+                out[k] = _count("random_stage", k, x, 1, 2**31)
+        elif k == "start_level":
+            out[k] = _count("random_stage", k, x, 0, 2**31 - 1)
         else:
             raise ConfigError(
-                f"random_stage.{k}", x, "unknown setting; known: difficulty, length_m"
+                f"random_stage.{k}",
+                x,
+                "unknown setting; known: difficulty, length_m, num_levels, start_level",
             )
     out["difficulty"] = _range_pair("random_stage", "difficulty", out["difficulty"], 0.0, 1.0)
+    if "start_level" in out and out.get("num_levels") is None:
+        raise ConfigError(
+            "random_stage.start_level", out["start_level"], "needs num_levels (a level set)"
+        )
+    if out.get("num_levels") is not None:
+        top = out.get("start_level", 0) + out["num_levels"]
+        if top > 2**31:
+            raise ConfigError(
+                "random_stage.num_levels",
+                out["num_levels"],
+                f"start_level + num_levels = {top} passes the generator's seed range 2**31",
+            )
     return out
+
+
+def _count(owner: str, name: str, v: Any, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ConfigError(f"{owner}.{name}", v, "must be an integer")
+    if not lo <= int(v) <= hi:
+        raise ConfigError(f"{owner}.{name}", v, f"must be in [{lo}, {hi}]")
+    return int(v)
 
 
 # ----------------------------------------------------------------- the config's JSON form

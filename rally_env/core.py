@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from physics import VehicleBatch, flat_terrain
+from physics import VehicleBatch
 from physics import layout as L
 from rally_env import info as I
 from rally_env import kernels as K
@@ -66,13 +66,12 @@ class RallyCore:
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
         par = self.n >= 64 if parallel is None else bool(parallel)
-        terrains = self.bank.terrains if self.bank.built else [flat_terrain()]
-        self.sim = VehicleBatch(self.n, config.vehicle, terrains, parallel=par)
+        self.sim = VehicleBatch(self.n, config.vehicle, self.bank.terrains, parallel=par)
         self.base_params_row = config.vehicle.pack()
         n = self.n
         self.estate = np.zeros((n, K.N_E), np.float64)
         self.eistate = np.zeros((n, K.N_EI), np.int64)
-        self.etimes = np.full((n, max(1, self.bank.n_lines_max if self.bank.built else 1)), np.nan)
+        self.etimes = np.full((n, self.bank.n_lines_max), np.nan)
         self.section_mu = np.ones((n, S.MAX_SECTION_IDS), np.float64)
         self.draws: list[dict[str, Any] | None] = [None] * n
         # the draws as arrays, for the info (rows of cars never randomized are NaN)
@@ -126,18 +125,13 @@ class RallyCore:
         c[K.C_LINE_MISS] = K.LINE_MISS_M
         return c
 
-    def _attach_bank(self) -> None:
-        """After the bank rebuilt: hand the new terrains to the physics, refresh grip rows."""
+    def _widen_times(self) -> None:
+        """Room in ``etimes`` for as many timing lines as the bank's stages have."""
         b = self.bank
-        self.sim.terrains = b.terrains
         if b.n_lines_max > self.etimes.shape[1]:
             et = np.full((self.n, b.n_lines_max), np.nan)
             et[:, : self.etimes.shape[1]] = self.etimes
             self.etimes = et
-        if b.sectioned:
-            for k in range(self.n):
-                if self.ever_reset[k]:
-                    b.set_car_grip(k, int(self.eistate[k, K.EI_SLOT]), self.section_mu[k])
 
     # ------------------------------------------------------------------ hooks
     def add_hooks(self, hooks: CoreHooks) -> None:
@@ -169,7 +163,6 @@ class RallyCore:
     def _reset(self, cars: np.ndarray, seeds: list[np.random.SeedSequence | None] | None) -> None:
         cfg = self.config
         bank = self.bank
-        rebuild = False
         slots = np.empty(len(cars), np.int64)
         for i, k in enumerate(cars):
             k = int(k)
@@ -184,21 +177,17 @@ class RallyCore:
             elif bank.mode == "list":
                 slot = int(rng.integers(bank.n_slots))
             else:
-                gen_seed = int(rng.integers(0, 2**31 - 1))
-                lo, hi = cfg.random_stage["difficulty"]
-                diff = lo + (hi - lo) * float(rng.random())
-                st = S.generated_stage(gen_seed, cfg.random_stage["length_m"], round(diff, 6))
-                if bank.slots[k] is not st:
-                    bank.slots[k] = st
-                    rebuild = True
-                slot = k
+                gen_seed, diff = S.draw_random_stage(cfg.random_stage, rng)
+                length = cfg.random_stage["length_m"]
+                if self.ever_reset[k]:
+                    bank.release(int(self.eistate[k, K.EI_SLOT]))
+                slot = bank.acquire(
+                    ("gen", gen_seed, length, diff),
+                    lambda s=gen_seed, d=diff, n=length: S.generated_stage(s, n, d),
+                )
             slots[i] = slot
             self._draw_randomization(k, slot, rng)
-        if rebuild or not bank.built:
-            bank.rebuild()
-        if rebuild or self.sim.terrains is not bank.terrains:
-            self.ever_reset[cars] = True
-            self._attach_bank()
+        self._widen_times()
         rows = np.array(
             [bank.terrain_row(int(k), int(s)) for k, s in zip(cars, slots, strict=True)], np.int64
         )
@@ -214,13 +203,14 @@ class RallyCore:
         self.actions[cars] = 0.0
         self.ever_reset[cars] = True
         b = bank
-        K.reset_cars(
+        missed = K.reset_cars(
             cars,
             self.sim.state,
             self.sim.istate,
             self.sim.params,
             b.terrains.grip,
             b.terrains.surfaces,
+            b.terrains.tiles,
             b.terrains.meta,
             self.version,
             b.table,
@@ -248,10 +238,54 @@ class RallyCore:
             self.obs_high,
             self.obs,
         )
+        if missed:
+            self._fill_lookahead(cars)
         self.rew[cars] = 0.0
         self.terms[cars] = 0.0
         self.term[cars] = False
         self.trunc[cars] = False
+
+    def _fill_lookahead(self, cars: np.ndarray) -> None:
+        """Fill the terrain tiles under the cars' lookahead points that were not filled yet
+        and write those cars' observations again (a Rally-v1 observation samples them)."""
+        t = self.bank.terrains
+        out = np.empty((8 * len(cars) * self.look.shape[1] + 8, 3), np.int64)
+        for _ in range(64):
+            n = K.lookahead_misses(
+                cars, self.sim.state, self.look, self.eistate, t.tiles, t.meta, out
+            )
+            if n == 0:
+                return
+            if n > out.shape[0]:
+                out = np.empty((n, 3), np.int64)
+                continue
+            t.fill_requests(out[:n, 1:])
+            again = np.unique(out[:n, 0])
+            if not K.refresh_obs(again, self._obs_args()):
+                return
+        raise RuntimeError("the terrain under the lookahead points could not be filled")
+
+    def _obs_args(self) -> tuple:
+        t = self.bank.terrains
+        return (
+            self.sim.state,
+            self.sim.istate,
+            self.sim.params,
+            t.grip,
+            t.surfaces,
+            t.tiles,
+            t.meta,
+            self.version,
+            self.estate,
+            self.eistate,
+            self.look,
+            self.lookahead,
+            self.n_wheels,
+            self.obs_low,
+            self.obs_high,
+            self.obs,
+            self._post_scratch[3][0],
+        )
 
     def _draw_randomization(self, k: int, slot: int, rng: np.random.Generator) -> None:
         r = self.config.randomize
@@ -320,7 +354,8 @@ class RallyCore:
             idx = cars
         sim = self.sim
         post = K.post_step_parallel if sim.parallel else K.post_step
-        post(idx, self._post_args(actions), self._post_scratch)
+        if post(idx, self._post_args(actions), self._post_scratch):
+            self._fill_lookahead(idx)
 
     def _post_args(self, actions: np.ndarray) -> tuple:
         """The arrays :func:`rally_env.kernels.post_step` passes to each car (one place)."""
@@ -334,6 +369,7 @@ class RallyCore:
             self.sim.params,
             b.terrains.grip,
             b.terrains.surfaces,
+            b.terrains.tiles,
             b.terrains.meta,
             self.version,
             b.table,
@@ -524,17 +560,8 @@ class RallyCore:
         stages = self.check_state(st)
         b = self.bank
         if b.mode == "random":
-            changed = any(a is not c for a, c in zip(stages, b.slots, strict=True))
-            if changed or not b.built:
-                old = list(b.slots)
-                b.slots = list(stages)
-                try:
-                    b.rebuild()
-                except Exception as e:
-                    b.slots = old
-                    if any(s is not None for s in old):
-                        b.rebuild()
-                    raise StateError(f"cannot rebuild the state's stages: {e}") from None
+            held = st["eistate"][np.flatnonzero(st["ever_reset"]), K.EI_SLOT]
+            b.adopt(stages, held)
         self.ever_reset[...] = st["ever_reset"]
         self.section_mu[...] = st["section_mu"]
         self.eistate[...] = st["eistate"]
@@ -548,7 +575,10 @@ class RallyCore:
         self.sim.istate[...] = st["sim_istate"]
         self.obs[...] = st["obs"]
         self.actions[...] = st["actions"]
-        self._attach_bank()
+        self._widen_times()
+        if b.sectioned:
+            for k in np.flatnonzero(self.ever_reset):
+                b.set_car_grip(int(k), int(self.eistate[k, K.EI_SLOT]), self.section_mu[k])
         for k, r in enumerate(st["rng"]):
             if r is None:
                 self.rngs[k] = None

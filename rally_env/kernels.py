@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from physics import layout as L
 from physics.kernel import rotation_of
-from physics.terrain import sample_surface
+from physics.terrain import TM_TABLE, sample_surface, tile_at
 from rally_env import stages as S
 from rally_env.spaces import (
     CURVATURE_SCALE_PER_M,
@@ -212,6 +212,7 @@ def _write_obs(
     params,
     tgrip,
     tsurf,
+    ttiles,
     tmeta,
     obs_version,
     estate,
@@ -281,16 +282,24 @@ def _write_obs(
     vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
     i += 1
     if obs_version >= 1:
-        i = _write_obs_v1(
-            k, state, istate, params, tgrip, tsurf, tmeta, row, look, n_wheels, vals, i
+        i, missed = _write_obs_v1(
+            k, state, istate, params, tgrip, tsurf, ttiles, tmeta, row, look, n_wheels, vals, i
         )
+    else:
+        missed = 0
     for j in range(obs.shape[1]):
         obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
+    return missed
 
 
 @njit(cache=True, _nrt=False)
-def _write_obs_v1(k, state, istate, params, tgrip, tsurf, tmeta, row, look, n_wheels, vals, i):
-    """The fields Rally-v1 adds after v0's (see :class:`rally_env.spaces.ObsLayout`)."""
+def _write_obs_v1(
+    k, state, istate, params, tgrip, tsurf, ttiles, tmeta, row, look, n_wheels, vals, i
+):
+    """The fields Rally-v1 adds after v0's (see :class:`rally_env.spaces.ObsLayout`).
+
+    Returns (next index, 1 if a lookahead point's terrain tile was not filled yet, else 0): the
+    caller fills it and writes the observation again (see :func:`lookahead_misses`)."""
     ext = params[k, L.P_EXTENDED] > 0.5
     drivetrain = ext and params[k, L.PX_DRIVETRAIN] > 0.5
     if drivetrain and params[k, L.PX_REV_LIMIT] > 0.0:
@@ -308,7 +317,26 @@ def _write_obs_v1(k, state, istate, params, tgrip, tsurf, tmeta, row, look, n_wh
     for w in range(n_wheels):
         vals[i] = state[k, L.WL_OMEGA + w] * params[k, L.pw(w, L.PW_RADIUS)] * _INV_WHEEL_SPEED
         i += 1
-    # the surface under each lookahead point: the car-frame point back to the world frame
+    # the surface under each lookahead point
+    missed = 0
+    for q in range(look.shape[1]):
+        ok, wx, wy = _look_point(k, state, look, q)
+        if ok:
+            sid = sample_surface(tsurf, ttiles, tmeta, row, wx, wy)
+            if sid < 0:
+                missed = 1
+                vals[i] = np.nan
+            else:
+                vals[i] = tgrip[row, sid]
+        else:
+            vals[i] = 0.0
+        i += 1
+    return i, missed
+
+
+@njit(cache=True, _nrt=False)
+def _look_point(k, state, look, q):
+    """(finite, x, y): lookahead point ``q`` of car ``k`` back in the world frame."""
     qw = state[k, L.QUAT_W]
     qx = state[k, L.QUAT_X]
     qy = state[k, L.QUAT_Y]
@@ -319,19 +347,45 @@ def _write_obs_v1(k, state, istate, params, tgrip, tsurf, tmeta, row, look, n_wh
     if fn > 0.0:
         fx /= fn
         fy /= fn
+    lx = look[k, q, 0]
+    ly = look[k, q, 1]
+    if not (math.isfinite(lx) and math.isfinite(ly) and fn > 0.0):
+        return False, 0.0, 0.0
     px = state[k, L.POS_X]
     py = state[k, L.POS_Y]
-    for q in range(look.shape[1]):
-        lx = look[k, q, 0]
-        ly = look[k, q, 1]
-        if math.isfinite(lx) and math.isfinite(ly) and fn > 0.0:
-            wx = px + lx * fx - ly * fy
-            wy = py + lx * fy + ly * fx
-            vals[i] = tgrip[row, int(sample_surface(tsurf, tmeta, row, wx, wy))]
-        else:
-            vals[i] = 0.0
-        i += 1
-    return i
+    return True, px + lx * fx - ly * fy, py + lx * fy + ly * fx
+
+
+@njit(cache=True)
+def lookahead_misses(cars, state, look, eistate, ttiles, tmeta, out):
+    """(car, row, tile) of every lookahead point whose terrain tile is not filled, for cars
+    ``cars``. Returns the count (it may pass ``out``'s length: the rest is dropped)."""
+    n = 0
+    for ii in range(cars.shape[0]):
+        k = cars[ii]
+        row = eistate[k, EI_ROW]
+        for q in range(look.shape[1]):
+            ok, wx, wy = _look_point(k, state, look, q)
+            if not ok:
+                continue
+            lin = tile_at(tmeta, row, wx, wy)
+            if ttiles[int(tmeta[row, TM_TABLE]) + lin] < 0:
+                if n < out.shape[0]:
+                    out[n, 0] = k
+                    out[n, 1] = row
+                    out[n, 2] = lin
+                n += 1
+    return n
+
+
+@njit(cache=True)
+def refresh_obs(cars, obs_args):
+    """Write the observation of cars ``cars`` again (after their lookahead tiles were
+    filled); ``obs_args`` are :func:`_write_obs`'s arrays after ``k``. Returns the misses."""
+    missed = 0
+    for ii in range(cars.shape[0]):
+        missed += _write_obs(cars[ii], *obs_args)
+    return missed
 
 
 @njit(cache=True, _nrt=False)
@@ -352,6 +406,7 @@ def reset_cars(
     params,
     tgrip,
     tsurf,
+    ttiles,
     tmeta,
     obs_version,
     table,
@@ -380,11 +435,13 @@ def reset_cars(
     obs,
 ):
     """Initialise the env state of freshly placed cars (slot and row already in eistate),
-    arm their first gate and write their first observation."""
+    arm their first gate and write their first observation. Returns the number of cars whose
+    observation met a terrain tile not filled yet (see :func:`refresh_obs`)."""
     pos_buf = np.empty((1, 2))
     fwd_buf = np.empty((1, 2))
     sp_buf = np.empty(1)
     vals = np.empty(obs.shape[1])
+    missed = 0
     for ii in range(cars.shape[0]):
         k = cars[ii]
         slot = eistate[k, EI_SLOT]
@@ -444,13 +501,14 @@ def reset_cars(
             math.ceil(table[slot, S.SL_TIME_LIMIT] * L.SUBSTEP_HZ - 1e-6)
         )
         _arm_gate(k, state, table, line_gate, slot, 0)
-        _write_obs(
+        missed += _write_obs(
             k,
             state,
             istate,
             params,
             tgrip,
             tsurf,
+            ttiles,
             tmeta,
             obs_version,
             estate,
@@ -463,6 +521,7 @@ def reset_cars(
             obs,
             vals,
         )
+    return missed
 
 
 @njit(cache=True, _nrt=False)
@@ -475,6 +534,7 @@ def _post_car(
     params,
     tgrip,
     tsurf,
+    ttiles,
     tmeta,
     obs_version,
     table,
@@ -699,13 +759,14 @@ def _post_car(
         estate[k, E_ACT + a] = actions[k, a]
     eistate[k, EI_OFF] = 1 if off else 0
     eistate[k, EI_STEPS] += 1
-    _write_obs(
+    return _write_obs(
         k,
         state,
         istate,
         params,
         tgrip,
         tsurf,
+        ttiles,
         tmeta,
         obs_version,
         estate,
@@ -727,17 +788,26 @@ def post_step(cars, args, scratch):
     ``args`` is the tuple of :func:`_post_car`'s arrays after ``k`` and before the scratch
     (built in one place, ``RallyCore._post_args``); ``scratch`` holds per-car buffers
     (positions (N, 2), forwards (N, 2), speeds (N,), observation values (N, D)), allocated once.
+    Returns the number of cars whose observation met a terrain tile not filled yet.
     """
     pos_all, fwd_all, sp_all, vals_all = scratch
+    missed = 0
     for ii in range(cars.shape[0]):
         k = cars[ii]
-        _post_car(k, *args, pos_all[k : k + 1], fwd_all[k : k + 1], sp_all[k : k + 1], vals_all[k])
+        missed += _post_car(
+            k, *args, pos_all[k : k + 1], fwd_all[k : k + 1], sp_all[k : k + 1], vals_all[k]
+        )
+    return missed
 
 
 @njit(cache=True, parallel=True)
 def post_step_parallel(cars, args, scratch):
     """As :func:`post_step`, with the cars spread over threads (``prange`` over cars only)."""
     pos_all, fwd_all, sp_all, vals_all = scratch
+    missed = 0
     for ii in prange(cars.shape[0]):
         k = cars[ii]
-        _post_car(k, *args, pos_all[k : k + 1], fwd_all[k : k + 1], sp_all[k : k + 1], vals_all[k])
+        missed += _post_car(
+            k, *args, pos_all[k : k + 1], fwd_all[k : k + 1], sp_all[k : k + 1], vals_all[k]
+        )
+    return missed

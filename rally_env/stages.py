@@ -1,36 +1,38 @@
 """The stages the cars of one env drive on, packed for the kernels.
 
 A :class:`StageBank` resolves the ``stage`` setting (a name, a path, a :class:`tracks.Stage`,
-a list, or ``"random"``) into *slots*: each slot is one stage with its baked terrain, its
-centerline tables (for the projection) and its timing lines (checkpoints, lap lines, finish).
-Every car has a slot. All slots are packed into flat arrays with per-slot offsets so that one
-kernel call can project and time cars on different stages, and all terrains into one
-:class:`physics.TerrainSet`.
+a list, or ``"random"``) into *slots*: each slot is one stage with its terrain, its centerline
+tables (for the projection) and its timing lines (checkpoints, lap lines, finish). Every car
+has a slot; with ``"random"`` every car has a slot of its own. All slots are packed into flat
+arrays, each slot in a region of its own, so that one kernel call can project and time cars on
+different stages, and all terrains into one :class:`physics.TerrainSet` (one row per slot).
 
-When surface-grip randomization is on, each slot's terrain is re-labelled so that every road
+A slot can be given another stage at any time (:meth:`StageBank.set_slot`): only that slot's
+regions are rewritten and only its terrain row is swapped, so a car that resets onto a new
+generated stage costs the other cars nothing. Terrains are never baked whole: each row is a
+``tracks.bake.StageTerrain`` whose tiles fill as cars reach them.
+
+When surface-grip randomization is on, each slot's terrain is labelled so that every road
 section has its own surface id (``1 + section index``; id 0 is off-road) and each car gets its
-own row of grip multipliers: an extra terrain-set row that shares the slot's heightfield and
-differs only in grip. The physics then sees per-car, per-section friction exactly, inside
-every substep.
+own row of grip multipliers: an extra terrain-set row that shares the slot's nodes and differs
+only in grip. The physics then sees per-car, per-section friction exactly, inside every substep.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 import tracks
-from physics.terrain import MAX_SURFACES, Terrain, TerrainSet
+from physics.terrain import MAX_SURFACES, TerrainSet, flat_terrain
 from rally_env.config import RallyConfig
 from rally_env.errors import ConfigError
-from tracks import surfaces as _surf
+from tracks.bake import StageTerrain
 from tracks.io import is_stage_name
-from tracks.projection import pack_path
+from tracks.projection import N_SEG_COLS, pack_path
 
 # columns of the per-slot float table
 SL_DS = 0
@@ -53,7 +55,7 @@ GATE_MARGIN_M = 1.0
 MAX_SECTION_IDS = MAX_SURFACES - 1
 
 _STAGE_CACHE: OrderedDict[Any, tracks.Stage] = OrderedDict()
-_SECTIONED_CACHE: OrderedDict[str, tuple[Terrain, np.ndarray]] = OrderedDict()
+_SOURCE_CACHE: OrderedDict[Any, tuple[tracks.Stage, StageTerrain]] = OrderedDict()
 _CACHE_SIZE = 16
 
 
@@ -87,6 +89,26 @@ def generated_stage(seed: int, length_m: float, difficulty: float) -> tracks.Sta
         key,
         lambda: tracks.generate(int(seed), length_m=float(length_m), difficulty=float(difficulty)),
     )
+
+
+def draw_random_stage(random_stage: dict[str, Any], rng: np.random.Generator) -> tuple[int, float]:
+    """(generator seed, difficulty) of a car's next ``stage="random"`` stage, drawn from its
+    stream: a fresh seed in [0, 2**31 - 1) and a difficulty in the configured range, or with
+    ``num_levels`` set one of the levels ``start_level .. start_level + num_levels - 1``, each
+    with a difficulty of its own (a function of the level alone)."""
+    lo, hi = random_stage["difficulty"]
+    n_levels = random_stage.get("num_levels")
+    if n_levels is None:
+        seed = int(rng.integers(0, 2**31 - 1))
+        return seed, round(lo + (hi - lo) * float(rng.random()), 6)
+    seed = int(random_stage.get("start_level", 0)) + int(rng.integers(n_levels))
+    return seed, level_difficulty(seed, lo, hi)
+
+
+def level_difficulty(seed: int, lo: float, hi: float) -> float:
+    """The difficulty of level ``seed`` in [lo, hi] (drawn from the level's own stream)."""
+    u = float(np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 1]))).random())
+    return round(lo + (hi - lo) * u, 6)
 
 
 def stage_from_record(rec: dict[str, Any]) -> tracks.Stage:
@@ -139,113 +161,76 @@ def gate_segment(stage: tracks.Stage, s: float, half_width_m: float) -> np.ndarr
     return np.array([x + nx * hw, y + ny * hw, x - nx * hw, y - ny * hw], np.float64)
 
 
-# ------------------------------------------------------------------- section-labelled terrain
-@njit(cache=True)
-def _section_grid(x, y, hw, ds, length, closed, sec_start, x0, y0, cell, nx, ny, out):
-    """Label road nodes (distance to the centerline <= half width, as the bake decides) with
-    ``1 + section index`` (folded into 1..15), everything else 0."""
-    n = x.shape[0]
-    best = np.full((ny, nx), np.inf)
-    best_j = np.full((ny, nx), -1, np.int64)
-    best_t = np.zeros((ny, nx))
-    for j in range(n - 1):
-        ax = x[j]
-        ay = y[j]
-        ex = x[j + 1] - ax
-        ey = y[j + 1] - ay
-        l2 = ex * ex + ey * ey
-        if l2 <= 0.0:
-            continue
-        il2 = 1.0 / l2
-        r = max(hw[j], hw[j + 1]) + 2.0 * cell
-        i0 = max(0, int(math.floor((min(ax, ax + ex) - r - x0) / cell)))
-        i1 = min(nx - 1, int(math.ceil((max(ax, ax + ex) + r - x0) / cell)))
-        j0 = max(0, int(math.floor((min(ay, ay + ey) - r - y0) / cell)))
-        j1 = min(ny - 1, int(math.ceil((max(ay, ay + ey) + r - y0) / cell)))
-        for gj in range(j0, j1 + 1):
-            wy = y0 + gj * cell - ay
-            for gi in range(i0, i1 + 1):
-                wx = x0 + gi * cell - ax
-                t = (wx * ex + wy * ey) * il2
-                if t < 0.0:
-                    t = 0.0
-                elif t > 1.0:
-                    t = 1.0
-                dx = wx - t * ex
-                dy = wy - t * ey
-                d2 = dx * dx + dy * dy
-                if d2 < best[gj, gi]:
-                    best[gj, gi] = d2
-                    best_j[gj, gi] = j
-                    best_t[gj, gi] = t
-    n_sec = sec_start.shape[0]
-    for gj in range(ny):
-        for gi in range(nx):
-            jj = best_j[gj, gi]
-            out[gj, gi] = 0
-            if jj < 0:
-                continue
-            t = best_t[gj, gi]
-            h = hw[jj] + (hw[jj + 1] - hw[jj]) * t
-            if math.sqrt(best[gj, gi]) - h > 0.0:
-                continue
-            s = (jj + t) * ds
-            if closed and s >= length:
-                s -= length
-            k = 0
-            for q in range(1, n_sec):
-                if sec_start[q] <= s:
-                    k = q
-            out[gj, gi] = 1 + k % 15
+# ---------------------------------------------------------------------------- terrains
+def stage_terrain(stage: tracks.Stage, sectioned: bool = False) -> StageTerrain:
+    """The stage's terrain as a tile source (cached per stage object, so the envs of one
+    process share one source of a library stage and its ground field)."""
+    key = (id(stage), sectioned)
+    hit = _SOURCE_CACHE.get(key)
+    if hit is not None and hit[0] is stage:
+        _SOURCE_CACHE.move_to_end(key)
+        return hit[1]
+    src = StageTerrain(stage, sectioned=sectioned)
+    _SOURCE_CACHE[key] = (stage, src)  # holding the stage keeps its id from being reused
+    while len(_SOURCE_CACHE) > _CACHE_SIZE:
+        _SOURCE_CACHE.popitem(last=False)
+    return src
 
 
-def sectioned_terrain(stage: tracks.Stage, base: Terrain) -> tuple[Terrain, np.ndarray]:
-    """The stage's terrain re-labelled with one surface id per road section.
+#: Stand-in terrain of a random-mode slot before its car's first reset.
+_PLACEHOLDER = flat_terrain(64.0, 8.0, name="no-stage-yet")
 
-    Returns:
-        (terrain, section_ids): the terrain (same heights, grip per id = the grip of that
-        section's surface, id 0 = the off-road surface) and (n_sections,) the id of each
-        section.
-    """
 
-    def make():
-        p = stage.path
-        ny, nx = base.shape
-        out = np.zeros((ny, nx), np.int8)
-        _section_grid(
-            p.x_m,
-            p.y_m,
-            p.half_width_m,
-            p.ds_m,
-            p.length_m,
-            p.closed,
-            np.ascontiguousarray(p.section_start_m, np.float64),
-            base.x0_m,
-            base.y0_m,
-            base.cell_m,
-            nx,
-            ny,
-            out,
-        )
-        n_sec = len(p.section_start_m)
-        ids = 1 + np.arange(n_sec) % MAX_SECTION_IDS
-        n_ids = 1 + min(n_sec, MAX_SECTION_IDS)
-        grip = np.zeros(n_ids)
-        grip[0] = _surf.GRIP[_surf.surface_id(stage.terrain.offroad_surface)]
-        for i in range(min(n_sec, MAX_SECTION_IDS)):
-            grip[1 + i] = _surf.GRIP[int(p.section_surface[i])]
-        t = Terrain(
-            base.heights_m,
-            out,
-            grip,
-            base.x0_m,
-            base.y0_m,
-            base.cell_m,
-            name=f"{base.name}+sections",
-        )
-        return t, ids
+class _Regions:
+    """Per-slot regions of rows in arrays that grow: a slot rewrites its region in place, or
+    moves to a new one at the end when it no longer fits (holes are repacked now and then)."""
 
-    return _cached(_SECTIONED_CACHE, stage.digest() + base.digest(), make, size=8)
+    def __init__(self, n_slots: int, columns: dict[str, tuple[tuple[int, ...], Any]]):
+        self.columns = columns
+        self.arrays = {k: np.zeros((0, *shape), dt) for k, (shape, dt) in columns.items()}
+        self.off = np.zeros(n_slots, np.int64)
+        self.cap = np.zeros(n_slots, np.int64)
+        self.rows = 0
+        self.holes = 0
+
+    def put(self, slot: int, values: dict[str, np.ndarray]) -> int:
+        """Write the rows of ``values`` as slot ``slot``'s region; returns its offset."""
+        n = len(next(iter(values.values())))
+        if n > self.cap[slot]:
+            self.holes += int(self.cap[slot])
+            cap = n + n // 8
+            if self.rows + cap > len(next(iter(self.arrays.values()))):
+                self._grow(self.rows + cap)
+            self.off[slot] = self.rows
+            self.cap[slot] = cap
+            self.rows += cap
+            if self.holes > self.rows // 2:
+                self._repack()
+        o = int(self.off[slot])
+        for k, v in values.items():
+            self.arrays[k][o : o + n] = v
+        return o
+
+    def _grow(self, need: int) -> None:
+        size = max(need, 2 * len(next(iter(self.arrays.values()))), 64)
+        for k, a in self.arrays.items():
+            b = np.zeros((size, *a.shape[1:]), a.dtype)
+            b[: len(a)] = a
+            self.arrays[k] = b
+
+    def _repack(self) -> None:
+        order = np.argsort(self.off)
+        new = {k: np.zeros_like(a) for k, a in self.arrays.items()}
+        top = 0
+        for slot in order:
+            o, c = int(self.off[slot]), int(self.cap[slot])
+            for k, a in self.arrays.items():
+                new[k][top : top + c] = a[o : o + c]
+            self.off[slot] = top
+            top += c
+        self.arrays = new
+        self.rows = top
+        self.holes = 0
 
 
 # --------------------------------------------------------------------------------- the bank
@@ -267,15 +252,44 @@ class StageBank:
         self.sectioned = config.randomize is not None and config.randomize.randomizes_surfaces
         self.gate_extra_m = config.termination.off_road_max_m + GATE_MARGIN_M
         if self.mode == "random":
-            self.slots: list[tracks.Stage | None] = [None] * self.n_cars
+            stages: list[tracks.Stage | None] = [None] * self.n_cars
         elif self.mode == "list":
-            self.slots = [self._load(x, f"stage[{i}]") for i, x in enumerate(spec)]
+            stages = [self._load(x, f"stage[{i}]") for i, x in enumerate(spec)]
         else:
-            self.slots = [self._load(spec, "stage")]
+            stages = [self._load(spec, "stage")]
+        n = len(stages)
+        self.slots: list[tracks.Stage | None] = [None] * n
+        self.table = np.zeros((n, N_SL), np.float64)
+        self._pts = _Regions(
+            n,
+            {
+                "seg": ((N_SEG_COLS,), np.float64),
+                "tx": ((), np.float64),
+                "ty": ((), np.float64),
+                "curv": ((), np.float64),
+                "hw": ((), np.float64),
+                "px": ((), np.float64),
+                "py": ((), np.float64),
+            },
+        )
+        self._lines = _Regions(n, {"race": ((), np.float64), "gate": ((4,), np.float64)})
+        self.section_ids: list[np.ndarray] = [np.zeros(1, np.int64)] * n
+        self.slot_names = np.array([""] * n, dtype=object)
+        self.slot_laps = np.ones(n, np.int64)
+        self.n_lines_max = 1
+        # with per-section grip randomisation every car drives a variant row of its own
+        self.terrains = TerrainSet(
+            [_PLACEHOLDER] * n, n_variants=self.n_cars if self.sectioned else 0
+        )
         self.version = 0
-        self.built = False
-        if self.mode != "random":
-            self.rebuild()
+        for i, st in enumerate(stages):
+            if st is not None:
+                self.set_slot(i, st)
+        # random mode: slots are a cache of generated stages that cars hold references to
+        self._key_slot: dict[Any, int] = {}
+        self._slot_key: list[Any] = [None] * n
+        self.refs = np.zeros(n, np.int64)
+        self._free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(n))
 
     @staticmethod
     def _load(spec: Any, fld: str) -> tracks.Stage:
@@ -288,80 +302,150 @@ class StageBank:
     def n_slots(self) -> int:
         return len(self.slots)
 
-    def terrain_for(self, stage: tracks.Stage) -> Terrain:
-        return tracks.bake(stage)
+    @property
+    def built(self) -> bool:
+        """Every slot has a stage (random-mode slots get theirs at their car's first reset)."""
+        return all(s is not None for s in self.slots)
 
-    def rebuild(self) -> None:
-        """Pack every slot's tables and terrains (after the slots changed)."""
-        slots = self.slots
-        terrains = []
-        self.section_ids: list[np.ndarray] = []
-        for st in slots:
-            if st is None:  # random mode before the first reset of that car
-                st = slots[next(i for i, s in enumerate(slots) if s is not None)]
-            t = self.terrain_for(st)
-            if self.sectioned:
-                t, ids = sectioned_terrain(st, t)
-            else:
-                ids = np.zeros(len(st.path.section_start_m), np.int64)
-            terrains.append(t)
-            self.section_ids.append(ids)
-        segs, pts, lines_r, lines_g = [], [[] for _ in range(6)], [], []
-        table = np.zeros((len(slots), N_SL), np.float64)
-        seg_off = pt_off = line_off = 0
-        term = self.config.termination
-        self.n_lines_max = 0
-        for i, st in enumerate(slots):
-            if st is None:
-                st = next(s for s in slots if s is not None)
-            p = st.path
-            seg = pack_path(p)
-            segs.append(seg)
-            for lst, arr in zip(
-                pts, (p.tx, p.ty, p.curvature, p.half_width_m, p.x_m, p.y_m), strict=True
-            ):
-                lst.append(np.asarray(arr, np.float64))
-            lines = timing_lines(st)
-            for race, s in lines:
-                lines_r.append(race)
-                lines_g.append(gate_segment(st, s, self.gate_extra_m))
-            timed = st.timed_length_m
-            limit = (
-                term.time_limit_s
-                if term.time_limit_s is not None
-                else term.time_limit_base_s + timed / term.time_limit_speed_mps
-            )
-            table[i] = 0.0
-            table[i, SL_DS] = p.ds_m
-            table[i, SL_LENGTH] = p.length_m
-            table[i, SL_CLOSED] = 1.0 if p.closed else 0.0
-            table[i, SL_SEG_OFF] = seg_off
-            table[i, SL_PT_OFF] = pt_off
-            table[i, SL_N_SEG] = seg.shape[0]
-            table[i, SL_LINE_OFF] = line_off
-            table[i, SL_N_LINES] = len(lines)
-            table[i, SL_TIMED] = timed
-            table[i, SL_TIME_LIMIT] = limit
-            table[i, SL_START_S] = st.start_s_m
-            table[i, SL_TERRAIN] = i
-            seg_off += seg.shape[0]
-            pt_off += p.n_samples
-            line_off += len(lines)
-            self.n_lines_max = max(self.n_lines_max, len(lines))
-        self.table = table
-        self.seg = np.ascontiguousarray(np.concatenate(segs))
-        self.tx, self.ty, self.curv, self.hw, self.px, self.py = (
-            np.ascontiguousarray(np.concatenate(lst)) for lst in pts
+    # packed arrays the kernels read (they move when a region grows)
+    @property
+    def seg(self) -> np.ndarray:
+        return self._pts.arrays["seg"]
+
+    @property
+    def tx(self) -> np.ndarray:
+        return self._pts.arrays["tx"]
+
+    @property
+    def ty(self) -> np.ndarray:
+        return self._pts.arrays["ty"]
+
+    @property
+    def curv(self) -> np.ndarray:
+        return self._pts.arrays["curv"]
+
+    @property
+    def hw(self) -> np.ndarray:
+        return self._pts.arrays["hw"]
+
+    @property
+    def px(self) -> np.ndarray:
+        return self._pts.arrays["px"]
+
+    @property
+    def py(self) -> np.ndarray:
+        return self._pts.arrays["py"]
+
+    @property
+    def line_race(self) -> np.ndarray:
+        return self._lines.arrays["race"]
+
+    @property
+    def line_gate(self) -> np.ndarray:
+        return self._lines.arrays["gate"]
+
+    def set_slot(self, i: int, st: tracks.Stage) -> bool:
+        """Give slot ``i`` the stage ``st``: its tables and its terrain row. Returns False if
+        the slot already had it (nothing to do)."""
+        if self.slots[i] is st:
+            return False
+        p = st.path
+        seg = pack_path(p)
+        n = p.n_samples
+        seg_rows = np.zeros((n, N_SEG_COLS))
+        seg_rows[: n - 1] = seg
+        off = self._pts.put(
+            i,
+            {
+                "seg": seg_rows,
+                "tx": p.tx,
+                "ty": p.ty,
+                "curv": p.curvature,
+                "hw": p.half_width_m,
+                "px": p.x_m,
+                "py": p.y_m,
+            },
         )
-        self.line_race = np.asarray(lines_r, np.float64)
-        self.line_gate = np.ascontiguousarray(np.stack(lines_g))
-        first = next(s for s in slots if s is not None)
-        self.slot_names = np.array([(s or first).name for s in slots], dtype=object)
-        self.slot_laps = np.array([(s or first).laps for s in slots], np.int64)
-        # with per-section grip randomisation every car drives a variant row of its own
-        self.terrains = TerrainSet(terrains, n_variants=self.n_cars if self.sectioned else 0)
+        lines = timing_lines(st)
+        gates = np.stack([gate_segment(st, s, self.gate_extra_m) for _, s in lines])
+        line_off = self._lines.put(
+            i, {"race": np.array([r for r, _ in lines], np.float64), "gate": gates}
+        )
+        term = self.config.termination
+        timed = st.timed_length_m
+        limit = (
+            term.time_limit_s
+            if term.time_limit_s is not None
+            else term.time_limit_base_s + timed / term.time_limit_speed_mps
+        )
+        row = self.table[i]
+        row[:] = 0.0
+        row[SL_DS] = p.ds_m
+        row[SL_LENGTH] = p.length_m
+        row[SL_CLOSED] = 1.0 if p.closed else 0.0
+        row[SL_SEG_OFF] = off
+        row[SL_PT_OFF] = off
+        row[SL_N_SEG] = seg.shape[0]
+        row[SL_LINE_OFF] = line_off
+        row[SL_N_LINES] = len(lines)
+        row[SL_TIMED] = timed
+        row[SL_TIME_LIMIT] = limit
+        row[SL_START_S] = st.start_s_m
+        row[SL_TERRAIN] = i
+        self.n_lines_max = max(self.n_lines_max, len(lines))
+        src = stage_terrain(st, self.sectioned)
+        self.terrains.replace(i, src)
+        self.section_ids[i] = src.section_ids
+        self.slot_names[i] = st.name
+        self.slot_laps[i] = st.laps
+        self.slots[i] = st
         self.version += 1
-        self.built = True
+        return True
+
+    # ------------------------------------------------------------------ random-mode slots
+    def acquire(self, key: Any, make) -> int:
+        """A slot holding the stage ``key`` names (``make()`` builds it when no slot has it),
+        with one more reference. Cars on the same stage share its slot, and so its terrain
+        tiles; a slot nobody holds keeps its stage until it is needed for another one (least
+        recently released first), so a stage that comes back is still warm."""
+        slot = self._key_slot.get(key)
+        if slot is None:
+            if not self._free:
+                raise RuntimeError("every stage slot is in use")
+            slot = next(iter(self._free))
+            old = self._slot_key[slot]
+            if old is not None:
+                del self._key_slot[old]
+            self.set_slot(slot, make())
+            self._key_slot[key] = slot
+            self._slot_key[slot] = key
+        if self.refs[slot] == 0:
+            self._free.pop(slot, None)
+        self.refs[slot] += 1
+        return slot
+
+    def release(self, slot: int) -> None:
+        """Drop one reference to a random-mode slot."""
+        if self.refs[slot] <= 0:
+            return
+        self.refs[slot] -= 1
+        if self.refs[slot] == 0:
+            self._free[slot] = None
+
+    def adopt(self, slots: list[tracks.Stage | None], held: np.ndarray) -> None:
+        """Take the slots of a saved state: stage ``slots[i]`` in slot i, with the reference
+        counts of the cars that hold them (``held``: the slot of each car that was reset)."""
+        for i, st in enumerate(slots):
+            if st is not None:
+                self.set_slot(i, st)
+        self._key_slot.clear()
+        self._slot_key = [None] * self.n_slots
+        for i, st in enumerate(self.slots):
+            if st is not None:
+                self._key_slot[("stage", st.digest())] = i
+                self._slot_key[i] = ("stage", st.digest())
+        self.refs[:] = np.bincount(held, minlength=self.n_slots)[: self.n_slots]
+        self._free = OrderedDict((i, None) for i in range(self.n_slots) if self.refs[i] == 0)
 
     # -------------------------------------------------------------------- per-car terrain rows
     def terrain_row(self, car: int, slot: int) -> int:
@@ -371,7 +455,7 @@ class StageBank:
         return self.terrains.n_base + car
 
     def set_car_grip(self, car: int, slot: int, section_mu: np.ndarray) -> None:
-        """Point car ``car``'s alias row at ``slot`` with per-section grip multipliers."""
+        """Point car ``car``'s variant row at ``slot`` with per-section grip multipliers."""
         ts = self.terrains
         g = ts.grip[slot].copy()
         ids = self.section_ids[slot]
@@ -381,5 +465,6 @@ class StageBank:
 
     def stage(self, slot: int) -> tracks.Stage:
         st = self.slots[slot]
-        assert st is not None
+        if st is None:
+            raise RuntimeError(f"stage slot {slot} has no stage yet (reset the env first)")
         return st

@@ -16,7 +16,16 @@ For every node of a regular grid covering the stage plus a margin:
 Every term is continuous in the node position, so heights are continuous at the road edge and
 everywhere else (the stage's clearance rule keeps different parts of the road from competing
 inside each other's blend zone). Noise is integer hashing and polynomials only: the arrays are
-bit-identical on every platform. Bakes are cached per (stage content, seed, cell size).
+bit-identical on every platform.
+
+**Any part of the grid, on demand.** A node's value depends only on the node and the stage, so
+:class:`StageTerrain` computes any set of nodes without the rest: the segments that can reach a
+node (those within the *band*, half width + berm + blend + 20 m) are found through a bucket
+index, and the coarse ground-following field is filled cell by cell, each cell summing its
+centerline samples in the same order as a whole-grid pass. A part baked alone is bit-identical
+to the same nodes of a whole bake. The physics uses this to bake only the tiles a car reaches
+(:class:`physics.terrain.TerrainSet`); :func:`bake` returns the whole grid as a dense
+:class:`physics.terrain.Terrain` (cached per stage content, seed and cell size).
 """
 
 from __future__ import annotations
@@ -24,11 +33,12 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from physics.terrain import Terrain
+from physics.terrain import TILE, TILE_W, Terrain
 from tracks import surfaces as _surf
 from tracks._geometry import fan_project
 from tracks.projection import FAN_RATIO, FAN_SLACK_M
@@ -48,8 +58,65 @@ GROUND_STRIDE_M = 4.0
 MAX_NODES = 60_000_000
 #: Number of bakes kept in the cache.
 CACHE_SIZE = 8
+#: Side of a bucket of the segment index (nodes) and of the ground-sample index (coarse cells).
+SEG_BUCKET = 32
+SAMPLE_BUCKET = 16
 
 _M32 = 0xFFFFFFFF
+
+# scalar parameters of a StageTerrain (float64 vector ``prm``)
+_X0 = 0
+_Y0 = 1
+_CELL = 2
+_NX = 3
+_NY = 4
+_DS = 5
+_LENGTH = 6
+_CLOSED = 7
+_BAND = 8
+_SEED = 9
+_AMP = 10
+_ROUGH = 11
+_BERM_H = 12
+_BERM_W = 13
+_BLEND = 14
+_OFFROAD = 15
+_GNX = 16
+_GNY = 17
+_ZBG = 18
+_W0 = 19
+_STRIDE = 20
+_SBX = 21  # sample buckets along x
+_SBY = 22
+_BX = 23  # segment buckets along x
+_BY = 24
+_N_PRM = 25
+
+
+class _Geo(NamedTuple):
+    """The arrays of a :class:`StageTerrain` as the kernels take them."""
+
+    x: np.ndarray  # (m,) centerline samples (m)
+    y: np.ndarray
+    tx: np.ndarray  # (m,) unit tangents
+    ty: np.ndarray
+    zb: np.ndarray  # (m,) knot-spline elevation (m)
+    z: np.ndarray  # (m,) elevation with features (m)
+    hw: np.ndarray  # (m,) half width (m)
+    sec_start: np.ndarray  # (n_sec,) section starts (m)
+    sec_surf: np.ndarray  # (n_sec,) int8 surface ids
+    fkind: np.ndarray  # (n_feat,) int64
+    fparams: np.ndarray  # (n_feat, 4)
+    win: np.ndarray  # (m-1, 4) int64 node window (i_lo, i_hi, j_lo, j_hi) of each segment
+    swin: np.ndarray  # (m-1, 4) int64 window of each segment for the section labels
+    bstart: np.ndarray  # (n_buckets + 1,) CSR of the segments whose window meets a bucket
+    bitems: np.ndarray
+    sstart: np.ndarray  # (n_sample_buckets + 1,) CSR of the ground samples per bucket
+    sitems: np.ndarray
+    sci: np.ndarray  # (n_samples,) coarse cell of each ground sample (unclamped)
+    scj: np.ndarray
+    g: np.ndarray  # (gny, gnx) ground field, NaN where not computed yet
+    prm: np.ndarray  # (_N_PRM,) scalars
 
 
 @njit(cache=True)
@@ -131,101 +198,244 @@ def feature_z(kind, params, s):
     return out
 
 
+# ----------------------------------------------------------------------------- index building
 @njit(cache=True)
-def _ground_field(x, y, z, x0, y0, gnx, gny, gcell, soft, reach, stride):
-    """Coarse ground-following field: inverse-distance weighted centerline heights.
+def _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin):
+    """Node windows of every segment: the band window (the whole-grid pass visits a node for a
+    segment only inside it) and the narrower window of the section labels."""
+    inv = 1.0 / cell
+    for j in range(x.shape[0] - 1):
+        ax = x[j]
+        ay = y[j]
+        ex = x[j + 1] - ax
+        ey = y[j + 1] - ay
+        win[j, 0] = max(int(math.floor((min(ax, ax + ex) - band - x0) * inv)), 0)
+        win[j, 1] = min(int(math.ceil((max(ax, ax + ex) + band - x0) * inv)), nx - 1)
+        win[j, 2] = max(int(math.floor((min(ay, ay + ey) - band - y0) * inv)), 0)
+        win[j, 3] = min(int(math.ceil((max(ay, ay + ey) + band - y0) * inv)), ny - 1)
+        if ex * ex + ey * ey <= 0.0:
+            swin[j, 0] = 1
+            swin[j, 1] = 0
+            swin[j, 2] = 1
+            swin[j, 3] = 0
+            continue
+        r = max(hw[j], hw[j + 1]) + 2.0 * cell
+        swin[j, 0] = max(0, int(math.floor((min(ax, ax + ex) - r - x0) / cell)))
+        swin[j, 1] = min(nx - 1, int(math.ceil((max(ax, ax + ex) + r - x0) / cell)))
+        swin[j, 2] = max(0, int(math.floor((min(ay, ay + ey) - r - y0) / cell)))
+        swin[j, 3] = min(ny - 1, int(math.ceil((max(ay, ay + ey) + r - y0) / cell)))
 
-    ``G = sum(w_i z_i) / sum(w_i)`` over every ``stride``-th sample with
+
+@njit(cache=True)
+def _max0(a):
+    """max(0, a...) in index order (the band's widest half width)."""
+    m = 0.0
+    for i in range(a.shape[0]):
+        m = max(m, a[i])
+    return m
+
+
+@njit(cache=True)
+def _strided_mean(z, stride):
+    """Mean of every ``stride``-th value, summed in index order (the ground field's far
+    level)."""
+    t = 0.0
+    n = 0
+    for i in range(0, z.shape[0], stride):
+        t += z[i]
+        n += 1
+    return t / n
+
+
+@njit(cache=True)
+def _sample_cells(x, y, x0, y0, stride, sci, scj):
+    """Coarse ground cell of every ``stride``-th centerline sample (as the field sums them)."""
+    for k in range(sci.shape[0]):
+        i = k * stride
+        sci[k] = int(math.floor((x[i] - x0) / GROUND_CELL_M))
+        scj[k] = int(math.floor((y[i] - y0) / GROUND_CELL_M))
+
+
+@njit(cache=True)
+def _csr(lo_x, hi_x, lo_y, hi_y, bsize, nbx, nby):
+    """Bucket index: for each item k, the buckets of side ``bsize`` its (inclusive) index box
+    meets; returns (start, items) with each bucket's items in ascending order."""
+    n = lo_x.shape[0]
+    count = np.zeros(nbx * nby + 1, np.int64)
+    for k in range(n):
+        if lo_x[k] > hi_x[k] or lo_y[k] > hi_y[k]:
+            continue
+        for by in range(lo_y[k] // bsize, hi_y[k] // bsize + 1):
+            for bx in range(lo_x[k] // bsize, hi_x[k] // bsize + 1):
+                count[by * nbx + bx + 1] += 1
+    for b in range(nbx * nby):
+        count[b + 1] += count[b]
+    fill = count[:-1].copy()
+    items = np.empty(count[-1], np.int64)
+    for k in range(n):
+        if lo_x[k] > hi_x[k] or lo_y[k] > hi_y[k]:
+            continue
+        for by in range(lo_y[k] // bsize, hi_y[k] // bsize + 1):
+            for bx in range(lo_x[k] // bsize, hi_x[k] // bsize + 1):
+                b = by * nbx + bx
+                items[fill[b]] = k
+                fill[b] += 1
+    return count, items
+
+
+@njit(cache=True)
+def _gather(start, items, nbx, bx0, bx1, by0, by1, n_items):
+    """Sorted, distinct items of the buckets [bx0, bx1] x [by0, by1]."""
+    mark = np.zeros(n_items, np.bool_)
+    m = 0
+    for by in range(by0, by1 + 1):
+        for bx in range(bx0, bx1 + 1):
+            b = by * nbx + bx
+            for q in range(start[b], start[b + 1]):
+                k = items[q]
+                if not mark[k]:
+                    mark[k] = True
+                    m += 1
+    out = np.empty(m, np.int64)
+    m = 0
+    for k in range(n_items):
+        if mark[k]:
+            out[m] = k
+            m += 1
+    return out
+
+
+# ----------------------------------------------------------------------- the ground field
+@njit(cache=True)
+def _ground_cells(geo, ci0, ci1, cj0, cj1):
+    """Fill the not yet computed cells [ci0, ci1] x [cj0, cj1] of the ground-following field.
+
+    ``G = sum(w_i z_i) / sum(w_i)`` over every ``stride``-th centerline sample with
     ``w_i = max(q, Q)^-2``, ``q = d_i^2 + soft^2``, ``Q = reach^2 + soft^2``: inverse-distance
-    weights, clamped beyond ``reach`` (so only samples within reach need visiting). It equals
-    the road height next to the road, slopes smoothly between neighbouring legs (a hillside
-    between switchbacks) and flattens towards the mean far away; it is continuous everywhere.
+    weights, clamped beyond ``reach``. It equals the road height next to the road, slopes
+    smoothly between neighbouring legs (a hillside between switchbacks) and flattens towards
+    the mean far away; it is continuous everywhere. Each cell sums its samples in ascending
+    order, exactly as a pass over all samples would.
     """
-    wsum = np.zeros((gny, gnx))
-    zsum = np.zeros((gny, gnx))
-    m = x.shape[0]
-    zbg = 0.0
-    n_used = 0
-    for i in range(0, m, stride):
-        zbg += z[i]
-        n_used += 1
-    zbg /= n_used
+    g = geo.g
+    gnx = g.shape[1]
+    gny = g.shape[0]
+    ci0 = max(ci0, 0)
+    cj0 = max(cj0, 0)
+    ci1 = min(ci1, gnx - 1)
+    cj1 = min(cj1, gny - 1)
+    b = SAMPLE_BUCKET
+    for bj in range(cj0 // b, cj1 // b + 1):
+        for bi in range(ci0 // b, ci1 // b + 1):
+            _ground_block(
+                geo,
+                max(ci0, bi * b),
+                min(ci1, bi * b + b - 1),
+                max(cj0, bj * b),
+                min(cj1, bj * b + b - 1),
+            )
+
+
+@njit(cache=True)
+def _ground_block(geo, ci0, ci1, cj0, cj1):
+    g = geo.g
+    prm = geo.prm
+    todo = False
+    for gj in range(cj0, cj1 + 1):
+        for gi in range(ci0, ci1 + 1):
+            if g[gj, gi] != g[gj, gi]:
+                todo = True
+    if not todo:
+        return
+    x = geo.x
+    y = geo.y
+    z = geo.z
+    x0 = prm[_X0]
+    y0 = prm[_Y0]
+    gcell = GROUND_CELL_M
+    soft = GROUND_SOFT_M
+    reach = GROUND_REACH_M
     s2 = soft * soft
     big_q = reach * reach + s2
     w_cut = 1.0 / (big_q * big_q)
     n_reach = int(math.ceil(reach / gcell)) + 1
-    for i in range(0, m, stride):
-        ci = int(math.floor((x[i] - x0) / gcell))
-        cj = int(math.floor((y[i] - y0) / gcell))
-        for gj in range(max(cj - n_reach, 0), min(cj + n_reach + 1, gny)):
-            dy = y0 + gj * gcell - y[i]
-            for gi in range(max(ci - n_reach, 0), min(ci + n_reach + 1, gnx)):
+    stride = int(prm[_STRIDE])
+    nsx = int(prm[_SBX])
+    nsy = int(prm[_SBY])
+    b = SAMPLE_BUCKET
+    cand = _gather(
+        geo.sstart,
+        geo.sitems,
+        nsx,
+        max((ci0 - n_reach) // b, 0),
+        min((ci1 + n_reach) // b, nsx - 1),
+        max((cj0 - n_reach) // b, 0),
+        min((cj1 + n_reach) // b, nsy - 1),
+        (x.shape[0] - 1) // stride + 1,
+    )
+    w0 = prm[_W0]
+    zbg = prm[_ZBG]
+    for gj in range(cj0, cj1 + 1):
+        for gi in range(ci0, ci1 + 1):
+            if g[gj, gi] == g[gj, gi]:
+                continue
+            wsum = 0.0
+            zsum = 0.0
+            for q_ in range(cand.shape[0]):
+                i = cand[q_] * stride
+                ci = geo.sci[cand[q_]]
+                cj = geo.scj[cand[q_]]
+                if gi < ci - n_reach or gi > ci + n_reach or gj < cj - n_reach or gj > cj + n_reach:
+                    continue
+                dy = y0 + gj * gcell - y[i]
                 dx = x0 + gi * gcell - x[i]
                 q = dx * dx + dy * dy + s2
                 if q < big_q:
                     w = 1.0 / (q * q) - w_cut
-                    wsum[gj, gi] += w
-                    zsum[gj, gi] += w * z[i]
-    # Every sample also carries the constant weight w_cut: samples beyond the reach count with
-    # exactly that weight, so this is inverse-distance weighting with the weight clamped at the
-    # reach (continuous), computed only over the samples within reach.
-    w0 = w_cut * n_used
-    g = np.empty((gny, gnx))
-    for gj in range(gny):
-        for gi in range(gnx):
-            g[gj, gi] = (zsum[gj, gi] + w0 * zbg) / (wsum[gj, gi] + w0)
-    return g
+                    wsum += w
+                    zsum += w * z[i]
+            # Every sample also carries the constant weight w_cut: samples beyond the reach
+            # count with exactly that weight, so this is inverse-distance weighting with the
+            # weight clamped at the reach (continuous), computed over the samples within reach.
+            g[gj, gi] = (zsum + w0 * zbg) / (wsum + w0)
+
+
+# -------------------------------------------------------------------------- node values
+@njit(cache=True)
+def _span(idx, lo, hi):
+    """[a, b) of the positions of ``idx`` (ascending grid indices, maybe repeated at the
+    edges) that can lie in [lo, hi]: direct for a run of consecutive indices, else all."""
+    n = idx.shape[0]
+    if idx[n - 1] - idx[0] != n - 1:
+        return 0, n
+    a = min(max(lo - idx[0], 0), n)
+    b = min(max(hi - idx[0] + 1, 0), n)
+    return a, max(a, b)
 
 
 @njit(cache=True)
-def bake_kernel(
-    x,
-    y,
-    tx,
-    ty,
-    zb,
-    z,
-    hw,
-    ds,
-    length,
-    closed,
-    sec_start,
-    sec_surf,
-    fkind,
-    fparams,
-    x0,
-    y0,
-    cell,
-    nx,
-    ny,
-    seed,
-    amplitude,
-    roughness,
-    berm_h,
-    berm_w,
-    blend,
-    offroad_id,
-    heights,
-    surf,
-):
-    """Fill ``heights`` (ny, nx) and ``surf`` (ny, nx) for one stage (see module docstring)."""
-    n_seg = x.shape[0] - 1
-    hw_max = 0.0
-    for i in range(x.shape[0]):
-        hw_max = max(hw_max, hw[i])
-    band = hw_max + berm_w + blend + AMBIENT_RAMP_M
+def _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
+    """For every node (rows x cols): the closest segment within the band (Euclidean; drives
+    the fade-in of the ambient noise) and the fan projection with the smallest |offset|
+    (continuous s and offset: drives the road height, the berm and the surface). See
+    tracks._geometry.fan_project. Candidates in ascending order, first minimum wins."""
+    prm = geo.prm
+    x = geo.x
+    y = geo.y
+    tx = geo.tx
+    ty = geo.ty
+    x0 = prm[_X0]
+    y0 = prm[_Y0]
+    cell = prm[_CELL]
+    band = prm[_BAND]
     band2 = band * band
-    # Per node: the closest segment (Euclidean distance, continuous everywhere: drives the
-    # fade-in of the ambient noise) and the fan projection (continuous s and offset: drives
-    # the road height, the berm and the surface). See tracks._geometry.fan_project.
-    best = np.full((ny, nx), np.inf)
-    best_j = np.full((ny, nx), -1, np.int64)
-    best_t = np.zeros((ny, nx))
-    fan_d = np.full((ny, nx), np.inf)
-    fan_j = np.full((ny, nx), -1, np.int64)
-    fan_t = np.zeros((ny, nx))
-    inv = 1.0 / cell
-    for j in range(n_seg):
+    win = geo.win
+    for q_ in range(cand.shape[0]):
+        j = cand[q_]
+        i_lo = win[j, 0]
+        i_hi = win[j, 1]
+        j_lo = win[j, 2]
+        j_hi = win[j, 3]
         ax = x[j]
         ay = y[j]
         ex = x[j + 1] - ax
@@ -235,14 +445,18 @@ def bake_kernel(
         t1x = tx[j + 1]
         t1y = ty[j + 1]
         il2 = 1.0 / (ex * ex + ey * ey)
-        i_lo = max(int(math.floor((min(ax, ax + ex) - band - x0) * inv)), 0)
-        i_hi = min(int(math.ceil((max(ax, ax + ex) + band - x0) * inv)), nx - 1)
-        j_lo = max(int(math.floor((min(ay, ay + ey) - band - y0) * inv)), 0)
-        j_hi = min(int(math.ceil((max(ay, ay + ey) + band - y0) * inv)), ny - 1)
-        for gj in range(j_lo, j_hi + 1):
+        r_a, r_b = _span(rows, j_lo, j_hi)
+        c_a, c_b = _span(cols, i_lo, i_hi)
+        for r in range(r_a, r_b):
+            gj = rows[r]
+            if gj < j_lo or gj > j_hi:
+                continue
             py = y0 + gj * cell
             wy = py - ay
-            for gi in range(i_lo, i_hi + 1):
+            for c in range(c_a, c_b):
+                gi = cols[c]
+                if gi < i_lo or gi > i_hi:
+                    continue
                 px = x0 + gi * cell
                 wx = px - ax
                 t = (wx * ex + wy * ey) * il2
@@ -255,33 +469,238 @@ def bake_kernel(
                 d2 = dx * dx + dy * dy
                 if d2 >= band2:
                     continue
-                if d2 < best[gj, gi]:
-                    best[gj, gi] = d2
-                    best_j[gj, gi] = j
-                    best_t[gj, gi] = t
+                if d2 < best[r, c]:
+                    best[r, c] = d2
+                    best_j[r, c] = j
+                    best_t[r, c] = t
                 inside, tf, lat = fan_project(
                     ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, False, False
                 )
                 if inside:
                     al = abs(lat)
-                    if al < fan_d[gj, gi]:
-                        fan_d[gj, gi] = al
-                        fan_j[gj, gi] = j
-                        fan_t[gj, gi] = tf
+                    if al < fan_d[r, c]:
+                        fan_d[r, c] = al
+                        fan_j[r, c] = j
+                        fan_t[r, c] = tf
 
-    gnx = int(math.ceil((nx - 1) * cell / GROUND_CELL_M)) + 2
-    gny = int(math.ceil((ny - 1) * cell / GROUND_CELL_M)) + 2
-    stride = max(1, int(GROUND_STRIDE_M / ds))
-    g = _ground_field(
-        x, y, z, x0, y0, gnx, gny, GROUND_CELL_M, GROUND_SOFT_M, GROUND_REACH_M, stride
+
+#: Candidate segments per chunk of the per-node search (see _nearest_pruned).
+_CHUNK = 4
+#: Regions up to this many nodes are searched node by node with pruning.
+_PRUNED_MAX_NODES = 4096
+
+
+@njit(cache=True)
+def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
+    """What :func:`_nearest` computes, node by node, skipping whole chunks of candidates that
+    cannot matter.
+
+    A chunk (``_CHUNK`` consecutive candidates) is skipped when the distance from the node to
+    the box around its segments exceeds ``FAN_RATIO * d + FAN_SLACK_M`` (plus a rounding
+    guard), ``d`` the closest distance found so far: none of its segments can then be the
+    closest one, and none can hold a fan projection the bake would use (a fan offset is never
+    shorter than the distance to its segment). Chunks are visited nearest box first; ties go
+    to the lower segment index as in the ascending scan, so the result is bit-identical.
+    """
+    prm = geo.prm
+    x = geo.x
+    y = geo.y
+    tx = geo.tx
+    ty = geo.ty
+    x0 = prm[_X0]
+    y0 = prm[_Y0]
+    cell = prm[_CELL]
+    band = prm[_BAND]
+    band2 = band * band
+    win = geo.win
+    m = cand.shape[0]
+    # per candidate: the segment as the scan computes it
+    sax = np.empty(m)
+    say = np.empty(m)
+    sex = np.empty(m)
+    sey = np.empty(m)
+    sil = np.empty(m)
+    for q in range(m):
+        j = cand[q]
+        sax[q] = x[j]
+        say[q] = y[j]
+        sex[q] = x[j + 1] - sax[q]
+        sey[q] = y[j + 1] - say[q]
+        sil[q] = 1.0 / (sex[q] * sex[q] + sey[q] * sey[q])
+    n_ch = (m + _CHUNK - 1) // _CHUNK
+    bx0 = np.empty(n_ch)
+    bx1 = np.empty(n_ch)
+    by0 = np.empty(n_ch)
+    by1 = np.empty(n_ch)
+    for h in range(n_ch):
+        lo_x = np.inf
+        hi_x = -np.inf
+        lo_y = np.inf
+        hi_y = -np.inf
+        for q in range(h * _CHUNK, min(m, (h + 1) * _CHUNK)):
+            j = cand[q]
+            lo_x = min(lo_x, x[j], x[j + 1])
+            hi_x = max(hi_x, x[j], x[j + 1])
+            lo_y = min(lo_y, y[j], y[j + 1])
+            hi_y = max(hi_y, y[j], y[j + 1])
+        bx0[h] = lo_x
+        bx1[h] = hi_x
+        by0[h] = lo_y
+        by1[h] = hi_y
+    lb2 = np.empty(n_ch)
+    for r in range(rows.shape[0]):
+        gj = rows[r]
+        py = y0 + gj * cell
+        for c in range(cols.shape[0]):
+            gi = cols[c]
+            px = x0 + gi * cell
+            first = 0
+            for h in range(n_ch):
+                ddx = max(bx0[h] - px, 0.0, px - bx1[h])
+                ddy = max(by0[h] - py, 0.0, py - by1[h])
+                lb2[h] = ddx * ddx + ddy * ddy
+                if lb2[h] < lb2[first]:
+                    first = h
+            b_d2 = np.inf
+            b_j = -1
+            b_t = 0.0
+            f_d = np.inf
+            f_j = -1
+            f_t = 0.0
+            thr2 = np.inf  # chunks whose box is farther (squared) cannot matter
+            for hh in range(-1, n_ch):
+                h = first if hh < 0 else hh
+                if hh == first or lb2[h] > thr2:
+                    continue
+                for q in range(h * _CHUNK, min(m, (h + 1) * _CHUNK)):
+                    j = cand[q]
+                    if gi < win[j, 0] or gi > win[j, 1] or gj < win[j, 2] or gj > win[j, 3]:
+                        continue
+                    ax = sax[q]
+                    ay = say[q]
+                    ex = sex[q]
+                    ey = sey[q]
+                    wy = py - ay
+                    wx = px - ax
+                    t = (wx * ex + wy * ey) * sil[q]
+                    if t < 0.0:
+                        t = 0.0
+                    elif t > 1.0:
+                        t = 1.0
+                    dx = wx - t * ex
+                    dy = wy - t * ey
+                    d2 = dx * dx + dy * dy
+                    if d2 >= band2:
+                        continue
+                    if d2 < b_d2 or (d2 == b_d2 and j < b_j):
+                        b_d2 = d2
+                        b_j = j
+                        b_t = t
+                        bound = (FAN_RATIO * math.sqrt(d2) + FAN_SLACK_M) * (1.0 + 1e-9) + 1e-9
+                        thr2 = bound * bound
+                    inside, tf, lat = fan_project(
+                        ax, ay, ex, ey, tx[j], ty[j], tx[j + 1], ty[j + 1], px, py, False, False
+                    )
+                    if inside:
+                        al = abs(lat)
+                        if al < f_d or (al == f_d and j < f_j):
+                            f_d = al
+                            f_j = j
+                            f_t = tf
+            best[r, c] = b_d2
+            best_j[r, c] = b_j
+            best_t[r, c] = b_t
+            fan_d[r, c] = f_d
+            fan_j[r, c] = f_j
+            fan_t[r, c] = f_t
+
+
+@njit(cache=True)
+def _candidates(geo, c_lo, c_hi, r_lo, r_hi):
+    """Segments whose band window meets the node box [c_lo, c_hi] x [r_lo, r_hi], ascending."""
+    prm = geo.prm
+    nbx = int(prm[_BX])
+    nby = int(prm[_BY])
+    b = SEG_BUCKET
+    pool = _gather(
+        geo.bstart,
+        geo.bitems,
+        nbx,
+        min(c_lo // b, nbx - 1),
+        min(c_hi // b, nbx - 1),
+        min(r_lo // b, nby - 1),
+        min(r_hi // b, nby - 1),
+        geo.x.shape[0] - 1,
     )
+    win = geo.win
+    m = 0
+    for q in range(pool.shape[0]):
+        j = pool[q]
+        if win[j, 0] <= c_hi and win[j, 1] >= c_lo and win[j, 2] <= r_hi and win[j, 3] >= r_lo:
+            pool[m] = j
+            m += 1
+    return pool[:m]
+
+
+@njit(cache=True)
+def _bake_nodes(geo, cols, rows, heights, surf):
+    """Heights and surface ids of the nodes ``rows x cols`` (grid indices, ascending; repeats
+    allowed) into ``heights`` / ``surf`` (len(rows), len(cols))."""
+    prm = geo.prm
+    nr = rows.shape[0]
+    nc = cols.shape[0]
+    c_lo = cols[0]
+    c_hi = cols[nc - 1]
+    r_lo = rows[0]
+    r_hi = rows[nr - 1]
+    cand = _candidates(geo, c_lo, c_hi, r_lo, r_hi)
+    best = np.full((nr, nc), np.inf)
+    best_j = np.full((nr, nc), -1, np.int64)
+    best_t = np.zeros((nr, nc))
+    fan_d = np.full((nr, nc), np.inf)
+    fan_j = np.full((nr, nc), -1, np.int64)
+    fan_t = np.zeros((nr, nc))
+    if nr * nc <= _PRUNED_MAX_NODES:
+        _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
+    else:
+        _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
+    x0 = prm[_X0]
+    y0 = prm[_Y0]
+    cell = prm[_CELL]
+    g = geo.g
+    gnx = g.shape[1]
+    gny = g.shape[0]
+    # the ground cells these nodes interpolate between
+    ci_lo = min(int(math.floor((x0 + c_lo * cell - x0) / GROUND_CELL_M)), gnx - 2)
+    ci_hi = min(int(math.floor((x0 + c_hi * cell - x0) / GROUND_CELL_M)), gnx - 2) + 1
+    cj_lo = min(int(math.floor((y0 + r_lo * cell - y0) / GROUND_CELL_M)), gny - 2)
+    cj_hi = min(int(math.floor((y0 + r_hi * cell - y0) / GROUND_CELL_M)), gny - 2) + 1
+    _ground_cells(geo, ci_lo, ci_hi, cj_lo, cj_hi)
+    seed = int(prm[_SEED])
+    amplitude = prm[_AMP]
+    roughness = prm[_ROUGH]
+    berm_h = prm[_BERM_H]
+    berm_w = prm[_BERM_W]
+    blend = prm[_BLEND]
+    offroad_id = int(prm[_OFFROAD])
+    ds = prm[_DS]
+    length = prm[_LENGTH]
+    closed = prm[_CLOSED] > 0.5
+    hw = geo.hw
+    zb = geo.zb
+    sec_start = geo.sec_start
+    sec_surf = geo.sec_surf
+    fkind = geo.fkind
+    fparams = geo.fparams
     n_sec = sec_start.shape[0]
-    for gj in range(ny):
+    for r in range(nr):
+        gj = rows[r]
         py = y0 + gj * cell
         fy = (py - y0) / GROUND_CELL_M
         cj = min(int(math.floor(fy)), gny - 2)
         fty = fy - cj
-        for gi in range(nx):
+        for c in range(nc):
+            gi = cols[c]
             px = x0 + gi * cell
             fx = (px - x0) / GROUND_CELL_M
             ci = min(int(math.floor(fx)), gnx - 2)
@@ -291,42 +710,141 @@ def bake_kernel(
             ground = ga + (gb - ga) * fty
             amb = amplitude * _fbm3(px, py, 96.0, seed)
             rough = roughness * _fbm3(px, py, 8.0, seed + 17)
-            jj = best_j[gj, gi]
+            jj = best_j[r, c]
             if jj < 0:
-                heights[gj, gi] = ground + amb + rough
-                surf[gj, gi] = offroad_id
+                heights[r, c] = ground + amb + rough
+                surf[r, c] = offroad_id
                 continue
-            d_euc = math.sqrt(best[gj, gi])
-            if fan_j[gj, gi] >= 0 and fan_d[gj, gi] <= FAN_RATIO * d_euc + FAN_SLACK_M:
-                jj = fan_j[gj, gi]
-                t = fan_t[gj, gi]
-                d = fan_d[gj, gi]
+            d_euc = math.sqrt(best[r, c])
+            if fan_j[r, c] >= 0 and fan_d[r, c] <= FAN_RATIO * d_euc + FAN_SLACK_M:
+                jj = fan_j[r, c]
+                t = fan_t[r, c]
+                d = fan_d[r, c]
             else:
-                t = best_t[gj, gi]
+                t = best_t[r, c]
                 d = d_euc
             s = (jj + t) * ds
             h_s = hw[jj] + (hw[jj + 1] - hw[jj]) * t
             zr = zb[jj] + (zb[jj + 1] - zb[jj]) * t + feature_z(fkind, fparams, s)
             e = d - h_s
             if e <= 0.0:
-                heights[gj, gi] = zr
+                heights[r, c] = zr
                 if closed and s >= length:
                     s -= length
                 k = 0
                 for q in range(1, n_sec):
                     if sec_start[q] <= s:
                         k = q
-                surf[gj, gi] = sec_surf[k]
+                surf[r, c] = sec_surf[k]
                 continue
             sa = _sstep(e / berm_w)
             near = zr + berm_h * sa + rough * sa
             w = _sstep((e - berm_w) / blend)
             ramp = _sstep((d_euc - h_s - berm_w) / AMBIENT_RAMP_M)
             far = ground + amb * ramp + rough
-            heights[gj, gi] = near + (far - near) * w
-            surf[gj, gi] = offroad_id
+            heights[r, c] = near + (far - near) * w
+            surf[r, c] = offroad_id
 
 
+@njit(cache=True)
+def _section_nodes(geo, cols, rows, out):
+    """Label nodes with ``1 + section index`` (folded into 1..15) where the closest segment
+    (searched within each segment's own road window) is within the half width; else 0."""
+    prm = geo.prm
+    x = geo.x
+    y = geo.y
+    hw = geo.hw
+    x0 = prm[_X0]
+    y0 = prm[_Y0]
+    cell = prm[_CELL]
+    ds = prm[_DS]
+    length = prm[_LENGTH]
+    closed = prm[_CLOSED] > 0.5
+    swin = geo.swin
+    nr = rows.shape[0]
+    nc = cols.shape[0]
+    cand = _candidates(geo, cols[0], cols[nc - 1], rows[0], rows[nr - 1])
+    best = np.full((nr, nc), np.inf)
+    best_j = np.full((nr, nc), -1, np.int64)
+    best_t = np.zeros((nr, nc))
+    for q_ in range(cand.shape[0]):
+        j = cand[q_]
+        ax = x[j]
+        ay = y[j]
+        ex = x[j + 1] - ax
+        ey = y[j + 1] - ay
+        l2 = ex * ex + ey * ey
+        if l2 <= 0.0:
+            continue
+        il2 = 1.0 / l2
+        r_a, r_b = _span(rows, swin[j, 2], swin[j, 3])
+        c_a, c_b = _span(cols, swin[j, 0], swin[j, 1])
+        for r in range(r_a, r_b):
+            gj = rows[r]
+            if gj < swin[j, 2] or gj > swin[j, 3]:
+                continue
+            wy = y0 + gj * cell - ay
+            for c in range(c_a, c_b):
+                gi = cols[c]
+                if gi < swin[j, 0] or gi > swin[j, 1]:
+                    continue
+                wx = x0 + gi * cell - ax
+                t = (wx * ex + wy * ey) * il2
+                if t < 0.0:
+                    t = 0.0
+                elif t > 1.0:
+                    t = 1.0
+                dx = wx - t * ex
+                dy = wy - t * ey
+                d2 = dx * dx + dy * dy
+                if d2 < best[r, c]:
+                    best[r, c] = d2
+                    best_j[r, c] = j
+                    best_t[r, c] = t
+    sec_start = geo.sec_start
+    n_sec = sec_start.shape[0]
+    for r in range(nr):
+        for c in range(nc):
+            jj = best_j[r, c]
+            out[r, c] = 0
+            if jj < 0:
+                continue
+            t = best_t[r, c]
+            h = hw[jj] + (hw[jj + 1] - hw[jj]) * t
+            if math.sqrt(best[r, c]) - h > 0.0:
+                continue
+            s = (jj + t) * ds
+            if closed and s >= length:
+                s -= length
+            k = 0
+            for q in range(1, n_sec):
+                if sec_start[q] <= s:
+                    k = q
+            out[r, c] = 1 + k % 15
+
+
+@njit(cache=True)
+def _fill_tiles(geo, tiles, nx, ny, sectioned, heights, surf):
+    """Bake tiles (rows (tx, ty)) into (m, TILE_W * TILE_W) blocks: the tile's TILE x TILE
+    nodes plus a one-node apron, grid indices clamped at the grid's edge."""
+    cols = np.empty(TILE_W, np.int64)
+    rows = np.empty(TILE_W, np.int64)
+    h = np.empty((TILE_W, TILE_W))
+    s = np.empty((TILE_W, TILE_W), np.int8)
+    for m in range(tiles.shape[0]):
+        for q in range(TILE_W):
+            cols[q] = min(max(tiles[m, 0] * TILE - 1 + q, 0), nx - 1)
+            rows[q] = min(max(tiles[m, 1] * TILE - 1 + q, 0), ny - 1)
+        _bake_nodes(geo, cols, rows, h, s)
+        if sectioned:
+            _section_nodes(geo, cols, rows, s)
+        for r in range(TILE_W):
+            for c in range(TILE_W):
+                heights[m, r * TILE_W + c] = h[r, c]
+                surf[m, r * TILE_W + c] = s[r, c]
+
+
+# ------------------------------------------------------------------------------- the source
 def grid_for(stage: Stage, cell_m: float = 1.0) -> tuple[float, float, int, int]:
     """(x0, y0, nx, ny) of the bake grid: the stage's bounding box plus ``MARGIN_M``."""
     p = stage.path
@@ -338,57 +856,226 @@ def grid_for(stage: Stage, cell_m: float = 1.0) -> tuple[float, float, int, int]
     return x0, y0, nx, ny
 
 
-def bake_uncached(stage: Stage, seed: int | None = None, cell_m: float = 1.0) -> Terrain:
-    """Bake without the cache (see :func:`bake`)."""
+def _check_args(
+    stage: Stage, seed: int | None, cell_m: float, lo: float = 0.1
+) -> tuple[int, float]:
     if not isinstance(stage, Stage):
         raise TypeError(f"bake needs a Stage, got {type(stage).__name__}")
-    if not (isinstance(cell_m, (int, float)) and math.isfinite(cell_m) and 0.1 <= cell_m <= 8.0):
-        raise ValueError(f"cell_m must be in [0.1, 8] m, got {cell_m!r}")
-    ts = stage.terrain
-    seed = ts.seed if seed is None else seed
+    if not (isinstance(cell_m, (int, float)) and math.isfinite(cell_m) and lo <= cell_m <= 8.0):
+        raise ValueError(f"cell_m must be in [{lo}, 8] m, got {cell_m!r}")
+    seed = stage.terrain.seed if seed is None else seed
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not (0 <= seed < 2**32):
         raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
-    cell_m = float(cell_m)
-    x0, y0, nx, ny = grid_for(stage, cell_m)
-    if nx * ny > MAX_NODES:
-        raise ValueError(
-            f"stage {stage.name!r} needs a {nx}x{ny} grid at {cell_m} m cells, "
-            f"more than {MAX_NODES} nodes; use a larger cell_m"
-        )
+    return int(seed), float(cell_m)
+
+
+class StageTerrain:
+    """A stage's terrain as a source of nodes: any part of the grid on demand.
+
+    The tile source of :class:`physics.terrain.TerrainSet` (it bakes only the tiles cars
+    reach) and the engine of :func:`bake`. Building one costs a few index passes over the
+    centerline (no node is baked); the ground field fills in as nodes need it.
+
+    Args:
+        stage: the stage.
+        seed: terrain noise seed; ``None`` uses ``stage.terrain.seed``.
+        cell_m: node spacing (m).
+        sectioned: label road nodes with ``1 + section index`` (1..15, folded) instead of the
+            surface id, with ``grip[id]`` the section's surface grip (per-section grip
+            randomisation); ``section_ids`` then holds each section's id.
+        grid: ``(x0, y0, nx, ny)`` of another grid than :func:`grid_for`'s (then ``cell_m``
+            may go down to 1 mm).
+
+    Attributes:
+        name, shape (ny, nx), x0_m, y0_m, cell_m, grip: as :class:`physics.terrain.Terrain`.
+    """
+
+    def __init__(
+        self,
+        stage: Stage,
+        seed: int | None = None,
+        cell_m: float = 1.0,
+        sectioned: bool = False,
+        grid: tuple[float, float, int, int] | None = None,
+    ):
+        seed, cell_m = _check_args(stage, seed, cell_m, 0.1 if grid is None else 1e-3)
+        x0, y0, nx, ny = grid_for(stage, cell_m) if grid is None else grid
+        if nx * ny > MAX_NODES:
+            raise ValueError(
+                f"stage {stage.name!r} needs a {nx}x{ny} grid at {cell_m} m cells, "
+                f"more than {MAX_NODES} nodes; use a larger cell_m"
+            )
+        self.stage = stage
+        self.name = stage.name + ("+sections" if sectioned else "")
+        self.seed = seed
+        self.cell_m = cell_m
+        self.x0_m = float(x0)
+        self.y0_m = float(y0)
+        self.shape = (int(ny), int(nx))
+        self.sectioned = bool(sectioned)
+        self._geo = _pack(stage, seed, cell_m, float(x0), float(y0), int(nx), int(ny))
+        if sectioned:
+            self.grip, self.section_ids = section_grip(stage)
+        else:
+            self.grip = _surf.GRIP.copy()
+            self.section_ids = np.zeros(len(stage.path.section_start_m), np.int64)
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:
+        """Bake tiles ``(m, 2)`` int64 (tx, ty) into ``(m, TILE_W**2)`` heights / surfaces."""
+        ny, nx = self.shape
+        with self._lock:
+            _fill_tiles(self._geo, tiles, nx, ny, self.sectioned, heights, surfaces)
+
+    def bake_region(self, i0: int, i1: int, j0: int, j1: int) -> tuple[np.ndarray, np.ndarray]:
+        """Dense heights (float64) and surface ids (int8) of nodes [j0, j1) x [i0, i1)."""
+        ny, nx = self.shape
+        i0, i1 = max(int(i0), 0), min(int(i1), nx)
+        j0, j1 = max(int(j0), 0), min(int(j1), ny)
+        h = np.empty((max(j1 - j0, 0), max(i1 - i0, 0)))
+        s = np.empty(h.shape, np.int8)
+        if h.size:
+            cols = np.arange(i0, i1, dtype=np.int64)
+            rows = np.arange(j0, j1, dtype=np.int64)
+            with self._lock:
+                _bake_nodes(self._geo, cols, rows, h, s)
+                if self.sectioned:
+                    _section_nodes(self._geo, cols, rows, s)
+        return h, s
+
+    def to_terrain(self) -> Terrain:
+        """The whole grid as a dense :class:`physics.terrain.Terrain`."""
+        ny, nx = self.shape
+        h, s = self.bake_region(0, nx, 0, ny)
+        return Terrain(h, s, self.grip, self.x0_m, self.y0_m, self.cell_m, name=self.name)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the source's index and ground field (bytes)."""
+        return int(sum(a.nbytes for a in self._geo))
+
+
+def section_grip(stage: Stage) -> tuple[np.ndarray, np.ndarray]:
+    """(grip per id, id per section) of the section-labelled terrain: id 0 is off-road, section
+    i has id ``1 + i % 15`` with the grip of its surface."""
+    from physics.terrain import MAX_SURFACES
+
     p = stage.path
-    heights = np.empty((ny, nx), np.float64)
-    surf = np.empty((ny, nx), np.int8)
-    bake_kernel(
-        p.x_m,
-        p.y_m,
-        p.tx,
-        p.ty,
-        p.z_base_m,
-        p.z_m,
-        p.half_width_m,
-        p.ds_m,
-        p.length_m,
-        p.closed,
-        p.section_start_m,
-        p.section_surface,
-        p.feature_kind,
-        p.feature_params,
-        x0,
-        y0,
-        cell_m,
-        nx,
-        ny,
-        int(seed),
-        ts.amplitude_m,
-        ts.roughness_m,
-        ts.berm_height_m,
-        ts.berm_width_m,
-        ts.blend_m,
-        _surf.surface_id(ts.offroad_surface),
-        heights,
-        surf,
+    n_sec = len(p.section_start_m)
+    n_max = MAX_SURFACES - 1
+    ids = 1 + np.arange(n_sec) % n_max
+    grip = np.zeros(1 + min(n_sec, n_max))
+    grip[0] = _surf.GRIP[_surf.surface_id(stage.terrain.offroad_surface)]
+    for i in range(min(n_sec, n_max)):
+        grip[1 + i] = _surf.GRIP[int(p.section_surface[i])]
+    return grip, ids.astype(np.int64)
+
+
+def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, ny: int) -> _Geo:
+    p = stage.path
+    ts = stage.terrain
+    f64 = np.ascontiguousarray
+    x = f64(p.x_m, np.float64)
+    y = f64(p.y_m, np.float64)
+    hw = f64(p.half_width_m, np.float64)
+    band = _max0(hw) + ts.berm_width_m + ts.blend_m + AMBIENT_RAMP_M
+    n_seg = x.shape[0] - 1
+    win = np.empty((n_seg, 4), np.int64)
+    swin = np.empty((n_seg, 4), np.int64)
+    _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin)
+    nbx = (nx - 1) // SEG_BUCKET + 1
+    nby = (ny - 1) // SEG_BUCKET + 1
+    bstart, bitems = _csr(win[:, 0], win[:, 1], win[:, 2], win[:, 3], SEG_BUCKET, nbx, nby)
+    # the ground field's coarse grid and its centerline samples
+    gnx = int(math.ceil((nx - 1) * cell / GROUND_CELL_M)) + 2
+    gny = int(math.ceil((ny - 1) * cell / GROUND_CELL_M)) + 2
+    stride = max(1, int(GROUND_STRIDE_M / p.ds_m))
+    z = f64(p.z_m, np.float64)
+    idx = np.arange(0, x.shape[0], stride)
+    zbg = _strided_mean(z, stride)
+    big_q = GROUND_REACH_M * GROUND_REACH_M + GROUND_SOFT_M * GROUND_SOFT_M
+    w0 = 1.0 / (big_q * big_q) * len(idx)
+    sci = np.empty(len(idx), np.int64)
+    scj = np.empty(len(idx), np.int64)
+    _sample_cells(x, y, x0, y0, stride, sci, scj)
+    bci = np.clip(sci, 0, gnx - 1)
+    bcj = np.clip(scj, 0, gny - 1)
+    nsx = (gnx - 1) // SAMPLE_BUCKET + 1
+    nsy = (gny - 1) // SAMPLE_BUCKET + 1
+    sstart, sitems = _csr(bci, bci, bcj, bcj, SAMPLE_BUCKET, nsx, nsy)
+    prm = np.zeros(_N_PRM)
+    prm[_X0] = x0
+    prm[_Y0] = y0
+    prm[_CELL] = cell
+    prm[_NX] = nx
+    prm[_NY] = ny
+    prm[_DS] = p.ds_m
+    prm[_LENGTH] = p.length_m
+    prm[_CLOSED] = 1.0 if p.closed else 0.0
+    prm[_BAND] = band
+    prm[_SEED] = seed
+    prm[_AMP] = ts.amplitude_m
+    prm[_ROUGH] = ts.roughness_m
+    prm[_BERM_H] = ts.berm_height_m
+    prm[_BERM_W] = ts.berm_width_m
+    prm[_BLEND] = ts.blend_m
+    prm[_OFFROAD] = _surf.surface_id(ts.offroad_surface)
+    prm[_GNX] = gnx
+    prm[_GNY] = gny
+    prm[_ZBG] = zbg
+    prm[_W0] = w0
+    prm[_STRIDE] = stride
+    prm[_SBX] = nsx
+    prm[_SBY] = nsy
+    prm[_BX] = nbx
+    prm[_BY] = nby
+    return _Geo(
+        x=x,
+        y=y,
+        tx=f64(p.tx, np.float64),
+        ty=f64(p.ty, np.float64),
+        zb=f64(p.z_base_m, np.float64),
+        z=z,
+        hw=hw,
+        sec_start=f64(p.section_start_m, np.float64),
+        sec_surf=f64(p.section_surface, np.int8),
+        fkind=f64(p.feature_kind, np.int64),
+        fparams=f64(np.asarray(p.feature_params, np.float64).reshape(-1, 4)),
+        win=win,
+        swin=swin,
+        bstart=bstart,
+        bitems=bitems,
+        sstart=sstart,
+        sitems=sitems,
+        sci=sci,
+        scj=scj,
+        g=np.full((gny, gnx), np.nan),
+        prm=prm,
     )
-    return Terrain(heights, surf, _surf.GRIP.copy(), x0, y0, cell_m, name=stage.name)
+
+
+# ---------------------------------------------------------------------------- dense bakes
+def bake_uncached(stage: Stage, seed: int | None = None, cell_m: float = 1.0) -> Terrain:
+    """Bake without the cache (see :func:`bake`)."""
+    return StageTerrain(stage, seed, cell_m).to_terrain()
+
+
+def bake_grid(
+    stage: Stage, x0: float, y0: float, cell_m: float, nx: int, ny: int, seed: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Heights and surface ids of the stage's terrain on any regular grid (e.g. a fine grid
+    across a road edge): the bake's own arithmetic, nodes ``x0 + i cell_m``, ``y0 + j cell_m``."""
+    src = StageTerrain(stage, seed, cell_m, grid=(float(x0), float(y0), int(nx), int(ny)))
+    return src.bake_region(0, int(nx), 0, int(ny))
 
 
 _cache: OrderedDict[tuple[str, int, float], Terrain] = OrderedDict()

@@ -27,13 +27,20 @@ HOT_MODULES = (
 ENTRY_POINTS = {
     "physics.kernel": {
         "step_cars",
-        "step_cars_dt",
         "step_cars_parallel",
+        "missing_tiles",
         "set_commands",
         "set_tank_commands",
         "place_cars",
     },
-    "rally_env.kernels": {"post_step", "post_step_parallel", "reset_cars"},
+    "physics.terrain": {"_copy_tiles", "_heights_many", "_missing_tiles", "_new_requests"},
+    "rally_env.kernels": {
+        "post_step",
+        "post_step_parallel",
+        "reset_cars",
+        "lookahead_misses",
+        "refresh_obs",
+    },
 }
 
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import tracks
-from physics.terrain import TerrainSet, sample_surface
+from physics.terrain import TILE, TILE_NODES, TILE_W, TerrainSet, sample_surface, tile_grid
 from tests.tracks.conftest import offset_points
 from tracks import surfaces
-from tracks.bake import MARGIN_M, bake_kernel, bake_uncached
+from tracks.bake import MARGIN_M, StageTerrain, bake_grid, bake_uncached
 
 # Golden digest of the opener's bake (heights, surfaces, grip, grid). It pins the bake bit for
 # bit on every platform; if the bake changes on purpose, print the new value with
@@ -61,7 +61,6 @@ def test_heights_continuous_at_the_road_edge(library, name):
     """Evaluate the bake on a 1 cm grid straddling the edge: no step anywhere (slope < 1)."""
     stage = library[name]
     path = stage.path
-    ts = stage.terrain
     rng = np.random.default_rng(4)
     s_all = rng.uniform(20.0, path.length_m - 20.0, 40)
     s_all = s_all[_away_from_jumps(stage, s_all, 8.0)][:6]
@@ -72,38 +71,7 @@ def test_heights_continuous_at_the_road_edge(library, name):
             n = 301
             cell = 0.01
             x0, y0 = cx - 1.5, cy - 1.5
-            heights = np.empty((n, n))
-            surf = np.empty((n, n), np.int8)
-            bake_kernel(
-                path.x_m,
-                path.y_m,
-                path.tx,
-                path.ty,
-                path.z_base_m,
-                path.z_m,
-                path.half_width_m,
-                path.ds_m,
-                path.length_m,
-                path.closed,
-                path.section_start_m,
-                path.section_surface,
-                path.feature_kind,
-                path.feature_params,
-                x0,
-                y0,
-                cell,
-                n,
-                n,
-                ts.seed,
-                ts.amplitude_m,
-                ts.roughness_m,
-                ts.berm_height_m,
-                ts.berm_width_m,
-                ts.blend_m,
-                surfaces.OFFROAD_ID,
-                heights,
-                surf,
-            )
+            heights, surf = bake_grid(stage, x0, y0, cell, n, n)
             assert (surf == surfaces.OFFROAD_ID).any() and (surf != surfaces.OFFROAD_ID).any()
             d1 = max(np.abs(np.diff(heights, axis=a)).max() for a in (0, 1))
             d2 = max(
@@ -143,8 +111,10 @@ def test_surface_ids(library, name):
     off = offset_points(path, s, np.where(rng.random(s.shape) < 0.5, -1.0, 1.0) * (hw + 1.5))
     want = path.surface_at(s)
     tset = TerrainSet([terr])
-    got_on = np.array([sample_surface(tset.surfaces, tset.meta, 0, x, y) for x, y in on])
-    got_off = np.array([sample_surface(tset.surfaces, tset.meta, 0, x, y) for x, y in off])
+    tset.bake_all(0)
+    args = (tset.surfaces, tset.tiles, tset.meta, 0)
+    got_on = np.array([sample_surface(*args, x, y) for x, y in on])
+    got_off = np.array([sample_surface(*args, x, y) for x, y in off])
     np.testing.assert_array_equal(got_on, want)
     assert (got_off == surfaces.OFFROAD_ID).all()
 
@@ -266,3 +236,58 @@ def test_bad_arguments(library):
         tracks.bake(library["opener"], seed=-3)
     with pytest.raises(TypeError):
         tracks.bake("opener")  # type: ignore[arg-type]
+
+
+# Golden digest of the opener's section-labelled bake (per-section grip randomisation), from
+# the whole-grid labelling pass it replaced. Update with
+#   python -c "import tracks; from tracks.bake import StageTerrain as T; \
+#              print(T(tracks.load_stage('opener'), sectioned=True).to_terrain().digest())"
+GOLDEN_OPENER_SECTIONED = "3d5d76d176e0b1329d7aad0762ce71f3"
+
+
+def test_section_labels_golden():
+    st = tracks.load_stage("opener")
+    assert StageTerrain(st, sectioned=True).to_terrain().digest() == GOLDEN_OPENER_SECTIONED
+
+
+def _check_tiles(stage, sectioned, rng):
+    src = StageTerrain(stage, sectioned=sectioned)
+    dense = src.to_terrain() if sectioned else tracks.bake(stage)
+    ts = TerrainSet([src])
+    p = stage.path
+    s = rng.uniform(0.0, p.length_m, 12)
+    x, y = p.point_at(s)
+    ts.fill_around(np.zeros(len(s), np.int64), x, y, 35.0)  # road, berm, blend and ground
+    tnx, tny = tile_grid(src.shape)
+    ts.fill_linear(0, rng.integers(0, tnx * tny, 40))  # and anywhere on the grid
+    ny, nx = src.shape
+    filled = np.flatnonzero(ts.tiles[: tnx * tny] >= 0)
+    assert len(filled) > 40
+    hp = ts.heights.reshape(-1, TILE_NODES)
+    sp = ts.surfaces.reshape(-1, TILE_NODES)
+    for lin in filled:
+        tx, ty = lin % tnx, lin // tnx
+        rows = np.clip(ty * TILE - 1 + np.arange(TILE_W), 0, ny - 1)
+        cols = np.clip(tx * TILE - 1 + np.arange(TILE_W), 0, nx - 1)
+        slot = ts.tiles[lin]
+        want_h = dense.heights_m[np.ix_(rows, cols)].ravel()
+        want_s = dense.surface_ids[np.ix_(rows, cols)].ravel()
+        np.testing.assert_array_equal(hp[slot], want_h)
+        np.testing.assert_array_equal(sp[slot], want_s)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: tracks.load_stage("switchbacks"),
+        lambda: tracks.load_stage("rallycross"),
+        lambda: tracks.generate(3, difficulty=0.9),
+        lambda: tracks.generate(11, length_m=1200, difficulty=0.8, closed=True),
+    ],
+)
+def test_tiles_baked_alone_equal_the_whole_bake(make):
+    """Any tile, baked on its own in any order, holds exactly the whole bake's nodes."""
+    stage = make()
+    rng = np.random.default_rng(abs(hash(stage.name)) % 2**32)
+    _check_tiles(stage, False, rng)
+    _check_tiles(stage, True, rng)

@@ -1,0 +1,118 @@
+"""stage="random" at training speed: a car's reset touches only its own slot, stages are shared
+between cars through slots, levels, the prefetch worker; none of it changes an episode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from physics.terrain import TM_TABLE, TM_TNX, TM_TNY
+from rally_env import ConfigError, RallyEnv, RallyVectorEnv
+from rally_env import kernels as K
+from rally_env import stages as S
+from tests.rally_env.conftest import random_actions
+
+SHORT = {"length_m": 400.0}
+
+
+def _hard_actions(steps, n, seed):
+    acts = random_actions(steps, seed=seed, n_cars=n)
+    acts[:, :, 1] = 1.0
+    acts[:, :, 2:] = 0.0
+    acts[:, :, 0] = np.clip(acts[:, :, 0] + 0.7, -1.0, 1.0)  # leaves the road: many resets
+    return acts
+
+
+@pytest.mark.parametrize("randomize", [None, True])
+def test_car_k_does_not_depend_on_num_envs_on_random_stages(randomize):
+    steps = 240
+    acts = _hard_actions(steps, 5, seed=4)
+    runs = {}
+    for n in (1, 2, 5):
+        venv = RallyVectorEnv(n, stage="random", random_stage=SHORT, randomize=randomize)
+        obs, info = venv.reset(seed=8)
+        names = [info["stage"][0]]
+        seq = [obs[0].copy()]
+        ends = 0
+        for a in acts[:, :n]:
+            obs, _r, te, tr, info = venv.step(a)
+            seq.append(obs[0].copy())
+            names.append(info["stage"][0])
+            ends += int(te[0] or tr[0])
+        runs[n] = (np.stack(seq), names, ends)
+    assert runs[1][2] >= 2, "car 0 should reset onto new stages several times"
+    for n in (2, 5):
+        assert np.array_equal(runs[1][0], runs[n][0])
+        assert runs[1][1] == runs[n][1]
+
+
+def test_a_reset_touches_only_that_cars_slot():
+    venv = RallyVectorEnv(4, stage="random", random_stage=SHORT)
+    venv.reset(seed=1)
+    for _ in range(30):
+        venv.step(np.tile([0.0, 1.0, 0.0, 0.0], (4, 1)).astype(np.float32))
+    core = venv.core
+    bank = core.bank
+    ts = bank.terrains
+    slots = core.eistate[:, K.EI_SLOT].copy()
+    before = {
+        int(s): (bank.table[s].copy(), bank.slots[s], ts.tiles[_table(ts, s)].copy())
+        for s in slots[1:]
+    }
+    version = bank.version
+    core.reset(np.array([0], np.int64), [None])
+    assert bank.version - version <= 1  # at most car 0's slot got a new stage
+    for s, (row, st, tiles) in before.items():
+        assert np.array_equal(bank.table[s], row) and bank.slots[s] is st
+        assert np.array_equal(ts.tiles[_table(ts, s)], tiles)  # its terrain tiles are kept
+
+
+def _table(ts, row):
+    off = int(ts.meta[row, TM_TABLE])
+    return slice(off, off + int(ts.meta[row, TM_TNX] * ts.meta[row, TM_TNY]))
+
+
+def test_cars_on_the_same_stage_share_a_slot():
+    venv = RallyVectorEnv(6, stage="random", random_stage={**SHORT, "num_levels": 2})
+    _, info = venv.reset(seed=5)
+    slots = venv.core.eistate[:, K.EI_SLOT]
+    names = info["stage"]
+    assert {nm.split("-")[1] for nm in names} <= {"0", "1"}
+    for name in set(names):
+        assert len({int(s) for s, nm in zip(slots, names, strict=True) if nm == name}) == 1
+    assert venv.core.bank.refs.sum() == 6
+
+
+def test_levels_are_fixed_stages():
+    lo, hi = 0.3, 0.7
+    kw = {
+        "stage": "random",
+        "random_stage": {**SHORT, "num_levels": 3, "start_level": 1000, "difficulty": (lo, hi)},
+    }
+    env = RallyEnv(**kw)
+    seen = {}
+    for s in range(12):
+        _, info = env.reset(seed=s)
+        st = env.core.bank.stage(int(env.core.eistate[0, K.EI_SLOT]))
+        seen.setdefault(info["stage"], set()).add(st.digest())
+    assert {nm.split("-")[1] for nm in seen} <= {"1000", "1001", "1002"} and len(seen) >= 2
+    assert all(len(v) == 1 for v in seen.values())  # a level is always the same stage
+    for seed in (1000, 1001, 1002):
+        d = S.level_difficulty(seed, lo, hi)
+        assert lo <= d <= hi and d == S.level_difficulty(seed, lo, hi)
+
+
+@pytest.mark.parametrize(
+    ("rs", "needle"),
+    [
+        ({"num_levels": 0}, "num_levels"),
+        ({"num_levels": 2.5}, "integer"),
+        ({"start_level": 3}, "needs num_levels"),
+        ({"num_levels": 10, "start_level": 2**31 - 5}, "seed range"),
+        ({"length_m": 20000.0}, "length_m"),
+        ({"levels": 3}, "unknown setting"),
+    ],
+)
+def test_bad_random_stage_settings(rs, needle):
+    with pytest.raises(ConfigError, match=needle):
+        RallyEnv(stage="random", random_stage=rs)

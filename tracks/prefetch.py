@@ -1,0 +1,242 @@
+"""Generate stages ahead of need, in a worker process.
+
+Generating a stage (``tracks.generate``) takes a few milliseconds of Python and numba work. An
+env on ``stage="random"`` knows which stage a car will get at its next reset (the car's random
+stream decides it, and nothing else draws from that stream in between), so it can ask for that
+stage while the car is still driving. :class:`Prefetcher` sends those requests to one worker
+process (``python -m tracks.prefetch``: a second core works while the env steps) and hands the
+stage over when it is asked for; a stage that was not asked for, or is not ready, is simply
+generated in place. A stage is a pure function of its arguments, so where it was made never
+changes what it is.
+
+The worker is a program of its own (started with ``subprocess``, not ``multiprocessing``), so
+it never re-runs the user's main script, and it is read without a thread of its own. It
+starts at the first request and ends when the parent closes its input (the parent exits, or
+:meth:`Prefetcher.shutdown`).
+``RALLY_PREFETCH=0`` in the environment turns prefetching off; so does any failure of the
+worker, after which stages are made in place.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, BinaryIO
+
+from tracks.generator import generate
+from tracks.stage import Stage
+
+#: Requests in flight at most (further requests are ignored until answers come back).
+MAX_PENDING = 32
+#: How long :meth:`Prefetcher.take` waits for a stage the worker was asked for (s).
+WAIT_S = 0.05
+
+#: Bytes the answer pipe is asked to hold (Linux; a few pickled stages).
+PIPE_BYTES = 1 << 20
+_F_SETPIPE_SZ = 1031
+
+Key = tuple[int, float, float]
+_LEN = struct.Struct("<I")
+
+
+def enabled_by_environment() -> bool:
+    return os.environ.get("RALLY_PREFETCH", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _send(f: BinaryIO, obj: Any) -> None:
+    b = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    f.write(_LEN.pack(len(b)))
+    f.write(b)
+    f.flush()
+
+
+def _recv(f: BinaryIO) -> Any:
+    head = f.read(_LEN.size)
+    if len(head) < _LEN.size:
+        raise EOFError
+    (n,) = _LEN.unpack(head)
+    body = f.read(n)
+    if len(body) < n:
+        raise EOFError
+    return pickle.loads(body)
+
+
+class Prefetcher:
+    """Stages generated ahead in a worker process (see the module docstring).
+
+    Answers are read by the caller's own thread, without blocking, whenever it makes or takes
+    a request (no reader thread competes for the interpreter lock).
+
+    Args:
+        max_pending: requests in flight at most.
+    """
+
+    def __init__(self, max_pending: int = MAX_PENDING):
+        self.max_pending = int(max_pending)
+        self._proc: subprocess.Popen | None = None
+        self._fd_in = -1
+        self._fd_out = -1
+        self._buf = bytearray()
+        self._pending: set[Key] = set()
+        self._ready: dict[Key, Stage] = {}
+        self._lock = threading.Lock()
+        self.disabled = not enabled_by_environment()
+        #: stages handed over by the worker / asked for but made in place
+        self.hits = 0
+        self.misses = 0
+
+    # ------------------------------------------------------------------------ the worker
+    def _start(self) -> bool:
+        if self._proc is not None:
+            return True
+        if self.disabled:
+            return False
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env["RALLY_PREFETCH"] = "0"
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "tracks.prefetch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                bufsize=0,
+            )
+        except Exception:
+            self.disabled = True
+            return False
+        self._fd_in = self._proc.stdin.fileno()
+        self._fd_out = self._proc.stdout.fileno()
+        os.set_blocking(self._fd_out, False)
+        try:  # room for a few stages in the pipe, so the worker rarely waits for a read
+            import fcntl
+
+            fcntl.fcntl(self._fd_out, _F_SETPIPE_SZ, PIPE_BYTES)
+        except Exception:
+            pass
+        return True
+
+    def _fail(self) -> None:
+        self.disabled = True
+        self._pending.clear()
+
+    def _drain(self, timeout: float = 0.0) -> None:
+        """Read whatever answers have arrived (waiting up to ``timeout`` for the first)."""
+        if self._proc is None:
+            return
+        if timeout > 0.0:
+            ready, _, _ = select.select([self._fd_out], [], [], timeout)
+            if not ready:
+                return
+        while True:
+            try:
+                chunk = os.read(self._fd_out, 1 << 20)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._fail()
+                return
+            if not chunk:  # the worker ended
+                self._fail()
+                return
+            self._buf += chunk
+        while len(self._buf) >= _LEN.size:
+            (n,) = _LEN.unpack_from(self._buf)
+            if len(self._buf) < _LEN.size + n:
+                break
+            key, stage = pickle.loads(bytes(self._buf[_LEN.size : _LEN.size + n]))
+            del self._buf[: _LEN.size + n]
+            self._pending.discard(key)
+            if isinstance(stage, Stage):
+                self._ready[key] = stage
+
+    # ------------------------------------------------------------------------ the API
+    def request(self, seed: int, length_m: float, difficulty: float) -> None:
+        """Start making ``generate(seed, length_m, difficulty)`` unless it is on its way."""
+        key = (int(seed), float(length_m), float(difficulty))
+        with self._lock:
+            if self.disabled:
+                return
+            self._drain()
+            if key in self._pending or key in self._ready:
+                return
+            if len(self._pending) >= self.max_pending or not self._start():
+                return
+            b = pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                os.write(self._fd_in, _LEN.pack(len(b)) + b)
+            except OSError:
+                self._fail()
+                return
+            self._pending.add(key)
+            while len(self._ready) > 2 * self.max_pending:  # nobody took these
+                self._ready.pop(next(iter(self._ready)))
+
+    def take(self, seed: int, length_m: float, difficulty: float) -> Stage | None:
+        """The stage if the worker made it (waiting up to ``WAIT_S`` for one on its way)."""
+        key = (int(seed), float(length_m), float(difficulty))
+        with self._lock:
+            self._drain()
+            deadline = time.monotonic() + WAIT_S
+            while key in self._pending and not self.disabled:
+                left = deadline - time.monotonic()
+                if left <= 0.0:
+                    break
+                self._drain(left)
+            stage = self._ready.pop(key, None)
+            if stage is not None:
+                self.hits += 1
+            elif key in self._pending:
+                self.misses += 1
+        return stage
+
+    def shutdown(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+            self._pending.clear()
+            self._ready.clear()
+        if proc is not None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=5)
+            except Exception:
+                proc.kill()
+
+    def __getstate__(self) -> dict[str, Any]:  # a pickled env takes no worker along
+        return {"max_pending": self.max_pending}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["max_pending"])
+
+
+def _worker(inp: BinaryIO, out: BinaryIO) -> None:
+    """The worker's loop: read (seed, length, difficulty), answer (key, stage or None)."""
+    while True:
+        try:
+            key = _recv(inp)
+        except EOFError:
+            return
+        try:
+            stage: Stage | None = generate(key[0], length_m=key[1], difficulty=key[2])
+        except Exception:
+            stage = None
+        _send(out, (key, stage))
+
+
+#: The process-wide prefetcher the envs share.
+PREFETCHER = Prefetcher()
+atexit.register(PREFETCHER.shutdown)
+
+if __name__ == "__main__":
+    # answers go to the original stdout; anything printed goes to stderr instead
+    _out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    _worker(sys.stdin.buffer, _out)

@@ -187,6 +187,8 @@ class RallyCore:
                 )
             slots[i] = slot
             self._draw_randomization(k, slot, rng)
+            if bank.mode == "random":
+                self._prefetch_next(rng)
         self._widen_times()
         rows = np.array(
             [bank.terrain_row(int(k), int(s)) for k, s in zip(cars, slots, strict=True)], np.int64
@@ -286,6 +288,14 @@ class RallyCore:
             self.obs,
             self._post_scratch[3][0],
         )
+
+    def _prefetch_next(self, rng: np.random.Generator) -> None:
+        """Ask for the stage the car's next reset will draw (its stream decides it; nothing
+        draws from it before then unless that reset is seeded anew)."""
+        peek = np.random.Generator(np.random.PCG64())
+        peek.bit_generator.state = rng.bit_generator.state
+        seed, diff = S.draw_random_stage(self.config.random_stage, peek)
+        S.prefetch_stage(seed, self.config.random_stage["length_m"], diff)
 
     def _draw_randomization(self, k: int, slot: int, rng: np.random.Generator) -> None:
         r = self.config.randomize

@@ -32,6 +32,7 @@ from rally_env.config import RallyConfig
 from rally_env.errors import ConfigError
 from tracks.bake import StageTerrain
 from tracks.io import is_stage_name
+from tracks.prefetch import PREFETCHER
 from tracks.projection import N_SEG_COLS, pack_path
 
 # columns of the per-slot float table
@@ -82,13 +83,23 @@ def resolve_stage(spec: Any) -> tracks.Stage:
 
 
 def generated_stage(seed: int, length_m: float, difficulty: float) -> tracks.Stage:
-    """A generated stage (cached for repeated seeds)."""
+    """A generated stage (cached for repeated seeds; taken from the prefetch worker when it
+    made it ahead, see :mod:`tracks.prefetch`)."""
     key = ("gen", int(seed), float(length_m), float(difficulty))
-    return _cached(
-        _STAGE_CACHE,
-        key,
-        lambda: tracks.generate(int(seed), length_m=float(length_m), difficulty=float(difficulty)),
-    )
+
+    def make() -> tracks.Stage:
+        st = PREFETCHER.take(seed, length_m, difficulty)
+        if st is None:
+            st = tracks.generate(int(seed), length_m=float(length_m), difficulty=float(difficulty))
+        return st
+
+    return _cached(_STAGE_CACHE, key, make)
+
+
+def prefetch_stage(seed: int, length_m: float, difficulty: float) -> None:
+    """Ask the prefetch worker for a generated stage a car will need soon."""
+    if ("gen", int(seed), float(length_m), float(difficulty)) not in _STAGE_CACHE:
+        PREFETCHER.request(seed, length_m, difficulty)
 
 
 def draw_random_stage(random_stage: dict[str, Any], rng: np.random.Generator) -> tuple[int, float]:

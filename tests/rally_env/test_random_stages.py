@@ -3,6 +3,12 @@ between cars through slots, levels, the prefetch worker; none of it changes an e
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -116,3 +122,63 @@ def test_levels_are_fixed_stages():
 def test_bad_random_stage_settings(rs, needle):
     with pytest.raises(ConfigError, match=needle):
         RallyEnv(stage="random", random_stage=rs)
+
+
+_ROLLOUT = textwrap.dedent(
+    """
+    import hashlib, numpy as np
+    from rally_env import RallyVectorEnv
+    from tests.rally_env.test_random_stages import _hard_actions
+    from tracks.prefetch import PREFETCHER
+    venv = RallyVectorEnv(3, stage="random", random_stage={"length_m": 400.0})
+    obs, _ = venv.reset(seed=2)
+    h = hashlib.blake2b(obs.tobytes(), digest_size=16)
+    for a in _hard_actions(200, 3, seed=6):
+        obs, r, te, tr, info = venv.step(a)
+        h.update(obs.tobytes()); h.update(r.tobytes())
+    print(h.hexdigest(), PREFETCHER.hits)
+    """
+)
+
+
+def test_the_prefetch_worker_changes_no_episode():
+    root = Path(__file__).resolve().parents[2]
+    out = {}
+    for flag in ("0", "1"):
+        env = dict(os.environ, RALLY_PREFETCH=flag)
+        env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+        res = subprocess.run(
+            [sys.executable, "-c", _ROLLOUT],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+            cwd=root,
+            env=env,
+        )
+        digest, hits = res.stdout.split()
+        out[flag] = (digest, int(hits))
+    assert out["0"][0] == out["1"][0]
+    assert out["0"][1] == 0  # off: every stage was made in place
+
+
+def test_prefetcher_hands_over_the_stage_generate_makes():
+    from tracks import generate
+    from tracks.prefetch import Prefetcher
+
+    p = Prefetcher()
+    if p.disabled:
+        pytest.skip("RALLY_PREFETCH=0")
+    try:
+        p.request(77, 500.0, 0.4)
+        st = None
+        for _ in range(400):  # the worker starts and loads its code first
+            st = p.take(77, 500.0, 0.4) if st is None else st
+            if st is not None:
+                break
+            p.request(77, 500.0, 0.4)
+        assert st is not None, "the worker answered nothing"
+        assert st.digest() == generate(77, length_m=500.0, difficulty=0.4).digest()
+        assert p.take(1, 500.0, 0.4) is None  # never asked for
+    finally:
+        p.shutdown()

@@ -11,6 +11,13 @@ episode resets included):
   1024, with the physics threaded (``parallel=True``, the default from 64 cars) and serial.
 - ``reset_ms_per_car``: a full reset of the 1024-car env divided by 1024, and one single-env
   reset.
+- ``random_<n>``: ``stage="random"`` against ``stage="opener"`` with the same actions (random
+  steering, throttle 0.7, no brakes: cars leave the road and reset every ~10 s), measured in
+  interleaved rounds in one process (best of each), for n = 16 and 1024 cars, and at 1024 cars
+  also with a level set of 256 stages (``random_stage={"num_levels": 256}``, cars share
+  stages); the ratio random / fixed; the amortized cost of a random reset in a single env
+  (extra time per step on random stages times steps per episode); the peak RSS of a
+  1024-car env on random stages (in a process of its own).
 
 It prints the figures and writes them as JSON; it never asserts a time (see DESIGN.md).
 """
@@ -103,11 +110,141 @@ def bench_vector(n: int, seconds: float, parallel: bool | None, **kw: object) ->
     }
 
 
+def _drive_actions(rng: np.random.Generator, n: int) -> np.ndarray:
+    a = _random_actions(rng, (n,))
+    a[:, 1] = 0.7
+    a[:, 2:] = 0.0
+    return a
+
+
+def _time_vector(envs: RallyVectorEnv, acts: list[np.ndarray], seconds: float) -> tuple[float, int]:
+    steps = ends = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for a in acts:
+            _, _, te, tr, _ = envs.step(a)
+            ends += int(te.sum() + tr.sum())
+            steps += 1
+    return steps * envs.num_envs / (time.perf_counter() - t0), ends
+
+
+def bench_random_vector(n: int, seconds: float, rounds: int = 3, **variants: dict) -> dict:
+    """Car-steps/s of each variant (env kwargs) in interleaved rounds, best of each."""
+    rng = np.random.default_rng(0)
+    acts = [_drive_actions(rng, n) for _ in range(64)]
+    envs = {name: RallyVectorEnv(n, **kw) for name, kw in variants.items()}
+    for e in envs.values():
+        e.reset(seed=0)
+        _time_vector(e, acts[:8], 0.5 * seconds)  # warm up: compile, first stages, tiles
+    best = dict.fromkeys(envs, 0.0)
+    episodes = dict.fromkeys(envs, 0)
+    for _ in range(rounds):
+        for name, e in envs.items():
+            v, ends = _time_vector(e, acts, seconds)
+            if v > best[name]:
+                best[name], episodes[name] = v, ends
+    return {name: {"car_steps_per_s": best[name], "episodes": episodes[name]} for name in envs}
+
+
+def bench_random_single(seconds: float, rounds: int = 3) -> dict:
+    """Single env: steps/s on opener and on random stages, and the amortized reset cost."""
+    from rally_env import RallyEnv
+
+    rng = np.random.default_rng(1)
+    acts = [_drive_actions(rng, 1)[0] for _ in range(512)]
+    envs = {"opener": RallyEnv(stage="opener"), "random": RallyEnv(stage="random")}
+    res = {k: {"steps_per_s": 0.0} for k in envs}
+    for _ in range(rounds + 1):
+        for name, env in envs.items():
+            env.reset(seed=3)
+            steps = resets = 0
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                for a in acts:
+                    _, _, te, tr, _ = env.step(a)
+                    steps += 1
+                    if te or tr:
+                        env.reset()
+                        resets += 1
+            rate = steps / (time.perf_counter() - t0)
+            if rate > res[name]["steps_per_s"]:
+                res[name] = {"steps_per_s": rate, "steps_per_episode": steps / max(resets, 1)}
+    f, r = res["opener"], res["random"]
+    extra_s = r["steps_per_episode"] * (1.0 / r["steps_per_s"] - 1.0 / f["steps_per_s"])
+    res["reset_ms_amortized"] = 1e3 * extra_s
+    return res
+
+
+_RSS_SCRIPT = """
+import resource, sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+from rally_env import RallyVectorEnv
+n, steps = int(sys.argv[2]), int(sys.argv[3])
+envs = RallyVectorEnv(n, stage="random")
+envs.reset(seed=0)
+rng = np.random.default_rng(0)
+for _ in range(steps):
+    a = rng.random((n, 4), dtype=np.float32); a[:, 0] = 2 * a[:, 0] - 1; a[:, 1] = 0.7; a[:, 2:] = 0
+    envs.step(a)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+"""
+
+
+def random_rss_mb(n: int, steps: int) -> float:
+    """Peak RSS (MB) of a process stepping an ``n``-car env on random stages."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_SCRIPT, root, str(n), str(steps)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout.split()[-1])
+
+
+def random_rows(sec: float) -> dict:
+    """The ``stage="random"`` rows (see the module docstring)."""
+    rows: dict[str, object] = {}
+    fixed = {"stage": "opener"}
+    rand = {"stage": "random"}
+    for n in (16, 1024):
+        variants = {"fixed": fixed, "random": rand}
+        if n >= 256:
+            variants["levels_256"] = {"stage": "random", "random_stage": {"num_levels": 256}}
+        r = bench_random_vector(n, sec, **variants)
+        for name in variants:
+            if name != "fixed":
+                r[name]["ratio_to_fixed"] = (
+                    r[name]["car_steps_per_s"] / r["fixed"]["car_steps_per_s"]
+                )
+        rows[f"random_{n}"] = r
+        line = ", ".join(
+            f"{k} {v['car_steps_per_s']:8.0f}"
+            + (f" ({100 * v['ratio_to_fixed']:.0f} %)" if "ratio_to_fixed" in v else "")
+            for k, v in r.items()
+        )
+        print(f"RallyVectorEnv({n:4d}) car-steps/s: {line}")
+    s = bench_random_single(sec)
+    rows["random_single"] = s
+    print(
+        f"single env: opener {s['opener']['steps_per_s']:.0f} steps/s, random "
+        f"{s['random']['steps_per_s']:.0f} steps/s ({s['random']['steps_per_episode']:.0f} steps "
+        f"per episode): a random reset costs {s['reset_ms_amortized']:.2f} ms amortized"
+    )
+    rss = random_rss_mb(1024, 600)
+    rows["random_1024_peak_rss_mb"] = rss
+    print(f"peak RSS of a 1024-car env after 600 steps on random stages: {rss:.0f} MB")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short measurements")
     ap.add_argument("--seconds", type=float, default=None, help="seconds per figure")
     ap.add_argument("--json", default="out/bench_env.json", help="where to write the figures")
+    ap.add_argument("--random-only", action="store_true", help="only the stage='random' rows")
     args = ap.parse_args(argv)
     sec = args.seconds if args.seconds is not None else (1.5 if args.quick else 6.0)
 
@@ -121,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         "control_hz": 20,
         "targets": TARGETS,
     }
+    res.update(random_rows(sec))
+    if args.random_only:
+        return _write(res, args.json)
     s = bench_single(sec)
     res["single"] = s
     print(
@@ -153,7 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         "vector_1024_car_steps_per_s": best,
         "reset_ms_per_car": res["vector_1024"]["reset_ms_per_car"],
     }
-    out = Path(args.json)
+    return _write(res, args.json)
+
+
+def _write(res: dict, path: str) -> int:
+    out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2))
     print(f"figures written to {out}")

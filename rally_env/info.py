@@ -27,7 +27,6 @@ identical runs have equal info dicts (Gymnasium's determinism checks compare the
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -95,8 +94,6 @@ INFO_KEYS_V1: tuple[str, ...] = (
     "slip_ratios",
 )
 
-_GEN_NAME = re.compile(r"^gen-(\d+)")
-
 
 class NanEqualArray(np.ndarray):
     """A float array whose ``==``, ``!=``, ``np.allclose``, ``np.isclose`` and
@@ -125,18 +122,8 @@ class NanEqualArray(np.ndarray):
 
 
 def _stage_seeds(core: RallyCore) -> np.ndarray:
-    """Generator seed per stage slot (-1 for a stage not generated), cached per bank build."""
-    b = core.bank
-    cache = getattr(core, "_stage_seed_cache", None)
-    if cache is not None and cache[0] == b.version:
-        return cache[1]
-    seeds = np.full(b.n_slots, -1, np.int64)
-    for i, s in enumerate(b.slots):
-        m = _GEN_NAME.match(s.name) if s is not None else None
-        if m:
-            seeds[i] = int(m.group(1))
-    core._stage_seed_cache = (b.version, seeds)
-    return seeds
+    """Generator seed per stage slot (-1 for a stage not generated)."""
+    return core.bank.slot_seeds
 
 
 def checkpoint_width(core: RallyCore) -> int:

@@ -21,6 +21,7 @@ only in grip. The physics then sees per-car, per-section friction exactly, insid
 from __future__ import annotations
 
 import os
+import re
 from collections import OrderedDict
 from typing import Any
 
@@ -50,6 +51,8 @@ SL_START_S = 10
 SL_TERRAIN = 11  # terrain-set row of the slot's terrain
 N_SL = 12
 
+#: Names of generated stages: ``gen-<seed>`` (plus ``-<length>m-d<difficulty>`` if not default).
+GEN_NAME = re.compile(r"^gen-(\d+)")
 #: Gates (timing lines) reach this far beyond each road edge, on top of off_road_max_m (m).
 GATE_MARGIN_M = 1.0
 #: Most distinct section ids a re-labelled terrain can carry (id 0 is off-road).
@@ -287,6 +290,8 @@ class StageBank:
         self.section_ids: list[np.ndarray] = [np.zeros(1, np.int64)] * n
         self.slot_names = np.array([""] * n, dtype=object)
         self.slot_laps = np.ones(n, np.int64)
+        #: generator seed of each slot's stage (-1: not a generated stage)
+        self.slot_seeds = np.full(n, -1, np.int64)
         self.n_lines_max = 1
         # with per-section grip randomisation every car drives a variant row of its own
         self.terrains = TerrainSet(
@@ -409,6 +414,8 @@ class StageBank:
         self.section_ids[i] = src.section_ids
         self.slot_names[i] = st.name
         self.slot_laps[i] = st.laps
+        m = GEN_NAME.match(st.name)
+        self.slot_seeds[i] = int(m.group(1)) if m else -1
         self.slots[i] = st
         self.version += 1
         return True

@@ -37,13 +37,13 @@ def test_car_k_does_not_depend_on_num_envs_on_random_stages(randomize):
     for n in (1, 2, 5):
         venv = RallyVectorEnv(n, stage="random", random_stage=SHORT, randomize=randomize)
         obs, info = venv.reset(seed=8)
-        names = [info["stage"][0]]
+        names = [int(info["stage_seed"][0])]
         seq = [obs[0].copy()]
         ends = 0
         for a in acts[:, :n]:
             obs, _r, te, tr, info = venv.step(a)
             seq.append(obs[0].copy())
-            names.append(info["stage"][0])
+            names.append(int(info["stage_seed"][0]))
             ends += int(te[0] or tr[0])
         runs[n] = (np.stack(seq), names, ends)
     assert runs[1][2] >= 2, "car 0 should reset onto new stages several times"
@@ -82,8 +82,8 @@ def test_cars_on_the_same_stage_share_a_slot():
     venv = RallyVectorEnv(6, stage="random", random_stage={**SHORT, "num_levels": 2})
     _, info = venv.reset(seed=5)
     slots = venv.core.eistate[:, K.EI_SLOT]
-    names = info["stage"]
-    assert {nm.split("-")[1] for nm in names} <= {"0", "1"}
+    names = info["stage_seed"]
+    assert set(names.tolist()) <= {0, 1}
     for name in set(names):
         assert len({int(s) for s, nm in zip(slots, names, strict=True) if nm == name}) == 1
     assert venv.core.bank.refs.sum() == 6
@@ -100,8 +100,8 @@ def test_levels_are_fixed_stages():
     for s in range(12):
         _, info = env.reset(seed=s)
         st = env.core.bank.stage(int(env.core.eistate[0, K.EI_SLOT]))
-        seen.setdefault(info["stage"], set()).add(st.digest())
-    assert {nm.split("-")[1] for nm in seen} <= {"1000", "1001", "1002"} and len(seen) >= 2
+        seen.setdefault(int(info["stage_seed"]), set()).add(st.digest())
+    assert set(seen) <= {1000, 1001, 1002} and len(seen) >= 2
     assert all(len(v) == 1 for v in seen.values())  # a level is always the same stage
     for seed in (1000, 1001, 1002):
         d = S.level_difficulty(seed, lo, hi)

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from physics import layout as L
-from physics.errors import ParameterError
+from physics.errors import ParameterError, as_finite
 
 #: Rev limit (rpm) column (defined in physics/layout.py).
 PX_REV_LIMIT = L.PX_REV_LIMIT
@@ -37,16 +37,24 @@ DIFF_TYPES = {"open": L.DIFF_OPEN, "limited": L.DIFF_LIMITED, "locked": L.DIFF_L
 
 MAX_TORQUE_POINTS = 8
 MAX_GEARS = 6
+#: Upper bounds that keep every accepted drivetrain finite (engine rpm = wheel speed x gear x
+#: final drive stays far below the float range): gear, reverse and final-drive ratios, rpm
+#: and torque-curve torque.
+MAX_RATIO = 50.0
+MAX_RPM = 30_000.0
+MAX_TORQUE_NM = 100_000.0
 
 _OWNER = "Drivetrain"
 
 
-def _real(name: str, value: object) -> float:
+def _real(name: str, value: object, hi: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ParameterError(_OWNER, name, value, "must be a real number")
-    v = float(value)
-    if not math.isfinite(v):
+    v = as_finite(value)
+    if v is None:
         raise ParameterError(_OWNER, name, value, "must be finite")
+    if v > hi:
+        raise ParameterError(_OWNER, name, value, f"must be <= {hi:g}")
     return v
 
 
@@ -118,8 +126,8 @@ class Drivetrain:
         for i, pt in enumerate(curve):
             if not isinstance(pt, (tuple, list)) or len(pt) != 2:
                 raise ParameterError(o, "torque_curve", curve, f"point {i} must be (rpm, N m)")
-            rpm = _real("torque_curve", pt[0])
-            tq = _real("torque_curve", pt[1])
+            rpm = _real("torque_curve", pt[0], MAX_RPM)
+            tq = _real("torque_curve", pt[1], MAX_TORQUE_NM)
             if rpm <= 0.0:
                 raise ParameterError(o, "torque_curve", curve, f"point {i}: rpm must be > 0")
             if tq < 0.0:
@@ -138,7 +146,7 @@ class Drivetrain:
             raise ParameterError(o, "gears", gears, f"must be 1 to {MAX_GEARS} forward ratios")
         gs = []
         for i, g in enumerate(gears):
-            v = _real("gears", g)
+            v = _real("gears", g, MAX_RATIO)
             if v <= 0.0:
                 raise ParameterError(o, "gears", gears, f"gear {i + 1}: ratio must be > 0")
             if gs and v > gs[-1]:
@@ -146,14 +154,14 @@ class Drivetrain:
             gs.append(v)
         object.__setattr__(self, "gears", tuple(gs))
 
-        if _real("reverse_ratio", self.reverse_ratio) < 0.0:
+        if _real("reverse_ratio", self.reverse_ratio, MAX_RATIO) < 0.0:
             raise ParameterError(o, "reverse_ratio", self.reverse_ratio, "must be >= 0")
-        if _real("final_drive", self.final_drive) <= 0.0:
+        if _real("final_drive", self.final_drive, MAX_RATIO) <= 0.0:
             raise ParameterError(o, "final_drive", self.final_drive, "must be > 0")
         if not isinstance(self.auto_shift, (bool, np.bool_)):
             raise ParameterError(o, "auto_shift", self.auto_shift, "must be a bool")
 
-        rev = _real("rev_limit_rpm", self.rev_limit_rpm)
+        rev = _real("rev_limit_rpm", self.rev_limit_rpm, MAX_RPM)
         if rev < last:
             raise ParameterError(
                 o, "rev_limit_rpm", rev, f"must be >= the last torque-curve rpm ({last})"
@@ -188,7 +196,7 @@ class Drivetrain:
             v = getattr(self, name)
             if not isinstance(v, str) or v not in DIFF_TYPES:
                 raise ParameterError(o, name, v, f"must be one of {sorted(DIFF_TYPES)}")
-        if _real("diff_coupling_n_per_mps", self.diff_coupling_n_per_mps) < 0.0:
+        if _real("diff_coupling_n_per_mps", self.diff_coupling_n_per_mps, 1e6) < 0.0:
             raise ParameterError(
                 o, "diff_coupling_n_per_mps", self.diff_coupling_n_per_mps, "must be >= 0"
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class PhysicsError(Exception):
     """Base class of every error the physics package raises on bad input."""
@@ -18,7 +20,27 @@ class ParameterError(PhysicsError, ValueError):
         self.field = field
         self.value = value
         self.rule = rule
-        super().__init__(f"{owner}.{field} = {value!r}: {rule}")
+        super().__init__(f"{owner}.{field} = {short_repr(value)}: {rule}")
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)``, but a huge integer as its digit count (its repr is unreadable)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"<an integer of {len(str(abs(value)))} digits>"
+    r = repr(value)
+    return r if len(r) <= 200 else r[:197] + "..."
+
+
+def as_finite(value: object) -> float | None:
+    """``float(value)`` if it is a finite real number (not a bool), else ``None`` (an integer
+    too large for a float included)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 class TerrainError(PhysicsError, ValueError):

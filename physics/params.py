@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from physics import layout as L
-from physics.errors import ParameterError
+from physics.errors import ParameterError, as_finite
 
 
 def _check(
@@ -34,12 +34,21 @@ def _check(
 ) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ParameterError(owner, name, value, "must be a real number")
-    v = float(value)
-    if not math.isfinite(v):
+    v = as_finite(value)
+    if v is None:
         raise ParameterError(owner, name, value, "must be finite")
     if (v <= lo if lo_open else v < lo) or v > hi:
         left = "(" if lo_open else "["
         raise ParameterError(owner, name, value, f"must be in {left}{lo}, {hi}]")
+
+
+#: Longest lever arm about an axis over the radius of gyration about it (see
+#: ``VehicleParams._check_inertias``).
+MAX_LEVER_RATIO = 8.0
+MIN_LEVER_RATIO = 0.5
+#: Smallest per-wheel spring frequency (Hz) and damping ratio when they are set (not 0).
+MIN_SPRING_HZ = 0.1
+MIN_DAMPING_RATIO = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +95,11 @@ class WheelParams:
         o = "WheelParams"
         _check(o, "spring_hz", self.spring_hz, 0.0, 50.0)
         _check(o, "damping_ratio", self.damping_ratio, 0.0, 10.0)
+        # off (0) or a real spring: a vanishing frequency or ratio divides by ~0 later
+        for name, lo in (("spring_hz", MIN_SPRING_HZ), ("damping_ratio", MIN_DAMPING_RATIO)):
+            v = getattr(self, name)
+            if 0.0 < v < lo:
+                raise ParameterError(o, name, v, f"must be 0 (off) or at least {lo}")
         _check(o, "inertia_kgm2", self.inertia_kgm2, 0.01, 1000.0)
         _check(o, "grip", self.grip, 0.0, 3.0)
         if (self.spring_hz > 0.0) != (self.damping_ratio > 0.0):
@@ -99,7 +113,7 @@ class WheelParams:
         if (
             not isinstance(d, tuple)
             or len(d) != 3
-            or not all(isinstance(c, (int, float)) and math.isfinite(c) for c in d)
+            or not all(isinstance(c, (int, float)) and as_finite(c) is not None for c in d)
         ):
             raise ParameterError(o, "direction", d, "must be a tuple of 3 finite numbers")
         norm = math.sqrt(sum(c * c for c in d))
@@ -423,6 +437,34 @@ class VehicleParams:
                 f"brake shares sum to {share}",
                 "brake_share over all wheels must sum to 1 (or all be 0)",
             )
+        self._check_inertias()
+
+    def _check_inertias(self) -> None:
+        """Each inertia must give a radius of gyration between 1/:data:`MAX_LEVER_RATIO` and
+        1/:data:`MIN_LEVER_RATIO` of the longest lever arm about that axis (wheels and body
+        box): a body much lighter to turn than its contacts' lever arms is stiffer in rotation
+        than the fixed substep integrates, a much heavier one is not a vehicle (the library's
+        vehicles have ratios of 1.4 to 2.6)."""
+        xs = [abs(w.x_m) for w in self.wheels] + [self.body_front_m, self.body_rear_m]
+        ys = [abs(w.y_m) for w in self.wheels] + [self.body_half_width_m]
+        zs = [abs(self.body_bottom_m), abs(self.body_top_m)]
+        zs += [abs(w.z_m - w.rest_length_m - w.radius_m) for w in self.wheels]
+        x, y, z = max(xs), max(ys), max(zs)
+        for name, arm in (
+            ("inertia_roll_kgm2", math.hypot(y, z)),
+            ("inertia_pitch_kgm2", math.hypot(x, z)),
+            ("inertia_yaw_kgm2", math.hypot(x, y)),
+        ):
+            lo = self.mass_kg * (arm / MAX_LEVER_RATIO) ** 2
+            hi = self.mass_kg * (arm / MIN_LEVER_RATIO) ** 2
+            if not lo <= getattr(self, name) <= hi:
+                raise ParameterError(
+                    "VehicleParams",
+                    name,
+                    getattr(self, name),
+                    f"must be in [{lo:.4g}, {hi:.4g}] kg m^2: mass x (lever arm {arm:.3g} m / "
+                    f"r)^2 for r from {MAX_LEVER_RATIO:g} down to {MIN_LEVER_RATIO:g}",
+                )
 
     def replace(self, **changes: object) -> VehicleParams:
         """A copy with some fields changed (validated again)."""

@@ -48,7 +48,6 @@ Built-in files live in ``physics/vehicles/*.toml`` (package data, found with
 from __future__ import annotations
 
 import functools
-import math
 import os
 import tomllib
 from dataclasses import fields
@@ -56,7 +55,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from physics.errors import ParameterError
+from physics.errors import ParameterError, as_finite, short_repr
+from physics.files import FileReadError, read_regular_file
 from physics.params import TIRE_MODELS, VehicleParams, WheelParams
 
 __all__ = [
@@ -156,16 +156,20 @@ def _drivetrain_kinds() -> dict[str, str]:
     return kinds
 
 
+#: Largest vehicle file read (bytes): the library's are under 4 KiB.
+MAX_FILE_BYTES = 1024 * 1024
+
+
 def _tname(v: Any) -> str:
-    return f"{type(v).__name__} {v!r}"
+    return f"{type(v).__name__} {short_repr(v)}"
 
 
 def _real(v: Any, src: str, path: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise VehicleDefError(src, path, f"expected a number, got {_tname(v)}")
-    f = float(v)
-    if not math.isfinite(f):
-        raise VehicleDefError(src, path, f"must be finite, got {v!r}")
+    f = as_finite(v)
+    if f is None:
+        raise VehicleDefError(src, path, f"must be finite, got {short_repr(v)}")
     return f
 
 
@@ -349,6 +353,8 @@ def loads_vehicle(text: str, source: str = "<string>") -> VehicleParams:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise VehicleDefError(source, "<toml>", f"not valid TOML: {e}") from None
+    except (ValueError, RecursionError) as e:  # a 5000-digit number, arrays nested 5000 deep
+        raise VehicleDefError(source, "<toml>", f"not a vehicle file: {str(e)[:200]}") from None
     return vehicle_from_dict(doc, source)
 
 
@@ -360,9 +366,9 @@ def load_vehicle(path: str | os.PathLike[str]) -> VehicleParams:
     """
     p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise VehicleDefError(str(p), "<file>", f"cannot read: {e}") from None
+        raw = read_regular_file(p, MAX_FILE_BYTES)
+    except FileReadError as e:
+        raise VehicleDefError(str(p), "<file>", str(e).removeprefix(f"{p}: ")) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

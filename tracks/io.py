@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from physics.files import FileReadError, read_regular_file
 from tracks._toml import dumps
 from tracks.errors import (
     FieldTypeError,
@@ -57,6 +58,10 @@ _FEATURE_KEYS = {
     "jump": ({"kind", "s_m", "ramp_m", "lip_m", "face_m"}, "lip_m"),
 }
 _GEN_RE = re.compile(r"gen-([0-9]{1,10})")  # fullmatch: ASCII digits, no newline
+
+#: Largest stage file read (bytes): the library's are under 16 KiB, a 100,000-knot stage
+#: (:data:`tracks.stage.MAX_KNOTS`) about 4 MiB.
+MAX_FILE_BYTES = 8 * 1024 * 1024
 
 HEADER = (
     "rally-env stage file (format 1). Distances are metres of arc length along the\n"
@@ -184,18 +189,20 @@ def loads_stage(text: str, source: str = "<string>") -> Stage:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise StageFormatError(source, "<toml>", f"not valid TOML: {e}") from None
+    except (ValueError, RecursionError) as e:  # a 5000-digit number, arrays nested 5000 deep
+        raise StageFormatError(source, "<toml>", f"not a stage file: {str(e)[:200]}") from None
     return stage_from_dict(doc, source)
 
 
 def read_stage_file(path: str | os.PathLike[str]) -> Stage:
     """Load a stage from a TOML file path."""
     p = Path(path)
+    if not p.exists():
+        raise StageNotFoundError(f"{p}: no such stage file")
     try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise StageNotFoundError(f"{p}: no such stage file") from None
-    except OSError as e:
-        raise StageFormatError(str(p), "<file>", f"cannot read: {e}") from None
+        raw = read_regular_file(p, MAX_FILE_BYTES)
+    except FileReadError as e:
+        raise StageFormatError(str(p), "<file>", str(e).removeprefix(f"{p}: ")) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

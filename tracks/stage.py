@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from physics.errors import as_finite, short_repr
 from physics.mathx import atan2x
 from tracks import surfaces as _surf
 from tracks._geometry import first_overlap, fit_and_resample
@@ -54,6 +55,8 @@ MIN_LENGTH_M = 50.0
 #: Road width range (m).
 MIN_WIDTH_M = 3.0
 MAX_WIDTH_M = 40.0
+#: Most centerline knots a stage may have (the library's longest has 378).
+MAX_KNOTS = 100_000
 #: Width changes between sections are blended over this length, centred on the boundary (m).
 WIDTH_BLEND_M = 10.0
 #: Shortest section (m).
@@ -76,10 +79,10 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
 def _num(v: Any, src: str, fld: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise FieldTypeError(src, fld, f"expected a number, got {type(v).__name__} {v!r}")
-    f = float(v)
-    if not math.isfinite(f):
-        raise FieldValueError(src, fld, f"must be finite, got {f!r}")
+        raise FieldTypeError(src, fld, f"expected a number, got {type(v).__name__} {short_repr(v)}")
+    f = as_finite(v)
+    if f is None:
+        raise FieldValueError(src, fld, f"must be finite, got {short_repr(v)}")
     return f
 
 
@@ -494,6 +497,10 @@ class Stage:
             i = int(np.argwhere(~np.isfinite(arr))[0, 0])
             raise FieldValueError(src, f"knots[{i}]", "contains a non-finite value")
         need = 3 if closed else 2
+        if arr.shape[0] > MAX_KNOTS:
+            raise FieldValueError(
+                src, "knots", f"{arr.shape[0]} knots, more than the limit of {MAX_KNOTS}"
+            )
         if arr.shape[0] < need:
             raise FieldValueError(
                 src,

@@ -14,7 +14,6 @@ import io
 import json
 import math
 import os
-import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from physics import layout as L
+from physics.files import FileReadError
+from physics.files import read_regular_file as _read_regular
 from rally_env import kernels as K
 from rally_env.config import CONTROL_HZ_CHOICES
 from rally_env.replay.budgets import (
@@ -205,45 +206,22 @@ save_replay = Replay.save
 
 # ----------------------------------------------------------------------------------- loading
 def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes.
-
-    Opened without blocking and checked with ``fstat`` before reading, so a FIFO, a device
-    (``/dev/zero``), a directory or a socket is refused at once instead of hanging or reading
-    without end.
+    """The bytes of a regular file of at most ``limit`` bytes
+    (:func:`physics.files.read_regular_file`: a FIFO, a device such as ``/dev/zero``, a
+    directory or a socket is refused at once instead of hanging or reading without end).
 
     Raises:
         ReplayError: not a regular file, or unreadable (names the path).
         ReplayTooLargeError: larger than ``limit``.
     """
-    p = os.fspath(path)
     try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as e:
-        raise ReplayError(f"{p}: cannot read the {what} ({e.strerror or e})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ReplayError(f"{p}: not a regular file (a directory, FIFO or device)")
-        if st.st_size > limit:
+        return _read_regular(path, limit)
+    except FileReadError as e:
+        if e.too_large:
             raise ReplayTooLargeError(
-                f"{p}: {st.st_size} bytes, larger than the {limit // (1024 * 1024)} MiB "
-                "replay limit"
-            )
-        chunks, n = [], 0
-        while n <= limit:
-            b = os.read(fd, min(1 << 20, limit + 1 - n))
-            if not b:
-                break
-            chunks.append(b)
-            n += len(b)
-    except OSError as e:
-        raise ReplayError(f"{p}: cannot read the {what} ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > limit:
-        raise ReplayTooLargeError(f"{p}: larger than the {limit // (1024 * 1024)} MiB replay limit")
-    return data
+                f"{e.path}: larger than the {limit // (1024 * 1024)} MiB replay limit"
+            ) from None
+        raise ReplayError(str(e).replace("the file", f"the {what}", 1)) from None
 
 
 def load_replay(path: str | os.PathLike[str], budgets: Budgets | None = None) -> Replay:

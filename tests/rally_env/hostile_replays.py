@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.hostile import with_value
+
 FIXTURES = Path(__file__).parent / "fixtures" / "replays"
 HONEST = FIXTURES / "v0-opener.rrp.json.gz"
 
@@ -60,34 +62,24 @@ def _zero_actions(steps: int) -> dict[str, Any]:
     }
 
 
-def _edited(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    """A copy of ``doc`` with the field at ``path`` set to ``value``."""
-    d = copy.deepcopy(doc)
-    parent = d
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = value
-    return d
-
-
 def stage_renamed(doc: dict[str, Any]) -> bytes:
     """An honest opener run claiming to be on sweepers."""
-    return _bytes(_edited(doc, ("stage", "name"), "sweepers"))
+    return _bytes(with_value(doc, ("stage", "name"), "sweepers"))
 
 
 def render_human(doc: dict[str, Any]) -> bytes:
     """``env_kwargs.render_mode = "human"``: a window, paced in real time."""
-    return _bytes(_edited(doc, ("env_kwargs", "render_mode"), "human"))
+    return _bytes(with_value(doc, ("env_kwargs", "render_mode"), "human"))
 
 
 def gen_path(doc: dict[str, Any]) -> bytes:
     """A ``gen-`` stage that is a path (``gen-x/../stage.toml``)."""
-    return _bytes(_edited(doc, ("env_kwargs", "stage"), "gen-x/../stage.toml"))
+    return _bytes(with_value(doc, ("env_kwargs", "stage"), "gen-x/../stage.toml"))
 
 
 def gen_dev_zero(doc: dict[str, Any]) -> bytes:
     """A ``gen-`` stage that reads ``/dev/zero``."""
-    return _bytes(_edited(doc, ("env_kwargs", "stage"), "gen-x/../../../../dev/zero"))
+    return _bytes(with_value(doc, ("env_kwargs", "stage"), "gen-x/../../../../dev/zero"))
 
 
 def _diagonal(doc: dict[str, Any], length_m: float) -> bytes:
@@ -205,7 +197,7 @@ def deep_nesting(doc: dict[str, Any]) -> bytes:
 
 def huge_int(doc: dict[str, Any]) -> bytes:
     """A 401-digit integer as the finish time."""
-    return _bytes(_edited(doc, ("result", "finish_time_s"), 10**400))
+    return _bytes(with_value(doc, ("result", "finish_time_s"), 10**400))
 
 
 #: name -> (builder, expected status, a word of the expected reason or message)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracks
+from tests.hostile import HOSTILE_PATHS, hostile_path
 from tracks.errors import (
     CurvatureError,
     FieldTypeError,
@@ -320,3 +321,41 @@ def test_stage_is_immutable(library):
     with pytest.raises(ValueError):
         st_.path.x_m[0] = 1.0
     assert math.isfinite(st_.replace(par_time_s=95.5).par_time_s)
+
+
+# ------------------------------------------------------------------------------ hostile files
+def test_hostile_stage_toml_is_a_stage_error_naming_the_file():
+    from tracks.errors import StageError
+
+    base = tracks.dumps_stage(tracks.load_stage("opener"))
+    deep = base + "\nx = " + "[" * 5000 + "]" * 5000 + "\n"
+    cases = {
+        "nested": deep,
+        "huge_finish": base.replace("[finish]\n", "[finish]\ns_m = " + "9" * 400 + "\n#", 1),
+        "long_knot": base.replace("knots = [\n", "knots = [\n[" + "1" * 5000 + ", 0.0, 0.0],\n", 1),
+    }
+    for name, text in cases.items():
+        with pytest.raises(StageError) as ei:
+            tracks.loads_stage(text, "hostile.toml")
+        assert "hostile.toml" in str(ei.value) and len(str(ei.value)) < 400, name
+
+
+def test_a_stage_has_at_most_max_knots():
+    from tracks.errors import StageError
+    from tracks.io import stage_from_dict
+    from tracks.stage import MAX_KNOTS
+
+    doc = tracks.load_stage("proving-ground").to_dict()
+    doc["knots"] = [[float(i), 0.0, 0.0] for i in range(MAX_KNOTS + 1)]
+    with pytest.raises(StageError, match="limit"):
+        stage_from_dict(doc, "big")
+
+
+@pytest.mark.parametrize("kind", HOSTILE_PATHS)
+def test_only_small_regular_stage_files_are_read(kind, tmp_path):
+    from tracks.errors import StageError
+    from tracks.io import MAX_FILE_BYTES
+
+    p = hostile_path(kind, tmp_path, MAX_FILE_BYTES, "stage.toml")
+    with pytest.raises(StageError, match=r"not a regular file|over the limit"):
+        tracks.load_stage(p)

@@ -209,6 +209,24 @@ class RandomizeConfig:
         return self.surface_mu != (1.0, 1.0)
 
 
+def randomized_vehicle(
+    base: VehicleParams, f_mass: float, f_power: float, f_peak: float, f_ls: float
+) -> VehicleParams:
+    """``base`` with the multipliers :class:`RandomizeConfig` draws applied: mass (and the
+    inertias with it), power (and the drive force), tire peak slip angle, load sensitivity
+    (capped at 1)."""
+    return base.replace(
+        mass_kg=base.mass_kg * f_mass,
+        inertia_roll_kgm2=base.inertia_roll_kgm2 * f_mass,
+        inertia_pitch_kgm2=base.inertia_pitch_kgm2 * f_mass,
+        inertia_yaw_kgm2=base.inertia_yaw_kgm2 * f_mass,
+        power_w=base.power_w * f_power,
+        drive_force_n=base.drive_force_n * f_power,
+        peak_slip_angle_rad=base.peak_slip_angle_rad * f_peak,
+        load_sensitivity=min(1.0, base.load_sensitivity * f_ls),
+    )
+
+
 #: Env versions: 0 = ``RallyDirect-v0`` (the seed game's direct-force model), 1 =
 #: ``RallyWheelSpeed-v1`` (the wheel-speed model, library vehicles and planets, the wider
 #: observation); see :data:`ENV_IDS`.

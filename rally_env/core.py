@@ -20,9 +20,10 @@ from physics import layout as L
 from rally_env import info as I
 from rally_env import kernels as K
 from rally_env import stages as S
-from rally_env.config import RallyConfig
+from rally_env.config import RallyConfig, randomized_vehicle
 from rally_env.errors import StateError
 from rally_env.spaces import ObsLayout
+from rally_env.statecheck import check_values
 
 STATE_FORMAT = "rally_env.state"
 STATE_VERSION = 1
@@ -308,16 +309,7 @@ class RallyCore:
         f_power = r.power[0] + (r.power[1] - r.power[0]) * u[1]
         f_peak = r.tire_peak[0] + (r.tire_peak[1] - r.tire_peak[0]) * u[2]
         f_ls = r.load_sensitivity[0] + (r.load_sensitivity[1] - r.load_sensitivity[0]) * u[3]
-        p = base.replace(
-            mass_kg=base.mass_kg * f_mass,
-            inertia_roll_kgm2=base.inertia_roll_kgm2 * f_mass,
-            inertia_pitch_kgm2=base.inertia_pitch_kgm2 * f_mass,
-            inertia_yaw_kgm2=base.inertia_yaw_kgm2 * f_mass,
-            power_w=base.power_w * f_power,
-            drive_force_n=base.drive_force_n * f_power,
-            peak_slip_angle_rad=base.peak_slip_angle_rad * f_peak,
-            load_sensitivity=min(1.0, base.load_sensitivity * f_ls),
-        )
+        p = randomized_vehicle(base, f_mass, f_power, f_peak, f_ls)
         self.sim.set_params(p, cars=np.array([k], np.int64))
         st = self.bank.stage(slot)
         n_sec = min(len(st.path.section_start_m), S.MAX_SECTION_IDS)
@@ -563,10 +555,15 @@ class RallyCore:
                     g.state = r
                 except Exception as e:
                     raise StateError(f"state RNG stream is malformed: {e}") from None
+        check_values(self, st, stages)  # every value in range: nothing is copied before
         return stages
 
     def set_state(self, st: dict[str, Any]) -> None:
-        """Restore a state from :meth:`get_state`; a bad state raises and changes nothing."""
+        """Restore a state from :meth:`get_state`; a bad state raises and changes nothing.
+
+        Everything is validated first (:meth:`check_state`: structure, digest, stages, and
+        every value the layout allows, :func:`rally_env.statecheck.check_values`), then copied.
+        """
         stages = self.check_state(st)
         b = self.bank
         if b.mode == "random":

@@ -588,7 +588,15 @@ car's RNG stream and Gymnasium's `np_random`, plus a blake2b digest over all of 
 returns the current observation; the run then continues bit-identically (tree search,
 reset-to-checkpoint curricula, bug reports). A state that is malformed, corrupt (digest
 mismatch), from a different version, from an env with other settings or another number of cars
-raises `rally_env.StateError` and changes nothing. `pickle` and `copy.deepcopy` of the env itself
+raises `rally_env.StateError` and changes nothing. The digest only detects accidents (anyone can
+recompute it with `rally_env.core.state_digest`), so every value is checked too before anything
+is copied (`rally_env.statecheck`): every float finite (but the finish and line times, NaN until
+reached), the quaternion of unit norm, commands in the action box, positions, speeds and rates
+within physical bounds, per-wheel flags and surface ids whole; every index in range (stage slot,
+terrain row, next timing line, end code, gear), counters non-negative; parameter rows those of
+the env's vehicle (randomized columns inside the configured ranges); randomization draws `None`
+or the dict the env draws; observations inside the observation space. The message names the
+entry, the car and the rule. `pickle` and `copy.deepcopy` of the env itself
 also work, before or after `render()` (the renderer stays behind; a copy makes its own).
 
 ## Domain randomization

@@ -1,0 +1,240 @@
+"""The values of a saved env state, checked before ``set_state`` copies anything.
+
+:meth:`rally_env.core.RallyCore.check_state` checks a state's structure (format, shapes,
+digest, stages); :func:`check_values` then checks what the layout allows in every entry, so a
+state whose digest was recomputed after an edit (``state_digest`` is public) cannot put a NaN,
+an infinity, an out-of-range index or a broken quaternion into the kernels:
+
+- every float is finite, except the times that are NaN until reached (finish, lines);
+- the chassis quaternion has unit norm (to 1e-6), commands lie in the action box, positions,
+  speeds and rates are within physical bounds, per-wheel flags and surface ids are whole;
+- every integer index is in range: stage slot, terrain row (the physics indexes memory with
+  it), next timing line, end code, gear; counters are non-negative;
+- the parameter rows are the env's vehicle, or for randomized cars that vehicle with the
+  randomized columns inside the configured ranges;
+- randomization draws are ``None`` or the dict the env draws; observations lie in the space.
+
+Every failure is a :class:`~rally_env.errors.StateError` naming the entry, the car and the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from physics import layout as L
+from rally_env import kernels as K
+from rally_env.config import randomized_vehicle
+from rally_env.errors import StateError
+
+#: Bounds on the chassis state: |position| (m), |speed| (m/s), |angular rate| (rad/s).
+MAX_POSITION_M = 1.0e6
+MAX_SPEED_MPS = 1.0e4
+MAX_RATE_RADPS = 1.0e4
+#: Any other float of the state: |value| at most this.
+MAX_ABS = 1.0e15
+#: Relative slack on randomized parameter columns (the draws round-trip through floats).
+_REL = 1e-9
+
+
+def _bad_rows(mask: np.ndarray) -> list[int]:
+    """The cars (first axis) where ``mask`` is true anywhere."""
+    if mask.ndim > 1:
+        mask = mask.any(axis=tuple(range(1, mask.ndim)))
+    return [int(k) for k in np.flatnonzero(mask)]
+
+
+def _fail(key: str, rows: list[int], rule: str) -> StateError:
+    cars = ", ".join(map(str, rows[:5])) + (" ..." if len(rows) > 5 else "")
+    return StateError(f"state[{key!r}] (car {cars}): {rule}")
+
+
+def _finite(st: dict[str, Any], key: str, nan_ok: np.ndarray | None = None) -> None:
+    a = st[key]
+    bad = ~np.isfinite(a)
+    if nan_ok is not None:
+        bad &= ~(np.isnan(a) & nan_ok)
+    if bad.any():
+        raise _fail(key, _bad_rows(bad), "holds a non-finite value")
+    if (np.abs(np.where(np.isfinite(a), a, 0.0)) > MAX_ABS).any():
+        raise _fail(key, _bad_rows(np.abs(np.nan_to_num(a)) > MAX_ABS), "holds a value over 1e15")
+
+
+def _check_chassis(s: np.ndarray) -> None:
+    q = s[:, L.QUAT_W : L.QUAT_Z + 1]
+    bad = np.abs(np.sqrt((q * q).sum(axis=1)) - 1.0) > 1e-6
+    if bad.any():
+        raise _fail("sim_state", _bad_rows(bad), "the quaternion is not a unit quaternion")
+    checks = (
+        (L.POS_X, L.POS_Z + 1, MAX_POSITION_M, "position beyond 1e6 m"),
+        (L.VEL_X, L.VEL_Z + 1, MAX_SPEED_MPS, "velocity beyond 1e4 m/s"),
+        (L.OMEGA_X, L.OMEGA_Z + 1, MAX_RATE_RADPS, "angular rate beyond 1e4 rad/s"),
+        (L.STEER_ANGLE, L.STEER_ANGLE + 1, math.pi, "steer angle beyond pi"),
+        (L.CMD_STEER, L.CMD_STEER + 1, 1.0, "steer command outside [-1, 1]"),
+    )
+    for lo, hi, bound, rule in checks:
+        bad = np.abs(s[:, lo:hi]) > bound
+        if bad.any():
+            raise _fail("sim_state", _bad_rows(bad), rule)
+    pedals = s[:, L.CMD_THROTTLE : L.CMD_HANDBRAKE + 1]
+    if ((pedals < 0.0) | (pedals > 1.0)).any():
+        raise _fail("sim_state", _bad_rows((pedals < 0.0) | (pedals > 1.0)), "pedal outside [0, 1]")
+    if (s[:, L.GATE_TIME] < -1.0).any():
+        raise _fail("sim_state", _bad_rows(s[:, L.GATE_TIME : L.GATE_TIME + 1] < -1.0), "gate time")
+    for col, rule in ((L.WL_GROUNDED, "grounded flag not 0 or 1"), (L.WL_SURFACE, "surface id")):
+        v = s[:, col : col + L.MAX_WHEELS]
+        bad = (v != np.round(v)) | (v < 0.0) | (v > 255.0)
+        if col == L.WL_GROUNDED:
+            bad |= v > 1.0
+        if bad.any():
+            raise _fail("sim_state", _bad_rows(bad), rule)
+
+
+def _check_istate(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
+    ist = st["sim_istate"]
+    if (ist[:, [L.I_SUBSTEPS, L.I_MISUSE, L.I_FLAGS]] < 0).any():
+        raise _fail("sim_istate", _bad_rows(ist < 0), "a counter is negative")
+    check_terrain_rows(core, st)
+    if core.sim.extended and core.config.vehicle.drivetrain is not None:
+        n_gears = core.config.vehicle.drivetrain.n_gears
+        g = ist[:, L.I_GEAR]
+        if ((g < -1) | (g > n_gears)).any():
+            raise _fail("sim_istate", _bad_rows((g < -1) | (g > n_gears)), "gear")
+        if (ist[:, L.I_CLUTCH] < 0).any():
+            raise _fail("sim_istate", _bad_rows(ist[:, L.I_CLUTCH : L.I_CLUTCH + 1] < 0), "clutch")
+
+
+def check_terrain_rows(core: Any, st: dict[str, Any]) -> None:
+    """The terrain rows of a state against the core's stage bank (its rows do not depend on
+    the stages it holds): the physics indexes the heightfield with them."""
+    ist, ei = st["sim_istate"], st["eistate"]
+    rows = core.bank.terrains.meta.shape[0]
+    t = ist[:, L.I_TERRAIN]
+    if ((t < 0) | (t >= rows)).any():
+        raise _fail("sim_istate", _bad_rows((t < 0) | (t >= rows)), f"terrain row of {rows}")
+    for k in np.flatnonzero(st["ever_reset"]):
+        want = core.bank.terrain_row(int(k), int(ei[k, K.EI_SLOT]))
+        if t[k] != want or ei[k, K.EI_ROW] != want:
+            raise _fail("eistate", [int(k)], f"terrain row {t[k]} is not its slot's row {want}")
+
+
+def _check_eistate(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
+    from rally_env import stages as S
+
+    ei = st["eistate"]
+    counters = [K.EI_OFF_SUB, K.EI_STUCK_SUB, K.EI_ROLL_SUB, K.EI_LIMIT_SUB, K.EI_STEPS]
+    if (ei[:, counters] < 0).any():
+        raise _fail("eistate", _bad_rows(ei[:, counters] < 0), "a counter is negative")
+    end = ei[:, K.EI_END]
+    if ((end < 0) | (end >= len(K.END_REASONS))).any():
+        raise _fail("eistate", _bad_rows((end < 0) | (end >= len(K.END_REASONS))), "end code")
+    off = ei[:, K.EI_OFF]
+    if ((off != 0) & (off != 1)).any():
+        raise _fail("eistate", _bad_rows((off != 0) & (off != 1)), "off-road flag")
+    for k in range(core.n):
+        slot = int(ei[k, K.EI_SLOT])
+        stg = stages[slot]
+        n_lines = len(S.timing_lines(stg)) if stg is not None else 0
+        if not 0 <= ei[k, K.EI_NEXT_LINE] <= max(n_lines, 0):
+            raise _fail("eistate", [k], f"next timing line {ei[k, K.EI_NEXT_LINE]} of {n_lines}")
+
+
+def _param_bounds(core: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column [lo, hi] a car's parameter row may hold: the vehicle's row, widened on the
+    columns randomization scales to the packed rows at the ends of its ranges."""
+    cached = getattr(core, "_param_bounds", None)
+    if cached is not None:
+        return cached
+    base = core.config.vehicle
+    row = _pack(core, base)
+    lo, hi = row.copy(), row.copy()
+    r = core.config.randomize
+    if r is not None:
+        for fm in r.mass:
+            for fp in r.power:
+                for fk in r.tire_peak:
+                    for fl in r.load_sensitivity:
+                        p = randomized_vehicle(base, fm, fp, fk, fl)
+                        x = _pack(core, p)
+                        lo, hi = np.minimum(lo, x), np.maximum(hi, x)
+        span = np.maximum(np.abs(lo), np.abs(hi)) * _REL
+        lo, hi = lo - span, hi + span
+    core._param_bounds = (lo, hi)
+    return lo, hi
+
+
+def _pack(core: Any, vehicle: Any) -> np.ndarray:
+    row = np.asarray(vehicle.pack(), np.float64)
+    out = np.zeros(core.sim.params.shape[1], np.float64)
+    out[: row.shape[0]] = row
+    return out
+
+
+def _check_params(core: Any, st: dict[str, Any]) -> None:
+    p = st["sim_params"]
+    lo, hi = _param_bounds(core)
+    bad = ~((p >= lo) & (p <= hi))  # NaN fails too
+    if bad.any():
+        rows = _bad_rows(bad)
+        col = int(np.flatnonzero(bad[rows[0]])[0])
+        raise _fail("sim_params", rows, f"column {col} is not this env's vehicle")
+
+
+def _check_draws(core: Any, st: dict[str, Any]) -> None:
+    from rally_env.info import RANDOMIZED_SCALARS
+
+    draws = st["draws"]
+    if not isinstance(draws, list) or len(draws) != core.n:
+        raise StateError(f"state['draws'] must be a list of {core.n} entries")
+    keys = {*RANDOMIZED_SCALARS, "section_mu_scale"}
+    for k, d in enumerate(draws):
+        if d is None:
+            continue
+        if not isinstance(d, dict) or set(d) != keys:
+            raise _fail("draws", [k], f"must be None or a dict of {', '.join(sorted(keys))}")
+        for name in RANDOMIZED_SCALARS:
+            v = d[name]
+            ok = isinstance(v, (float, int, np.floating)) and not isinstance(v, bool)
+            if not ok or not math.isfinite(float(v)):
+                raise _fail("draws", [k], f"{name} must be a finite number")
+        mu = d["section_mu_scale"]
+        ok = isinstance(mu, np.ndarray) and mu.ndim == 1 and mu.size <= core.section_mu.shape[1]
+        if not ok or not np.isfinite(mu).all():
+            raise _fail("draws", [k], "section_mu_scale must be a finite 1-d array")
+
+
+def check_values(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
+    """Check every value of a structurally valid state (see the module docstring).
+
+    Raises:
+        StateError: naming the entry, the car and the rule.
+    """
+    finite_time = np.zeros(st["estate"].shape, np.bool_)
+    finite_time[:, K.E_FINISH_TIME] = True
+    for key in ("sim_state", "sim_params", "section_mu", "actions"):
+        _finite(st, key)
+    _finite(st, "estate", nan_ok=finite_time)
+    _finite(st, "etimes", nan_ok=np.ones(st["etimes"].shape, np.bool_))
+    obs = st["obs"]
+    if not np.isfinite(obs).all():
+        raise _fail("obs", _bad_rows(~np.isfinite(obs)), "holds a non-finite value")
+    low, high = core.layout.low, core.layout.high
+    if ((obs < low) | (obs > high)).any():
+        raise _fail("obs", _bad_rows((obs < low) | (obs > high)), "outside the observation space")
+    for key in ("etimes",):
+        t = st[key]
+        if (t[np.isfinite(t)] < 0.0).any():
+            raise _fail(key, _bad_rows(np.nan_to_num(t, nan=0.0) < 0.0), "a negative time")
+    mu = st["section_mu"]
+    if ((mu < 0.0) | (mu > 10.0)).any():
+        raise _fail("section_mu", _bad_rows((mu < 0.0) | (mu > 10.0)), "grip scale outside [0, 10]")
+    a = st["actions"]
+    if (np.abs(a[:, 0]) > 1.0).any() or ((a[:, 1:] < 0.0) | (a[:, 1:] > 1.0)).any():
+        raise _fail("actions", _bad_rows(np.abs(a) > 1.0), "outside the action box")
+    _check_chassis(st["sim_state"])
+    _check_istate(core, st, stages)
+    _check_eistate(core, st, stages)
+    _check_params(core, st)
+    _check_draws(core, st)

@@ -103,6 +103,7 @@ class RallyCore:
         self._all = np.arange(n, dtype=np.int64)
         self.cfg = self._cfg_vector()
         self.hooks: list[CoreHooks] = []
+        self._near = np.zeros(n, np.bool_)  # scratch: cars near two timing lines this step
 
     # ------------------------------------------------------------------ configuration
     def _cfg_vector(self) -> np.ndarray:
@@ -348,16 +349,43 @@ class RallyCore:
         st = self.sim.state
         if cars is None:
             st[:, L.CMD_STEER : L.CMD_HANDBRAKE + 1] = actions
-            self.sim.step(self.n_sub)
             idx = self._all
         else:
             st[cars, L.CMD_STEER : L.CMD_HANDBRAKE + 1] = actions[cars]
-            self.sim.step(self.n_sub, cars)
             idx = cars
+        self._step_physics(cars, idx)
         sim = self.sim
         post = K.post_step_parallel if sim.parallel else K.post_step
         if post(idx, self._post_args(actions), self._post_scratch):
             self._fill_lookahead(idx)
+
+    def _step_physics(self, cars: np.ndarray | None, idx: np.ndarray) -> None:
+        """One control step of physics. Cars that may cross two timing lines in it go
+        substep by substep, the next gate armed after each crossing, so every line is timed
+        inside its substep (bit-identical physics: a step of n substeps is n steps of one)."""
+        b = self.bank
+        near = self._near[: len(idx)]
+        K.lines_within_reach(
+            idx, self.sim.state, self.estate, self.eistate, b.table, b.line_race, self.dt, near
+        )
+        if not near.any():
+            self.sim.step(self.n_sub, cars)
+            return
+        multi = idx[near]
+        rest = idx[~near]
+        if rest.size:
+            self.sim.step(self.n_sub, rest)
+        for _ in range(self.n_sub):
+            self.sim.step(1, multi)
+            K.collect_line_crossings(
+                multi,
+                self.sim.state,
+                self.sim.istate,
+                self.eistate,
+                self.etimes,
+                b.table,
+                b.line_gate,
+            )
 
     def _post_args(self, actions: np.ndarray) -> tuple:
         """The arrays :func:`rally_env.kernels.post_step` passes to each car (one place)."""

@@ -398,6 +398,90 @@ def _arm_gate(k, state, table, line_gate, slot, line):
     state[k, L.GATE_TIME] = -1.0
 
 
+#: Reach of a control step when looking for two timing lines in it: twice the distance at the
+#: current speed plus this much acceleration (m/s^2) over the step, plus a slack (m).
+REACH_ACCEL_MPS2 = 20.0
+REACH_SLACK_M = 10.0
+
+
+@njit(cache=True)
+def lines_within_reach(cars, state, estate, eistate, table, line_race, dt, out):
+    """``out[i] = True`` when car ``cars[i]`` may cross two or more timing lines in the coming
+    control step of ``dt`` seconds (the second line ahead is within its reach); those cars
+    are stepped substep by substep (:func:`collect_line_crossings`)."""
+    for ii in range(cars.shape[0]):
+        k = cars[ii]
+        out[ii] = False
+        if eistate[k, EI_END] != END_NONE:
+            continue
+        slot = eistate[k, EI_SLOT]
+        li = eistate[k, EI_NEXT_LINE]
+        if li + 1 >= int(table[slot, S.SL_N_LINES]):
+            continue
+        vx = state[k, L.VEL_X]
+        vy = state[k, L.VEL_Y]
+        vz = state[k, L.VEL_Z]
+        v = math.sqrt(vx * vx + vy * vy + vz * vz)
+        reach = 2.0 * (v + REACH_ACCEL_MPS2 * dt) * dt + REACH_SLACK_M
+        second = line_race[int(table[slot, S.SL_LINE_OFF]) + li + 1]
+        out[ii] = second - estate[k, E_RACE] < reach
+
+
+@njit(cache=True, _nrt=False)
+def _gate_fraction(state, k):
+    """Where in the last substep the CG segment (PREV -> POS) crossed car ``k``'s armed gate
+    right to left, as a fraction of the substep, or -1: the physics' own gate test
+    (``physics.kernel``, the same operations in the same order, so the same bits)."""
+    gx0 = state[k, L.GATE_X0]
+    gy0 = state[k, L.GATE_Y0]
+    gdx = state[k, L.GATE_X1] - gx0
+    gdy = state[k, L.GATE_Y1] - gy0
+    if gdx == 0.0 and gdy == 0.0:
+        return -1.0
+    px = state[k, L.PREV_X]
+    py = state[k, L.PREV_Y]
+    npx = state[k, L.POS_X]
+    npy = state[k, L.POS_Y]
+    side0 = gdx * (py - gy0) - gdy * (px - gx0)
+    side1 = gdx * (npy - gy0) - gdy * (npx - gx0)
+    if not (side0 < 0.0 and side1 >= 0.0):
+        return -1.0
+    f = side0 / (side0 - side1)
+    cx = px + (npx - px) * f
+    cy = py + (npy - py) * f
+    along = ((cx - gx0) * gdx + (cy - gy0) * gdy) / (gdx * gdx + gdy * gdy)
+    if along >= 0.0 and along <= 1.0:
+        return f
+    return -1.0
+
+
+@njit(cache=True)
+def collect_line_crossings(cars, state, istate, eistate, etimes, table, line_gate):
+    """After one physics substep of cars that may cross several lines in a control step: a
+    crossing of the armed gate becomes its line's pending time (``etimes``, taken or dropped
+    by the control step's timing) and the next line's gate is armed and tested against the
+    same substep's CG segment (lines closer than a substep's travel), so each line is timed
+    inside the substep that crossed it."""
+    for ii in range(cars.shape[0]):
+        k = cars[ii]
+        if state[k, L.GATE_TIME] < 0.0:
+            continue
+        slot = eistate[k, EI_SLOT]
+        n_lines = int(table[slot, S.SL_N_LINES])
+        j = eistate[k, EI_NEXT_LINE]
+        while j < n_lines and not math.isnan(etimes[k, j]):
+            j += 1
+        while j < n_lines and state[k, L.GATE_TIME] >= 0.0:
+            etimes[k, j] = state[k, L.GATE_TIME]
+            j += 1
+            if j >= n_lines:
+                break  # the last line is crossed: its gate stays fired
+            _arm_gate(k, state, table, line_gate, slot, j)
+            f = _gate_fraction(state, k)
+            if f >= 0.0:  # crossed in the same substep; the physics' time formula
+                state[k, L.GATE_TIME] = (istate[k, L.I_SUBSTEPS] - 1 + f) * L.DT
+
+
 @njit(cache=True)
 def reset_cars(
     cars,
@@ -660,33 +744,43 @@ def _post_car(
     else:
         eistate[k, EI_ROLL_SUB] = 0
 
-    # ---- timing lines: the physics gate times the crossing inside the substep
+    # ---- timing lines: the physics gate times the crossing inside the substep. A car that
+    # may cross several lines in one control step was stepped substep by substep with each
+    # crossing kept as its line's pending time (collect_line_crossings); every line crossed
+    # is timed here, in order, whatever their spacing.
     finished = False
     n_lines = int(table[slot, S.SL_N_LINES])
     li = eistate[k, EI_NEXT_LINE]
-    if li < n_lines and not cut:
+    if li < n_lines:
         lo = int(table[slot, S.SL_LINE_OFF])
-        lr = line_race[lo + li]
-        gt = state[k, L.GATE_TIME]
-        crossed = False
-        tcross = 0.0
-        if gt >= 0.0:
-            if abs(race - lr) <= cfg[C_LINE_TOL]:
+        pending = not math.isnan(etimes[k, li])
+        while li < n_lines and not cut:
+            lr = line_race[lo + li]
+            gt = state[k, L.GATE_TIME]
+            crossed = False
+            tcross = 0.0
+            if pending and not math.isnan(etimes[k, li]):
+                if abs(race - lr) <= cfg[C_LINE_TOL]:
+                    crossed = True
+                    tcross = etimes[k, li]
+            elif not pending and gt >= 0.0:
+                if abs(race - lr) <= cfg[C_LINE_TOL]:
+                    crossed = True
+                    tcross = gt
+                else:
+                    state[k, L.GATE_TIME] = -1.0  # another part of the stage: re-arm
+            elif (
+                race > lr + cfg[C_LINE_MISS]
+                and race_prev < lr + cfg[C_LINE_MISS]
+                and (not off or off_dist <= cfg[C_OFF_MAX_M])
+            ):
+                t1 = istate[k, L.I_SUBSTEPS] * L.DT
+                f = (lr - race_prev) / (race - race_prev)
+                f = _clip(f, 0.0, 1.0)
                 crossed = True
-                tcross = gt
-            else:
-                state[k, L.GATE_TIME] = -1.0  # another part of the stage: re-arm
-        elif (
-            race > lr + cfg[C_LINE_MISS]
-            and race_prev < lr + cfg[C_LINE_MISS]
-            and (not off or off_dist <= cfg[C_OFF_MAX_M])
-        ):
-            t1 = istate[k, L.I_SUBSTEPS] * L.DT
-            f = (lr - race_prev) / (race - race_prev)
-            f = _clip(f, 0.0, 1.0)
-            crossed = True
-            tcross = t1 - dt + f * dt
-        if crossed:
+                tcross = t1 - dt + f * dt
+            if not crossed:
+                break
             etimes[k, li] = tcross
             li += 1
             eistate[k, EI_NEXT_LINE] = li
@@ -695,6 +789,11 @@ def _post_car(
             else:
                 finished = True
                 estate[k, E_FINISH_TIME] = tcross
+        if pending:  # crossings not taken are dropped; the next line's gate is armed
+            for j in range(li, n_lines):
+                etimes[k, j] = math.nan
+            if li < n_lines:
+                _arm_gate(k, state, table, line_gate, slot, li)
 
     # ---- termination
     prev_end = eistate[k, EI_END]

@@ -40,6 +40,8 @@ ENTRY_POINTS = {
         "reset_cars",
         "lookahead_misses",
         "refresh_obs",
+        "lines_within_reach",
+        "collect_line_crossings",
     },
 }
 

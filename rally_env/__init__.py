@@ -3,7 +3,7 @@
     import gymnasium as gym
     import rally_env
 
-    gym.register_envs(rally_env)  # registers RallyDirect-v0 and RallyWheelSpeed-v1
+    gym.register_envs(rally_env)  # RallyDirect-v0, RallyWheelSpeed-v1 (+ their *Ahead ids)
     env = gym.make("RallyDirect-v0", stage="opener")  # or "rally_env:RallyDirect-v0", no import
     envs = gym.make_vec("RallyDirect-v0", num_envs=64, vectorization_mode="vector_entry_point")
 
@@ -13,6 +13,7 @@ Importing this package never imports pygame, torch or stable-baselines3.
 from __future__ import annotations
 
 from rally_env.config import (
+    AHEAD_ENV_IDS,
     CONTROL_HZ_CHOICES,
     ENV_IDS,
     LEGACY_ENV_IDS,
@@ -38,7 +39,8 @@ from rally_env.vector import RallyVectorEnv
 
 
 def register_envs() -> None:
-    """Register :data:`ENV_IDS` and :data:`LEGACY_ENV_IDS` with Gymnasium (idempotent; run
+    """Register :data:`ENV_IDS`, :data:`LEGACY_ENV_IDS` and :data:`AHEAD_ENV_IDS` (the same
+    envs with ``road_ahead=True``) with Gymnasium (idempotent; run
     on ``import rally_env``, by ``gym.make("rally_env:RallyDirect-v0")`` and by the
     ``gymnasium.envs`` entry point).
 
@@ -48,17 +50,19 @@ def register_envs() -> None:
     """
     from gymnasium.envs.registration import register, registry
 
-    for version, ids in enumerate(zip(ENV_IDS, LEGACY_ENV_IDS, strict=True)):
-        kwargs: dict[str, object] = {"stage": "opener"}
-        if version:
-            kwargs["version"] = version
+    for version, ids in enumerate(zip(ENV_IDS, LEGACY_ENV_IDS, AHEAD_ENV_IDS, strict=True)):
         for env_id in ids:
+            kwargs: dict[str, object] = {"stage": "opener"}
+            if version:
+                kwargs["version"] = version
+            if env_id in AHEAD_ENV_IDS:
+                kwargs["road_ahead"] = True
             if env_id not in registry:
                 register(
                     id=env_id,
                     entry_point="rally_env.env:RallyEnv",
                     vector_entry_point="rally_env.vector:RallyVectorEnv",
-                    kwargs=dict(kwargs),
+                    kwargs=kwargs,
                 )
 
 
@@ -77,6 +81,7 @@ def render_episode(policy: object, path: str, **kwargs: object) -> object:
 
 
 __all__ = [
+    "AHEAD_ENV_IDS",
     "CONTROL_HZ_CHOICES",
     "DEFAULT_LAYOUT",
     "DEFAULT_LAYOUT_V1",

@@ -243,6 +243,10 @@ ENV_IDS: tuple[str, ...] = ("RallyDirect-v0", "RallyWheelSpeed-v1")
 #: The first ids (also what replay files record as ``env_id``); still registered, the same
 #: envs. ``gym.make("Rally-v0")`` gets Gymnasium's "out of date" notice, the new ids do not.
 LEGACY_ENV_IDS: tuple[str, ...] = ("Rally-v0", "Rally-v1")
+#: The same two envs with the road-ahead observation (``road_ahead=True``): what the road does
+#: up to 600 m ahead, for agents that plan their speed (a name of their own, so neither id
+#: calls the other "out of date").
+AHEAD_ENV_IDS: tuple[str, ...] = ("RallyDirectAhead-v0", "RallyWheelSpeedAhead-v1")
 
 
 def _vehicles_module() -> Any:
@@ -392,6 +396,10 @@ class RallyConfig:
             planets, the v1 observation).
         planet: ``None`` (the vehicle's own gravity) or ``"mars"``, ``"earth"``, ``"moon"``
             (``physics.vehicles.on_planet`` applied to the vehicle).
+        road_ahead: append the road-ahead block to the observation (the sharpest corner and
+            crest, the elevation and the lowest grip in bins up to 600 m ahead, and the
+            distance to the finish; see :class:`rally_env.spaces.ObsLayout`). It changes what
+            the agent sees, not the run: physics, rewards and replays are the same.
     """
 
     stage: StageSpec = "opener"
@@ -405,6 +413,7 @@ class RallyConfig:
     render_mode: str | None = None
     version: int = 0
     planet: str | None = None
+    road_ahead: bool = False
 
     @classmethod
     def build(cls, **kw: Any) -> RallyConfig:
@@ -453,6 +462,9 @@ class RallyConfig:
         if not isinstance(self.discrete_actions, (bool, np.bool_)):
             raise ConfigError("discrete_actions", self.discrete_actions, "must be a bool")
         s(self, "discrete_actions", bool(self.discrete_actions))
+        if not isinstance(self.road_ahead, (bool, np.bool_)):
+            raise ConfigError("road_ahead", self.road_ahead, "must be a bool")
+        s(self, "road_ahead", bool(self.road_ahead))
         if self.render_mode not in (None, "human", "rgb_array"):
             raise ConfigError(
                 "render_mode", self.render_mode, "must be None, 'human' or 'rgb_array'"
@@ -489,7 +501,7 @@ class RallyConfig:
         parts = []
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("version", "planet") and v == f.default:
+            if f.name in ("version", "planet", "road_ahead") and v == f.default:
                 continue
             parts.append(f"{f.name}={v!r}")
         return f"RallyConfig({', '.join(parts)})"
@@ -693,4 +705,7 @@ def config_to_kwargs(config: RallyConfig, for_digest: bool = False) -> dict[str,
         "randomize": None if rnd is None else jsonable(dataclasses.asdict(rnd)),
         "random_stage": jsonable(config.random_stage),
         "discrete_actions": bool(config.discrete_actions),
+        # an observation option, not part of a run: recorded only when on (old forms keep
+        # their digests)
+        **({"road_ahead": True} if config.road_ahead else {}),
     }

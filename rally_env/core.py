@@ -63,7 +63,9 @@ class RallyCore:
         self.dt = config.dt_s
         self.bank = S.StageBank(config, self.n)
         self.version = config.version
-        self.layout = ObsLayout(len(config.vehicle.wheels), version=config.version)
+        self.layout = ObsLayout(
+            len(config.vehicle.wheels), version=config.version, road_ahead=config.road_ahead
+        )
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
         par = self.n >= 64 if parallel is None else bool(parallel)
@@ -185,7 +187,7 @@ class RallyCore:
                     bank.release(int(self.eistate[k, K.EI_SLOT]))
                 slot = bank.acquire(
                     ("gen", gen_seed, length, diff),
-                    lambda s=gen_seed, d=diff, n=length: S.generated_stage(s, n, d),
+                    lambda s=gen_seed, d=diff, n=length: S.generated_stage(s, n, d, bank.sectioned),
                 )
             slots[i] = slot
             self._draw_randomization(k, slot, rng)
@@ -217,6 +219,8 @@ class RallyCore:
             b.terrains.tiles,
             b.terrains.meta,
             self.version,
+            int(self.config.road_ahead),
+            self._road(),
             b.table,
             b.seg,
             b.tx,
@@ -269,6 +273,10 @@ class RallyCore:
                 return
         raise RuntimeError("the terrain under the lookahead points could not be filled")
 
+    def _road(self) -> tuple:
+        """The stage tables the road-ahead observation reads (see StageBank.road_tables)."""
+        return (self.bank.table, *self.bank.road_tables())
+
     def _obs_args(self) -> tuple:
         t = self.bank.terrains
         return (
@@ -280,6 +288,8 @@ class RallyCore:
             t.tiles,
             t.meta,
             self.version,
+            int(self.config.road_ahead),
+            self._road(),
             self.estate,
             self.eistate,
             self.look,
@@ -297,7 +307,7 @@ class RallyCore:
         peek = np.random.Generator(np.random.PCG64())
         peek.bit_generator.state = rng.bit_generator.state
         seed, diff = S.draw_random_stage(self.config.random_stage, peek)
-        S.prefetch_stage(seed, self.config.random_stage["length_m"], diff)
+        S.prefetch_stage(seed, self.config.random_stage["length_m"], diff, self.bank.sectioned)
 
     def _draw_randomization(self, k: int, slot: int, rng: np.random.Generator) -> None:
         r = self.config.randomize
@@ -402,6 +412,8 @@ class RallyCore:
             b.terrains.tiles,
             b.terrains.meta,
             self.version,
+            int(self.config.road_ahead),
+            *self.bank.road_tables(),
             b.table,
             b.seg,
             b.tx,

@@ -18,6 +18,7 @@ from rally_env.spaces import (
     ACTION_NAMES,
     DEFAULT_LAYOUT,
     DEFAULT_LAYOUT_V1,
+    ROAD_AHEAD_BINS_M,
     ObsLayout,
 )
 
@@ -430,6 +431,26 @@ rover: FL, FR, RL, RR); the table below is for the rover. `rally_env.ObsLayout(n
 `index` (name -> index), `groups` (name -> slice), `low`/`high` and this table.
 
 {lay.table_markdown(compact=False)}
+
+### The road-ahead observation (`road_ahead=True`, `RallyDirectAhead-v0`)
+
+The lookahead above shows the road 5-100 m ahead. Braking from top speed takes several
+hundred metres on Mars, so an agent that plans its speed needs to see further: with
+`road_ahead=True` (registered as `RallyDirectAhead-v0` and `RallyWheelSpeedAhead-v1`) the
+observation appends a block that summarises the road ahead of the car's projected position in
+bins ({", ".join(f"{a:g}-{b:g}" for a, b in ROAD_AHEAD_BINS_M)} m): per bin the sharpest
+corner (the signed curvature of largest magnitude), the sharpest crest (vertical convexity
+`-d2z/ds2` of the road profile, features included: a crest that throws the car into the air or
+a jump's lip reads high; dips read 0), the elevation at the bin's far end relative to here, and
+the lowest surface grip of the road (the car's own grip row, so surface randomization shows
+there too); then the distance to the finish. Loops wrap at the lap line; past the end of an
+open stage the road reads straight and level. It is an observation option: physics, rewards,
+termination, replays and the leaderboard's rules class are the same with or without it (it is
+recorded in a replay only when on). Table for `RallyDirectAhead-v0`
+(`Box(shape=({ObsLayout(4, road_ahead=True).size},))`; on `RallyWheelSpeedAhead-v1` the block
+follows the v1 fields):
+
+{ObsLayout(4, road_ahead=True).table_markdown(compact=True, start=lay.size)}
 
 ## RallyWheelSpeed-v1: the wheel-speed model, vehicles and planets
 

@@ -76,6 +76,7 @@ class RallyEnv(gym.Env):
         render_mode: str | None = None,
         version: int = 0,
         planet: str | None = None,
+        road_ahead: bool = False,
     ):
         self.config = RallyConfig.build(
             stage=stage,
@@ -89,6 +90,7 @@ class RallyEnv(gym.Env):
             render_mode=render_mode,
             version=version,
             planet=planet,
+            road_ahead=road_ahead,
         )
         self.render_mode = self.config.render_mode
         self.metadata = {"render_modes": RENDER_MODES, "render_fps": self.config.control_hz}

@@ -21,13 +21,17 @@ from physics.kernel import rotation_of
 from physics.terrain import TM_TABLE, sample_surface, tile_at
 from rally_env import stages as S
 from rally_env.spaces import (
+    CREST_SCALE_M,
     CURVATURE_SCALE_PER_M,
     EDGE_SCALE_M,
+    ELEVATION_SCALE_M,
     GEAR_SCALE,
     LATERAL_SPEED_SCALE_MPS,
+    ROAD_AHEAD_BINS_M,
     SLIP_ANGLE_SCALE_RAD,
     SLIP_RATIO_SCALE,
     SPEED_SCALE_MPS,
+    TO_FINISH_SCALE_M,
     WHEEL_SPEED_SCALE_MPS,
     YAW_RATE_SCALE_RADPS,
 )
@@ -130,6 +134,13 @@ _CURV = CURVATURE_SCALE_PER_M
 _INV_PI = 1.0 / math.pi
 _INV_WHEEL_SPEED = 1.0 / WHEEL_SPEED_SCALE_MPS
 _INV_GEAR = 1.0 / GEAR_SCALE
+_CREST = CREST_SCALE_M
+_INV_ELEV = 1.0 / ELEVATION_SCALE_M
+_INV_FINISH = 1.0 / TO_FINISH_SCALE_M
+#: road-ahead bins: near and far end (m) and the window column (stages.AHEAD_WIDTHS_M) of each
+_AHEAD_LO = np.array([a for a, _ in ROAD_AHEAD_BINS_M], np.float64)
+_AHEAD_HI = np.array([b for _, b in ROAD_AHEAD_BINS_M], np.float64)
+_AHEAD_COL = np.array([S.AHEAD_WIDTHS_M.index(b - a) for a, b in ROAD_AHEAD_BINS_M], np.int64)
 
 
 @njit(cache=True, _nrt=False)
@@ -215,6 +226,8 @@ def _write_obs(
     ttiles,
     tmeta,
     obs_version,
+    road_on,
+    road,
     estate,
     eistate,
     look,
@@ -287,6 +300,8 @@ def _write_obs(
         )
     else:
         missed = 0
+    if road_on:
+        i = _write_road_ahead(k, estate, eistate, road, tgrip, row, vals, i)
     for j in range(obs.shape[1]):
         obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
     return missed
@@ -332,6 +347,73 @@ def _write_obs_v1(
             vals[i] = 0.0
         i += 1
     return i, missed
+
+
+@njit(cache=True, _nrt=False)
+def _sample_index(u, n, closed):
+    """Index of the sample at ``u`` samples along a slot's path (loops wrap, open paths: -1
+    past the end)."""
+    j = int(math.floor(u))
+    if closed:
+        m = n - 1
+        return j % m if m > 0 else 0
+    if j < 0:
+        return 0
+    return j if j < n else -1
+
+
+@njit(cache=True, _nrt=False)
+def _write_road_ahead(k, estate, eistate, road, tgrip, row, vals, i):
+    """The road-ahead block (see :class:`rally_env.spaces.ObsLayout`, ``road_ahead=True``):
+    per bin ahead of the car's projected position the sharpest curvature and crest, the
+    elevation at the bin's end and the lowest surface grip; then the distance to the
+    finish."""
+    table, z, wcurv, wcrest, sec_start, sec_sid = road
+    slot = eistate[k, EI_SLOT]
+    po = int(table[slot, S.SL_PT_OFF])
+    n = int(table[slot, S.SL_N_SEG]) + 1
+    ds = table[slot, S.SL_DS]
+    length = table[slot, S.SL_LENGTH]
+    closed = table[slot, S.SL_CLOSED] > 0.5
+    s = estate[k, E_S]
+    if not math.isfinite(s):
+        s = 0.0
+    inv_ds = 1.0 / ds
+    here = _sample_index(s * inv_ds + 0.5, n, closed)
+    z0 = z[po + (here if here >= 0 else n - 1)]
+    nb = _AHEAD_LO.shape[0]
+    for b in range(nb):
+        j = _sample_index((s + _AHEAD_LO[b]) * inv_ds, n, closed)
+        c = _AHEAD_COL[b]
+        vals[i + b] = wcurv[po + j, c] * _CURV if j >= 0 else 0.0
+        vals[i + nb + b] = wcrest[po + j, c] * _CREST if j >= 0 else 0.0
+        e = _sample_index((s + _AHEAD_HI[b]) * inv_ds + 0.5, n, closed)
+        vals[i + 2 * nb + b] = (z[po + (e if e >= 0 else n - 1)] - z0) * _INV_ELEV
+    # lowest grip of the sections each bin overlaps
+    so = int(table[slot, S.SL_SEC_OFF])
+    ns = int(table[slot, S.SL_N_SEC])
+    for b in range(nb):
+        a = s + _AHEAD_LO[b]
+        e = s + _AHEAD_HI[b]
+        g = 2.0
+        for q in range(ns):
+            lo = sec_start[so + q]
+            hi = sec_start[so + q + 1] if q + 1 < ns else length
+            if closed:  # the bin in the section's frame, shifted by whole laps
+                a_w = a - length * math.floor(a / length)
+                e_w = a_w + (e - a)
+                hit = (lo < e_w and hi > a_w) or (lo < e_w - length and hi > a_w - length)
+            else:
+                hit = (lo < e and hi > a) or (q == ns - 1 and a >= hi)
+            if hit:
+                gq = tgrip[row, sec_sid[so + q]]
+                if gq < g:
+                    g = gq
+        vals[i + 3 * nb + b] = g
+    i += 4 * nb
+    left = estate[k, E_TIMED] - estate[k, E_RACE]
+    vals[i] = left * _INV_FINISH if left > 0.0 else 0.0
+    return i + 1
 
 
 @njit(cache=True, _nrt=False)
@@ -493,6 +575,8 @@ def reset_cars(
     ttiles,
     tmeta,
     obs_version,
+    road_on,
+    road,
     table,
     seg_all,
     tx_all,
@@ -595,6 +679,8 @@ def reset_cars(
             ttiles,
             tmeta,
             obs_version,
+            road_on,
+            road,
             estate,
             eistate,
             look,
@@ -621,6 +707,12 @@ def _post_car(
     ttiles,
     tmeta,
     obs_version,
+    road_on,
+    road_z,
+    road_curv,
+    road_crest,
+    road_sec_start,
+    road_sec_sid,
     table,
     seg_all,
     tx_all,
@@ -868,6 +960,8 @@ def _post_car(
         ttiles,
         tmeta,
         obs_version,
+        road_on,
+        (table, road_z, road_curv, road_crest, road_sec_start, road_sec_sid),
         estate,
         eistate,
         look,

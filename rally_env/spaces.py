@@ -56,6 +56,24 @@ GEAR_SCALE = 6.0
 LOOKAHEAD_M: tuple[float, ...] = tuple(float(d) for d in DEFAULT_LOOKAHEAD_M)
 #: Bound of the open-ended scaled fields.
 OBS_BOUND = 5.0
+#: ``road_ahead=True``: bins of road ahead of the car's projected position (m along the
+#: stage), each summarised by its sharpest corner, sharpest crest, elevation and lowest grip.
+ROAD_AHEAD_BINS_M: tuple[tuple[float, float], ...] = (
+    (0.0, 25.0),
+    (25.0, 50.0),
+    (50.0, 100.0),
+    (100.0, 150.0),
+    (150.0, 200.0),
+    (200.0, 300.0),
+    (300.0, 450.0),
+    (450.0, 600.0),
+)
+#: Crest sharpness: vertical convexity -d2z/ds2 (1/m, 0 for a dip) x 100 m.
+CREST_SCALE_M = 100.0
+#: Elevation change scale (m).
+ELEVATION_SCALE_M = 10.0
+#: Distance-to-finish scale (m): the field reads 1 at this distance or more.
+TO_FINISH_SCALE_M = 600.0
 
 _WHEEL_LABELS_4 = ("FL", "FR", "RL", "RR")
 
@@ -87,9 +105,15 @@ class ObsLayout:
     """
 
     def __init__(
-        self, n_wheels: int = 4, lookahead_m: tuple[float, ...] = LOOKAHEAD_M, version: int = 0
+        self,
+        n_wheels: int = 4,
+        lookahead_m: tuple[float, ...] = LOOKAHEAD_M,
+        version: int = 0,
+        road_ahead: bool = False,
     ):
         self.n_wheels = int(n_wheels)
+        #: the road-ahead block follows the version's fields (``RallyEnv(road_ahead=True)``)
+        self.road_ahead = bool(road_ahead)
         self.lookahead_m = tuple(float(d) for d in lookahead_m)
         #: 0: the Rally-v0 layout; 1: Rally-v1 (v0's fields, then the drivetrain, wear,
         #: damage, wheel speeds and the surface grip ahead)
@@ -210,6 +234,45 @@ class ObsLayout:
                     2.0,
                 )
 
+        if self.road_ahead:
+            bins = [f"{a:g}_{b:g}m" for a, b in ROAD_AHEAD_BINS_M]
+            for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
+                add(
+                    f"ahead_curv_{tag}",
+                    "ahead_curv",
+                    f"sharpest road curvature {a:g}-{b:g} m ahead (signed, + left) x "
+                    f"{CURVATURE_SCALE_PER_M:g} m",
+                )
+            for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
+                add(
+                    f"ahead_crest_{tag}",
+                    "ahead_crest",
+                    f"sharpest crest {a:g}-{b:g} m ahead: -d2z/ds2 x {CREST_SCALE_M:g} m "
+                    "(0 for dips; a jump's lip reads high)",
+                    0.0,
+                    B,
+                )
+            for (_a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
+                add(
+                    f"ahead_elev_{tag}",
+                    "ahead_elev",
+                    f"road elevation {b:g} m ahead minus here / {ELEVATION_SCALE_M:g} m",
+                )
+            for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
+                add(
+                    f"ahead_grip_{tag}",
+                    "ahead_grip",
+                    f"lowest road surface grip {a:g}-{b:g} m ahead",
+                    0.0,
+                    2.0,
+                )
+            add(
+                "to_finish",
+                "to_finish",
+                f"distance to the finish / {TO_FINISH_SCALE_M:g} m (1 from there on)",
+                0.0,
+                1.0,
+            )
         self.fields = tuple(
             ObsField(i, n, g, d, float(lo), float(hi)) for i, (n, g, d, lo, hi) in enumerate(rows)
         )
@@ -242,6 +305,10 @@ class ObsLayout:
                 "tire_wear",
                 "wheel_speed",
                 "look_grip",
+                "ahead_curv",
+                "ahead_crest",
+                "ahead_elev",
+                "ahead_grip",
             ):
                 if f.group in done:
                     continue
@@ -263,6 +330,10 @@ class ObsLayout:
                         f"per lookahead distance d in ({dists}) m: grip multiplier of the "
                         "surface at the centerline point d ahead"
                     )
+                elif f.group.startswith("ahead_"):
+                    bins = ", ".join(f"{a:g}-{b:g}" for a, b in ROAD_AHEAD_BINS_M)
+                    name = f"{f.group}_{{bin}}"
+                    desc = f"per bin ahead ({bins} m): {_AHEAD_DESC[f.group]}"
                 elif f.group == "prev_action":
                     name = "prev_{" + ",".join(ACTION_NAMES) + "}"
                     desc = "the previous action (after clipping), 0 after a reset"
@@ -278,6 +349,13 @@ class ObsLayout:
                 )
         return "\n".join(lines)
 
+
+_AHEAD_DESC = {
+    "ahead_curv": f"sharpest road curvature (signed, + left) x {CURVATURE_SCALE_PER_M:g} m",
+    "ahead_crest": f"sharpest crest, -d2z/ds2 x {CREST_SCALE_M:g} m (0 for dips)",
+    "ahead_elev": f"elevation at the bin's far end minus here / {ELEVATION_SCALE_M:g} m",
+    "ahead_grip": "lowest surface grip multiplier of the road",
+}
 
 DEFAULT_LAYOUT = ObsLayout(4)
 #: The Rally-v1 layout of a four-wheeled vehicle (the default rover).

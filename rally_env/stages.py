@@ -26,11 +26,13 @@ from collections import OrderedDict
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 import tracks
 from physics.terrain import MAX_SURFACES, TerrainSet, flat_terrain
 from rally_env.config import RallyConfig
 from rally_env.errors import ConfigError
+from rally_env.spaces import ROAD_AHEAD_BINS_M
 from tracks.bake import StageTerrain
 from tracks.io import is_stage_name
 from tracks.prefetch import PREFETCHER
@@ -49,7 +51,13 @@ SL_TIMED = 8  # start-to-finish distance (m), laps included
 SL_TIME_LIMIT = 9  # s
 SL_START_S = 10
 SL_TERRAIN = 11  # terrain-set row of the slot's terrain
-N_SL = 12
+SL_SEC_OFF = 12  # first row of the slot's sections in the section table
+SL_N_SEC = 13
+N_SL = 14
+
+#: Window widths (m) of the road-ahead tables: the widths of the bins
+#: (:data:`rally_env.spaces.ROAD_AHEAD_BINS_M`).
+AHEAD_WIDTHS_M: tuple[float, ...] = tuple(sorted({b - a for a, b in ROAD_AHEAD_BINS_M}))
 
 #: Names of generated stages: ``gen-<seed>`` (plus ``-<length>m-d<difficulty>`` if not default).
 GEN_NAME = re.compile(r"^gen-(\d+)")
@@ -85,24 +93,31 @@ def resolve_stage(spec: Any) -> tracks.Stage:
     return _cached(_STAGE_CACHE, ("spec", key), lambda: tracks.load_stage(key))
 
 
-def generated_stage(seed: int, length_m: float, difficulty: float) -> tracks.Stage:
-    """A generated stage (cached for repeated seeds; taken from the prefetch worker when it
-    made it ahead, see :mod:`tracks.prefetch`)."""
+def generated_stage(
+    seed: int, length_m: float, difficulty: float, sectioned: bool = False
+) -> tracks.Stage:
+    """A generated stage (cached for repeated seeds; taken from the prefetch worker, with its
+    terrain source, when it made it ahead: see :mod:`tracks.prefetch`)."""
     key = ("gen", int(seed), float(length_m), float(difficulty))
 
     def make() -> tracks.Stage:
-        st = PREFETCHER.take(seed, length_m, difficulty)
-        if st is None:
-            st = tracks.generate(int(seed), length_m=float(length_m), difficulty=float(difficulty))
+        made = PREFETCHER.take(seed, length_m, difficulty, sectioned)
+        if made is None:
+            return tracks.generate(
+                int(seed), length_m=float(length_m), difficulty=float(difficulty)
+            )
+        st, src = made
+        _SOURCE_CACHE[(id(st), sectioned)] = (st, src)
         return st
 
     return _cached(_STAGE_CACHE, key, make)
 
 
-def prefetch_stage(seed: int, length_m: float, difficulty: float) -> None:
-    """Ask the prefetch worker for a generated stage a car will need soon."""
+def prefetch_stage(seed: int, length_m: float, difficulty: float, sectioned: bool = False) -> None:
+    """Ask the prefetch worker for a generated stage (and its terrain source) a car will need
+    soon."""
     if ("gen", int(seed), float(length_m), float(difficulty)) not in _STAGE_CACHE:
-        PREFETCHER.request(seed, length_m, difficulty)
+        PREFETCHER.request(seed, length_m, difficulty, sectioned)
 
 
 def draw_random_stage(random_stage: dict[str, Any], rng: np.random.Generator) -> tuple[int, float]:
@@ -163,16 +178,91 @@ def timing_lines(stage: tracks.Stage) -> list[tuple[float, float]]:
     return out
 
 
-def gate_segment(stage: tracks.Stage, s: float, half_width_m: float) -> np.ndarray:
-    """(x0, y0, x1, y1) of a timing gate across the road at arc length ``s``: G0 on the left,
-    G1 on the right, so forward travel crosses it from the right of G0->G1 to its left."""
+def gate_segments(stage: tracks.Stage, s: np.ndarray, half_width_m: float) -> np.ndarray:
+    """(n, 4) rows (x0, y0, x1, y1) of timing gates across the road at arc lengths ``s``: G0 on
+    the left, G1 on the right, so forward travel crosses each from the right of G0->G1 to its
+    left."""
     p = stage.path
+    s = np.asarray(s, np.float64)
     x, y = p.point_at(s)
     tx, ty = p.tangent_at(s)
-    nx, ny = -float(ty), float(tx)
-    hw = float(p.half_width_at(s)) + half_width_m
-    x, y = float(x), float(y)
-    return np.array([x + nx * hw, y + ny * hw, x - nx * hw, y - ny * hw], np.float64)
+    nx, ny = -ty, tx
+    hw = p.half_width_at(s) + half_width_m
+    return np.stack([x + nx * hw, y + ny * hw, x - nx * hw, y - ny * hw], axis=1)
+
+
+# -------------------------------------------------------------------- road-ahead tables
+def ahead_tables(path: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-sample tables of the road-ahead observation: elevation (m), and for each window
+    width of :data:`AHEAD_WIDTHS_M` the sharpest signed curvature and the sharpest crest
+    (vertical convexity -d2z/ds2, 1/m, never below 0) of the window starting at the sample.
+    Windows are whole multiples of the narrowest (``round(25 m / ds)`` samples, ds ~ 1 m).
+    Beyond the end of an open stage the road runs straight and level; loops wrap."""
+    z = np.ascontiguousarray(path.z_m, np.float64)
+    k = np.ascontiguousarray(path.curvature, np.float64)
+    ds = float(path.ds_m)
+    unit = max(1, round(AHEAD_WIDTHS_M[0] / ds))
+    mult = np.array([round(w / AHEAD_WIDTHS_M[0]) for w in AHEAD_WIDTHS_M], np.int64)
+    n = z.shape[0]
+    wc = np.zeros((n, len(mult)))
+    wr = np.zeros((n, len(mult)))
+    _ahead_windows(z, k, ds, bool(path.closed), unit, mult, wc, wr)
+    return z, wc, wr
+
+
+@njit(cache=True)
+def _ahead_windows(z, kappa, ds, closed, unit, mult, out_curv, out_crest):
+    """Window maxima: the narrowest window by direct search, every wider one (a whole
+    multiple ``mult[c]`` of it) as the best of ``mult[c]`` consecutive narrow windows."""
+    n = z.shape[0]
+    m = n - 1 if closed else n  # a loop's last sample repeats its first
+    crest = np.zeros(m)
+    inv = 1.0 / (ds * ds)
+    for i in range(m):
+        if closed:
+            lo = z[i - 1] if i > 0 else z[m - 1]
+            hi = z[i + 1]
+        elif 0 < i < n - 1:
+            lo = z[i - 1]
+            hi = z[i + 1]
+        else:
+            continue
+        c = -(hi - 2.0 * z[i] + lo) * inv
+        crest[i] = c if c > 0.0 else 0.0
+    base_k = np.zeros(n)
+    base_c = np.zeros(n)
+    for i in range(n):
+        bk = 0.0
+        bc = 0.0
+        for j in range(i, i + unit):
+            if closed:
+                jj = j % m
+            elif j < n:
+                jj = j
+            else:
+                break
+            if abs(kappa[jj]) > abs(bk):
+                bk = kappa[jj]
+            if crest[jj] > bc:
+                bc = crest[jj]
+        base_k[i] = bk
+        base_c[i] = bc
+    for c in range(mult.shape[0]):
+        for i in range(n):
+            bk = 0.0
+            bc = 0.0
+            for q in range(mult[c]):
+                j = i + q * unit
+                if closed:
+                    j = j % m
+                elif j >= n:
+                    break
+                if abs(base_k[j]) > abs(bk):
+                    bk = base_k[j]
+                if base_c[j] > bc:
+                    bc = base_c[j]
+            out_curv[i, c] = bk
+            out_crest[i, c] = bc
 
 
 # ---------------------------------------------------------------------------- terrains
@@ -287,6 +377,16 @@ class StageBank:
             },
         )
         self._lines = _Regions(n, {"race": ((), np.float64), "gate": ((4,), np.float64)})
+        self._secs = _Regions(n, {"start": ((), np.float64), "sid": ((), np.int64)})
+        #: per-sample tables of the road-ahead observation (only with ``road_ahead=True``)
+        self.road_ahead = bool(getattr(config, "road_ahead", False))
+        nw = len(AHEAD_WIDTHS_M)
+        self._ahead = _Regions(
+            n,
+            {"z": ((), np.float64), "curv": ((nw,), np.float64), "crest": ((nw,), np.float64)}
+            if self.road_ahead
+            else {"z": ((), np.float64)},
+        )
         self.section_ids: list[np.ndarray] = [np.zeros(1, np.int64)] * n
         self.slot_names = np.array([""] * n, dtype=object)
         self.slot_laps = np.ones(n, np.int64)
@@ -352,6 +452,26 @@ class StageBank:
     def py(self) -> np.ndarray:
         return self._pts.arrays["py"]
 
+    def road_tables(self) -> tuple[np.ndarray, ...]:
+        """``(z, curv, crest, sec_start, sec_sid)``: what the road-ahead observation reads
+        (per sample: elevation, and per window width the sharpest signed curvature and crest
+        from that sample on; per section: start and terrain surface id). Placeholders when
+        the env has no road-ahead observation."""
+        a = self._ahead.arrays
+        nw = len(AHEAD_WIDTHS_M)
+        if not self.road_ahead or not len(a["z"]):
+            z = np.zeros(1)
+            return z, np.zeros((1, nw)), np.zeros((1, nw)), self.sec_start, self.sec_sid
+        return a["z"], a["curv"], a["crest"], self.sec_start, self.sec_sid
+
+    @property
+    def sec_start(self) -> np.ndarray:
+        return self._secs.arrays["start"]
+
+    @property
+    def sec_sid(self) -> np.ndarray:
+        return self._secs.arrays["sid"]
+
     @property
     def line_race(self) -> np.ndarray:
         return self._lines.arrays["race"]
@@ -382,8 +502,17 @@ class StageBank:
                 "py": p.y_m,
             },
         )
+        if self.road_ahead:
+            z, wcurv, wcrest = ahead_tables(p)
+            self._ahead.put(i, {"z": z, "curv": wcurv, "crest": wcrest})
+        ids = np.asarray(p.section_surface, np.int64)
+        if self.sectioned:
+            ids = 1 + np.arange(len(ids), dtype=np.int64) % MAX_SECTION_IDS
+        sec_off = self._secs.put(
+            i, {"start": np.asarray(p.section_start_m, np.float64), "sid": ids}
+        )
         lines = timing_lines(st)
-        gates = np.stack([gate_segment(st, s, self.gate_extra_m) for _, s in lines])
+        gates = gate_segments(st, np.array([s for _, s in lines]), self.gate_extra_m)
         line_off = self._lines.put(
             i, {"race": np.array([r for r, _ in lines], np.float64), "gate": gates}
         )
@@ -408,6 +537,8 @@ class StageBank:
         row[SL_TIME_LIMIT] = limit
         row[SL_START_S] = st.start_s_m
         row[SL_TERRAIN] = i
+        row[SL_SEC_OFF] = sec_off
+        row[SL_N_SEC] = len(ids)
         self.n_lines_max = max(self.n_lines_max, len(lines))
         src = stage_terrain(st, self.sectioned)
         self.terrains.replace(i, src)

@@ -924,10 +924,17 @@ class StageTerrain:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         del state["_lock"]
+        g = self._geo.g
+        if np.isnan(g).all():  # nothing computed yet: travel without the ground field
+            state["_geo"] = self._geo._replace(g=np.zeros((0, 0)))
+            state["_g_shape"] = g.shape
         return state
 
     def __setstate__(self, state: dict) -> None:
+        shape = state.pop("_g_shape", None)
         self.__dict__.update(state)
+        if shape is not None:
+            self._geo = self._geo._replace(g=np.full(shape, np.nan))
         self._lock = threading.Lock()
 
     def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:

@@ -3,7 +3,8 @@
 Generating a stage (``tracks.generate``) takes a few milliseconds of Python and numba work. An
 env on ``stage="random"`` knows which stage a car will get at its next reset (the car's random
 stream decides it, and nothing else draws from that stream in between), so it can ask for that
-stage while the car is still driving. :class:`Prefetcher` sends those requests to one worker
+stage (and its terrain source, :class:`tracks.bake.StageTerrain`, without any tile baked) while
+the car is still driving. :class:`Prefetcher` sends those requests to one worker
 process (``python -m tracks.prefetch``: a second core works while the env steps) and hands the
 stage over when it is asked for; a stage that was not asked for, or is not ready, is simply
 generated in place. A stage is a pure function of its arguments, so where it was made never
@@ -30,6 +31,7 @@ import threading
 import time
 from typing import Any, BinaryIO
 
+from tracks.bake import StageTerrain
 from tracks.generator import generate
 from tracks.stage import Stage
 
@@ -42,7 +44,7 @@ WAIT_S = 0.05
 PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031
 
-Key = tuple[int, float, float]
+Key = tuple[int, float, float, bool]
 _LEN = struct.Struct("<I")
 
 
@@ -85,7 +87,7 @@ class Prefetcher:
         self._fd_out = -1
         self._buf = bytearray()
         self._pending: set[Key] = set()
-        self._ready: dict[Key, Stage] = {}
+        self._ready: dict[Key, tuple[Stage, StageTerrain]] = {}
         self._lock = threading.Lock()
         self.disabled = not enabled_by_environment()
         #: stages handed over by the worker / asked for but made in place
@@ -152,16 +154,19 @@ class Prefetcher:
             (n,) = _LEN.unpack_from(self._buf)
             if len(self._buf) < _LEN.size + n:
                 break
-            key, stage = pickle.loads(bytes(self._buf[_LEN.size : _LEN.size + n]))
+            key, made = pickle.loads(bytes(self._buf[_LEN.size : _LEN.size + n]))
             del self._buf[: _LEN.size + n]
             self._pending.discard(key)
-            if isinstance(stage, Stage):
-                self._ready[key] = stage
+            if made is not None:
+                self._ready[key] = made
 
     # ------------------------------------------------------------------------ the API
-    def request(self, seed: int, length_m: float, difficulty: float) -> None:
-        """Start making ``generate(seed, length_m, difficulty)`` unless it is on its way."""
-        key = (int(seed), float(length_m), float(difficulty))
+    def request(
+        self, seed: int, length_m: float, difficulty: float, sectioned: bool = False
+    ) -> None:
+        """Start making ``generate(seed, length_m, difficulty)`` and its terrain source
+        (:class:`tracks.bake.StageTerrain`, section-labelled or not) unless on their way."""
+        key = (int(seed), float(length_m), float(difficulty), bool(sectioned))
         with self._lock:
             if self.disabled:
                 return
@@ -180,9 +185,12 @@ class Prefetcher:
             while len(self._ready) > 2 * self.max_pending:  # nobody took these
                 self._ready.pop(next(iter(self._ready)))
 
-    def take(self, seed: int, length_m: float, difficulty: float) -> Stage | None:
-        """The stage if the worker made it (waiting up to ``WAIT_S`` for one on its way)."""
-        key = (int(seed), float(length_m), float(difficulty))
+    def take(
+        self, seed: int, length_m: float, difficulty: float, sectioned: bool = False
+    ) -> tuple[Stage, StageTerrain] | None:
+        """(stage, terrain source) if the worker made them (waiting up to ``WAIT_S`` for ones
+        on their way), else None."""
+        key = (int(seed), float(length_m), float(difficulty), bool(sectioned))
         with self._lock:
             self._drain()
             deadline = time.monotonic() + WAIT_S
@@ -191,12 +199,12 @@ class Prefetcher:
                 if left <= 0.0:
                     break
                 self._drain(left)
-            stage = self._ready.pop(key, None)
-            if stage is not None:
+            made = self._ready.pop(key, None)
+            if made is not None:
                 self.hits += 1
             elif key in self._pending:
                 self.misses += 1
-        return stage
+        return made
 
     def shutdown(self) -> None:
         with self._lock:
@@ -218,17 +226,19 @@ class Prefetcher:
 
 
 def _worker(inp: BinaryIO, out: BinaryIO) -> None:
-    """The worker's loop: read (seed, length, difficulty), answer (key, stage or None)."""
+    """The worker's loop: read (seed, length, difficulty, sectioned), answer (key, (stage,
+    source)) or (key, None) if the stage cannot be generated."""
     while True:
         try:
             key = _recv(inp)
         except EOFError:
             return
         try:
-            stage: Stage | None = generate(key[0], length_m=key[1], difficulty=key[2])
+            stage = generate(key[0], length_m=key[1], difficulty=key[2])
+            made: tuple[Stage, StageTerrain] | None = (stage, StageTerrain(stage, sectioned=key[3]))
         except Exception:
-            stage = None
-        _send(out, (key, stage))
+            made = None
+        _send(out, (key, made))
 
 
 #: The process-wide prefetcher the envs share.

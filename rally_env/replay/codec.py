@@ -48,6 +48,7 @@ ENV_KWARGS = (
     "discrete_actions",
     "version",
     "planet",
+    "road_ahead",
 )
 _NOT_A_PATH = "(stage files are embedded in replays, never read from a path)"
 

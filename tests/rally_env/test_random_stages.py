@@ -17,6 +17,7 @@ from rally_env import ConfigError, RallyEnv, RallyVectorEnv
 from rally_env import kernels as K
 from rally_env import stages as S
 from tests.rally_env.conftest import random_actions
+from tracks.bake import StageTerrain
 
 SHORT = {"length_m": 400.0}
 
@@ -163,22 +164,26 @@ def test_the_prefetch_worker_changes_no_episode():
 
 
 def test_prefetcher_hands_over_the_stage_generate_makes():
-    from tracks import generate
+    import tracks
     from tracks.prefetch import Prefetcher
 
     p = Prefetcher()
     if p.disabled:
         pytest.skip("RALLY_PREFETCH=0")
     try:
-        p.request(77, 500.0, 0.4)
-        st = None
+        p.request(77, 500.0, 0.4, True)
+        made = None
         for _ in range(400):  # the worker starts and loads its code first
-            st = p.take(77, 500.0, 0.4) if st is None else st
-            if st is not None:
+            made = p.take(77, 500.0, 0.4, True)
+            if made is not None:
                 break
-            p.request(77, 500.0, 0.4)
-        assert st is not None, "the worker answered nothing"
-        assert st.digest() == generate(77, length_m=500.0, difficulty=0.4).digest()
+            p.request(77, 500.0, 0.4, True)
+        assert made is not None, "the worker answered nothing"
+        st, src = made
+        local = tracks.generate(77, length_m=500.0, difficulty=0.4)
+        assert st.digest() == local.digest() and src.stage is st and src.sectioned
+        want = StageTerrain(local, sectioned=True).to_terrain().digest()
+        assert src.to_terrain().digest() == want
         assert p.take(1, 500.0, 0.4) is None  # never asked for
     finally:
         p.shutdown()

@@ -28,6 +28,13 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         "TensorBoard logs go to --out. Hyperparameters: agents.sb3.PPO_DEFAULTS / SAC_DEFAULTS "
         "(docs/agents.md).",
     )
+    tr.add_argument(
+        "--config",
+        default=None,
+        metavar="RECIPE.toml",
+        help="train from a recipe file holding every setting (agents/configs/general.toml); "
+        "only --out and --no-progress may go with it",
+    )
     tr.add_argument("--algo", choices=("ppo", "sac"), default="ppo")
     tr.add_argument("--stage", default="opener", help="stage name, gen-<seed> or 'random'")
     tr.add_argument("--timesteps", type=int, default=1_000_000, help="environment steps (1e6)")
@@ -157,6 +164,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.config is not None:
+        return _train_recipe(args)
     summary = train(
         args.algo,
         args.stage,
@@ -179,6 +188,41 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"trained {summary['timesteps']} steps in {summary['wall_time_s']:.0f} s -> "
         f"{summary['model']}; final evaluation: finish rate {fe.get('finish_rate', math.nan):.2f}"
         f", median stage time {fe.get('median_time_s', math.nan):.2f} s"
+    )
+    return 0
+
+
+def _train_recipe(args: argparse.Namespace) -> int:
+    from agents.recipe import RecipeError, load_recipe, run_recipe
+
+    defaults = {"algo": "ppo", "stage": "opener", "timesteps": 1_000_000, "n_envs": 8, "seed": 0}
+    clash = [k for k, v in defaults.items() if getattr(args, k) != v]
+    clash += [
+        k
+        for k in ("resume", "eval_freq", "eval_seeds", "checkpoint_freq", "threads")
+        if getattr(args, k) is not None
+    ]
+    if args.set or args.warmstart_steps is not None or vehicle_env_kwargs(args):
+        clash.append("set/warmstart-steps/vehicle options")
+    if clash:
+        print(
+            f"rally train: --config holds every setting; drop {', '.join(sorted(clash))} "
+            "(or change the recipe file)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        recipe = load_recipe(args.config)
+    except RecipeError as e:
+        print(f"rally train: {e}", file=sys.stderr)
+        return 2
+    out = args.out if args.out != "runs/ppo-opener" else None
+    summary = run_recipe(recipe, out=out, progress=not args.no_progress)
+    fe = summary.get("final_eval") or {}
+    print(
+        f"trained {summary['timesteps']} steps ({summary['env_steps_per_s']:.0f} steps/s) -> "
+        f"{summary['model']}; validation: finish rate {fe.get('finish_rate', math.nan):.2f}, "
+        f"median score {fe.get('median_score', math.nan):.3f}; curve {summary['learning_curve']}"
     )
     return 0
 

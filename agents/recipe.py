@@ -1,0 +1,520 @@
+"""Training recipes as files: ``rally train --config agents/configs/general.toml``.
+
+A recipe holds every setting of a training run, so one command reproduces it from scratch:
+
+.. code-block:: toml
+
+    [run]          # algo, timesteps, n_envs, seed, out, threads, checkpoint_freq
+    [env]          # RallyEnv arguments of the training env (stage = "random", ...)
+    [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included)
+    [warmstart]    # behaviour cloning of the heuristic driver before PPO (optional)
+    [[phase]]      # a curriculum: env overrides from ``from_step`` on (optional, in order)
+    [eval]         # held-out validation stages, how often, the learning curve
+
+Training runs in phases (one per ``[[phase]]``, or one): each builds the vector env with the
+phase's settings and continues the same model and observation statistics. A warm start
+clones the heuristic driver's actions onto the policy mean (DAgger-style data: the driver
+acts with noise, its clean action is the label), then trains the value function alone for
+``critic_steps`` steps (the cloned policy is frozen), so PPO starts from a driver that
+finishes stages and a critic that knows what that is worth.
+
+Evaluation drives the policy (deterministic) on validation stages that neither training nor
+the benchmark's test sets use (``gen-<VALIDATION_SEED_BASE + i>``) and logs the finish rate
+and the score ``reference_time / stage_time`` (0 for a run that does not finish), the
+benchmark's metric, to ``eval_log.csv`` and ``learning_curve.png``; the best model by
+(finish rate, median score) is kept as ``best_model.zip``.
+
+Unknown keys are refused with a :class:`RecipeError` that names them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Validation stages of a recipe's evaluation: ``gen-<VALIDATION_SEED_BASE + i>`` (outside
+#: the seeds ``stage="random"`` trains on and outside the benchmark's test sets).
+VALIDATION_SEED_BASE = 4_000_000_000
+
+_PPO_KEYS = {
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "learning_rate",
+    "gamma",
+    "gae_lambda",
+    "clip_range",
+    "clip_range_vf",
+    "normalize_advantage",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "target_kl",
+    "use_sde",
+    "sde_sample_freq",
+    "policy_kwargs",
+}
+_POLICY_KWARGS = {"net_arch", "log_std_init", "ortho_init", "activation_fn", "squash_output"}
+
+
+class RecipeError(ValueError):
+    """A recipe file that cannot be run: names the file, the key and the problem."""
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Behaviour cloning of the heuristic driver (see the module docstring).
+
+    Attributes:
+        steps: env steps of driver data (0 = no warm start).
+        noise: Gaussian action noise the driver drives with (its clean action is the label).
+        epochs, batch_size, lr: the regression of the policy mean onto the labels.
+        critic_steps: env steps of PPO with the policy frozen (value function only).
+    """
+
+    steps: int = 0
+    noise: float = 0.3
+    epochs: int = 10
+    batch_size: int = 256
+    lr: float = 1e-3
+    critic_steps: int = 0
+
+
+@dataclass(frozen=True)
+class Phase:
+    """From env step ``from_step`` on, train with these ``env`` overrides."""
+
+    from_step: int
+    env: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """Validation: ``stages`` stages (``gen-<VALIDATION_SEED_BASE + i>``), every ``freq``
+    steps, one episode each (deterministic policy)."""
+
+    freq: int = 500_000
+    stages: int = 20
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Every setting of a training run (see the module docstring)."""
+
+    source: str
+    algo: str = "ppo"
+    timesteps: int = 1_000_000
+    n_envs: int = 16
+    seed: int = 0
+    out: str = "runs/recipe"
+    threads: int = 1
+    checkpoint_freq: int = 1_000_000
+    env: dict[str, Any] = field(default_factory=dict)
+    ppo: dict[str, Any] = field(default_factory=dict)
+    warmstart: WarmStart = field(default_factory=WarmStart)
+    phases: tuple[Phase, ...] = ()
+    eval: EvalSpec = field(default_factory=EvalSpec)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ------------------------------------------------------------------------------- loading
+def _check_keys(src: str, section: str, got: dict[str, Any], known: set[str]) -> None:
+    bad = sorted(set(got) - known)
+    if bad:
+        where = f"{section}." if section else ""
+        raise RecipeError(
+            f"{src}: unknown key{'s' if len(bad) > 1 else ''} "
+            f"{', '.join(where + b for b in bad)} (known: {', '.join(sorted(known))})"
+        )
+
+
+def _int(src: str, key: str, v: Any, lo: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise RecipeError(f"{src}: {key} must be an integer >= {lo}, got {v!r}")
+    return v
+
+
+def _num(src: str, key: str, v: Any, lo: float = 0.0) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo:
+        raise RecipeError(f"{src}: {key} must be a finite number >= {lo}, got {v!r}")
+    return float(v)
+
+
+def _table(src: str, doc: dict[str, Any], key: str) -> dict[str, Any]:
+    v = doc.get(key, {})
+    if not isinstance(v, dict):
+        raise RecipeError(f"{src}: [{key}] must be a table")
+    return v
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Read and check a recipe file (TOML). Raises :class:`RecipeError` on any bad key/value."""
+    p = Path(path)
+    src = str(p)
+    try:
+        doc = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise RecipeError(f"{src}: cannot read it ({e.strerror or e})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise RecipeError(f"{src}: not valid TOML ({e})") from None
+    return recipe_from_dict(doc, src)
+
+
+def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
+    """A :class:`Recipe` from the parsed TOML document (every key checked)."""
+    _check_keys(src, "", doc, {"run", "env", "ppo", "warmstart", "phase", "eval"})
+    run = _table(src, doc, "run")
+    _check_keys(
+        src,
+        "run",
+        run,
+        {"algo", "timesteps", "n_envs", "seed", "out", "threads", "checkpoint_freq"},
+    )
+    algo = run.get("algo", "ppo")
+    if algo != "ppo":
+        raise RecipeError(f"{src}: run.algo must be 'ppo' (the recipes' algorithm), got {algo!r}")
+    env = _table(src, doc, "env")
+    _check_env(src, "env", env)
+    ppo = copy.deepcopy(_table(src, doc, "ppo"))
+    _check_keys(src, "ppo", ppo, _PPO_KEYS)
+    pk = ppo.get("policy_kwargs", {})
+    if not isinstance(pk, dict):
+        raise RecipeError(f"{src}: ppo.policy_kwargs must be a table")
+    _check_keys(src, "ppo.policy_kwargs", pk, _POLICY_KWARGS)
+    ws = _table(src, doc, "warmstart")
+    _check_keys(src, "warmstart", ws, {f.name for f in dataclasses.fields(WarmStart)})
+    warm = WarmStart(
+        steps=_int(src, "warmstart.steps", ws.get("steps", 0)),
+        noise=_num(src, "warmstart.noise", ws.get("noise", 0.3)),
+        epochs=_int(src, "warmstart.epochs", ws.get("epochs", 10), 1),
+        batch_size=_int(src, "warmstart.batch_size", ws.get("batch_size", 256), 1),
+        lr=_num(src, "warmstart.lr", ws.get("lr", 1e-3)),
+        critic_steps=_int(src, "warmstart.critic_steps", ws.get("critic_steps", 0)),
+    )
+    phases = []
+    raw = doc.get("phase", [])
+    if not isinstance(raw, list):
+        raise RecipeError(f"{src}: [[phase]] must be an array of tables")
+    last = -1
+    for i, ph in enumerate(raw):
+        if not isinstance(ph, dict):
+            raise RecipeError(f"{src}: phase[{i}] must be a table")
+        _check_keys(src, f"phase[{i}]", ph, {"from_step", "env"})
+        start = _int(src, f"phase[{i}].from_step", ph.get("from_step", 0))
+        if start <= last:
+            raise RecipeError(f"{src}: phase[{i}].from_step must grow, got {start} after {last}")
+        if i == 0 and start != 0:
+            raise RecipeError(f"{src}: phase[0].from_step must be 0, got {start}")
+        last = start
+        penv = ph.get("env", {})
+        if not isinstance(penv, dict):
+            raise RecipeError(f"{src}: phase[{i}].env must be a table")
+        _check_env(src, f"phase[{i}].env", {**env, **penv})
+        phases.append(Phase(start, penv))
+    ev = _table(src, doc, "eval")
+    _check_keys(src, "eval", ev, {"freq", "stages"})
+    return Recipe(
+        source=src,
+        algo=algo,
+        timesteps=_int(src, "run.timesteps", run.get("timesteps", 1_000_000), 1),
+        n_envs=_int(src, "run.n_envs", run.get("n_envs", 16), 1),
+        seed=_int(src, "run.seed", run.get("seed", 0)),
+        out=str(run.get("out", "runs/recipe")),
+        threads=_int(src, "run.threads", run.get("threads", 1), 1),
+        checkpoint_freq=_int(src, "run.checkpoint_freq", run.get("checkpoint_freq", 1_000_000)),
+        env=env,
+        ppo=ppo,
+        warmstart=warm,
+        phases=tuple(phases),
+        eval=EvalSpec(
+            freq=_int(src, "eval.freq", ev.get("freq", 500_000)),
+            stages=_int(src, "eval.stages", ev.get("stages", 20)),
+        ),
+    )
+
+
+def _check_env(src: str, where: str, env: dict[str, Any]) -> None:
+    """The env settings must build (``RallyConfig`` names any bad one)."""
+    from rally_env.config import RallyConfig
+    from rally_env.errors import ConfigError
+
+    if "render_mode" in env:
+        raise RecipeError(f"{src}: {where}.render_mode: a training env does not render")
+    try:
+        RallyConfig.build(**env)
+    except ConfigError as e:
+        raise RecipeError(f"{src}: {where}: {e}") from None
+
+
+# ------------------------------------------------------------------------------ running
+def validation_stages(n: int) -> list[str]:
+    """The recipe's validation stages (see :data:`VALIDATION_SEED_BASE`)."""
+    return [f"gen-{VALIDATION_SEED_BASE + i}" for i in range(n)]
+
+
+def phase_env(recipe: Recipe, step: int) -> dict[str, Any]:
+    """The env settings at env step ``step``."""
+    env = dict(recipe.env)
+    for ph in recipe.phases:
+        if ph.from_step <= step:
+            env.update(ph.env)
+    return env
+
+
+def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = True) -> dict:
+    """Train as the recipe says; returns the summary (also written to ``summary.json``)."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+    from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+
+    from agents import sb3
+    from agents.models import obs_norm_meta, write_meta
+
+    out = Path(out or recipe.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(recipe.threads)
+    hp = sb3.algo_defaults("ppo")
+    for k, v in recipe.ppo.items():
+        hp[k] = {**hp.get("policy_kwargs", {}), **v} if k == "policy_kwargs" else v
+    config = {"recipe": recipe.to_dict(), "hyperparams": hp, "versions": sb3._versions()}
+    sb3._write_json(out / "config.json", config)
+
+    def make_env(step: int):
+        env = phase_env(recipe, step)
+        stage = env.pop("stage", "random")
+        v = sb3.make_vec_env(recipe.n_envs, stage=stage, seed=recipe.seed + step, **env)
+        return VecMonitor(v)
+
+    venv = VecNormalize(
+        make_env(0), norm_obs=True, norm_reward=True, clip_obs=10.0, gamma=hp["gamma"]
+    )
+    tb = str(out / "tb") if sb3._has_tensorboard() else None
+    model = PPO("MlpPolicy", venv, seed=recipe.seed, device="cpu", tensorboard_log=tb, **hp)
+    timing: dict[str, float] = {}
+    ws = recipe.warmstart
+    if ws.steps > 0:
+        t0 = time.perf_counter()
+        env0 = phase_env(recipe, 0)
+        stage0 = env0.pop("stage", "random")
+        obs, tg = sb3.collect_heuristic(
+            ws.steps, stage0, recipe.n_envs, recipe.seed, noise=ws.noise, **env0
+        )
+        config["warmstart_mse"] = sb3.warm_start(
+            model,
+            venv,
+            obs,
+            tg,
+            epochs=ws.epochs,
+            batch_size=ws.batch_size,
+            lr=ws.lr,
+            seed=recipe.seed,
+        )
+        timing["warmstart_s"] = time.perf_counter() - t0
+    evaluator = ScoreEvaluator(validation_stages(recipe.eval.stages), recipe.eval.freq, out)
+    cbs: list[Any] = [evaluator]
+    if recipe.checkpoint_freq > 0:
+        cbs.append(
+            CheckpointCallback(
+                save_freq=max(1, recipe.checkpoint_freq // recipe.n_envs),
+                save_path=str(out / "checkpoints"),
+                name_prefix="ppo",
+                save_vecnormalize=True,
+            )
+        )
+    sb3._write_json(out / "config.json", config)
+    t_train = time.perf_counter()
+    if ws.steps > 0 and ws.critic_steps > 0:  # the value function learns what the clone earns
+        frozen = _freeze_actor(model, True)
+        model.learn(ws.critic_steps, callback=CallbackList(cbs), reset_num_timesteps=True)
+        _freeze_actor(model, False, frozen)
+    bounds = [ph.from_step for ph in recipe.phases] or [0]
+    bounds = [*bounds[1:], recipe.timesteps]
+    for i, end in enumerate(bounds):
+        if model.num_timesteps >= end:
+            continue
+        if i > 0:  # a new phase: a new env with the same statistics
+            old = venv
+            venv = VecNormalize(
+                make_env(model.num_timesteps),
+                norm_obs=True,
+                norm_reward=True,
+                clip_obs=10.0,
+                gamma=hp["gamma"],
+            )
+            venv.obs_rms = old.obs_rms
+            venv.ret_rms = old.ret_rms
+            old.close()
+            model.set_env(venv)
+        per = int(hp["n_steps"]) * recipe.n_envs
+        steps = max(per, (end - model.num_timesteps) // per * per)
+        model.learn(
+            steps,
+            callback=CallbackList(cbs),
+            reset_num_timesteps=False,
+            progress_bar=progress and sb3._has_progress_bar(),
+        )
+    timing["train_s"] = time.perf_counter() - t_train
+    model_path = out / "model.zip"
+    model.save(str(model_path))
+    venv.save(str(out / "vecnormalize.pkl"))
+    meta = {"algo": "ppo", "obs_norm": obs_norm_meta(venv), "config": config}
+    write_meta(model_path, meta)
+    final = evaluator.evaluate_now(model, venv, final=True)
+    evaluator.plot()
+    summary = {
+        "model": str(model_path),
+        "best_model": str(out / "best_model.zip"),
+        "timesteps": int(model.num_timesteps),
+        "final_eval": final,
+        "timing_s": timing,
+        "env_steps_per_s": model.num_timesteps / max(timing["train_s"], 1e-9),
+        "eval_log": str(out / "eval_log.csv"),
+        "learning_curve": str(out / "learning_curve.png"),
+    }
+    sb3._write_json(out / "summary.json", summary)
+    venv.close()
+    return summary
+
+
+def _freeze_actor(model: Any, freeze: bool, saved: list | None = None) -> list:
+    """Stop (or restart) the policy's own parameters from learning (the critic still does)."""
+    pol = model.policy
+    params = list(pol.mlp_extractor.policy_net.parameters()) + list(pol.action_net.parameters())
+    params.append(pol.log_std)
+    if freeze:
+        flags = [p.requires_grad for p in params]
+        for p in params:
+            p.requires_grad_(False)
+        return flags
+    for p, f in zip(params, saved or [True] * len(params), strict=True):
+        p.requires_grad_(f)
+    return []
+
+
+def score(reference_s: float, stage_time_s: float | None) -> float:
+    """``reference_time / stage_time``, 0 for a run that did not finish (1.0 = the
+    reference)."""
+    if stage_time_s is None or not math.isfinite(stage_time_s) or stage_time_s <= 0.0:
+        return 0.0
+    return float(reference_s / stage_time_s)
+
+
+def _score_summary(runs: list[Any], refs: dict[str, float]) -> dict[str, float]:
+    s = np.array([score(refs[r.stage], r.stage_time_s if r.finished else None) for r in runs])
+    fin = np.array([bool(r.finished) for r in runs])
+    return {
+        "finish_rate": float(fin.mean()) if len(fin) else math.nan,
+        "median_score": float(np.median(s)) if len(s) else math.nan,
+        "mean_score": float(np.mean(s)) if len(s) else math.nan,
+    }
+
+
+def _base_callback():
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    return BaseCallback
+
+
+class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
+    """Every ``freq`` env steps: the policy on the validation stages -> ``eval_log.csv``."""
+
+    def __init__(self, stages: list[str], freq: int, out: Path):
+        super().__init__(verbose=0)
+        self.stages = stages
+        self.freq = freq
+        self.out = Path(out)
+        self.log_path = self.out / "eval_log.csv"
+        self._next = 0
+        self._t0 = time.perf_counter()
+        self.best: tuple[float, float] = (-1.0, -1.0)
+        self._refs: dict[str, float] | None = None
+
+    def _refs_for(self) -> dict[str, float]:
+        if self._refs is None:
+            import tracks
+            from agents.reference import reference_time
+
+            self._refs = {
+                s: float(reference_time(tracks.load_stage(s)).time_s) for s in self.stages
+            }
+        return self._refs
+
+    def _on_training_start(self) -> None:
+        if not self.log_path.exists():
+            self.log_path.write_text("timesteps,wall_time_s,finish_rate,median_score,mean_score\n")
+        if self._next <= self.num_timesteps:
+            self._next = self.num_timesteps + self.freq
+
+    def _on_step(self) -> bool:
+        if self.freq > 0 and self.stages and self.num_timesteps >= self._next:
+            self._next += self.freq
+            self.evaluate_now(self.model, self.model.get_env())
+        return True
+
+    def evaluate_now(self, model: Any, vn: Any, final: bool = False) -> dict[str, Any]:
+        from agents.evaluate import evaluate
+        from agents.models import obs_norm_meta, write_meta
+        from agents.sb3 import _LivePolicy
+
+        if not self.stages:
+            return {}
+        refs = self._refs_for()
+        res = evaluate(_LivePolicy(model, vn), self.stages, [0], agent_name="training")
+        m = _score_summary(res.runs, refs)
+        wall = time.perf_counter() - self._t0
+        with self.log_path.open("a") as f:
+            f.write(
+                f"{model.num_timesteps},{wall:.1f},{m['finish_rate']:.4f},"
+                f"{m['median_score']:.4f},{m['mean_score']:.4f}\n"
+            )
+        if self.logger is not None and not final:
+            for k, v in m.items():
+                self.logger.record(f"eval/{k}", v)
+        key = (m["finish_rate"], m["median_score"])
+        if not final and key > self.best:
+            self.best = key
+            p = self.out / "best_model.zip"
+            model.save(str(p))
+            write_meta(
+                p,
+                {
+                    "algo": "ppo",
+                    "obs_norm": obs_norm_meta(vn),
+                    "timesteps": int(model.num_timesteps),
+                },
+            )
+        return {"timesteps": int(model.num_timesteps), **m}
+
+    def plot(self) -> Path | None:
+        """``learning_curve.png``: validation finish rate and median score vs env steps."""
+        from agents.plots import curve_plot
+
+        if not self.log_path.exists():
+            return None
+        rows = np.genfromtxt(self.log_path, delimiter=",", names=True)
+        rows = np.atleast_1d(rows)
+        if rows.size == 0:
+            return None
+        x = rows["timesteps"] / 1e6
+        return curve_plot(
+            [
+                ("finish rate", x, rows["finish_rate"]),
+                ("median score (ref / time)", x, rows["median_score"]),
+            ],
+            self.out / "learning_curve.png",
+            title=f"validation ({len(self.stages)} held-out generated stages)",
+            xlabel="env steps (millions)",
+            ylabel="finish rate / score",
+            hlines=[("reference", 1.0)],
+        )

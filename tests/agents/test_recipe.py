@@ -1,0 +1,159 @@
+"""Training recipes (``rally train --config``): the file format, its checks, a tiny run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.recipe import (
+    VALIDATION_SEED_BASE,
+    RecipeError,
+    load_recipe,
+    phase_env,
+    recipe_from_dict,
+    score,
+    validation_stages,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERAL = ROOT / "agents" / "configs" / "general.toml"
+
+
+def test_the_shipped_recipe_loads():
+    r = load_recipe(GENERAL)
+    assert r.algo == "ppo" and r.env["stage"] == "random" and r.timesteps > 0
+    assert r.warmstart.steps > 0
+    assert r.ppo["policy_kwargs"]["net_arch"]
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ({"run": {"timestep": 5}}, "unknown key run.timestep"),
+        ({"ppo": {"learnign_rate": 1e-4}}, "unknown key ppo.learnign_rate"),
+        ({"ppo": {"policy_kwargs": {"netarch": [8]}}}, "ppo.policy_kwargs.netarch"),
+        ({"trainer": {}}, "unknown key trainer"),
+        ({"env": {"stage": "random", "random_stage": {"length_m": 1e9}}}, "length_m"),
+        ({"env": {"render_mode": "human"}}, "does not render"),
+        ({"run": {"algo": "sac"}}, "run.algo"),
+        ({"run": {"n_envs": 0}}, "run.n_envs"),
+        ({"warmstart": {"steps": -1}}, "warmstart.steps"),
+        ({"phase": [{"from_step": 5}]}, "phase[0].from_step must be 0"),
+        ({"phase": [{"from_step": 0}, {"from_step": 0}]}, "must grow"),
+        ({"phase": [{"from_step": 0, "env": {"control_hz": 7}}]}, "control_hz"),
+    ],
+)
+def test_bad_recipes_are_refused_with_the_key_named(doc, needle):
+    with pytest.raises(RecipeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        recipe_from_dict(doc, "x.toml")
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(RecipeError, match="cannot read"):
+        load_recipe(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[run\n")
+    with pytest.raises(RecipeError, match="not valid TOML"):
+        load_recipe(bad)
+
+
+def test_phases_apply_in_order():
+    r = recipe_from_dict(
+        {
+            "env": {"stage": "random", "control_hz": 20},
+            "phase": [
+                {"from_step": 0, "env": {"random_stage": {"difficulty": [0.0, 0.3]}}},
+                {"from_step": 100, "env": {"random_stage": {"difficulty": [0.0, 1.0]}}},
+            ],
+        }
+    )
+    assert phase_env(r, 0)["random_stage"]["difficulty"] == [0.0, 0.3]
+    assert phase_env(r, 99)["random_stage"]["difficulty"] == [0.0, 0.3]
+    assert phase_env(r, 100)["random_stage"]["difficulty"] == [0.0, 1.0]
+    assert phase_env(r, 100)["control_hz"] == 20
+
+
+def test_score_and_validation_stages():
+    assert score(100.0, 125.0) == 0.8
+    assert score(100.0, None) == 0.0 and score(100.0, float("nan")) == 0.0
+    v = validation_stages(3)
+    assert v == [f"gen-{VALIDATION_SEED_BASE + i}" for i in range(3)]
+    from agents.evaluate import HELD_OUT_SEED_BASE
+
+    assert VALIDATION_SEED_BASE > HELD_OUT_SEED_BASE + 10_000  # not the benchmark's stages
+
+
+TINY = """
+[run]
+timesteps = 1024
+n_envs = 2
+seed = 3
+checkpoint_freq = 0
+[env]
+stage = "random"
+random_stage = {{ length_m = 300.0 }}
+[warmstart]
+steps = 400
+epochs = 1
+critic_steps = 512
+[ppo]
+n_steps = 256
+batch_size = 256
+n_epochs = 1
+policy_kwargs = {{ net_arch = [16, 16] }}
+[[phase]]
+from_step = 0
+[[phase]]
+from_step = 512
+env = {{ random_stage = {{ length_m = 320.0 }} }}
+[eval]
+freq = 512
+stages = {stages}
+"""
+
+
+def test_a_tiny_recipe_runs_end_to_end(tmp_path):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY.format(stages=1))
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rally_env",
+            "train",
+            "--config",
+            str(cfg),
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    for name in ("model.zip", "config.json", "summary.json", "eval_log.csv", "learning_curve.png"):
+        assert (out / name).exists(), name
+    summary = json.loads((out / "summary.json").read_text())  # strict JSON
+    assert summary["timesteps"] >= 1024
+    rows = (out / "eval_log.csv").read_text().splitlines()
+    assert rows[0].startswith("timesteps,") and len(rows) >= 3  # evaluations + the final one
+    cfg_doc = json.loads((out / "config.json").read_text())
+    assert cfg_doc["recipe"]["phases"][1]["env"]["random_stage"]["length_m"] == 320.0
+
+
+def test_train_refuses_config_with_other_settings(tmp_path):
+    res = subprocess.run(
+        [sys.executable, "-m", "rally_env", "train", "--config", str(GENERAL), "--timesteps", "5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert res.returncode == 2 and "--config holds every setting" in res.stderr

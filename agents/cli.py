@@ -126,6 +126,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     par.add_argument("--out", default=None, help="output file (default agents/par_times.json)")
     par.set_defaults(func=cmd_par)
 
+    from agents.benchmark import add_parser as add_benchmark_parser
+
+    add_benchmark_parser(sub)
+
     if "demo" in sub.choices:
         demo = sub.choices["demo"]
     else:

@@ -1,77 +1,128 @@
 """A deterministic heuristic driver that reads only the observation.
 
-Steering: pure pursuit on the lookahead points of the observation (the centerline ahead in the
-car frame), with a lookahead distance that grows with speed, yaw-rate damping, and the front
-wheels kept within a slip-angle margin of the front axle's direction of travel (steering past
-the tire's peak slip angle only ploughs). Speed: a target from the curvature ahead and the
-surface grip under the wheels (the corner speed each lookahead point allows, with the usable
-lateral grip falling with speed, reached by braking at a fraction of the friction limit less
-the grade), tracked by a PID that outputs throttle or brake, both capped by what the measured
-lateral acceleration leaves of the friction circle. No random state: the same observations give
-the same actions.
+Each control step, for every car:
+
+1. **Speed target.** Each lookahead point of the observation (the centerline 5-100 m ahead)
+   allows the corner speed its curvature and the grip permit (the usable lateral grip falls
+   with speed, ``corner_factor mu g / (1 + (v / corner_speed) ** 2)``, for the crests and
+   bumps the observation cannot show), reached by braking at a fraction of the friction
+   limit less the grade after a reaction margin. Beyond the 100 m the observation sees, a
+   *blind corner* is assumed (see below).
+2. **Commitment.** On a narrow road the driver is cautious: the blind corner is a 150 m corner
+   on sand-like grip reached with gentle braking, which caps the speed on long straights at
+   about 19 m/s. On a wide road (the road's width at the car, from the observation's edge
+   distances, from ``commit_wide_from_m`` to ``commit_wide_to_m``) there is room to run wide,
+   and the driver commits: it plans to brake harder, trusts more of the grip at speed, and
+   assumes the blind corner only as tight as the tightest corner it has seen on this stage
+   so far (its memory), so a straight that has shown no corner is driven flat out.
+3. **Steering.** Pure pursuit on the lookahead points at a distance that grows with speed,
+   with yaw-rate damping against the path's rate and the front wheels kept within a
+   slip-angle margin of the front axle's direction of travel (steering past the tire's peak
+   only ploughs); a target behind the car (a spin) gets full lock towards it.
+4. **Pedals.** A PI controller on the speed error gives throttle or brake, both capped by what
+   the measured lateral acceleration leaves of the friction circle; an oversteering car gets
+   no brake and little throttle; below a walking pace it may always drive on.
+
+The vehicle constants (friction, gravity, geometry, drive, power, brakes) come from the
+:class:`physics.VehicleParams` the driver is made for (:data:`physics.ROVER` by default);
+:class:`HeuristicParams` holds only the driver's tuning. Everything runs in one compiled
+kernel over the batch with no random state: the same observations and memory give the same
+actions, a car's actions do not depend on the other cars of the batch, and the elementary
+functions come from :mod:`physics.mathx`, so the actions are the same on every platform.
 
 Usage::
 
     drv = HeuristicDriver()
-    drv.reset(n_cars)                # per-episode state (PID integrators)
+    drv.reset(n_cars)                # per-episode memory (PI integrator, tightest corner)
     actions = drv(obs)               # obs (N, 59) or (59,) -> actions (N, 4) or (4,)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
+from numba import njit
 
-from rally_env.spaces import DEFAULT_LAYOUT
+from physics import ROVER, VehicleParams
+from physics.mathx import atan2x
+from rally_env.spaces import (
+    CURVATURE_SCALE_PER_M,
+    DEFAULT_LAYOUT,
+    EDGE_SCALE_M,
+    LATERAL_SPEED_SCALE_MPS,
+    SPEED_SCALE_MPS,
+    YAW_RATE_SCALE_RADPS,
+)
 
 _IX = DEFAULT_LAYOUT.index
-_LOOK_M = np.array([5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 80.0, 100.0])
-_LOOK_X = np.array([_IX[f"look_x_{int(d)}m"] for d in _LOOK_M])
-_LOOK_Y = np.array([_IX[f"look_y_{int(d)}m"] for d in _LOOK_M])
-_LOOK_K = np.array([_IX[f"look_curv_{int(d)}m"] for d in _LOOK_M])
-_GRIP = np.array([_IX[f"grip_{w}"] for w in ("FL", "FR", "RL", "RR")])
-_GROUNDED = np.array([_IX[f"grounded_{w}"] for w in ("FL", "FR", "RL", "RR")])
+#: Lookahead distances of the observation (m).
+LOOK_M = np.array(DEFAULT_LAYOUT.lookahead_m, np.float64)
+_NK = LOOK_M.shape[0]
+_WHEELS = ("FL", "FR", "RL", "RR")
 
 
 @dataclass(frozen=True, slots=True)
 class HeuristicParams:
-    """Tuning of the heuristic driver (the rover's constants are the driver's own knowledge).
+    """Tuning of the heuristic driver (the vehicle's own constants come from its
+    :class:`physics.VehicleParams`).
 
     Attributes:
-        mu_base, g_mps2: the tire's base mu and gravity the speed target assumes.
-        corner_factor: fraction of the lateral limit used in corners.
-        brake_factor: fraction of the friction limit used for braking in the speed target.
-        wheelbase_m, front_axle_m, steer_lock_rad: steering geometry.
-        pursuit_min_m, pursuit_max_m, pursuit_time_s: lookahead distance = clip(v t, min, max).
+        corner_factor: fraction of the lateral friction limit used in corners.
+        corner_speed_mps: the usable lateral grip falls with speed as
+            ``corner_factor mu g / (1 + (v / corner_speed_mps) ** 2)`` (m/s).
+        brake_factor: fraction of the friction limit the speed target plans to brake with.
+        entry_margin_m, entry_margin_s: each corner speed is reached this far
+            (m + s x speed) before its lookahead point.
+        far_grip_cap: the grip assumed for everything ahead is at most this multiple of the
+            base mu (the observation shows no surface ahead).
+        blind_radius_m, blind_grip, blind_brake_factor: the cautious driver's blind corner,
+            assumed just beyond the 100 m the observation sees: its radius (m), its grip
+            (multiple of the base mu) and the braking (fraction of mu g) planned to reach it.
+        blind_min_radius_m, blind_max_radius_m: the committed driver's blind corner is as
+            tight as the tightest corner seen on the stage so far, within these radii (m).
+        commit_wide_from_m, commit_wide_to_m: commitment rises from 0 to 1 as the road's width
+            at the car grows over this range (m).
+        commit_corner_speed_mps, commit_brake_factor: ``corner_speed_mps`` and the brake
+            factor of the fully committed driver, which also reaches its blind corner with
+            ``commit_brake_factor`` and with no fall of grip with speed.
+        v_max_mps: the highest speed target (m/s).
+        pursuit_min_m, pursuit_max_m, pursuit_time_s: pursuit distance
+            ``clip(v pursuit_time_s, min, max)`` (m).
         yaw_damping: steer correction per rad/s of yaw rate beyond the path's (rad).
         front_slip_rad: the front wheels stay within this angle of the front axle's direction
-            of travel (below the tire's 0.18 rad peak slip angle, plus a little).
-        kp, ki: speed PID gains (per m/s of speed error).
-        control_hz: the env's control rate (for the PID integral).
-        v_max_mps: the highest speed target.
-        mass_kg, drive_force_n, power_w, brake_force_n: the rover's drive and brakes (to turn
-            the friction circle's share into throttle and brake commands).
-        circle_margin: scales the lateral share of the circle the pedals must leave free.
-        corner_speed_mps: the usable lateral grip falls with speed as
-            ``corner_factor mu g / (1 + (v / corner_speed_mps) ** 2)``.
-        far_grip_cap: the grip assumed for corners beyond ``near_m`` is at most this (the
-            observation shows no surface ahead).
-        near_m: lookahead distance within which the grip under the wheels is trusted.
-        blind_radius_m, blind_grip, blind_brake_factor: the corner assumed just beyond the
-            100 m the observation sees, its grip, and the braking (fraction of mu g) to reach it.
-        entry_margin_m, entry_margin_s: corner speed reached this far (m + s x v) before
-            each lookahead point.
+            of travel (the tire's peak slip angle plus a little, rad).
+        kp, ki: speed PI gains (per m/s of speed error, and per m of integrated error).
+        integral_limit: bound of the integrated speed error (m).
+        control_hz: the env's control rate (for the integral, Hz).
+        circle_margin: scales the lateral share of the friction circle the pedals leave free.
+        brake_gain, brake_floor: the brake may use ``brake_gain`` times the longitudinal share
+            of the circle, and at least ``brake_floor`` of mu g (ABS keeps the tires at the
+            limit anyway).
         oversteer_rate: yaw rate beyond the path's (rad/s) at which brake and throttle ease.
+        oversteer_throttle: the throttle cap while oversteering.
+        low_speed_mps, low_speed_throttle: below this speed (m/s) the throttle may always
+            reach this (recovering from a spin or off the road).
     """
 
-    mu_base: float = 0.70
-    g_mps2: float = 3.72
     corner_factor: float = 0.9
+    corner_speed_mps: float = 28.0
     brake_factor: float = 0.35
-    wheelbase_m: float = 3.0
-    front_axle_m: float = 1.5
-    steer_lock_rad: float = 0.55
+    entry_margin_m: float = 4.0
+    entry_margin_s: float = 0.3
+    far_grip_cap: float = 1.08
+    blind_radius_m: float = 150.0
+    blind_grip: float = 0.76
+    blind_brake_factor: float = 0.35
+    blind_min_radius_m: float = 15.0
+    blind_max_radius_m: float = 2000.0
+    commit_wide_from_m: float = 11.5
+    commit_wide_to_m: float = 12.0
+    commit_corner_speed_mps: float = 60.0
+    commit_brake_factor: float = 0.6
+    v_max_mps: float = 54.0
     pursuit_min_m: float = 7.0
     pursuit_max_m: float = 30.0
     pursuit_time_s: float = 0.9
@@ -79,156 +130,403 @@ class HeuristicParams:
     front_slip_rad: float = 0.2
     kp: float = 0.5
     ki: float = 0.05
+    integral_limit: float = 10.0
     control_hz: float = 20.0
-    v_max_mps: float = 54.0
-    mass_kg: float = 3000.0
-    drive_force_n: float = 8000.0
-    power_w: float = 150_000.0
-    brake_force_n: float = 24_000.0
     circle_margin: float = 1.2
-    corner_speed_mps: float = 28.0
-    far_grip_cap: float = 1.08
-    near_m: float = 0.0
-    blind_radius_m: float = 150.0
-    blind_grip: float = 0.76
-    blind_brake_factor: float = 0.35
-    entry_margin_m: float = 4.0
-    entry_margin_s: float = 0.3
-    oversteer_rate: float = 0.08
-    brake_floor: float = 0.4
-    low_speed_mps: float = 6.0
     brake_gain: float = 2.0
+    brake_floor: float = 0.4
+    oversteer_rate: float = 0.08
+    oversteer_throttle: float = 0.3
+    low_speed_mps: float = 6.0
     low_speed_throttle: float = 0.4
 
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"HeuristicParams.{f.name} must be a finite number, got {v!r}")
+            if v < 0:
+                raise ValueError(f"HeuristicParams.{f.name} must be >= 0, got {v!r}")
+        for name in (
+            "corner_speed_mps",
+            "commit_corner_speed_mps",
+            "control_hz",
+            "blind_radius_m",
+            "blind_min_radius_m",
+            "pursuit_min_m",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"HeuristicParams.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.blind_max_radius_m < self.blind_min_radius_m:
+            raise ValueError(
+                f"HeuristicParams.blind_max_radius_m ({self.blind_max_radius_m}) must be >= "
+                f"blind_min_radius_m ({self.blind_min_radius_m})"
+            )
+        if self.commit_wide_to_m <= self.commit_wide_from_m:
+            raise ValueError(
+                f"HeuristicParams.commit_wide_to_m ({self.commit_wide_to_m}) must be > "
+                f"commit_wide_from_m ({self.commit_wide_from_m})"
+            )
+        if self.pursuit_max_m < self.pursuit_min_m:
+            raise ValueError(
+                f"HeuristicParams.pursuit_max_m ({self.pursuit_max_m}) must be >= "
+                f"pursuit_min_m ({self.pursuit_min_m})"
+            )
 
-def _corner_speed(a0: np.ndarray, kappa: np.ndarray, vc: float) -> np.ndarray:
-    """Speed v with ``v^2 kappa = a0 / (1 + (v / vc)^2)`` (closed form in v^2)."""
-    k = np.maximum(kappa, 1e-6)
+
+# packed constants: the HeuristicParams fields in order, then the vehicle's
+_P_NAMES = tuple(f.name for f in fields(HeuristicParams))
+_V_NAMES = (
+    "mu_base",
+    "g_mps2",
+    "wheelbase_m",
+    "front_axle_m",
+    "steer_lock_rad",
+    "mass_kg",
+    "drive_force_n",
+    "power_w",
+    "brake_force_n",
+)
+_C = {name: i for i, name in enumerate(_P_NAMES + _V_NAMES)}
+# observation indices handed to the kernel
+_O_SPEED, _O_VF, _O_VL, _O_YAW, _O_PITCH, _O_LEFT, _O_RIGHT = range(7)
+_O_GRIP = 7  # four wheels
+_O_LX = _O_GRIP + 4  # _NK each: look_x, look_y, look_curv
+_OBS = np.array(
+    [
+        _IX["speed"],
+        _IX["v_forward"],
+        _IX["v_left"],
+        _IX["yaw_rate"],
+        _IX["pitch"],
+        _IX["left_edge"],
+        _IX["right_edge"],
+        *(_IX[f"grip_{w}"] for w in _WHEELS),
+        *(_IX[f"look_x_{int(d)}m"] for d in LOOK_M),
+        *(_IX[f"look_y_{int(d)}m"] for d in LOOK_M),
+        *(_IX[f"look_curv_{int(d)}m"] for d in LOOK_M),
+    ],
+    np.int64,
+)
+# observation scales: speed, lateral speed, yaw rate, edge distance, curvature
+_SCALES = np.array(
+    [
+        SPEED_SCALE_MPS,
+        LATERAL_SPEED_SCALE_MPS,
+        YAW_RATE_SCALE_RADPS,
+        EDGE_SCALE_M,
+        1.0 / CURVATURE_SCALE_PER_M,
+    ],
+    np.float64,
+)
+# per-car memory columns
+S_INTEGRAL = 0  # integrated speed error (m)
+S_KMAX = 1  # tightest road curvature seen on this stage (1/m)
+N_STATE = 2
+# per-car diagnostics (``plan``)
+D_TARGET = 0  # speed target (m/s)
+D_BLIND = 1  # the blind-corner speed limit (m/s)
+D_RADIUS = 2  # radius of the committed driver's blind corner (m)
+D_COMMIT = 3  # commitment, 0..1
+D_PATH_CURV = 4  # curvature of the pursuit arc (1/m)
+N_DIAG = 5
+
+
+def _vehicle_constants(vehicle: VehicleParams) -> list[float]:
+    xs = [w.x_m for w in vehicle.wheels]
+    return [
+        vehicle.mu_base,
+        vehicle.gravity_mps2,
+        max(xs) - min(xs),
+        max(xs),
+        vehicle.steer_lock_rad,
+        vehicle.mass_kg,
+        vehicle.drive_force_n,
+        vehicle.power_w,
+        vehicle.brake_force_n,
+    ]
+
+
+@njit(cache=True, _nrt=False)
+def _corner_speed(a0: float, kappa: float, vc: float) -> float:
+    """Speed v (m/s) with ``v^2 kappa = a0 / (1 + (v / vc)^2)``."""
+    k = max(abs(kappa), 1e-6)
     q = k / (vc * vc)
-    u = (-k + np.sqrt(k * k + 4.0 * q * a0)) / (2.0 * q)
-    return np.sqrt(np.maximum(u, 0.0))
+    # the positive root u = v^2 of q u^2 + k u - a0 = 0, in its cancellation-free form
+    u = 2.0 * a0 / (k + math.sqrt(k * k + 4.0 * q * a0))
+    return math.sqrt(max(u, 0.0))
+
+
+@njit(cache=True, _nrt=False)
+def _ramp(x: float, x0: float, x1: float) -> float:
+    """0 up to ``x0``, 1 from ``x1``, linear between."""
+    if x <= x0:
+        return 0.0
+    if x >= x1:
+        return 1.0
+    return (x - x0) / (x1 - x0)
+
+
+@njit(cache=True)
+def _drive(obs, oi, sc, look, c, mem, out, diag):
+    """One control step for every car.
+
+    Args:
+        obs: (N, D) float32 observations.
+        oi: (7 + 4 + 3 K,) int64 indices of the fields read (see ``_OBS``).
+        sc: (5,) observation scales (see ``_SCALES``).
+        look: (K,) lookahead distances (m).
+        c: packed constants (HeuristicParams fields, then the vehicle's).
+        mem: (N, N_STATE) per-car memory, updated.
+        out: (N, 4) float32 actions, written.
+        diag: (N, N_DIAG) diagnostics, written.
+    """
+    n = obs.shape[0]
+    nk = look.shape[0]
+    mu_base = c[_C_MU]
+    grav = c[_C_G]
+    lock = c[_C_LOCK]
+    dt = 1.0 / c[_C_HZ]
+    for k in range(n):
+        v = obs[k, oi[_O_SPEED]] * sc[0]
+        vf = obs[k, oi[_O_VF]] * sc[0]
+        vl = obs[k, oi[_O_VL]] * sc[1]
+        yaw = obs[k, oi[_O_YAW]] * sc[2]
+        pitch = obs[k, oi[_O_PITCH]]
+        width = (obs[k, oi[_O_LEFT]] + obs[k, oi[_O_RIGHT]]) * sc[3]
+        grip = 2.0
+        for w in range(4):
+            gw = obs[k, oi[_O_GRIP + w]]
+            if gw < grip:
+                grip = gw
+        grip = max(grip, 0.3)
+        mu = mu_base * grip
+        # memory: the tightest corner seen on this stage
+        for j in range(nk):
+            ak = abs(obs[k, oi[_O_LX + 2 * nk + j]]) * sc[4]
+            if ak > mem[k, S_KMAX]:
+                mem[k, S_KMAX] = ak
+        # ---------------------------------------------------------------- speed target
+        qc = _ramp(width, c[_C_QW0], c[_C_QW1])
+        mu_far = min(mu, mu_base * c[_C_FARCAP])
+        grade = pitch * grav  # + pitch = nose down
+        a0 = c[_C_CF] * mu_far * grav
+        vcs = c[_C_CSPEED] + qc * (c[_C_QCS] - c[_C_CSPEED])
+        bf = c[_C_BF] + qc * (c[_C_QBF] - c[_C_BF])
+        b = max(bf * mu_far * grav - grade, 0.1 * mu_far * grav)
+        margin = c[_C_EM] + c[_C_ES] * v
+        tgt = c[_C_VMAX]
+        for j in range(nk):
+            vc = _corner_speed(a0, obs[k, oi[_O_LX + 2 * nk + j]] * sc[4], vcs)
+            va = math.sqrt(vc * vc + 2.0 * b * max(look[j] - margin, 0.0))
+            tgt = min(tgt, va)
+        # the blind corner just beyond the lookahead: cautious, a fixed corner on poor grip;
+        # committed, as tight as the tightest corner seen on this stage
+        reach = max(look[nk - 1] + 10.0 - margin, 0.0)
+        mu_b = min(mu_far, mu_base * c[_C_BGRIP])
+        vb = _corner_speed(c[_C_CF] * mu_b * grav, 1.0 / c[_C_BR], c[_C_CSPEED])
+        bb = max(c[_C_BBF] * mu_b * grav - grade, 0.1 * mu_b * grav)
+        v_blind = math.sqrt(vb * vb + 2.0 * bb * reach)
+        rb = 1.0 / max(mem[k, S_KMAX], 1e-9)
+        rb = min(max(rb, c[_C_BRMIN]), c[_C_BRMAX])
+        vb = _corner_speed(a0, 1.0 / rb, 1e9)
+        bb = max(c[_C_QBF] * mu_far * grav - grade, 0.1 * mu_far * grav)
+        v_blind += qc * (math.sqrt(vb * vb + 2.0 * bb * reach) - v_blind)
+        tgt = min(tgt, v_blind)
+        # -------------------------------------------------------------------- steering
+        ld = min(max(v * c[_C_PT], c[_C_PMIN]), c[_C_PMAX])
+        j1 = nk - 1
+        for j in range(1, nk):
+            if look[j] >= ld:
+                j1 = j
+                break
+        d0 = look[j1 - 1]
+        d1 = look[j1]
+        u = min(max((ld - d0) / (d1 - d0), 0.0), 1.0)
+        x0 = obs[k, oi[_O_LX + j1 - 1]] * d0
+        x1 = obs[k, oi[_O_LX + j1]] * d1
+        y0 = obs[k, oi[_O_LX + nk + j1 - 1]] * d0
+        y1 = obs[k, oi[_O_LX + nk + j1]] * d1
+        if ld <= look[0]:
+            tx = obs[k, oi[_O_LX]] * look[0]
+            ty = obs[k, oi[_O_LX + nk]] * look[0]
+        else:
+            tx = x0 + u * (x1 - x0)
+            ty = y0 + u * (y1 - y0)
+        # pure pursuit: curvature of the arc to the target point = 2 y / d^2
+        curv = 2.0 * ty / max(tx * tx + ty * ty, 1.0)
+        delta = atan2x(c[_C_WB] * curv, 1.0)
+        # damp the yaw rate beyond what the path needs (stops fishtailing on loose ground)
+        delta -= c[_C_YD] * (yaw - v * curv)
+        # keep the front wheels near the front axle's direction of travel
+        if vf > 3.0:
+            beta_f = atan2x(vl + c[_C_FA] * yaw, max(vf, 1.0))
+            delta = min(max(delta, beta_f - c[_C_FS]), beta_f + c[_C_FS])
+        # the target behind the car (spun round): full lock towards it
+        if tx < 0.0:
+            delta = lock if ty + 1e-9 >= 0.0 else -lock
+        steer = min(max(delta / lock, -1.0), 1.0)
+        # ---------------------------------------------------------------------- pedals
+        err = tgt - v
+        integ = min(max(mem[k, S_INTEGRAL] + err * dt, -c[_C_ILIM]), c[_C_ILIM])
+        mem[k, S_INTEGRAL] = integ
+        u_pi = c[_C_KP] * err + c[_C_KI] * integ
+        # the tires resolve the longitudinal force first: throttle or brake beyond what the
+        # measured lateral acceleration leaves would take the grip the corner needs
+        mu_g = mu * grav
+        mass = c[_C_MASS]
+        y = min(abs(v * yaw) / mu_g * c[_C_CM], 1.0)
+        budget = math.sqrt(max(1.0 - y * y, 0.0)) * mu_g * mass
+        budget_b = max(budget, c[_C_BFLOOR] * mu_g * mass)
+        budget = max(budget, 0.1 * mu_g * mass)
+        f_drive = min(c[_C_FD], c[_C_PW] / max(v, 0.1))
+        thr_max = min(max(budget / f_drive, 0.0), 1.0)
+        brk_max = min(max(c[_C_BG] * budget_b / c[_C_FB], 0.0), 1.0)
+        # oversteer (the car rotates faster than the path asks): release the brake, ease off
+        if abs(yaw - v * curv) > c[_C_OR] and abs(yaw) > abs(v * curv):
+            brk_max = 0.0
+            thr_max = min(thr_max, c[_C_OT])
+        if v < c[_C_LS]:
+            thr_max = max(thr_max, c[_C_LT])
+        out[k, 0] = np.float32(steer)
+        out[k, 1] = np.float32(min(min(max(u_pi, 0.0), 1.0), thr_max))
+        out[k, 2] = np.float32(min(min(max(-u_pi, 0.0), 1.0), brk_max))
+        out[k, 3] = np.float32(0.0)
+        diag[k, D_TARGET] = tgt
+        diag[k, D_BLIND] = v_blind
+        diag[k, D_RADIUS] = rb
+        diag[k, D_COMMIT] = qc
+        diag[k, D_PATH_CURV] = curv
+
+
+_C_CF = _C["corner_factor"]
+_C_CSPEED = _C["corner_speed_mps"]
+_C_BF = _C["brake_factor"]
+_C_EM = _C["entry_margin_m"]
+_C_ES = _C["entry_margin_s"]
+_C_FARCAP = _C["far_grip_cap"]
+_C_BR = _C["blind_radius_m"]
+_C_BGRIP = _C["blind_grip"]
+_C_BBF = _C["blind_brake_factor"]
+_C_BRMIN = _C["blind_min_radius_m"]
+_C_BRMAX = _C["blind_max_radius_m"]
+_C_QW0 = _C["commit_wide_from_m"]
+_C_QW1 = _C["commit_wide_to_m"]
+_C_QCS = _C["commit_corner_speed_mps"]
+_C_QBF = _C["commit_brake_factor"]
+_C_VMAX = _C["v_max_mps"]
+_C_PMIN = _C["pursuit_min_m"]
+_C_PMAX = _C["pursuit_max_m"]
+_C_PT = _C["pursuit_time_s"]
+_C_YD = _C["yaw_damping"]
+_C_FS = _C["front_slip_rad"]
+_C_KP = _C["kp"]
+_C_KI = _C["ki"]
+_C_ILIM = _C["integral_limit"]
+_C_HZ = _C["control_hz"]
+_C_CM = _C["circle_margin"]
+_C_BG = _C["brake_gain"]
+_C_BFLOOR = _C["brake_floor"]
+_C_OR = _C["oversteer_rate"]
+_C_OT = _C["oversteer_throttle"]
+_C_LS = _C["low_speed_mps"]
+_C_LT = _C["low_speed_throttle"]
+_C_MU = _C["mu_base"]
+_C_G = _C["g_mps2"]
+_C_WB = _C["wheelbase_m"]
+_C_FA = _C["front_axle_m"]
+_C_LOCK = _C["steer_lock_rad"]
+_C_MASS = _C["mass_kg"]
+_C_FD = _C["drive_force_n"]
+_C_PW = _C["power_w"]
+_C_FB = _C["brake_force_n"]
 
 
 class HeuristicDriver:
-    """Pure pursuit + curvature speed target + PID (deterministic, batched)."""
+    """Curvature speed target with a blind-corner assumption, pure pursuit and PI pedals
+    (deterministic, batched).
+
+    Args:
+        params: the driver's tuning (default :class:`HeuristicParams`).
+        vehicle: the vehicle it drives (default :data:`physics.ROVER`, RallyDirect-v0's); its
+            friction, gravity, wheelbase, front axle, steering lock, mass, drive force, power
+            and brake force go into the speed target, the steering and the pedal limits.
+    """
 
     name = "heuristic"
 
-    def __init__(self, params: HeuristicParams | None = None):
+    def __init__(self, params: HeuristicParams | None = None, vehicle: VehicleParams | None = None):
         self.params = params or HeuristicParams()
-        self._integral = np.zeros(1)
+        self.vehicle = vehicle or ROVER
+        self._c = np.array(
+            [float(getattr(self.params, f)) for f in _P_NAMES] + _vehicle_constants(self.vehicle),
+            np.float64,
+        )
+        self._mem = self._fresh(1)
+        self._diag = np.zeros((1, N_DIAG))
+
+    def _fresh(self, n: int) -> np.ndarray:
+        m = np.zeros((n, N_STATE))
+        m[:, S_KMAX] = 1.0 / self.params.blind_max_radius_m
+        return m
 
     def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:
-        """Clear the PID state of all cars (or the cars in ``mask``)."""
-        if mask is None or self._integral.shape[0] != n:
-            self._integral = np.zeros(n)
+        """Start new episodes: clear the memory of all ``n`` cars, or only of the cars where
+        the bool array ``mask`` (n,) is set."""
+        if mask is None or self._mem.shape[0] != n:
+            self._mem = self._fresh(n)
         else:
-            self._integral[mask] = 0.0
+            self._mem[np.asarray(mask, bool)] = self._fresh(1)[0]
 
-    def _mu(self, obs: np.ndarray) -> np.ndarray:
-        """(N,) friction coefficient: the lowest grip under the four wheels."""
-        return self.params.mu_base * np.clip(obs[:, _GRIP].min(axis=1), 0.3, 2.0)
-
-    def target_speed(self, obs: np.ndarray) -> np.ndarray:
-        """(N,) speed target from the curvature ahead and the grip under the wheels (m/s)."""
-        p = self.params
-        mu = self._mu(obs)
-        mu_far = np.minimum(mu, p.mu_base * p.far_grip_cap)
-        mu_k = np.where(_LOOK_M[None, :] <= p.near_m, mu[:, None], mu_far[:, None])
-        kappa = np.abs(obs[:, _LOOK_K]) / 10.0  # (N, K), 1/m
-        v_corner = _corner_speed(p.corner_factor * mu_k * p.g_mps2, kappa, p.corner_speed_mps)
-        # braking: a fraction of the friction limit, less the grade (+ pitch = nose down)
-        grade = obs[:, _IX["pitch"]] * p.g_mps2
-        b = np.maximum(p.brake_factor * mu_far * p.g_mps2 - grade, 0.1 * mu_far * p.g_mps2)
-        v = obs[:, _IX["speed"]] * 50.0
-        margin = p.entry_margin_m + p.entry_margin_s * v
-        d = np.maximum(_LOOK_M[None, :] - margin[:, None], 0.0)
-        v_allow = np.sqrt(v_corner**2 + 2.0 * b[:, None] * d)
-        # the observation sees 100 m ahead: assume a corner of blind_radius_m just beyond it
-        mu_b = np.minimum(mu_far, p.mu_base * p.blind_grip)
-        vb = _corner_speed(
-            p.corner_factor * mu_b * p.g_mps2,
-            np.full_like(mu_b, 1.0 / p.blind_radius_m),
-            p.corner_speed_mps,
-        )
-        bb = np.maximum(p.blind_brake_factor * mu_b * p.g_mps2 - grade, 0.1 * mu_b * p.g_mps2)
-        v_blind = np.sqrt(vb**2 + 2.0 * bb * np.maximum(_LOOK_M[-1] + 10.0 - margin, 0.0))
-        tgt = np.minimum(np.minimum(v_allow.min(axis=1), v_blind), p.v_max_mps)
-        return tgt
-
-    def steer(self, obs: np.ndarray) -> np.ndarray:
-        """(N,) steer command in [-1, 1] from pure pursuit on the lookahead."""
-        p = self.params
-        v = obs[:, _IX["speed"]] * 50.0
-        ld = np.clip(v * p.pursuit_time_s, p.pursuit_min_m, p.pursuit_max_m)
-        xs = obs[:, _LOOK_X] * _LOOK_M[None, :]
-        ys = obs[:, _LOOK_Y] * _LOOK_M[None, :]
-        n = obs.shape[0]
-        tx = np.empty(n)
-        ty = np.empty(n)
-        for i in range(n):
-            tx[i] = np.interp(ld[i], _LOOK_M, xs[i])
-            ty[i] = np.interp(ld[i], _LOOK_M, ys[i])
-        dist2 = tx * tx + ty * ty
-        # pure pursuit: curvature of the arc to the target point = 2 y / d^2
-        curv = 2.0 * ty / np.maximum(dist2, 1.0)
-        delta = np.arctan(p.wheelbase_m * curv)
-        self._last_curv = curv
-        yaw_rate = obs[:, _IX["yaw_rate"]] * 2.0
-        # damp the yaw rate beyond what the path needs (stops fishtailing on loose ground)
-        want_rate = v * curv
-        delta = delta - p.yaw_damping * (yaw_rate - want_rate)
-        # keep the front wheels near the front axle's direction of travel: past the tire's
-        # peak slip angle more lock only ploughs
-        vf = obs[:, _IX["v_forward"]] * 50.0
-        vl = obs[:, _IX["v_left"]] * 20.0
-        beta_f = np.arctan2(vl + p.front_axle_m * yaw_rate, np.maximum(vf, 1.0))
-        lo = beta_f - p.front_slip_rad
-        hi = beta_f + p.front_slip_rad
-        delta = np.where(vf > 3.0, np.clip(delta, lo, hi), delta)
-        # the target behind the car (spun round): full lock towards it
-        delta = np.where(tx < 0.0, np.sign(ty + 1e-9) * p.steer_lock_rad, delta)
-        return np.clip(delta / p.steer_lock_rad, -1.0, 1.0)
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        single = obs.ndim == 1
-        o = np.atleast_2d(np.asarray(obs, dtype=np.float64))
+    def _run(self, obs: Any, mem: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, bool]:
+        o = np.asarray(obs)
+        single = o.ndim == 1
+        o = np.atleast_2d(o)
+        if o.ndim != 2 or o.shape[1] != DEFAULT_LAYOUT.size:
+            raise ValueError(
+                "the heuristic driver reads RallyDirect-v0's "
+                f"{DEFAULT_LAYOUT.size}-value observation, "
+                f"got an array of shape {np.shape(obs)}"
+            )
+        o = np.ascontiguousarray(o, dtype=np.float32)
         n = o.shape[0]
-        if self._integral.shape[0] != n:
-            self.reset(n)
-        p = self.params
-        dt = 1.0 / p.control_hz
-        v = o[:, _IX["speed"]] * 50.0
-        err = self.target_speed(o) - v
-        self._integral = np.clip(self._integral + err * dt, -10.0, 10.0)
-        u = p.kp * err + p.ki * self._integral
-        act = np.zeros((n, 4), dtype=np.float32)
-        steer = self.steer(o)
-        # friction circle: the tires resolve the longitudinal force first, so throttle or brake
-        # beyond what the lateral force leaves would take the grip the corner needs
-        mu_g = self._mu(o) * p.g_mps2
-        yaw_rate = o[:, _IX["yaw_rate"]] * 2.0
-        a_meas = np.abs(v * yaw_rate)
-        y = np.minimum(a_meas / mu_g * p.circle_margin, 1.0)
-        budget = np.sqrt(np.maximum(1.0 - y**2, 0.0)) * mu_g * p.mass_kg
-        budget_b = np.maximum(budget, p.brake_floor * mu_g * p.mass_kg)
-        budget = np.maximum(budget, 0.1 * mu_g * p.mass_kg)
-        f_drive = np.minimum(p.drive_force_n, p.power_w / np.maximum(v, 0.1))
-        thr_max = np.clip(budget / f_drive, 0.0, 1.0)
-        brk_max = np.clip(p.brake_gain * budget_b / p.brake_force_n, 0.0, 1.0)
-        # oversteer (the car rotates faster than the path asks): release the brake, ease off
-        curv = self._last_curv
-        excess = np.abs(yaw_rate - v * curv)
-        over = (excess > p.oversteer_rate) & (np.abs(yaw_rate) > np.abs(v * curv))
-        brk_max = np.where(over, 0.0, brk_max)
-        thr_max = np.where(over, np.minimum(thr_max, 0.3), thr_max)
-        # at low speed (recovering from a spin or off the road) drive on regardless
-        slow = v < p.low_speed_mps
-        thr_max = np.where(slow, np.maximum(thr_max, p.low_speed_throttle), thr_max)
-        act[:, 0] = steer
-        act[:, 1] = np.minimum(np.clip(u, 0.0, 1.0), thr_max)
-        act[:, 2] = np.minimum(np.clip(-u, 0.0, 1.0), brk_max)
-        return act[0] if single else act
+        if mem is None:
+            if self._mem.shape[0] != n:
+                self.reset(n)
+            mem = self._mem
+        if self._diag.shape[0] != n:
+            self._diag = np.zeros((n, N_DIAG))
+        out = np.zeros((n, 4), np.float32)
+        _drive(o, _OBS, _SCALES, LOOK_M, self._c, mem, out, self._diag)
+        return out, self._diag, single
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        """Actions (N, 4) float32 ``[steer, throttle, brake, handbrake]`` for observations
+        (N, 59); a single (59,) observation gives (4,)."""
+        out, _, single = self._run(obs, None)
+        return out[0] if single else out
+
+    def plan(self, obs: Any) -> dict[str, np.ndarray]:
+        """What the driver makes of observations (N, 59), its memory unchanged: per car
+        (N,) the actions (N, 4), the speed target and the blind-corner limit (m/s), the
+        committed driver's blind-corner radius (m), the commitment (0..1) and the pursuit
+        arc's curvature (1/m)."""
+        o = np.atleast_2d(np.asarray(obs))
+        n = o.shape[0]
+        mem = self._mem.copy() if self._mem.shape[0] == n else self._fresh(n)
+        out, d, _ = self._run(o, mem)
+        return {
+            "actions": out,
+            "target_speed_mps": d[:, D_TARGET].copy(),
+            "blind_speed_mps": d[:, D_BLIND].copy(),
+            "blind_radius_m": d[:, D_RADIUS].copy(),
+            "commitment": d[:, D_COMMIT].copy(),
+            "path_curvature_per_m": d[:, D_PATH_CURV].copy(),
+        }
+
+    def target_speed(self, obs: Any) -> np.ndarray:
+        """(N,) speed target (m/s) for observations (N, 59), memory unchanged."""
+        return self.plan(obs)["target_speed_mps"]
 
 
 def heuristic_policy(env: object = None, params: HeuristicParams | None = None) -> HeuristicDriver:

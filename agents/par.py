@@ -1,16 +1,21 @@
 """Par times: the heuristic driver's stage time on each library stage.
 
 ``python -m agents.par`` (or ``rally par``) writes :data:`agents.evaluate.PAR_TIMES_PATH`
-(``agents/par_times.json``). The stage files' own ``par_time_s`` field belongs to ``tracks``;
-copy these values there when the library is next regenerated.
+(``agents/par_times.json``) and the ``par_time_s`` line of each library stage file
+(``tracks/stages/<name>.toml``; the par time is metadata, so the stage's digest, its replays and
+its leaderboard entries are unchanged).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
+
+_PAR_LINE = re.compile(r"^(#\s*)?par_time_s\s*=.*$", re.MULTILINE)
+PAR_COMMENT = "  # the heuristic driver's time (rally par)"
 
 
 def compute_par_times(stages: Any = "library") -> dict[str, float]:
@@ -26,7 +31,44 @@ def compute_par_times(stages: Any = "library") -> dict[str, float]:
     return out
 
 
-def write_par_times(stages: Any = "library", path: str | Path | None = None):
+def write_stage_file_par(name: str, par_time_s: float, stage_dir: str | Path | None = None) -> Path:
+    """Set the ``par_time_s`` line of library stage file ``<stage_dir>/<name>.toml``.
+
+    Only that line changes; the file must read back as the same stage (same digest) with the
+    new par time, else nothing is written and ``ValueError`` is raised.
+    """
+    import tracks
+    from tracks.io import load_stage
+
+    d = Path(stage_dir) if stage_dir is not None else Path(tracks.__file__).parent / "stages"
+    path = d / f"{name}.toml"
+    text = path.read_text(encoding="utf-8")
+    if not _PAR_LINE.search(text):
+        raise ValueError(f"{path}: no par_time_s line to rewrite")
+    new = _PAR_LINE.sub(f"par_time_s = {par_time_s:.2f}{PAR_COMMENT}", text, count=1)
+    before = load_stage(str(path))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(new, encoding="utf-8")
+    try:
+        after = load_stage(str(tmp))
+        if after.digest() != before.digest() or after.par_time_s != round(par_time_s, 2):
+            raise ValueError(f"{path}: rewriting par_time_s would change the stage")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_par_times(
+    stages: Any = "library", path: str | Path | None = None, stage_files: bool | None = None
+) -> tuple[Path, dict[str, float]]:
+    """Compute the par times, write the JSON (and, for library stages, the stage files;
+    ``stage_files=None``: only when writing the package's own JSON, ``path=None``).
+
+    Returns:
+        (the JSON path, ``{stage: par time (s)}``).
+    """
+    import tracks
     from agents.evaluate import PAR_TIMES_PATH
     from agents.heuristic import HeuristicParams
     from agents.reference import reference_time
@@ -43,6 +85,13 @@ def write_par_times(stages: Any = "library", path: str | Path | None = None):
         "reference_time_s": {k: round(reference_time(k).time_s, 2) for k in times},
     }
     p.write_text(json.dumps(doc, indent=2) + "\n")
+    if stage_files is None:
+        stage_files = path is None
+    if stage_files:
+        library = set(tracks.list_stages())
+        for name, t in times.items():
+            if name in library:
+                write_stage_file_par(name, t)
     return p, times
 
 

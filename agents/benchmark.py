@@ -1,0 +1,700 @@
+"""The generalization benchmark: fixed held-out test sets, one score, ``rally benchmark``.
+
+Protocol (fixed once, like Procgen's train/test split; docs/benchmark.md):
+
+* **Train distribution**: ``stage="random"``: generator seeds below ``2**31`` (the env draws them
+  from ``[0, 2**31 - 1)``), any difficulty range a recipe chooses, domain randomization allowed.
+* **Test sets** (never trained on; seeds at or above ``2**31``, disjoint between sets), stages
+  made with ``tracks.generate(seed, length_m=..., difficulty=...)``:
+
+  - ``library``: the 8 library stages;
+  - ``default``: 100 generated stages at the default settings (2 km, difficulty 0.5), seeds
+    ``2**31 + i`` (i = 0..99; the same stages as ``rally eval --stages random:100``);
+  - ``hard``: 50 at difficulty 0.8 (2 km), seeds ``2**31 + 10000 + i``;
+  - ``long``: 20 at 5 km (difficulty 0.5), seeds ``2**31 + 20000 + i``.
+
+* **One episode per stage**, ``reset(seed=0)``, RallyDirect-v0 with its default settings.
+* **Score** of a run: ``reference_time / stage_time`` when it finishes, ``0`` when it does not
+  (:func:`score`), so 1.0 is the point-mass reference (:mod:`agents.reference`) and higher is
+  faster.
+* **Metrics per set** (:func:`set_metrics`): finish rate; median and mean score; median gap to
+  the reference in % over the finished runs; median gap to the heuristic driver in % over the
+  stages both finished; mean off-road time per run.
+
+The heuristic driver's times (and the reference times) on the test stages are the benchmark of
+``heuristic`` run by this same harness, shipped in :data:`BASELINE_PATH` (written by
+``rally benchmark --agent heuristic --write-baseline``); a stage the file does not cover (or a
+file made with other heuristic settings) is computed on the fly.
+
+Runs: the stages of a set are driven in chunks of ``chunk`` cars, one ``RallyEnv`` per stage
+stepped in lockstep, the policy called once per step on the whole chunk's observations (so a
+policy that batches is fast, and the results of a deterministic per-row policy are those of
+``rally eval``). Everything is deterministic for a deterministic agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.evaluate import HELD_OUT_SEED_BASE, RunResult, _clean
+
+#: Version of the JSON ``rally benchmark --json`` writes.
+SCHEMA_VERSION = 1
+#: The shipped heuristic baseline (reference and heuristic times per test stage).
+BASELINE_PATH = Path(__file__).parent / "benchmark_baseline.json"
+BASELINE_SCHEMA = "rally-benchmark-baseline"
+#: Training draws generator seeds below this; every test seed is at or above it.
+TRAIN_SEED_LIMIT = 2**31
+#: Cars (stages) driven together by default.
+DEFAULT_CHUNK = 25
+
+
+@dataclass(frozen=True)
+class BenchmarkSet:
+    """One test set.
+
+    Attributes:
+        name: the set's name.
+        description: one line.
+        seeds: generator seeds of its stages (empty for the library set).
+        length_m, difficulty: ``tracks.generate`` arguments of its stages.
+        library: the set is the built-in stage library instead.
+    """
+
+    name: str
+    description: str
+    seeds: tuple[int, ...] = ()
+    length_m: float = 2000.0
+    difficulty: float = 0.5
+    library: bool = False
+
+    def stage_specs(self) -> list[dict[str, Any]]:
+        """Per stage: ``{"stage": name, "seed", "length_m", "difficulty"}`` (library stages:
+        name only, the rest ``None``)."""
+        import tracks
+
+        if self.library:
+            return [
+                {"stage": n, "seed": None, "length_m": None, "difficulty": None}
+                for n in tracks.list_stages()
+            ]
+        return [
+            {
+                "stage": _gen_name(s, self.length_m, self.difficulty),
+                "seed": int(s),
+                "length_m": self.length_m,
+                "difficulty": self.difficulty,
+            }
+            for s in self.seeds
+        ]
+
+    def build(self, spec: dict[str, Any]) -> Any:
+        """The :class:`tracks.Stage` of one of :meth:`stage_specs`."""
+        import tracks
+
+        if spec["seed"] is None:
+            return tracks.load_stage(spec["stage"])
+        return tracks.generate(
+            spec["seed"], length_m=spec["length_m"], difficulty=spec["difficulty"]
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["seeds"] = list(self.seeds)
+        d["n_stages"] = len(self.stage_specs())
+        return d
+
+
+def _gen_name(seed: int, length_m: float, difficulty: float) -> str:
+    # the name tracks.generate gives (arguments appended when not the defaults)
+    name = f"gen-{int(seed)}"
+    if (float(length_m), float(difficulty)) != (2000.0, 0.5):
+        name += f"-{float(length_m):.0f}m-d{float(difficulty):.2f}"
+    return name
+
+
+SETS: dict[str, BenchmarkSet] = {
+    "library": BenchmarkSet("library", "the 8 library stages", library=True),
+    "default": BenchmarkSet(
+        "default",
+        "100 generated stages at the default settings (2 km, difficulty 0.5)",
+        tuple(HELD_OUT_SEED_BASE + i for i in range(100)),
+    ),
+    "hard": BenchmarkSet(
+        "hard",
+        "50 generated stages at difficulty 0.8 (2 km)",
+        tuple(HELD_OUT_SEED_BASE + 10_000 + i for i in range(50)),
+        difficulty=0.8,
+    ),
+    "long": BenchmarkSet(
+        "long",
+        "20 generated stages of 5 km (difficulty 0.5)",
+        tuple(HELD_OUT_SEED_BASE + 20_000 + i for i in range(20)),
+        length_m=5000.0,
+    ),
+}
+
+
+def score(reference_time_s: float, stage_time_s: float, finished: bool) -> float:
+    """The benchmark's score of one run: ``reference_time / stage_time``, 0 for a DNF.
+
+    Raises:
+        ValueError: a reference time that is not a positive finite number, or a finished run
+            whose stage time is not.
+    """
+    ref = float(reference_time_s)
+    if not (math.isfinite(ref) and ref > 0.0):
+        raise ValueError(
+            f"reference_time_s must be a positive finite time, got {reference_time_s!r}"
+        )
+    if not finished:
+        return 0.0
+    t = float(stage_time_s)
+    if not (math.isfinite(t) and t > 0.0):
+        raise ValueError(
+            f"a finished run needs a positive finite stage_time_s, got {stage_time_s!r}"
+        )
+    return ref / t
+
+
+def resolve_sets(spec: str | Iterable[str | BenchmarkSet] | None) -> list[BenchmarkSet]:
+    """``"library,default"``, a list of names or :class:`BenchmarkSet`, or None (all sets)."""
+    if spec is None:
+        return list(SETS.values())
+    items = [p.strip() for p in spec.split(",") if p.strip()] if isinstance(spec, str) else spec
+    out = []
+    for it in items:
+        if isinstance(it, BenchmarkSet):
+            out.append(it)
+        elif it in SETS:
+            out.append(SETS[it])
+        else:
+            raise ValueError(f"unknown benchmark set {it!r}; known: {', '.join(SETS)}")
+    if not out:
+        raise ValueError(f"no benchmark sets in {spec!r}")
+    return out
+
+
+# ----------------------------------------------------------------------------------- running
+def run_stages(
+    policy: Any,
+    stages: Sequence[Any],
+    *,
+    chunk: int = DEFAULT_CHUNK,
+    env_kwargs: dict[str, Any] | None = None,
+    on_done: Callable[[RunResult], None] | None = None,
+) -> tuple[list[RunResult], float]:
+    """One episode (``reset(seed=0)``) of ``policy`` on each stage, ``chunk`` stages at a time.
+
+    Args:
+        policy: a batched policy ``policy(obs (N, D)) -> actions (N, 4)``; its ``reset(n)``
+            (if any) is called at the start of every chunk.
+        stages: stages (anything ``RallyEnv(stage=...)`` takes).
+        chunk: cars driven together.
+        env_kwargs: more ``RallyEnv`` arguments.
+        on_done: called with each run as it ends.
+
+    Returns:
+        (runs in the order of ``stages``, seconds spent building the envs).
+    """
+    from rally_env.env import RallyEnv
+    from rally_env.info import end_reason
+
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    runs: list[RunResult] = []
+    build_s = 0.0
+    for c0 in range(0, len(stages), chunk):
+        part = stages[c0 : c0 + chunk]
+        t0 = time.perf_counter()
+        envs = [RallyEnv(stage=st, **(env_kwargs or {})) for st in part]
+        obs = np.stack([e.reset(seed=0)[0] for e in envs])
+        build_s += time.perf_counter() - t0
+        n = len(envs)
+        dt = 1.0 / envs[0].config.control_hz
+        if hasattr(policy, "reset"):
+            try:
+                policy.reset(n)
+            except TypeError:
+                policy.reset()
+        active = np.ones(n, bool)
+        steps = np.zeros(n, np.int64)
+        off = np.zeros(n, np.int64)
+        speed = np.zeros(n)
+        done: list[RunResult | None] = [None] * n
+        while active.any():
+            act = np.asarray(policy(obs))
+            if act.ndim == 1:
+                act = act[None, :]
+            if act.shape[0] != n:
+                raise ValueError(
+                    f"the policy returned {act.shape[0]} actions for a batch of {n} observations"
+                )
+            for k in np.flatnonzero(active):
+                o, _, term, trunc, info = envs[k].step(act[k])
+                obs[k] = o
+                steps[k] += 1
+                off[k] += bool(info["off_road"])
+                speed[k] += info["speed_mps"]
+                if term or trunc:
+                    active[k] = False
+                    fin = bool(info["finished"])
+                    done[k] = RunResult(
+                        stage=envs[k].unwrapped.core.stage_name(0),
+                        seed=0,
+                        finished=fin,
+                        end_reason=str(end_reason(info)),
+                        stage_time_s=float(info["finish_time_s"]) if fin else math.nan,
+                        episode_time_s=float(info["stage_time_s"]),
+                        progress_m=float(info["progress_m"]),
+                        off_road_s=float(off[k]) * dt,
+                        mean_speed_mps=float(speed[k] / steps[k]),
+                        steps=int(steps[k]),
+                    )
+                    if on_done is not None:
+                        on_done(done[k])
+        for e in envs:
+            e.close()
+        runs.extend(r for r in done if r is not None)
+    return runs, build_s
+
+
+# ------------------------------------------------------------------------------- baseline
+def heuristic_fingerprint() -> dict[str, Any]:
+    """The heuristic settings a baseline was made with (compared when it is loaded)."""
+    from agents.heuristic import HeuristicParams
+
+    p = HeuristicParams()
+    return {k: getattr(p, k) for k in HeuristicParams.__dataclass_fields__}
+
+
+def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """``{stage digest: {"stage", "reference_time_s", "heuristic_time_s"}}`` from a baseline
+    file (empty when it is missing; heuristic times dropped when made with other heuristic
+    settings)."""
+    p = Path(path) if path is not None else BASELINE_PATH
+    if not p.exists():
+        return {}
+    doc = json.loads(p.read_text())
+    if doc.get("schema") != BASELINE_SCHEMA or doc.get("version") != SCHEMA_VERSION:
+        raise ValueError(f"{p}: not a rally benchmark baseline (schema {doc.get('schema')!r})")
+    stages = {k: dict(v) for k, v in doc.get("stages", {}).items()}
+    if doc.get("heuristic_params") != heuristic_fingerprint():
+        print(
+            f"rally benchmark: {p} was made with other heuristic settings; the heuristic's "
+            "times are computed again (rerun `rally benchmark --agent heuristic "
+            "--write-baseline` to refresh it)",
+            file=sys.stderr,
+        )
+        for v in stages.values():
+            v.pop("heuristic_time_s", None)
+    return stages
+
+
+def write_baseline(result: BenchmarkResult, path: str | Path | None = None) -> Path:
+    """Write a heuristic benchmark's reference and stage times as the baseline file."""
+    if result.agent != "heuristic" or result.partial:
+        raise ValueError("the baseline is the full benchmark of the heuristic driver")
+    stages = {
+        r.digest: {
+            "stage": r.stage,
+            "reference_time_s": r.reference_time_s,
+            "heuristic_time_s": r.stage_time_s if r.finished else None,
+        }
+        for r in result.rows
+    }
+    doc = {
+        "schema": BASELINE_SCHEMA,
+        "version": SCHEMA_VERSION,
+        "about": "the benchmark of the heuristic driver on every test stage, keyed by stage "
+        "digest: reference times (agents.reference, racing line) and the heuristic's stage "
+        "times (null: did not finish); written by `rally benchmark --agent heuristic "
+        "--write-baseline`",
+        "heuristic_params": heuristic_fingerprint(),
+        "stages": dict(sorted(stages.items(), key=lambda kv: kv[1]["stage"])),
+    }
+    return _write_text(path if path is not None else BASELINE_PATH, _dumps(doc))
+
+
+# -------------------------------------------------------------------------------- results
+@dataclass
+class StageRow:
+    """One test stage's run (times in s, gaps in %; NaN = undefined, null in JSON)."""
+
+    set: str
+    stage: str
+    digest: str
+    seed: int | None
+    length_m: float | None
+    difficulty: float | None
+    finished: bool
+    end_reason: str
+    stage_time_s: float
+    reference_time_s: float
+    heuristic_time_s: float
+    score: float
+    gap_reference_pct: float
+    gap_heuristic_pct: float
+    off_road_s: float
+    progress_m: float
+    steps: int
+
+
+@dataclass
+class BenchmarkResult:
+    """What :func:`run_benchmark` returns (``.sets`` metrics, ``.rows`` per stage)."""
+
+    agent: str
+    sets: dict[str, dict[str, Any]]
+    rows: list[StageRow]
+    definitions: list[BenchmarkSet]
+    partial: bool = False
+    timing: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document (schema version :data:`SCHEMA_VERSION`; NaN is ``None``)."""
+        return {
+            "schema": "rally-benchmark",
+            "version": SCHEMA_VERSION,
+            "agent": self.agent,
+            "partial": self.partial,
+            "protocol": {
+                "env": "RallyDirect-v0 (default settings), one episode per stage, reset(seed=0)",
+                "score": "reference_time_s / stage_time_s, 0 if not finished",
+                "train_seed_limit": TRAIN_SEED_LIMIT,
+                "sets": [s.to_dict() for s in self.definitions],
+            },
+            "sets": {k: _clean(v) for k, v in self.sets.items()},
+            "stages": [_clean(asdict(r)) for r in self.rows],
+            "timing": _clean(dict(self.timing)),
+        }
+
+    def write_json(self, path: str | Path) -> Path:
+        return _write_text(path, _dumps(self.to_dict()))
+
+    def markdown(self) -> str:
+        """The per-set table as Markdown."""
+        head = (
+            "| agent | set | stages | finished | median score | mean score | median gap to "
+            "reference | median gap to heuristic | mean off-road s |\n"
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        )
+        lines = []
+        for name, m in self.sets.items():
+            lines.append(
+                f"| `{self.agent}` | {name} | {m['stages']} | {m['finished']} "
+                f"({100.0 * m['finish_rate']:.0f} %) | {_f(m['score_median'], 3)} | "
+                f"{_f(m['score_mean'], 3)} | {_pct(m['gap_reference_median_pct'])} | "
+                f"{_pct(m['gap_heuristic_median_pct'])} | {_f(m['off_road_mean_s'], 2)} |"
+            )
+        return head + "\n".join(lines) + "\n"
+
+    def write_markdown(self, path: str | Path) -> Path:
+        return _write_text(path, self.markdown())
+
+
+def _f(v: float, nd: int) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:.{nd}f}"
+
+
+def _pct(v: float) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:+.1f} %"
+
+
+def _dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def _write_text(path: str | Path, text: str) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, p)
+    return p
+
+
+def _median(xs: Sequence[float]) -> float:
+    return float(np.median(xs)) if len(xs) else math.nan
+
+
+def set_metrics(rows: Sequence[StageRow]) -> dict[str, Any]:
+    """The figures of one set from its rows (see the module docstring)."""
+    n = len(rows)
+    fin = [r for r in rows if r.finished]
+    both = [r for r in fin if math.isfinite(r.heuristic_time_s)]
+    scores = [r.score for r in rows]
+    return {
+        "stages": n,
+        "finished": len(fin),
+        "finish_rate": len(fin) / n if n else math.nan,
+        "score_median": _median(scores),
+        "score_mean": float(np.mean(scores)) if n else math.nan,
+        "gap_reference_median_pct": _median([r.gap_reference_pct for r in fin]),
+        "gap_heuristic_median_pct": _median([r.gap_heuristic_pct for r in both]),
+        "gap_heuristic_stages": len(both),
+        "off_road_mean_s": float(np.mean([r.off_road_s for r in rows])) if n else math.nan,
+    }
+
+
+def run_benchmark(
+    agent: Any,
+    sets: str | Iterable[str | BenchmarkSet] | None = None,
+    *,
+    chunk: int = DEFAULT_CHUNK,
+    limit: int | None = None,
+    seed: int = 0,
+    baseline: str | Path | None = None,
+    progress: bool = False,
+    agent_name: str | None = None,
+) -> BenchmarkResult:
+    """Run the benchmark.
+
+    Args:
+        agent: anything :func:`agents.policies.make_policy` resolves (``"heuristic"``,
+            ``"random"``, ``"ppo-opener"``, ``"model.zip"``, ``"module:function"``) or a policy.
+        sets: the test sets (default all: library, default, hard, long).
+        chunk: stages driven together.
+        limit: only the first ``limit`` stages of each set (a quick look, not the protocol:
+            the result is marked ``partial``).
+        seed: the agent's seed (the random agent's stream).
+        baseline: the baseline file with the reference and heuristic times (default
+            :data:`BASELINE_PATH`); what it lacks is computed here.
+        progress: show a progress bar on stderr.
+        agent_name: the name in the results (default from the agent).
+
+    Returns:
+        A :class:`BenchmarkResult`.
+    """
+    from agents.heuristic import HeuristicDriver
+    from agents.policies import make_policy, policy_name
+    from agents.reference import reference_time
+
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    defs = resolve_sets(sets)
+    policy = make_policy(agent, seed=seed)
+    name = agent_name or policy_name(policy, agent)
+    is_heuristic = isinstance(agent, str) and agent == "heuristic"
+    base = load_baseline(baseline)
+    t_start = time.perf_counter()
+    plan = []
+    for bs in defs:
+        specs = bs.stage_specs()
+        plan.append((bs, specs[:limit] if limit is not None else specs))
+    total = sum(len(s) for _, s in plan)
+    bar = _Progress(total, f"benchmark {name}", enabled=progress)
+    rows: list[StageRow] = []
+    timing = {"build_s": 0.0, "reference_s": 0.0, "heuristic_s": 0.0}
+    metrics: dict[str, dict[str, Any]] = {}
+    try:
+        for bs, specs in plan:
+            t0 = time.perf_counter()
+            stages = [bs.build(sp) for sp in specs]
+            timing["build_s"] += time.perf_counter() - t0
+            runs, b_s = run_stages(policy, stages, chunk=chunk, on_done=lambda r: bar.step(r))
+            timing["build_s"] += b_s
+            digests = [st.digest() for st in stages]
+            # reference and heuristic times: the baseline's, else computed here
+            refs, heur = [], []
+            missing = []
+            for i, (st, dg) in enumerate(zip(stages, digests, strict=True)):
+                rec = base.get(dg, {})
+                if "reference_time_s" in rec:
+                    refs.append(float(rec["reference_time_s"]))
+                else:
+                    t0 = time.perf_counter()
+                    refs.append(reference_time(st).time_s)
+                    timing["reference_s"] += time.perf_counter() - t0
+                if is_heuristic:
+                    r = runs[i]
+                    heur.append(r.stage_time_s if r.finished else math.nan)
+                elif "heuristic_time_s" in rec:
+                    h = rec["heuristic_time_s"]
+                    heur.append(math.nan if h is None else float(h))
+                else:
+                    heur.append(math.nan)
+                    missing.append(i)
+            if missing:
+                t0 = time.perf_counter()
+                hr, _ = run_stages(HeuristicDriver(), [stages[i] for i in missing], chunk=chunk)
+                for i, r in zip(missing, hr, strict=True):
+                    heur[i] = r.stage_time_s if r.finished else math.nan
+                timing["heuristic_s"] += time.perf_counter() - t0
+            set_rows = []
+            for sp, dg, r, ref, h in zip(specs, digests, runs, refs, heur, strict=True):
+                t = r.stage_time_s
+                set_rows.append(
+                    StageRow(
+                        set=bs.name,
+                        stage=sp["stage"],
+                        digest=dg,
+                        seed=sp["seed"],
+                        length_m=sp["length_m"],
+                        difficulty=sp["difficulty"],
+                        finished=r.finished,
+                        end_reason=r.end_reason,
+                        stage_time_s=t,
+                        reference_time_s=ref,
+                        heuristic_time_s=h,
+                        score=score(ref, t, r.finished),
+                        gap_reference_pct=100.0 * (t / ref - 1.0) if r.finished else math.nan,
+                        gap_heuristic_pct=(
+                            100.0 * (t / h - 1.0) if r.finished and math.isfinite(h) else math.nan
+                        ),
+                        off_road_s=r.off_road_s,
+                        progress_m=r.progress_m,
+                        steps=r.steps,
+                    )
+                )
+            rows.extend(set_rows)
+            metrics[bs.name] = set_metrics(set_rows)
+    finally:
+        bar.close()
+    timing["wall_s"] = time.perf_counter() - t_start
+    return BenchmarkResult(name, metrics, rows, defs, partial=limit is not None, timing=timing)
+
+
+class _Progress:
+    """A progress bar over stages (tqdm when installed, else a line per ten stages)."""
+
+    def __init__(self, total: int, desc: str, enabled: bool):
+        self.total = total
+        self.n = 0
+        self.fin = 0
+        self.enabled = enabled
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr)
+            except ImportError:
+                print(f"{desc}: {total} stages", file=sys.stderr)
+
+    def step(self, run: RunResult) -> None:
+        self.n += 1
+        self.fin += run.finished
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix(finished=f"{self.fin}/{self.n}", refresh=False)
+            self.bar.update(1)
+        elif self.n % 10 == 0 or self.n == self.total:
+            print(f"  {self.n}/{self.total} stages, {self.fin} finished", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ------------------------------------------------------------------------------------ CLI
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``rally benchmark`` to the ``rally`` command line."""
+    p = sub.add_parser(
+        "benchmark",
+        help="the generalization benchmark: held-out test sets, score vs the reference",
+        description="Run an agent on the benchmark's fixed held-out test sets (library, "
+        "default, hard, long) and report per set the finish rate, the median and mean score "
+        "(reference time / stage time, 0 for a DNF), the median gap to the reference and to "
+        "the heuristic driver, and the off-road time (docs/benchmark.md).",
+    )
+    p.add_argument(
+        "--agent",
+        default="heuristic",
+        help="heuristic | random | ppo-opener | PATH.zip | module:function",
+    )
+    p.add_argument(
+        "--sets", default=",".join(SETS), help=f"comma list of sets (default {','.join(SETS)})"
+    )
+    p.add_argument("--json", default=None, metavar="OUT.json", help="write the results as JSON")
+    p.add_argument(
+        "--markdown", default=None, metavar="OUT.md", help="write the per-set table as Markdown"
+    )
+    p.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="stages driven together")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="only the first N stages of each set (a quick look; marked partial)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the agent's seed (random agent)")
+    p.add_argument(
+        "--baseline", default=None, metavar="FILE", help="baseline file (default: the shipped one)"
+    )
+    p.add_argument(
+        "--write-baseline",
+        action="store_true",
+        help="with --agent heuristic over all sets: rewrite the shipped baseline file",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_benchmark)
+
+
+def _check_out(path: str | None, what: str) -> str | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and p.is_dir():
+        return f"{what} {path} is a directory"
+    parent = p.parent if str(p.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        return f"{what} {path}: {parent} is not a directory"
+    return None
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    for path, what in ((args.json, "--json"), (args.markdown, "--markdown")):
+        err = _check_out(path, what)
+        if err:
+            print(f"rally benchmark: error: {err}", file=sys.stderr)
+            return 2
+    if args.write_baseline and (
+        args.agent != "heuristic"
+        or args.limit is not None
+        or set(args.sets.split(",")) != set(SETS)
+    ):
+        print(
+            "rally benchmark: error: --write-baseline needs --agent heuristic over all sets "
+            "without --limit",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        res = run_benchmark(
+            args.agent,
+            args.sets,
+            chunk=args.chunk,
+            limit=args.limit,
+            seed=args.seed,
+            baseline=args.baseline,
+            progress=not args.no_progress,
+        )
+    except (FileNotFoundError, ValueError, ImportError) as e:
+        print(f"rally benchmark: error: {e}", file=sys.stderr)
+        return 2
+    print(res.markdown(), end="")
+    t = res.timing
+    print(
+        f"{len(res.rows)} stages in {t['wall_s']:.0f} s (building stages {t['build_s']:.0f} s, "
+        f"reference times {t['reference_s']:.0f} s, heuristic times {t['heuristic_s']:.0f} s)"
+        + (" - partial (--limit): not the protocol" if res.partial else "")
+    )
+    if args.json:
+        print(f"wrote {res.write_json(args.json)}")
+    if args.markdown:
+        print(f"wrote {res.write_markdown(args.markdown)}")
+    if args.write_baseline:
+        print(f"wrote {write_baseline(res, args.baseline)}")
+    return 0

@@ -159,6 +159,63 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
     return hp
 
 
+def check_model_file(path: str, what: str) -> Path:
+    """A saved model (a stable-baselines3 ``.zip``) that exists as a regular zip file.
+
+    Raises:
+        FileNotFoundError: no such file (the path is used as given: no ``.zip`` appended).
+        ValueError: a directory, a device or a file that is not a zip archive.
+    """
+    import zipfile
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{what} {p}: no such file")
+    if not p.is_file():
+        raise ValueError(f"{what} {p}: not a regular file")
+    if not zipfile.is_zipfile(p):
+        raise ValueError(f"{what} {p}: not a saved model (a stable-baselines3 .zip archive)")
+    return p
+
+
+def _check_train_args(args: argparse.Namespace) -> None:
+    """The numbers and paths of ``rally train``, before anything is built.
+
+    Raises:
+        OptionValueError, OutputPathError, FileNotFoundError, ValueError: naming the option.
+    """
+    from rally_env.paths import check_output_dir, check_positive
+
+    check_positive(args.timesteps, "--timesteps")
+    check_positive(args.n_envs, "--n-envs")
+    for name in ("eval_freq", "eval_seeds", "checkpoint_freq", "threads"):
+        check_positive(getattr(args, name), "--" + name.replace("_", "-"))
+    check_positive(args.warmstart_steps, "--warmstart-steps", -1)
+    if args.resume is not None:
+        check_model_file(args.resume, "--resume")
+    check_output_dir(args.out, "--out")
+
+
+def _check_eval_outputs(args: argparse.Namespace) -> None:
+    """``rally eval``'s output paths, checked before the evaluation runs.
+
+    Raises:
+        OutputPathError: naming the option and the path.
+    """
+    from rally_env.paths import check_output_dir, check_output_file
+
+    for opt, path in (("--json", args.json), ("--csv", args.csv)):
+        if path is not None:
+            check_output_file(path, opt)
+    for opt, path in (
+        ("--video", args.video),
+        ("--plots", args.plots),
+        ("--replays", args.replays),
+    ):
+        if path is not None:
+            check_output_dir(path, opt)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     try:
         from agents.sb3 import train
@@ -170,6 +227,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 2
     if args.config is not None:
         return _train_recipe(args)
+    try:
+        _check_train_args(args)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"rally train: error: {e}", file=sys.stderr)
+        return 2
     summary = train(
         args.algo,
         args.stage,
@@ -239,6 +301,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     seeds = list(range(args.seed, args.seed + args.episodes))
     try:
+        _check_eval_outputs(args)
         from agents.policies import make_policy
 
         policy = make_policy(args.agent, seed=seeds[0], action_space=args.action_space)
@@ -303,7 +366,14 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 def cmd_par(args: argparse.Namespace) -> int:
     from agents.par import write_par_times
+    from rally_env.paths import check_output_file
 
+    try:
+        if args.out is not None:
+            check_output_file(args.out, "--out")
+    except ValueError as e:
+        print(f"rally par: error: {e}", file=sys.stderr)
+        return 2
     path, times = write_par_times(args.stages, args.out)
     for k, v in times.items():
         print(f"{k:16s} {v:8.2f} s")

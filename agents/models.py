@@ -71,10 +71,18 @@ def made_by_rally_train(meta: dict[str, Any]) -> bool:
 
 
 def read_meta(model_path: Path) -> dict[str, Any]:
-    with zipfile.ZipFile(model_path, "r") as z:
-        if META_NAME not in z.namelist():
-            return {}
-        return json.loads(z.read(META_NAME))
+    """The rally metadata stored in a saved model (``{}`` when it has none).
+
+    Raises:
+        ValueError: the file is not a zip archive (naming it).
+    """
+    try:
+        with zipfile.ZipFile(model_path, "r") as z:
+            if META_NAME not in z.namelist():
+                return {}
+            return json.loads(z.read(META_NAME))
+    except (zipfile.BadZipFile, IsADirectoryError) as e:
+        raise ValueError(f"{model_path}: not a saved model (a .zip archive): {e}") from None
 
 
 def obs_norm_meta(vn: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     from rally_env.render.video import render_episode
 
     try:
+        _check_record_args(args)
         from rally_env.env import RallyEnv
 
         kw = {}
@@ -78,6 +79,25 @@ def _cmd_record(args: argparse.Namespace) -> int:
     for saved in getattr(env, "saved", ()):
         print(f"wrote replay {saved}")
     return 0
+
+
+def _check_record_args(args: argparse.Namespace) -> None:
+    """The output paths and numbers of ``rally record``, before anything is built.
+
+    Raises:
+        OutputPathError, OptionValueError: naming the option.
+    """
+    from rally_env.paths import check_output_dir, check_output_file, check_positive
+
+    for name in ("fps", "gif_seconds", "max_seconds", "zoom"):
+        check_positive(getattr(args, name), "--" + name.replace("_", "-"))
+    if args.width < 16 or args.height < 16:
+        raise ValueError(f"--width/--height must be >= 16 px, got {args.width}x{args.height}")
+    check_output_file(args.out, "--out", (".mp4", ".gif"))
+    if args.gif:
+        check_output_file(args.gif, "--gif", (".gif",))
+    if args.replay_dir is not None and not args.no_replay:
+        check_output_dir(args.replay_dir, "--replay-dir")
 
 
 def _env_version(args: argparse.Namespace) -> int:

@@ -1,13 +1,15 @@
-"""Output paths checked before the work starts.
+"""Output paths and numeric options checked before the work starts.
 
 A command that evaluates for minutes and then cannot write its result has wasted the
-minutes; these checks run first and raise :class:`OutputPathError` (a ``ValueError``) naming
-the path and the problem. Writing is really tried (a file is created and removed again, a
-directory made and probed), because permission bits say little when running as root.
+minutes; these checks run first and raise :class:`OutputPathError` or
+:class:`OptionValueError` (both ``ValueError``) naming the path or option and the problem.
+Writing is really tried (a file is created and removed again, a directory made and probed),
+because permission bits say little when running as root.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import tempfile
@@ -20,6 +22,27 @@ from rally_env.errors import RallyEnvError
 class OutputPathError(RallyEnvError):
     """An output path cannot be written: a directory where a file is wanted (or the other
     way round), a missing extension, a parent that is a file, no permission."""
+
+
+class OptionValueError(RallyEnvError):
+    """A numeric command-line option outside what the command can do (``--timesteps 0``)."""
+
+
+def check_positive(value: float | None, what: str, minimum: float = 0.0) -> None:
+    """Refuse a number that is not finite or not above ``minimum`` (``None`` = not given).
+
+    Args:
+        value: the option's value.
+        what: how the message names it (``"--max-seconds"``).
+        minimum: the value must be greater than this (integers: ``minimum=0`` means >= 1).
+
+    Raises:
+        OptionValueError: naming the option and the value.
+    """
+    if value is None:
+        return
+    if not (math.isfinite(value) and value > minimum):
+        raise OptionValueError(f"{what} must be a finite number > {minimum:g}, got {value!r}")
 
 
 def check_output_file(

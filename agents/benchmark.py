@@ -202,15 +202,18 @@ def run_stages(
             (if any) is called at the start of every chunk.
         stages: stages (anything ``RallyEnv(stage=...)`` takes).
         chunk: cars driven together.
-        env_kwargs: more ``RallyEnv`` arguments.
+        env_kwargs: more ``RallyEnv`` arguments (the policy's own observation settings, its
+            ``env_kwargs`` attribute, are added: :func:`agents.policies.policy_env_kwargs`).
         on_done: called with each run as it ends.
 
     Returns:
         (runs in the order of ``stages``, seconds spent building the envs).
     """
+    from agents.policies import policy_env_kwargs
     from rally_env.env import RallyEnv
     from rally_env.info import end_reason
 
+    env_kwargs = policy_env_kwargs(policy, env_kwargs)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
     runs: list[RunResult] = []

@@ -242,14 +242,14 @@ def run_episode(
     max_steps: int | None = None,
 ) -> RunResult:
     """Drive one episode of ``policy`` on ``stage`` from ``reset(seed=seed)``."""
-    from agents.policies import act_one, reset_policy
+    from agents.policies import act_one, policy_env_kwargs, reset_policy
     from rally_env.env import RallyEnv
     from rally_env.info import end_reason
     from rally_env.spaces import DEFAULT_LAYOUT
 
     ix = DEFAULT_LAYOUT.index
     if env is None:
-        env = RallyEnv(stage=stage, **(env_kwargs or {}))
+        env = RallyEnv(stage=stage, **policy_env_kwargs(policy, env_kwargs))
     dt = 1.0 / env.config.control_hz
     obs, info = env.reset(seed=int(seed))
     reset_policy(policy)
@@ -371,7 +371,7 @@ def evaluate(
     """
     import sys
 
-    from agents.policies import make_policy, policy_name
+    from agents.policies import make_policy, policy_env_kwargs, policy_name
     from rally_env.env import RallyEnv
 
     seeds = [int(s) for s in seeds]
@@ -379,6 +379,7 @@ def evaluate(
         raise ValueError("seeds must not be empty")
     spec = policy
     pol = make_policy(policy, seed=seeds[0])
+    env_kwargs = policy_env_kwargs(pol, env_kwargs)
     name = agent_name or policy_name(pol, spec)
     t0 = time.perf_counter()
     par = load_par_times()

@@ -55,9 +55,15 @@ from rally_env.spaces import (
     LATERAL_SPEED_SCALE_MPS,
     SPEED_SCALE_MPS,
     YAW_RATE_SCALE_RADPS,
+    ObsLayout,
 )
 
 _IX = DEFAULT_LAYOUT.index
+#: Widths of the observations the driver reads: every four-wheel layout begins with
+#: RallyDirect-v0's fields (v1's extra fields and the road-ahead block follow them).
+READ_WIDTHS = frozenset(
+    ObsLayout(4, version=v, road_ahead=r).size for v in (0, 1) for r in (False, True)
+)
 #: Lookahead distances of the observation (m).
 LOOK_M = np.array(DEFAULT_LAYOUT.lookahead_m, np.float64)
 _NK = LOOK_M.shape[0]
@@ -482,13 +488,13 @@ class HeuristicDriver:
         o = np.asarray(obs)
         single = o.ndim == 1
         o = np.atleast_2d(o)
-        if o.ndim != 2 or o.shape[1] != DEFAULT_LAYOUT.size:
+        if o.ndim != 2 or o.shape[1] not in READ_WIDTHS:
             raise ValueError(
                 "the heuristic driver reads RallyDirect-v0's "
-                f"{DEFAULT_LAYOUT.size}-value observation, "
-                f"got an array of shape {np.shape(obs)}"
+                f"{DEFAULT_LAYOUT.size}-value observation (or a four-wheel layout that begins "
+                f"with it: widths {sorted(READ_WIDTHS)}), got an array of shape {np.shape(obs)}"
             )
-        o = np.ascontiguousarray(o, dtype=np.float32)
+        o = np.ascontiguousarray(o[:, : DEFAULT_LAYOUT.size], dtype=np.float32)
         n = o.shape[0]
         if mem is None:
             if self._mem.shape[0] != n:

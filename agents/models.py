@@ -16,6 +16,9 @@ import numpy as np
 
 #: Name of the metadata member ``rally train`` adds to a model zip (normalisation, config).
 META_NAME = "rally_meta.json"
+#: The env settings that shape a model's observation, kept in its metadata's ``"env"`` table
+#: so evaluation builds the env the model was trained on (they change no dynamics or reward).
+OBS_ENV_KEYS = ("road_ahead",)
 #: ``made_by`` of that metadata: the model acts in ``[-1, 1]^4`` and needs
 #: :func:`from_policy_action` (``rally eval`` applies it only to such models).
 MADE_BY = "rally train"
@@ -43,6 +46,61 @@ def to_policy_action(a: np.ndarray) -> np.ndarray:
     out = a.copy()
     out[..., 1] = a[..., 1] * np.float32(2.0) - np.float32(1.0)
     return out
+
+
+def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
+    """Heuristic (env) actions -> regression targets in policy space.
+
+    Like :func:`to_policy_action`, but a released brake / handbrake maps to -0.5 (not 0),
+    so the cloned policy's exploration noise rarely touches the pedal it does not use.
+    """
+    y = to_policy_action(a_env)
+    for j in (2, 3):
+        y[..., j] = np.where(a_env[..., j] > 0.0, a_env[..., j], np.float32(-0.5))
+    return y
+
+
+#: Base drivers a residual policy may act on top of (``rally_meta.json`` ``"residual"``).
+RESIDUAL_BASES = ("heuristic",)
+
+
+def residual_action(base: np.ndarray, a: np.ndarray, scale: float) -> np.ndarray:
+    """A residual policy's env action: the base driver's env action ``base`` moved by the
+    policy's output ``a`` (in ``[-1, 1]^4``) times ``scale``, in the policy's box.
+
+    The base action goes to the policy box as the warm start's labels do (a released brake
+    or handbrake reads -0.5, so a small residual leaves it released), so ``a = 0`` gives the
+    base driver's action.
+    """
+    b = heuristic_targets(np.asarray(base, dtype=np.float32))
+    a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
+    return from_policy_action(b + np.float32(scale) * a)
+
+
+def make_base_driver(base: str) -> Any:
+    """The base driver of a residual policy by name (see :data:`RESIDUAL_BASES`)."""
+    from agents.heuristic import HeuristicDriver
+
+    if base != "heuristic":
+        raise ValueError(f"unknown residual base {base!r}")
+    return HeuristicDriver()
+
+
+def residual_meta(meta: dict[str, Any]) -> tuple[str, float] | None:
+    """``(base, scale)`` of a residual model's metadata, ``None`` for a plain model.
+
+    Raises:
+        ValueError: a ``"residual"`` entry with an unknown base or a bad scale.
+    """
+    r = meta.get("residual") if isinstance(meta, dict) else None
+    if r is None:
+        return None
+    if not isinstance(r, dict) or r.get("base") not in RESIDUAL_BASES:
+        raise ValueError(f"model metadata 'residual' must name a base in {RESIDUAL_BASES}: {r!r}")
+    sc = r.get("scale")
+    if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not 0.0 < sc <= 2.0:
+        raise ValueError(f"model metadata residual.scale must be in (0, 2], got {sc!r}")
+    return str(r["base"]), float(sc)
 
 
 # ------------------------------------------------------------------------------ loading
@@ -83,6 +141,25 @@ def read_meta(model_path: Path) -> dict[str, Any]:
             return json.loads(z.read(META_NAME))
     except (zipfile.BadZipFile, IsADirectoryError) as e:
         raise ValueError(f"{model_path}: not a saved model (a .zip archive): {e}") from None
+
+
+def obs_env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
+    """The observation settings (:data:`OBS_ENV_KEYS`) a model's metadata asks of its env.
+
+    Raises:
+        ValueError: an ``"env"`` entry that is not a table of known settings of the right type.
+    """
+    env = meta.get("env", {}) if isinstance(meta, dict) else {}
+    if not isinstance(env, dict):
+        raise ValueError(f"model metadata 'env' must be a table, got {type(env).__name__}")
+    out: dict[str, Any] = {}
+    for k, v in env.items():
+        if k not in OBS_ENV_KEYS:
+            continue
+        if not isinstance(v, bool):
+            raise ValueError(f"model metadata env.{k} must be true or false, got {v!r}")
+        out[k] = v
+    return out
 
 
 def obs_norm_meta(vn: Any) -> dict[str, Any]:

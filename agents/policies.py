@@ -53,7 +53,7 @@ class SB3Policy:
     """
 
     def __init__(self, path: str | Path, deterministic: bool = True, action_space: str = "auto"):
-        from agents.models import load_model, made_by_rally_train
+        from agents.models import load_model, made_by_rally_train, obs_env_kwargs, residual_meta
 
         if action_space not in ACTION_SPACES:
             raise ValueError(f"action_space must be one of {ACTION_SPACES}, got {action_space!r}")
@@ -61,6 +61,15 @@ class SB3Policy:
         self.name = self.path.stem
         self.model, self.obs_rms, self.meta = load_model(self.path)
         self.deterministic = deterministic
+        #: observation settings the model was trained with (``RallyEnv`` arguments)
+        self.env_kwargs = obs_env_kwargs(self.meta)
+        #: ``(base, scale)`` of a residual model: its output moves a base driver's actions
+        self.residual = residual_meta(self.meta)
+        self._base = None
+        if self.residual is not None:
+            from agents.models import make_base_driver
+
+            self._base = make_base_driver(self.residual[0])
         self.from_rally_train = made_by_rally_train(self.meta)
         if action_space == "auto":
             self.remap = self.from_rally_train
@@ -81,18 +90,22 @@ class SB3Policy:
         )
 
     def reset(self, n: int = 1) -> None:
-        pass
+        if self._base is not None:
+            self._base.reset(n)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from agents.models import from_policy_action
+        from agents.models import from_policy_action, residual_action
 
-        o = np.atleast_2d(np.asarray(obs, dtype=np.float32))
+        raw = np.atleast_2d(np.asarray(obs, dtype=np.float32))
+        o = raw
         if self.obs_rms is not None:
             mean, var, clip, eps = self.obs_rms
             o = np.clip((o - mean) / np.sqrt(var + eps), -clip, clip).astype(np.float32)
         a, _ = self.model.predict(o, deterministic=self.deterministic)
         a = np.asarray(a, dtype=np.float32)
-        if self.remap:
+        if self.residual is not None:
+            a = residual_action(self._base(raw), a, self.residual[1])
+        elif self.remap:
             a = from_policy_action(a)
         return a if np.ndim(obs) > 1 else a[0]
 
@@ -104,6 +117,23 @@ def reset_policy(policy: Any, n: int = 1) -> None:
             policy.reset(n)
         except TypeError:
             policy.reset()
+
+
+def policy_env_kwargs(policy: Any, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``env_kwargs`` plus the observation settings the policy needs (its ``env_kwargs``
+    attribute, e.g. ``{"road_ahead": True}`` for a model trained with the road-ahead block).
+
+    Raises:
+        ValueError: ``env_kwargs`` sets one of those settings to another value.
+    """
+    out = dict(env_kwargs or {})
+    for k, v in (getattr(policy, "env_kwargs", None) or {}).items():
+        if k in out and out[k] != v:
+            raise ValueError(
+                f"the agent was trained with {k}={v!r}; it cannot drive an env with {k}={out[k]!r}"
+            )
+        out[k] = v
+    return out
 
 
 def act_one(policy: Any, obs: np.ndarray) -> np.ndarray:

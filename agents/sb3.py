@@ -32,8 +32,8 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 from agents.models import (  # saved-model IO (evaluation and policies need no training code)
     _vecnormalize_for,
     from_policy_action,
+    heuristic_targets,
     obs_norm_meta,
-    to_policy_action,
     write_meta,
 )
 
@@ -113,6 +113,8 @@ class RallyVecEnv(VecEnv):
         render_mode: ``None``, ``"rgb_array"`` (``get_images()`` returns one (H, W, 3) frame
             per car; ``render()`` tiles them, what ``VecVideoRecorder`` records) or
             ``"human"`` (the vector env's window).
+        residual: ``(base, scale)``: the policy's actions are residuals on top of a base
+            driver's (:func:`agents.models.residual_action`; base ``"heuristic"``).
         **env_kwargs: ``RallyEnv`` arguments (``stage``, ``control_hz``, ``randomize``, ...).
     """
 
@@ -121,6 +123,7 @@ class RallyVecEnv(VecEnv):
         num_envs: int = 8,
         rescale_actions: bool = True,
         render_mode: str | None = None,
+        residual: tuple[str, float] | None = None,
         **env_kwargs: Any,
     ):
         from rally_env.vector import RallyVectorEnv
@@ -133,6 +136,9 @@ class RallyVecEnv(VecEnv):
         super().__init__(num_envs, self.venv.single_observation_space, act)
         self._actions: np.ndarray | None = None
         self.render_mode = self.venv.render_mode
+        self.residual = None if residual is None else _ResidualBase(*residual)
+        if self.residual is not None and not rescale_actions:
+            raise ValueError("a residual policy acts in the policy box: rescale_actions=True")
 
     # SB3 API
     def reset(self) -> np.ndarray:
@@ -143,15 +149,22 @@ class RallyVecEnv(VecEnv):
             obs, info = self.venv.reset(seed=seeds)
         self._reset_seeds()
         self.reset_infos = _car_infos(info, self.num_envs)
+        if self.residual is not None:
+            self.residual.observe(obs, None)
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
         a = np.asarray(actions, dtype=np.float32).reshape(self.num_envs, -1)
-        self._actions = from_policy_action(a) if self.rescale_actions else a
+        if self.residual is not None:
+            self._actions = self.residual.act(a)
+        else:
+            self._actions = from_policy_action(a) if self.rescale_actions else a
 
     def step_wait(self):
         obs, rew, term, trunc, info = self.venv.step(self._actions)
         dones = term | trunc
+        if self.residual is not None:
+            self.residual.observe(obs, dones)
         infos = _car_infos(info, self.num_envs)
         if dones.any():
             fo = info["final_obs"]
@@ -197,6 +210,31 @@ class RallyVecEnv(VecEnv):
         return list(self.venv.render_cars())
 
 
+class _ResidualBase:
+    """The base driver of a residual policy inside the training env: its actions for the
+    latest observations (memory reset for the cars whose episode just restarted)."""
+
+    def __init__(self, base: str, scale: float):
+        from agents.models import make_base_driver, residual_meta
+
+        self.base, self.scale = residual_meta({"residual": {"base": base, "scale": scale}}) or ()
+        self.driver = make_base_driver(self.base)
+        self._base: np.ndarray | None = None
+
+    def observe(self, obs: np.ndarray, restarted: np.ndarray | None) -> None:
+        n = obs.shape[0]
+        if restarted is None:
+            self.driver.reset(n)
+        elif restarted.any():
+            self.driver.reset(n, restarted)
+        self._base = self.driver(obs)
+
+    def act(self, a: np.ndarray) -> np.ndarray:
+        from agents.models import residual_action
+
+        return residual_action(self._base, a, self.scale)
+
+
 def _car_infos(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
     """Per-car info dicts (the single env's keys; numpy scalars and rows) from a vector info
     of arrays over cars."""
@@ -213,39 +251,43 @@ def make_vec_env(n_envs: int, stage: Any = "opener", seed: int | None = 0, **kw:
 
 
 # ------------------------------------------------------------------- heuristic warm start
-def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
-    """Heuristic (env) actions -> regression targets in policy space.
-
-    Like :func:`to_policy_action`, but a released brake / handbrake maps to -0.5 (not 0),
-    so the cloned policy's exploration noise rarely touches the pedal it does not use.
-    """
-    y = to_policy_action(a_env)
-    for j in (2, 3):
-        y[..., j] = np.where(a_env[..., j] > 0.0, a_env[..., j], np.float32(-0.5))
-    return y
-
-
 def collect_heuristic(
-    n_steps: int, stage: Any, n_envs: int, seed: int, noise: float = 0.3, **env_kwargs: Any
+    n_steps: int,
+    stage: Any,
+    n_envs: int,
+    seed: int,
+    noise: float = 0.3,
+    learner: Any = None,
+    **env_kwargs: Any,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(obs, targets)`` from the heuristic driver, driving with Gaussian action noise (so
-    the data covers recoveries) and labelled with its clean actions (DAgger-style)."""
+    """``(obs, targets)`` labelled with the heuristic driver's clean actions.
+
+    Without ``learner`` the driver itself drives, with Gaussian action noise (so the data
+    covers recoveries); with ``learner`` (a policy ``obs (N, D) -> env actions (N, 4)``) the
+    learner drives, with the same noise, and the driver only labels what it sees (DAgger:
+    the states the clone reaches get the expert's answer). The driver reads the first
+    :data:`rally_env.spaces.DEFAULT_LAYOUT` fields, so an observation with more (such as
+    ``road_ahead``) is labelled the same way.
+    """
     from agents.heuristic import HeuristicDriver
+    from rally_env.spaces import DEFAULT_LAYOUT
     from rally_env.vector import RallyVectorEnv
 
+    nd = DEFAULT_LAYOUT.size
     venv = RallyVectorEnv(n_envs, autoreset_mode="SameStep", stage=stage, **env_kwargs)
     drv = HeuristicDriver()
     rng = np.random.default_rng(seed)
     obs, _ = venv.reset(seed=seed)
     drv.reset(n_envs)
     xs, ys = [], []
+    lo, hi = venv.single_action_space.low, venv.single_action_space.high
     for _ in range(max(1, n_steps // n_envs)):
-        a = drv(obs)
+        a = drv(obs[:, :nd])
         xs.append(obs.copy())
         ys.append(heuristic_targets(a))
-        a_exec = a + rng.normal(0.0, noise, size=a.shape).astype(np.float32)
+        a_exec = a if learner is None else np.asarray(learner(obs), dtype=np.float32)
+        a_exec = a_exec + rng.normal(0.0, noise, size=a.shape).astype(np.float32)
         a_exec[:, 3] = 0.0
-        lo, hi = venv.single_action_space.low, venv.single_action_space.high
         obs, _, term, trunc, _ = venv.step(np.clip(a_exec, lo, hi))
         done = term | trunc
         if done.any():
@@ -263,14 +305,17 @@ def warm_start(
     batch_size: int = 256,
     lr: float = 1e-3,
     seed: int = 0,
+    update_stats: bool = True,
 ) -> float:
-    """Behaviour-clone the policy mean onto ``targets``; seeds ``vn``'s observation stats.
+    """Behaviour-clone the policy mean onto ``targets``; seeds ``vn``'s observation stats
+    (unless ``update_stats`` is false: DAgger's later rounds refit on data already counted).
 
     Returns the final mean squared error (policy space).
     """
     import torch
 
-    vn.obs_rms.update(obs)
+    if update_stats:
+        vn.obs_rms.update(obs)
     x = torch.as_tensor(vn.normalize_obs(obs).astype(np.float32))
     y = torch.as_tensor(targets.astype(np.float32))
     pol = model.policy
@@ -492,17 +537,26 @@ def _versions() -> dict[str, str]:
 class _LivePolicy:
     """The model being trained as an evaluation policy (current normalisation stats)."""
 
-    def __init__(self, model: Any, vn: Any):
+    def __init__(self, model: Any, vn: Any, residual: tuple[str, float] | None = None):
+        from agents.models import make_base_driver
+
         self.model = model
         self.vn = vn
         self.name = "training"
+        self.residual = residual
+        self._base = None if residual is None else make_base_driver(residual[0])
 
     def reset(self, n: int = 1) -> None:
-        pass
+        if self._base is not None:
+            self._base.reset(n)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        o = self.vn.normalize_obs(np.atleast_2d(obs).astype(np.float32))
-        a, _ = self.model.predict(o, deterministic=True)
+        from agents.models import residual_action
+
+        raw = np.atleast_2d(obs).astype(np.float32)
+        a, _ = self.model.predict(self.vn.normalize_obs(raw), deterministic=True)
+        if self.residual is not None:
+            return residual_action(self._base(raw), a, self.residual[1])
         return from_policy_action(a)
 
 

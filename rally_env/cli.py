@@ -32,14 +32,23 @@ def _cmd_record(args: argparse.Namespace) -> int:
         kw = {}
         if args.control_hz is not None:
             kw["control_hz"] = args.control_hz
-        env = RallyEnv(
-            stage=args.stage,
-            vehicle=args.vehicle,
-            version=_env_version(args),
-            planet=args.planet,
-            **kw,
-        )
+
+        def build(**obs_kw):
+            return RallyEnv(
+                stage=args.stage,
+                vehicle=args.vehicle,
+                version=_env_version(args),
+                planet=args.planet,
+                **kw,
+                **obs_kw,
+            )
+
+        env = build()
         policy, label = load_agent(args.agent, env, seed=args.seed)
+        obs_kw = getattr(policy, "env_kwargs", None)
+        if obs_kw:  # a model trained with more observation (e.g. road_ahead): its env
+            env.close()
+            env = build(**obs_kw)
         ghosts = [_load_any_ghost(g) for g in args.ghost]
         if not args.no_replay:
             from rally_env.replay import RecordReplay

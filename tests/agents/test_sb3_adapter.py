@@ -9,12 +9,8 @@ pytest.importorskip("stable_baselines3")
 
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.sb3 import (
-    PolicyActionWrapper,
-    RallyVecEnv,
-    from_policy_action,
-    to_policy_action,
-)
+from agents.models import from_policy_action, to_policy_action
+from agents.sb3 import PolicyActionWrapper, RallyVecEnv
 from rally_env import RallyEnv
 
 # a short time limit and a tight stuck rule so episodes end (and autoreset) within the test

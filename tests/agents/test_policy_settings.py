@@ -1,0 +1,99 @@
+"""What a saved model carries besides its weights: the observation settings of its env
+(``road_ahead``) and, for a residual policy, the base driver it acts on top of."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+from agents.evaluate import run_episode
+from agents.heuristic import HeuristicDriver
+from agents.models import obs_env_kwargs, residual_action, residual_meta, write_meta
+from agents.policies import SB3Policy, policy_env_kwargs
+from rally_env import RallyEnv
+
+
+def _obs_batch(road_ahead: bool, n: int = 40) -> np.ndarray:
+    env = RallyEnv(stage="opener", road_ahead=road_ahead)
+    obs, _ = env.reset(seed=0)
+    drv = HeuristicDriver()
+    out = []
+    for _ in range(n):
+        out.append(obs)
+        obs, *_ = env.step(drv(obs))
+    env.close()
+    return np.stack(out)
+
+
+def test_the_heuristic_reads_the_v0_fields_of_a_wider_observation():
+    wide = _obs_batch(True)
+    assert wide.shape[1] > 59
+    a, b = HeuristicDriver(), HeuristicDriver()
+    np.testing.assert_array_equal(a(wide), b(wide[:, :59]))
+    with pytest.raises(ValueError, match="shape"):
+        HeuristicDriver()(wide[:, :60])
+
+
+def test_a_zero_residual_is_the_base_action():
+    base = HeuristicDriver()(_obs_batch(False))
+    assert (base[:, 2] > 0).any() or (base[:, 1] > 0).any()
+    np.testing.assert_allclose(residual_action(base, np.zeros_like(base), 0.5), base, atol=1e-6)
+    moved = residual_action(base, np.full_like(base, 0.2), 0.5)
+    np.testing.assert_allclose(moved[:, 0], np.clip(base[:, 0] + 0.1, -1, 1), atol=1e-6)
+    # a released brake stays released under a small residual
+    off = base[:, 2] == 0.0
+    assert np.all(moved[off, 2] == 0.0)
+
+
+def test_metadata_checks():
+    assert obs_env_kwargs({"env": {"road_ahead": True, "stage": "x"}}) == {"road_ahead": True}
+    assert obs_env_kwargs({}) == {}
+    with pytest.raises(ValueError, match="road_ahead"):
+        obs_env_kwargs({"env": {"road_ahead": "yes"}})
+    assert residual_meta({}) is None
+    assert residual_meta({"residual": {"base": "heuristic", "scale": 0.5}}) == ("heuristic", 0.5)
+    for bad in ({"base": "pilot", "scale": 0.5}, {"base": "heuristic", "scale": 0.0}):
+        with pytest.raises(ValueError, match="residual"):
+            residual_meta({"residual": bad})
+
+
+def test_policy_settings_merge_with_the_callers():
+    p = SimpleNamespace(env_kwargs={"road_ahead": True})
+    assert policy_env_kwargs(p, {"control_hz": 20}) == {"control_hz": 20, "road_ahead": True}
+    assert policy_env_kwargs(object(), None) == {}
+    with pytest.raises(ValueError, match="road_ahead"):
+        policy_env_kwargs(p, {"road_ahead": False})
+
+
+def test_a_saved_residual_model_drives_its_own_env_on_top_of_its_base(tmp_path):
+    import torch
+    from stable_baselines3 import PPO
+
+    from agents.sb3 import RallyVecEnv
+
+    venv = RallyVecEnv(2, stage="opener", road_ahead=True, residual=("heuristic", 0.5))
+    model = PPO("MlpPolicy", venv, n_steps=16, batch_size=16, seed=0, device="cpu")
+    with torch.no_grad():
+        model.policy.action_net.weight.zero_()
+        model.policy.action_net.bias.zero_()
+    path = tmp_path / "m.zip"
+    model.save(str(path))
+    venv.close()
+    write_meta(
+        path,
+        {
+            "algo": "ppo",
+            "env": {"road_ahead": True},
+            "residual": {"base": "heuristic", "scale": 0.5},
+        },
+    )
+    pol = SB3Policy(path)
+    assert pol.env_kwargs == {"road_ahead": True} and pol.residual == ("heuristic", 0.5)
+    # the env is built with the model's observation (a 59-wide one would not fit the net)
+    run = run_episode(pol, "opener", 0, record=False, max_steps=60)
+    ref = run_episode(HeuristicDriver(), "opener", 0, record=False, max_steps=60)
+    np.testing.assert_allclose(run.actions, ref.actions, atol=1e-5)

@@ -8,6 +8,7 @@ A recipe holds every setting of a training run, so one command reproduces it fro
     [env]          # RallyEnv arguments of the training env (stage = "random", ...)
     [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included)
     [warmstart]    # behaviour cloning of the heuristic driver before PPO (optional)
+    [residual]     # the policy acts on top of a base driver (base = "heuristic", scale)
     [[phase]]      # a curriculum: env overrides from ``from_step`` on (optional, in order)
     [eval]         # held-out validation stages, how often, the learning curve
 
@@ -78,6 +79,9 @@ class WarmStart:
         noise: Gaussian action noise the driver drives with (its clean action is the label).
         epochs, batch_size, lr: the regression of the policy mean onto the labels.
         critic_steps: env steps of PPO with the policy frozen (value function only).
+        dagger_rounds: rounds after the first fit in which the clone drives (with
+            ``dagger_noise``) and the driver labels the states it reaches; each round adds
+            ``dagger_steps`` env steps to the data and refits for ``dagger_epochs`` epochs.
     """
 
     steps: int = 0
@@ -86,6 +90,23 @@ class WarmStart:
     batch_size: int = 256
     lr: float = 1e-3
     critic_steps: int = 0
+    dagger_rounds: int = 0
+    dagger_steps: int = 0
+    dagger_noise: float = 0.1
+    dagger_epochs: int = 4
+
+
+@dataclass(frozen=True)
+class Residual:
+    """A residual policy: the env action is the base driver's, moved by the policy's output
+    times ``scale`` (:func:`agents.models.residual_action`); the policy's last layer starts
+    at zero, so training starts from the base driver. ``base = ""`` is a plain policy."""
+
+    base: str = ""
+    scale: float = 0.5
+
+    def spec(self) -> tuple[str, float] | None:
+        return (self.base, self.scale) if self.base else None
 
 
 @dataclass(frozen=True)
@@ -120,6 +141,7 @@ class Recipe:
     env: dict[str, Any] = field(default_factory=dict)
     ppo: dict[str, Any] = field(default_factory=dict)
     warmstart: WarmStart = field(default_factory=WarmStart)
+    residual: Residual = field(default_factory=Residual)
     phases: tuple[Phase, ...] = ()
     eval: EvalSpec = field(default_factory=EvalSpec)
 
@@ -172,7 +194,7 @@ def load_recipe(path: str | Path) -> Recipe:
 
 def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     """A :class:`Recipe` from the parsed TOML document (every key checked)."""
-    _check_keys(src, "", doc, {"run", "env", "ppo", "warmstart", "phase", "eval"})
+    _check_keys(src, "", doc, {"run", "env", "ppo", "warmstart", "residual", "phase", "eval"})
     run = _table(src, doc, "run")
     _check_keys(
         src,
@@ -200,7 +222,29 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
         batch_size=_int(src, "warmstart.batch_size", ws.get("batch_size", 256), 1),
         lr=_num(src, "warmstart.lr", ws.get("lr", 1e-3)),
         critic_steps=_int(src, "warmstart.critic_steps", ws.get("critic_steps", 0)),
+        dagger_rounds=_int(src, "warmstart.dagger_rounds", ws.get("dagger_rounds", 0)),
+        dagger_steps=_int(src, "warmstart.dagger_steps", ws.get("dagger_steps", 0)),
+        dagger_noise=_num(src, "warmstart.dagger_noise", ws.get("dagger_noise", 0.1)),
+        dagger_epochs=_int(src, "warmstart.dagger_epochs", ws.get("dagger_epochs", 4), 1),
     )
+    if warm.dagger_rounds > 0 and (warm.steps == 0 or warm.dagger_steps == 0):
+        raise RecipeError(
+            f"{src}: warmstart.dagger_rounds needs warmstart.steps and warmstart.dagger_steps > 0"
+        )
+    rs = _table(src, doc, "residual")
+    _check_keys(src, "residual", rs, {"base", "scale"})
+    from agents.models import RESIDUAL_BASES
+
+    if rs and rs.get("base") not in RESIDUAL_BASES:
+        raise RecipeError(f"{src}: residual.base must be one of {RESIDUAL_BASES}")
+    resid = Residual(
+        base=str(rs.get("base", "")),
+        scale=_num(src, "residual.scale", rs.get("scale", 0.5), 1e-3) if rs else 0.5,
+    )
+    if resid.base and resid.scale > 2.0:
+        raise RecipeError(f"{src}: residual.scale must be <= 2, got {resid.scale!r}")
+    if resid.base and warm.steps > 0:
+        raise RecipeError(f"{src}: [residual] starts from its base driver: no [warmstart]")
     phases = []
     raw = doc.get("phase", [])
     if not isinstance(raw, list):
@@ -235,6 +279,7 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
         env=env,
         ppo=ppo,
         warmstart=warm,
+        residual=resid,
         phases=tuple(phases),
         eval=EvalSpec(
             freq=_int(src, "eval.freq", ev.get("freq", 500_000)),
@@ -279,7 +324,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
     from agents import sb3
-    from agents.models import obs_norm_meta, write_meta
+    from agents.models import obs_env_kwargs, obs_norm_meta, write_meta
 
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -293,7 +338,13 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     def make_env(step: int):
         env = phase_env(recipe, step)
         stage = env.pop("stage", "random")
-        v = sb3.make_vec_env(recipe.n_envs, stage=stage, seed=recipe.seed + step, **env)
+        v = sb3.make_vec_env(
+            recipe.n_envs,
+            stage=stage,
+            seed=recipe.seed + step,
+            residual=recipe.residual.spec(),
+            **env,
+        )
         return VecMonitor(v)
 
     venv = VecNormalize(
@@ -301,27 +352,26 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     )
     tb = str(out / "tb") if sb3._has_tensorboard() else None
     model = PPO("MlpPolicy", venv, seed=recipe.seed, device="cpu", tensorboard_log=tb, **hp)
+    if recipe.residual.spec() is not None:  # start from the base driver: a zero residual
+        import torch
+
+        with torch.no_grad():
+            model.policy.action_net.weight.zero_()
+            model.policy.action_net.bias.zero_()
     timing: dict[str, float] = {}
+    obs_env = obs_env_kwargs({"env": recipe.env})
+    evaluator = ScoreEvaluator(
+        validation_stages(recipe.eval.stages),
+        recipe.eval.freq,
+        out,
+        env_kwargs=obs_env,
+        residual=recipe.residual.spec(),
+    )
     ws = recipe.warmstart
     if ws.steps > 0:
         t0 = time.perf_counter()
-        env0 = phase_env(recipe, 0)
-        stage0 = env0.pop("stage", "random")
-        obs, tg = sb3.collect_heuristic(
-            ws.steps, stage0, recipe.n_envs, recipe.seed, noise=ws.noise, **env0
-        )
-        config["warmstart_mse"] = sb3.warm_start(
-            model,
-            venv,
-            obs,
-            tg,
-            epochs=ws.epochs,
-            batch_size=ws.batch_size,
-            lr=ws.lr,
-            seed=recipe.seed,
-        )
+        config["warmstart_mse"] = _warm_start(recipe, model, venv, evaluator)
         timing["warmstart_s"] = time.perf_counter() - t0
-    evaluator = ScoreEvaluator(validation_stages(recipe.eval.stages), recipe.eval.freq, out)
     cbs: list[Any] = [evaluator]
     if recipe.checkpoint_freq > 0:
         cbs.append(
@@ -334,7 +384,9 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
         )
     sb3._write_json(out / "config.json", config)
     t_train = time.perf_counter()
-    if ws.steps > 0 and ws.critic_steps > 0:  # the value function learns what the clone earns
+    if recipe.residual.spec() is not None:  # where the curve starts: the base driver
+        evaluator.evaluate_now(model, venv, env_steps=0, phase="start")
+    if ws.critic_steps > 0:  # the value function learns what the starting policy earns
         frozen = _freeze_actor(model, True)
         model.learn(ws.critic_steps, callback=CallbackList(cbs), reset_num_timesteps=True)
         _freeze_actor(model, False, frozen)
@@ -368,9 +420,10 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     model_path = out / "model.zip"
     model.save(str(model_path))
     venv.save(str(out / "vecnormalize.pkl"))
-    meta = {"algo": "ppo", "obs_norm": obs_norm_meta(venv), "config": config}
+    meta = {"algo": "ppo", "obs_norm": obs_norm_meta(venv), "env": obs_env, "config": config}
+    meta.update(evaluator.residual_meta())
     write_meta(model_path, meta)
-    final = evaluator.evaluate_now(model, venv, final=True)
+    final = evaluator.evaluate_now(model, venv, final=True, phase="final")
     evaluator.plot()
     summary = {
         "model": str(model_path),
@@ -385,6 +438,52 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     sb3._write_json(out / "summary.json", summary)
     venv.close()
     return summary
+
+
+def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: ScoreEvaluator) -> list[float]:
+    """Behaviour cloning of the heuristic, then DAgger rounds (see :class:`WarmStart`); each
+    fit is evaluated on the validation stages. Returns the final fit's error per round."""
+    from agents import sb3
+
+    ws = recipe.warmstart
+    env0 = phase_env(recipe, 0)
+    stage0 = env0.pop("stage", "random")
+
+    def fit(obs: np.ndarray, tg: np.ndarray, epochs: int, first: bool) -> float:
+        return sb3.warm_start(
+            model,
+            venv,
+            obs,
+            tg,
+            epochs=epochs,
+            batch_size=ws.batch_size,
+            lr=ws.lr,
+            seed=recipe.seed,
+            update_stats=first,
+        )
+
+    obs, tg = sb3.collect_heuristic(
+        ws.steps, stage0, recipe.n_envs, recipe.seed, noise=ws.noise, **env0
+    )
+    mses = [fit(obs, tg, ws.epochs, True)]
+    env_steps = len(obs)
+    evaluator.evaluate_now(model, venv, env_steps=env_steps, phase="bc")
+    for r in range(ws.dagger_rounds):
+        o2, t2 = sb3.collect_heuristic(
+            ws.dagger_steps,
+            stage0,
+            recipe.n_envs,
+            recipe.seed + 1 + r,
+            noise=ws.dagger_noise,
+            learner=sb3._LivePolicy(model, venv),
+            **env0,
+        )
+        obs, tg = np.concatenate([obs, o2]), np.concatenate([tg, t2])
+        env_steps += len(o2)
+        mses.append(fit(obs, tg, ws.dagger_epochs, False))
+        evaluator.evaluate_now(model, venv, env_steps=env_steps, phase=f"dagger{r + 1}")
+    evaluator.warm_steps = env_steps
+    return mses
 
 
 def _freeze_actor(model: Any, freeze: bool, saved: list | None = None) -> list:
@@ -429,9 +528,22 @@ def _base_callback():
 class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
     """Every ``freq`` env steps: the policy on the validation stages -> ``eval_log.csv``."""
 
-    def __init__(self, stages: list[str], freq: int, out: Path):
+    def __init__(
+        self,
+        stages: list[str],
+        freq: int,
+        out: Path,
+        env_kwargs: dict[str, Any] | None = None,
+        residual: tuple[str, float] | None = None,
+    ):
         super().__init__(verbose=0)
         self.stages = stages
+        #: ``(base, scale)`` of a residual policy (None: plain)
+        self.residual = residual
+        #: observation settings of the validation envs (those the model is trained with)
+        self.env_kwargs = dict(env_kwargs or {})
+        #: env steps the warm start used before PPO's first step (the curve's x offset)
+        self.warm_steps = 0
         self.freq = freq
         self.out = Path(out)
         self.log_path = self.out / "eval_log.csv"
@@ -451,8 +563,7 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         return self._refs
 
     def _on_training_start(self) -> None:
-        if not self.log_path.exists():
-            self.log_path.write_text("timesteps,wall_time_s,finish_rate,median_score,mean_score\n")
+        self._log_header()
         if self._next <= self.num_timesteps:
             self._next = self.num_timesteps + self.freq
 
@@ -462,23 +573,54 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
             self.evaluate_now(self.model, self.model.get_env())
         return True
 
-    def evaluate_now(self, model: Any, vn: Any, final: bool = False) -> dict[str, Any]:
+    def residual_meta(self) -> dict[str, Any]:
+        """The ``"residual"`` entry of a saved model's metadata (empty for a plain one)."""
+        if self.residual is None:
+            return {}
+        return {"residual": {"base": self.residual[0], "scale": self.residual[1]}}
+
+    def _log_header(self) -> None:
+        if not self.log_path.exists():
+            self.log_path.write_text(
+                "timesteps,env_steps,phase,wall_time_s,finish_rate,median_score,mean_score\n"
+            )
+
+    def evaluate_now(
+        self,
+        model: Any,
+        vn: Any,
+        final: bool = False,
+        env_steps: int | None = None,
+        phase: str = "ppo",
+    ) -> dict[str, Any]:
+        """The policy on the validation stages, one row of ``eval_log.csv``; keeps the best
+        (finish rate, median score) as ``best_model.zip``. ``env_steps`` defaults to the
+        warm start's steps plus PPO's."""
         from agents.evaluate import evaluate
         from agents.models import obs_norm_meta, write_meta
         from agents.sb3 import _LivePolicy
 
         if not self.stages:
             return {}
+        self._log_header()
         refs = self._refs_for()
-        res = evaluate(_LivePolicy(model, vn), self.stages, [0], agent_name="training")
+        if env_steps is None:
+            env_steps = self.warm_steps + int(model.num_timesteps)
+        res = evaluate(
+            _LivePolicy(model, vn, self.residual),
+            self.stages,
+            [0],
+            env_kwargs=self.env_kwargs,
+            agent_name="training",
+        )
         m = _score_summary(res.runs, refs)
         wall = time.perf_counter() - self._t0
         with self.log_path.open("a") as f:
             f.write(
-                f"{model.num_timesteps},{wall:.1f},{m['finish_rate']:.4f},"
+                f"{model.num_timesteps},{env_steps},{phase},{wall:.1f},{m['finish_rate']:.4f},"
                 f"{m['median_score']:.4f},{m['mean_score']:.4f}\n"
             )
-        if self.logger is not None and not final:
+        if getattr(self, "model", None) is not None and not final:  # inside model.learn
             for k, v in m.items():
                 self.logger.record(f"eval/{k}", v)
         key = (m["finish_rate"], m["median_score"])
@@ -491,10 +633,14 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
                 {
                     "algo": "ppo",
                     "obs_norm": obs_norm_meta(vn),
+                    "env": self.env_kwargs,
                     "timesteps": int(model.num_timesteps),
+                    "env_steps": int(env_steps),
+                    "phase": phase,
+                    **self.residual_meta(),
                 },
             )
-        return {"timesteps": int(model.num_timesteps), **m}
+        return {"timesteps": int(model.num_timesteps), "env_steps": int(env_steps), **m}
 
     def plot(self) -> Path | None:
         """``learning_curve.png``: validation finish rate and median score vs env steps."""
@@ -502,11 +648,11 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
         if not self.log_path.exists():
             return None
-        rows = np.genfromtxt(self.log_path, delimiter=",", names=True)
+        rows = np.genfromtxt(self.log_path, delimiter=",", names=True, dtype=None, encoding=None)
         rows = np.atleast_1d(rows)
         if rows.size == 0:
             return None
-        x = rows["timesteps"] / 1e6
+        x = rows["env_steps"] / 1e6
         return curve_plot(
             [
                 ("finish rate", x, rows["finish_rate"]),
@@ -514,7 +660,7 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
             ],
             self.out / "learning_curve.png",
             title=f"validation ({len(self.stages)} held-out generated stages)",
-            xlabel="env steps (millions)",
+            xlabel="env steps, warm start included (millions)",
             ylabel="finish rate / score",
             hlines=[("reference", 1.0)],
         )

@@ -45,11 +45,29 @@ def test_the_shipped_recipe_loads():
         ({"phase": [{"from_step": 5}]}, "phase[0].from_step must be 0"),
         ({"phase": [{"from_step": 0}, {"from_step": 0}]}, "must grow"),
         ({"phase": [{"from_step": 0, "env": {"control_hz": 7}}]}, "control_hz"),
+        ({"warmstart": {"dagger_round": 2}}, "unknown key warmstart.dagger_round"),
+        ({"warmstart": {"dagger_rounds": 2, "steps": 100}}, "needs warmstart.steps and"),
+        ({"warmstart": {"dagger_noise": -0.1}}, "warmstart.dagger_noise"),
+        ({"residual": {"base": "pilot"}}, "residual.base must be one of"),
+        ({"residual": {"base": "heuristic", "scale": 3.0}}, "residual.scale must be <= 2"),
+        ({"residual": {"base": "heuristic", "gain": 1.0}}, "unknown key residual.gain"),
+        ({"residual": {"base": "heuristic"}, "warmstart": {"steps": 10}}, "starts from its base"),
     ],
 )
 def test_bad_recipes_are_refused_with_the_key_named(doc, needle):
     with pytest.raises(RecipeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
         recipe_from_dict(doc, "x.toml")
+
+
+def test_dagger_and_residual_settings_are_read():
+    r = recipe_from_dict(
+        {"warmstart": {"steps": 100, "dagger_rounds": 2, "dagger_steps": 50, "dagger_epochs": 1}}
+    )
+    ws = r.warmstart
+    assert (ws.dagger_rounds, ws.dagger_steps, ws.dagger_epochs, ws.dagger_noise) == (2, 50, 1, 0.1)
+    assert r.residual.spec() is None
+    r = recipe_from_dict({"residual": {"base": "heuristic", "scale": 0.25}})
+    assert r.residual.spec() == ("heuristic", 0.25)
 
 
 def test_unreadable_files(tmp_path):
@@ -95,11 +113,9 @@ seed = 3
 checkpoint_freq = 0
 [env]
 stage = "random"
+road_ahead = true
 random_stage = {{ length_m = 300.0 }}
-[warmstart]
-steps = 400
-epochs = 1
-critic_steps = 512
+{start}
 [ppo]
 n_steps = 256
 batch_size = 256
@@ -114,13 +130,26 @@ env = {{ random_stage = {{ length_m = 320.0 }} }}
 freq = 512
 stages = {stages}
 """
+DAGGER = """
+[warmstart]
+steps = 400
+epochs = 1
+dagger_rounds = 1
+dagger_steps = 200
+dagger_epochs = 1
+critic_steps = 512
+"""
+RESIDUAL = """
+[residual]
+base = "heuristic"
+scale = 0.5
+[warmstart]
+critic_steps = 256
+"""
 
 
-def test_a_tiny_recipe_runs_end_to_end(tmp_path):
-    cfg = tmp_path / "tiny.toml"
-    cfg.write_text(TINY.format(stages=1))
-    out = tmp_path / "run"
-    res = subprocess.run(
+def _train(cfg: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -137,15 +166,31 @@ def test_a_tiny_recipe_runs_end_to_end(tmp_path):
         timeout=900,
         cwd=ROOT,
     )
+
+
+@pytest.mark.parametrize(("start", "phases"), [(DAGGER, {"bc", "dagger1"}), (RESIDUAL, {"start"})])
+def test_a_tiny_recipe_runs_end_to_end(tmp_path, start, phases):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY.format(stages=1, start=start))
+    out = tmp_path / "run"
+    res = _train(cfg, out)
     assert res.returncode == 0, res.stderr[-2000:]
     for name in ("model.zip", "config.json", "summary.json", "eval_log.csv", "learning_curve.png"):
         assert (out / name).exists(), name
     summary = json.loads((out / "summary.json").read_text())  # strict JSON
     assert summary["timesteps"] >= 1024
     rows = (out / "eval_log.csv").read_text().splitlines()
-    assert rows[0].startswith("timesteps,") and len(rows) >= 3  # evaluations + the final one
+    assert rows[0].startswith("timesteps,env_steps,phase,")
+    logged = [r.split(",")[2] for r in rows[1:]]
+    assert phases <= set(logged) and {"ppo", "final"} <= set(logged), logged
     cfg_doc = json.loads((out / "config.json").read_text())
     assert cfg_doc["recipe"]["phases"][1]["env"]["random_stage"]["length_m"] == 320.0
+    # the saved model says how to drive it: its observation, and its base driver if any
+    from agents.models import read_meta
+
+    meta = read_meta(out / "model.zip")
+    assert meta["env"] == {"road_ahead": True}
+    assert ("residual" in meta) == (start is RESIDUAL)
 
 
 def test_train_refuses_config_with_other_settings(tmp_path):

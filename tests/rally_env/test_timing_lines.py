@@ -17,23 +17,15 @@ import pytest
 
 from rally_env import RallyEnv
 from rally_env.info import checkpoint_times, end_reason
-from tracks import Finish, PathBuilder, Section, Stage, Start
+from tests.hostile import straight_stage
+from tracks import Stage
 
 FINISH_M = 1150.0
 FULL = np.array([0.0, 1.0, 0.0, 0.0], np.float32)
 
 
 def _stage(finish_m: float, checkpoints: tuple[float, ...] = ()) -> Stage:
-    b = PathBuilder(knot_spacing_m=10.0)
-    b.straight(1300.0)
-    return Stage(
-        name="straight",
-        knots=b.knots(),
-        sections=(Section(0.0, 10.0, "packed-dirt"),),
-        finish=Finish(s_m=finish_m),
-        start=Start(10.0, 0.0),
-        checkpoints_m=checkpoints,
-    )
+    return straight_stage(finish_m, checkpoints)
 
 
 def _run(stage: Stage, hz: int) -> tuple[str, float, tuple[float, ...]]:

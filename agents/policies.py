@@ -193,7 +193,12 @@ def make_policy(spec: Any, seed: int = 0, action_space: str = "auto") -> Any:
         except (TypeError, ValueError):
             required = [None]
         if not required:  # a factory
-            return obj()
+            obj = obj()
+        if not callable(obj) or isinstance(obj, (str, bytes)):
+            raise ValueError(
+                f"agent {spec!r} is not a policy: it gives a {type(obj).__name__}, not a "
+                "callable of the observation"
+            )
         return obj
     raise ValueError(
         f"unknown agent {spec!r}: use heuristic, random, {', '.join(SHIPPED)}, a .zip model "

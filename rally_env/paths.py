@@ -45,6 +45,17 @@ def check_positive(value: float | None, what: str, minimum: float = 0.0) -> None
         raise OptionValueError(f"{what} must be a finite number > {minimum:g}, got {value!r}")
 
 
+def why_not_writable(p: Path, e: OSError) -> str:
+    """The reason an OSError gives, or that an ancestor of ``p`` is a file (``mkdir`` of a
+    path under a file says "File exists")."""
+    for a in p.parents:
+        if a.exists():
+            if not a.is_dir():
+                return f"{a} is not a directory"
+            break
+    return e.strerror or str(e)
+
+
 def check_output_file(
     path: str | os.PathLike[str], what: str = "output", suffixes: Sequence[str] = ()
 ) -> Path:
@@ -76,7 +87,7 @@ def check_output_file(
         if not existed:
             p.unlink()
     except OSError as e:
-        raise OutputPathError(f"{what} {p}: cannot be written ({e.strerror or e})") from None
+        raise OutputPathError(f"{what} {p}: cannot be written ({why_not_writable(p, e)})") from None
     return p
 
 
@@ -95,5 +106,5 @@ def check_output_dir(path: str | os.PathLike[str], what: str = "output directory
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise OutputPathError(f"{what} {p}: cannot be written ({e.strerror or e})") from None
+        raise OutputPathError(f"{what} {p}: cannot be written ({why_not_writable(p, e)})") from None
     return p

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_env.errors import RallyEnvError
+from rally_env.paths import why_not_writable
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
 from rally_env.replay.errors import ReplayError
 from rally_env.replay.format import Replay, load_replay, replay_from_bytes
@@ -168,7 +169,7 @@ class Leaderboard:
         except (sqlite3.Error, OSError) as e:
             if self.conn is not None:
                 self.conn.close()
-            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            why = why_not_writable(self.path, e) if isinstance(e, OSError) else str(e)
             raise LeaderboardError(
                 f"{self.path}: not a usable leaderboard ({why})", "database"
             ) from None

@@ -102,6 +102,31 @@ def diagonal_stage_in_length(doc: dict[str, Any]) -> bytes:
     return _diagonal(doc, 4_900.0)
 
 
+def diagonal_stage_in_budget(doc: dict[str, Any]) -> bytes:
+    """A diagonal stage just inside every budget (4.7 km, 11.9 M terrain nodes): built, then
+    rejected (the car drives it, not the claimed opener)."""
+    return _diagonal(doc, 4_700.0)
+
+
+def most_knots(doc: dict[str, Any]) -> bytes:
+    """An embedded stage with as many knots as the length budget allows (4,900, 1 m apart)."""
+    d = copy.deepcopy(doc)
+    st = _tiny_stage_doc()
+    n = 4_900
+    st["knots"] = [[float(i), 0.0, 0.0] for i in range(n)]
+    st["finish"] = {"s_m": n - 100.0}
+    d["env_kwargs"]["stage"] = {"embedded": st}
+    return _bytes(redigest(d))
+
+
+def random_longest(doc: dict[str, Any]) -> bytes:
+    """``stage="random"`` at the longest ``random_stage.length_m`` the budget allows (5 km)."""
+    d = copy.deepcopy(doc)
+    d["env_kwargs"]["stage"] = "random"
+    d["env_kwargs"]["random_stage"] = {"length_m": 5_000.0}
+    return _bytes(redigest(d))
+
+
 def gen_list(doc: dict[str, Any]) -> bytes:
     """A list of 40 generated stages (about 25 MB of terrain each)."""
     d = copy.deepcopy(doc)
@@ -200,6 +225,27 @@ def huge_int(doc: dict[str, Any]) -> bytes:
     return _bytes(with_value(doc, ("result", "finish_time_s"), 10**400))
 
 
+def honest_twin(data: bytes, max_steps: int | None = None) -> bytes | None:
+    """An honest replay of a crafted file's settings and reset, as long as it claims (or until
+    the episode ends), driven by a pure-pursuit driver: what an honest run of the same claimed
+    work costs to verify. ``None`` if the verifier refuses the file before it builds an env."""
+    from rally_env.replay import ReplayError, replay_from_bytes
+    from rally_env.replay.resim import build_env, settings_of
+    from tests.rally_env.test_replay_support import record_run
+
+    try:
+        replay = replay_from_bytes(data, "<crafted>")
+        args, _ = settings_of(replay)
+        build_env(replay).close()  # every budget, as the verifier checks them
+    except ReplayError:
+        return None
+    if "seed" not in replay.reset:
+        return None
+    steps = replay.steps if max_steps is None else min(replay.steps, max_steps)
+    twin, _ = record_run(seed=int(replay.reset["seed"]), max_steps=steps, **args)
+    return twin.to_bytes()
+
+
 #: name -> (builder, expected status, a word of the expected reason or message)
 CRAFTED: dict[str, tuple[Callable[[dict[str, Any]], bytes], str, str]] = {
     "honest": (lambda d: _bytes(d), "accepted", ""),
@@ -210,6 +256,9 @@ CRAFTED: dict[str, tuple[Callable[[dict[str, Any]], bytes], str, str]] = {
     "gen_dev_zero": (gen_dev_zero, "unusable", "never read from a path"),
     "diagonal_stage": (diagonal_stage, "unusable", "over the budget"),
     "diagonal_stage_in_length": (diagonal_stage_in_length, "unusable", "grid nodes"),
+    "diagonal_stage_in_budget": (diagonal_stage_in_budget, "rejected", "stage_mismatch"),
+    "most_knots": (most_knots, "rejected", "stage_mismatch"),
+    "random_longest": (random_longest, "rejected", "stage_mismatch"),
     "gen_list": (gen_list, "unusable", "list of 40 stages"),
     "gen_list_in_budget": (gen_list_in_budget, "rejected", "stage_mismatch"),
     "many_laps": (many_laps, "unusable", "budget"),

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from rally_env.cli import build_parser
+from rally_env.config import RallyConfig
 from rally_env.info import end_reason
-from rally_env.replay import verify
+from rally_env.replay import kwargs_to_env_args, verify
+from rally_env.replay.verify import RULE_KEYS
 from tests.rally_env.test_replay_support import record_run, tiny_stage
 
 HUGE = 10**400
@@ -216,3 +218,49 @@ def test_no_edit_moves_a_run_to_another_stage_rules_class_or_time(which, honest,
     # may change: on a run without randomization every seed starts the same run)
     claims = ("result", "stage.", "hashes", "initial_hash", "final_hash", "actions")
     assert not [a for a in accepted if a.startswith(claims)], accepted
+
+
+def _redigested(doc: dict) -> dict | None:
+    """``doc`` with ``config_digest`` and ``vehicle_digest`` recomputed from its (edited)
+    settings, as an attacker can (the algorithms are public); ``None`` if they build nothing."""
+    try:
+        cfg = RallyConfig.build(**kwargs_to_env_args(doc["env_kwargs"]))
+    except ValueError:
+        return None
+    doc["config_digest"], doc["vehicle_digest"] = cfg.digest(), cfg.vehicle.digest()
+    return doc
+
+
+@pytest.mark.parametrize("which", CASES)
+def test_recomputed_digests_move_no_run_either(which, honest, tmp_path):
+    """The trust anchor against an attacker who also recomputes the settings' digests: an
+    edited setting that still verifies is the same run, on the same stage, with the same
+    times; it is filed under the rules its settings define (a run valid under other rules
+    too) and never promoted into the standard class."""
+    doc, good = honest[which]
+    tried, moved = 0, []
+    for p in _paths(doc["env_kwargs"], ("env_kwargs",), sample=True):
+        v = _get(doc, p)
+        for e in _edits(v):
+            if e == v and type(e) is type(v):
+                continue
+            bad = _redigested(_set(doc, p, e))
+            if bad is None:
+                continue
+            tried += 1
+            path = tmp_path / "e.rrp.json"
+            path.write_text(json.dumps(bad))
+            try:
+                rep = verify(path)
+            except ValueError:
+                continue
+            if not rep.accepted:
+                continue
+            case = f"{_name(p)} <- {e!r}"
+            assert _filing(rep)[:2] == _filing(good)[:2], case  # stage name and content
+            assert _filing(rep)[4:] == _filing(good)[4:], case  # control rate and times
+            if rep.rules != good.rules:
+                assert p[1] in RULE_KEYS and not rep.standard, case
+                moved.append(case)
+    assert tried > 50
+    assert all(not m.startswith("env_kwargs.stage") for m in moved), moved

@@ -17,22 +17,9 @@ from physics import layout as L
 from rally_env import RallyEnv, RallyVectorEnv, StateError
 from rally_env import kernels as K
 from rally_env.core import state_digest
+from tests.hostile import edited_state as _edited
+from tests.hostile import set_cell as _set
 from tests.rally_env.conftest import random_actions, rollout
-
-
-def _edited(st: dict, key: str, edit) -> dict:
-    bad = copy.deepcopy(st)
-    edit(bad[key])
-    bad["digest"] = state_digest(bad)
-    return bad
-
-
-def _set(col, value):
-    def edit(a):
-        a[0, col] = value
-
-    return edit
-
 
 EDITS = {
     "nan_position": ("sim_state", _set(L.POS_X, np.nan), "non-finite"),

@@ -17,23 +17,15 @@ import pytest
 
 from rally_env import RallyEnv
 from rally_env.info import checkpoint_times, end_reason
-from tracks import Finish, PathBuilder, Section, Stage, Start
+from tests.hostile import straight_stage
+from tracks import Stage
 
 FINISH_M = 1150.0
 FULL = np.array([0.0, 1.0, 0.0, 0.0], np.float32)
 
 
 def _stage(finish_m: float, checkpoints: tuple[float, ...] = ()) -> Stage:
-    b = PathBuilder(knot_spacing_m=10.0)
-    b.straight(1300.0)
-    return Stage(
-        name="straight",
-        knots=b.knots(),
-        sections=(Section(0.0, 10.0, "packed-dirt"),),
-        finish=Finish(s_m=finish_m),
-        start=Start(10.0, 0.0),
-        checkpoints_m=checkpoints,
-    )
+    return straight_stage(finish_m, checkpoints)
 
 
 def _run(stage: Stage, hz: int) -> tuple[str, float, tuple[float, ...]]:
@@ -72,3 +64,32 @@ def test_a_thousand_checkpoints_one_metre_apart():
     assert all(a < b for a, b in itertools.pairwise(cps))
     for i in (0, 500, 999):
         assert cps[i] == _line_time(cps_m[i], 20)
+
+
+def test_no_shipped_stage_has_two_lines_within_one_control_step():
+    """Why timing every line inside one control step kept the env versions: the substep path
+    (``kernels.lines_within_reach``) is never taken on a library or generated stage, at any
+    control rate and any speed up to 100 m/s, so their runs are unchanged bit for bit. A
+    stage that fails this changes what the fix changed (CHANGELOG, docs/env.md)."""
+    import tracks
+    from rally_env import CONTROL_HZ_CHOICES
+    from rally_env import kernels as K
+    from rally_env.config import MIN_RANDOM_LENGTH_M
+    from rally_env.stages import timing_lines
+
+    dt = 1.0 / min(CONTROL_HZ_CHOICES)
+    reach = 2.0 * (100.0 + K.REACH_ACCEL_MPS2 * dt) * dt + K.REACH_SLACK_M
+
+    def closest(st) -> float:
+        race = [0.0] + [r for r, _ in timing_lines(st)]
+        return min(b - a for a, b in itertools.pairwise(race))
+
+    stages = [tracks.load_stage(n) for n in tracks.list_stages()]
+    stages += [
+        tracks.generate(seed, length_m=length, difficulty=d)
+        for seed in range(6)
+        for length in (MIN_RANDOM_LENGTH_M, 2000.0)
+        for d in (0.0, 1.0)
+    ]
+    near = {st.name: round(closest(st), 1) for st in stages if closest(st) <= reach}
+    assert len(stages) > 30 and not near, f"lines closer than {reach:.1f} m: {near}"

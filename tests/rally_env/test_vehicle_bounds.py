@@ -15,8 +15,8 @@ from physics.params import _BOUNDS
 from physics.vehicles import VehicleDefError
 from physics.vehicles import vehicle_from_dict as from_doc
 from rally_env import RallyEnv
-from tests.hostile import with_value
-from tests.physics.test_vehicle_files import library_doc, numeric_paths
+from tests.hostile import numeric_paths, with_value
+from tests.hostile import vehicle_doc as library_doc
 
 
 def _candidates(path: tuple, v: float) -> list[float]:

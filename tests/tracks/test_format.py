@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracks
-from tests.hostile import HOSTILE_PATHS, hostile_path
+from tests.hostile import HOSTILE_PATHS, hostile_path, hostile_stage_texts
 from tracks.errors import (
     CurvatureError,
     FieldTypeError,
@@ -328,12 +328,7 @@ def test_hostile_stage_toml_is_a_stage_error_naming_the_file():
     from tracks.errors import StageError
 
     base = tracks.dumps_stage(tracks.load_stage("opener"))
-    deep = base + "\nx = " + "[" * 5000 + "]" * 5000 + "\n"
-    cases = {
-        "nested": deep,
-        "huge_finish": base.replace("[finish]\n", "[finish]\ns_m = " + "9" * 400 + "\n#", 1),
-        "long_knot": base.replace("knots = [\n", "knots = [\n[" + "1" * 5000 + ", 0.0, 0.0],\n", 1),
-    }
+    cases = hostile_stage_texts(base)
     for name, text in cases.items():
         with pytest.raises(StageError) as ei:
             tracks.loads_stage(text, "hostile.toml")

@@ -165,7 +165,7 @@ class Verifier:
         self.workers: list[Worker] = []
         self._trace_worker: Worker | None = None
         self._trace_lock = threading.Lock()
-        self.lease_s = limits.timeout_s + 60.0
+        self.lease_s = limits.timeout_s + 10.0
 
     def start(self) -> None:
         for i in range(self.n):

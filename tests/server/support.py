@@ -58,6 +58,7 @@ class Server:
         self.db, self.args = db, list(args)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self._own_log = log is None
         self.log = log or Path(tempfile.mkstemp(prefix="rally-serve-", suffix=".log")[1])
         self.proc: subprocess.Popen | None = None
 
@@ -106,16 +107,20 @@ class Server:
         self.proc.wait(30)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.kill9()
-        with contextlib.suppress(ProcessLookupError):  # any worker left behind
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        """SIGTERM (uvicorn shuts down, the workers are stopped), then SIGKILL to anything of
+        the process group still there."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):  # any worker left behind
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if self._own_log:
+            self.log.unlink(missing_ok=True)
 
     def pids(self) -> list[int]:
         """The server and its children (for memory figures)."""

@@ -18,7 +18,6 @@ import multiprocessing as mp
 import os
 import signal
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +106,9 @@ class Worker:
             raise RuntimeError("a verification worker did not start")
         _, self.pid = parent.recv()
 
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
     def stop(self) -> None:
         if self.proc is not None:
             with contextlib.suppress(Exception):
@@ -122,7 +124,7 @@ class Worker:
         Raises:
             TaskFailed: over the time budget, or the worker died (memory); it is replaced.
         """
-        if self.proc is None or not self.proc.is_alive():
+        if not self.alive():
             self.stop()
             self.start()
         try:
@@ -188,17 +190,20 @@ class Verifier:
             t.join(10)
 
     def _loop(self, w: Worker) -> None:
-        try:
-            w.start()
-        except Exception:
-            log.exception("a verification worker failed to start")
         while not self.stopping.is_set():
+            if not w.alive():  # (re)start before claiming: a run never waits on a dead worker
+                try:
+                    w.start()
+                except Exception:
+                    log.exception("a verification worker failed to start")
+                    self.stopping.wait(5.0)
+                    continue
             try:
                 job = self.store.claim(self.lease_s)
             except Exception:
                 log.exception("claiming a queued run failed")
                 job = None
-                time.sleep(1.0)
+                self.stopping.wait(1.0)
             if job is None:
                 self.wake.wait(0.5)
                 self.wake.clear()
@@ -218,7 +223,7 @@ class Verifier:
                 if self.stopping.is_set():
                     return
                 log.exception("verifying %s failed", sub_id)
-                time.sleep(1.0)
+                self.stopping.wait(1.0)
 
     def trace(self, blob: bytes) -> bytes:
         """The trace of a stored run that has none cached (re-simulated in a worker)."""

@@ -51,12 +51,18 @@ def main() -> int:
     n_h = args.submissions - n_t
     t0 = time.perf_counter()
     honest: list[tuple[bytes, str]] = []
+    seen: set[str] = set()
+    want = max(n_h, 1 if n_t else 0)
     i = 0
-    while len(honest) < max(n_h, 1 if n_t else 0):  # distinct finished runs
-        r, _ = record_run(seed=i, vmax=12.0 + 4.0 * (i % 97) / 97)
+    while len(honest) < want and i < 4 * want + 10:  # distinct finished runs
+        r, _ = record_run(seed=i, vmax=11.0 + 5.0 * i / max(want, 1))
         i += 1
-        if r.finished:
+        if r.finished and r.run_id() not in seen:
+            seen.add(r.run_id())
             honest.append((r.to_bytes(compress=True), r.run_id()))
+    if len(honest) < want:
+        print(f"could record only {len(honest)} distinct finished runs of {want}")
+        return 1
     print(f"recorded {len(honest)} honest runs in {time.perf_counter() - t0:.0f} s", flush=True)
     rng = np.random.default_rng(0)
     items: list[tuple[str, bytes]] = [("honest", d) for d, _ in honest[:n_h]]

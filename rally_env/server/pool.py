@@ -101,10 +101,17 @@ class Worker:
         child.close()
         self.conn = parent
         # the first start compiles or loads the physics: not part of any task's budget
-        if not parent.poll(self.ready_timeout_s):
+        try:
+            if not parent.poll(self.ready_timeout_s):
+                raise EOFError
+            _, self.pid = parent.recv()
+        except (EOFError, OSError):
+            code = self.proc.exitcode
             self.stop()
-            raise RuntimeError("a verification worker did not start")
-        _, self.pid = parent.recv()
+            raise RuntimeError(
+                f"a verification worker did not start (exit code {code}; a --task-memory-mb "
+                "too small for the interpreter and the compiled physics?)"
+            ) from None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()

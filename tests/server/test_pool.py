@@ -38,3 +38,25 @@ def test_worker_limits_time_budget_and_replacement():
         assert bad["report"].status == "unusable"
     finally:
         w.stop()
+
+
+def test_a_worker_over_its_memory_budget_rejects_the_run_and_is_replaced():
+    """300 MiB of address space: the interpreter fits, a verification does not: its
+    allocation fails (or the worker dies or stalls until the time budget): ``over_budget``,
+    never a verdict, and the next worker is a fresh one."""
+    data = HONEST.read_bytes()
+    w = Worker(TaskLimits(timeout_s=120.0, memory_mb=300))
+    try:
+        try:
+            w.start()
+        except RuntimeError as e:  # too small even for the interpreter here: refused at start
+            assert "did not start" in str(e)
+        else:
+            with pytest.raises(TaskFailed) as e:
+                w.call("verify", data)
+            assert e.value.reason == "over_budget"
+            assert not w.alive()
+        w.limits = TaskLimits(timeout_s=600.0, memory_mb=2048)
+        assert w.call("verify", data)["report"].accepted
+    finally:
+        w.stop()

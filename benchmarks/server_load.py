@@ -165,6 +165,9 @@ def main() -> int:
             st.close()
             pg.stop()
 
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
     lat = np.array([r[3] for r in results])
     h_ok = sum(1 for k, s, _, _ in results if k == "honest" and s == "accepted")
     t_ok = sum(1 for k, s, _, _ in results if k == "tampered" and s == "rejected")

@@ -364,7 +364,7 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
                 {
                     "name": n,
                     "library": lib,
-                    "length_m": round(float(_stage(n).path.length_m), 1) if lib else None,
+                    "length_m": round(float(_stage(n).timed_length_m), 1) if lib else None,
                     "description": _stage(n).description if lib else "",
                     "record": best[0].to_dict() if best else None,
                     "board": f"/api/v1/boards/{n}",

@@ -259,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rally_env.replay.cli import add_subcommands as add_replay_commands  # no pygame
 
     add_replay_commands(sub)
+    from rally_env.server.cli import add_subcommands as add_server_commands  # imports nothing
+
+    add_server_commands(sub)
     from rally_env.plugins import command_providers  # e.g. agents: train, eval, par, demo
 
     for add_subcommands in command_providers():

@@ -270,40 +270,17 @@ class Leaderboard:
 
     def _insert(self, replay: Replay, report: VerifyReport, player: str) -> None:
         blob = replay.to_bytes(compress=True)
-        added = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         try:
             with self._transaction():
                 try:
-                    cur = self.conn.execute(
-                        "INSERT INTO runs (run_id, stage_name, stage_digest, rules, standard, "
-                        "control_hz, vehicle_digest, finish_time_s, steps, player, added_utc, "
-                        "replay) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            report.run_id,
-                            report.stage,
-                            report.stage_digest,
-                            report.rules,
-                            int(report.standard),
-                            report.control_hz,
-                            report.vehicle_digest,
-                            float(report.finish_time_s),
-                            report.steps,
-                            player,
-                            added,
-                            blob,
-                        ),
-                    )
+                    rowid = insert_run(self.conn.cursor(), "?", report, blob, player)
                 except sqlite3.IntegrityError:
                     raise LeaderboardError(
                         f"run {report.run_id} is already on the leaderboard", "duplicate"
                     ) from None
-                rowid = cur.lastrowid
                 if self._midway is not None:
                     self._midway()
-                self.conn.executemany(
-                    "INSERT INTO splits (run, idx, time_s) VALUES (?, ?, ?)",
-                    [(rowid, i, t) for i, t in enumerate(report.checkpoint_times_s)],
-                )
+                insert_splits(self.conn.cursor(), "?", rowid, report)
         except sqlite3.Error as e:
             raise LeaderboardError(
                 f"{self.path}: the database refused the write ({e})", "database"
@@ -349,57 +326,17 @@ class Leaderboard:
             rules: only this rules class (``"standard"`` or a rules digest); ``None`` = all.
             limit: at most this many entries per (stage version, rules) class.
         """
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
-        ):
-            raise ValueError(f"limit must be an integer >= 1 or None, got {limit!r}")
+        check_limit(limit)
         if digest == "current":
             digest = current_stage_digest(stage)
-        q = (
-            "SELECT id, finish_time_s, player, stage_name, stage_digest, rules, standard, "
-            "control_hz, steps, added_utc, run_id FROM runs WHERE stage_name = ?"
-        )
-        args: list[Any] = [stage]
-        if digest is not None:
-            q += " AND stage_digest = ?"
-            args.append(digest)
-        if rules == "standard":
-            q += " AND standard = 1"
-        elif rules is not None:
-            q += " AND rules = ?"
-            args.append(rules)
-        q += " ORDER BY standard DESC, stage_digest, rules, finish_time_s, id"
-        out: list[Entry] = []
-        rank: dict[tuple[str, str], int] = {}
+        q, args = best_query(stage, digest, rules, "?")
         try:
             rows = self.conn.execute(q, args).fetchall()
         except sqlite3.Error as e:
             raise LeaderboardError(
                 f"{self.path}: cannot read the database ({e})", "database"
             ) from None
-        for row in rows:
-            key = (row[4], row[5])
-            r = rank.get(key, 0) + 1
-            rank[key] = r
-            if limit is not None and r > limit:
-                continue
-            out.append(
-                Entry(
-                    rank=r,
-                    finish_time_s=float(row[1]),
-                    player=row[2],
-                    stage=row[3],
-                    stage_digest=row[4],
-                    rules=row[5],
-                    standard=bool(row[6]),
-                    control_hz=int(row[7]),
-                    steps=int(row[8]),
-                    added_utc=row[9],
-                    run_id=row[10],
-                    checkpoint_times_s=self._splits(int(row[0])),
-                )
-            )
-        return out
+        return rank_rows(rows, limit, self._splits)
 
     def count(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
@@ -410,6 +347,110 @@ class Leaderboard:
         if row is None:
             raise LeaderboardError(f"no run {run_id}", "database")
         return replay_from_bytes(bytes(row[0]), f"leaderboard run {run_id}")
+
+
+# ------------------------------------------------------------------ SQL shared with the server
+# The server's storage layer (rally_env.server.store) keeps accepted runs in these same tables,
+# on SQLite or PostgreSQL; these helpers take a DB-API cursor and the driver's placeholder
+# (``?`` for sqlite3, ``%s`` for psycopg), so both write and rank runs the same way.
+
+
+def insert_run(
+    cur: Any, ph: str, report: VerifyReport, blob: bytes, player: str, on_conflict: bool = False
+) -> int | None:
+    """Insert a verified run's row (filed under the re-simulation's findings); its id.
+
+    A run already stored raises the driver's integrity error, or with ``on_conflict`` is
+    skipped (None)."""
+    added = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cols = (
+        "run_id, stage_name, stage_digest, rules, standard, control_hz, vehicle_digest, "
+        "finish_time_s, steps, player, added_utc, replay"
+    )
+    cur.execute(
+        f"INSERT INTO runs ({cols}) VALUES ({', '.join([ph] * 12)})"
+        + (" ON CONFLICT (run_id) DO NOTHING" if on_conflict else "")
+        + " RETURNING id",
+        (
+            report.run_id,
+            report.stage,
+            report.stage_digest,
+            report.rules,
+            int(report.standard),
+            report.control_hz,
+            report.vehicle_digest,
+            float(report.finish_time_s),
+            report.steps,
+            player,
+            added,
+            blob,
+        ),
+    )
+    row = cur.fetchone()
+    return None if row is None else int(row[0])
+
+
+def insert_splits(cur: Any, ph: str, rowid: int, report: VerifyReport) -> None:
+    """One row per checkpoint time of a run inserted by :func:`insert_run`."""
+    cur.executemany(
+        f"INSERT INTO splits (run, idx, time_s) VALUES ({ph}, {ph}, {ph})",
+        [(rowid, i, t) for i, t in enumerate(report.checkpoint_times_s)],
+    )
+
+
+def check_limit(limit: Any) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be an integer >= 1 or None, got {limit!r}")
+
+
+def best_query(stage: str, digest: str | None, rules: str | None, ph: str) -> tuple[str, list]:
+    """The SELECT behind :meth:`Leaderboard.best` (``digest`` already resolved)."""
+    q = (
+        "SELECT id, finish_time_s, player, stage_name, stage_digest, rules, standard, "
+        f"control_hz, steps, added_utc, run_id FROM runs WHERE stage_name = {ph}"
+    )
+    args: list[Any] = [stage]
+    if digest is not None:
+        q += f" AND stage_digest = {ph}"
+        args.append(digest)
+    if rules == "standard":
+        q += " AND standard = 1"
+    elif rules is not None:
+        q += f" AND rules = {ph}"
+        args.append(rules)
+    q += " ORDER BY standard DESC, stage_digest, rules, finish_time_s, id"
+    return q, args
+
+
+def rank_rows(
+    rows: list[Any], limit: int | None, splits_of: Callable[[int], tuple[float | None, ...]]
+) -> list[Entry]:
+    """:class:`Entry` rows ranked within each (stage version, rules) class."""
+    out: list[Entry] = []
+    rank: dict[tuple[str, str], int] = {}
+    for row in rows:
+        key = (row[4], row[5])
+        r = rank.get(key, 0) + 1
+        rank[key] = r
+        if limit is not None and r > limit:
+            continue
+        out.append(
+            Entry(
+                rank=r,
+                finish_time_s=float(row[1]),
+                player=row[2],
+                stage=row[3],
+                stage_digest=row[4],
+                rules=row[5],
+                standard=bool(row[6]),
+                control_hz=int(row[7]),
+                steps=int(row[8]),
+                added_utc=row[9],
+                run_id=row[10],
+                checkpoint_times_s=splits_of(int(row[0])),
+            )
+        )
+    return out
 
 
 def printable(text: str) -> str:

@@ -1,0 +1,499 @@
+"""The HTTP API and web pages of ``rally serve`` (FastAPI on uvicorn).
+
+Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with a matching status: 400
+(``bad_request``, ``bad_run_id``, ``bad_player``, ``empty_body``), 401 (``missing_token``,
+``bad_token``), 404 (``not_found``), 408 (``slow_body``), 413 (``too_large``), 429
+(``rate_limited``, with ``Retry-After``), 503 (``queue_full``, with ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gzip
+import json
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rally_env.replay.budgets import DEFAULT_BUDGETS
+from rally_env.server.pool import TaskFailed, TaskLimits, Verifier
+from rally_env.server.store import ID_RE, QueueFull, Store
+
+log = logging.getLogger("rally_env.server")
+HERE = Path(__file__).parent
+STAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+RULES_RE = re.compile(r"^(standard|all|[0-9a-f]{16})$")
+TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
+
+
+@dataclass
+class ServerConfig:
+    """``rally serve``'s settings (see ``docs/server.md``)."""
+
+    workers: int = 2
+    max_queue: int = 200
+    max_upload_bytes: int = DEFAULT_BUDGETS.max_file_bytes
+    body_timeout_s: float = 30.0
+    #: (uploads, per seconds) for each token and for each client address
+    token_rate: tuple[int, float] = (30, 60.0)
+    address_rate: tuple[int, float] = (60, 60.0)
+    limits: TaskLimits = field(default_factory=TaskLimits)
+    retry_after_s: int = 10
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers
+
+
+class RateLimiter:
+    """Token buckets (``rate`` events per ``per`` seconds, bursts up to ``rate``) per key;
+    the least recently used keys are forgotten past ``max_keys``."""
+
+    def __init__(self, rate: int, per: float, max_keys: int = 100_000):
+        self.rate, self.per, self.max_keys = float(rate), float(per), max_keys
+        self.buckets: OrderedDict[Any, tuple[float, float]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def take(self, key: Any) -> float:
+        """0 if allowed (one event taken), else the seconds until the next is allowed."""
+        now = time.monotonic()
+        with self.lock:
+            tokens, last = self.buckets.pop(key, (self.rate, now))
+            tokens = min(self.rate, tokens + (now - last) * self.rate / self.per)
+            wait = 0.0
+            if tokens >= 1.0:
+                tokens -= 1.0
+            else:
+                wait = (1.0 - tokens) * self.per / self.rate
+            self.buckets[key] = (tokens, now)
+            while len(self.buckets) > self.max_keys:
+                self.buckets.popitem(last=False)
+        return wait
+
+
+def _err(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+def _fmt_time(t: Any) -> str:
+    if t is None:
+        return "-"
+    t = float(t)
+    m = int(t // 60)
+    return f"{m}:{t - 60 * m:06.3f}" if m else f"{t:.3f}"
+
+
+def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
+    """The ASGI app over ``store``; verification starts with the app (lifespan)."""
+    cfg = config or ServerConfig()
+    verifier = Verifier(store, cfg.workers, cfg.limits)
+    token_rl = RateLimiter(*cfg.token_rate)
+    addr_rl = RateLimiter(*cfg.address_rate)
+    jinja = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"], default=True),
+    )
+    jinja.filters["t"] = _fmt_time
+
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        from rally_env.server.store import SQLiteStore
+
+        if isinstance(store, SQLiteStore):  # one server per SQLite file: retake its runs
+            n = await run_in_threadpool(store.requeue_verifying)
+            if n:
+                log.warning("requeued %d runs that were verifying when the server stopped", n)
+        verifier.start()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(verifier.stop)
+
+    app = FastAPI(
+        title="rally-env leaderboard",
+        version="1",
+        description="Upload replays; the server re-simulates them and ranks the accepted runs.",
+        lifespan=lifespan,
+        docs_url="/api/docs",
+        redoc_url=None,
+        openapi_url="/api/v1/openapi.json",
+    )
+    app.state.store, app.state.verifier, app.state.config = store, verifier, cfg
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, e: ApiError):
+        return _err(e.status, e.code, e.message, e.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, e: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
+        if request.url.path.startswith("/api/"):
+            return _err(e.status_code, code, str(e.detail))
+        page = jinja.get_template("error.html").render(status=e.status_code, message=e.detail)
+        return HTMLResponse(page, status_code=e.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, e: RequestValidationError):
+        parts = []
+        for err in e.errors()[:3]:
+            loc = ".".join(str(x) for x in err.get("loc", ()) if x != "query")
+            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+        return _err(400, "bad_request", "; ".join(parts) or "invalid request")
+
+    def db(fn, *args, **kwargs):
+        return run_in_threadpool(fn, *args, **kwargs)
+
+    # ----------------------------------------------------------------------- uploads
+    @app.post(
+        "/api/v1/runs",
+        status_code=202,
+        summary="Submit a replay for verification",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                },
+            }
+        },
+        responses={
+            202: {"description": "queued"},
+            401: {"description": "missing or bad token"},
+            408: {"description": "the body arrived too slowly"},
+            413: {"description": "the body is over the size limit"},
+            429: {"description": "rate limited (Retry-After)"},
+            503: {"description": "the queue is full (Retry-After)"},
+        },
+    )
+    async def submit_run(
+        request: Request,
+        player: str | None = Query(
+            None, description="name shown on the board (default: the token's name)"
+        ),
+    ) -> JSONResponse:
+        """The body is the replay file (``.rrp.json.gz`` or JSON) as
+        ``application/octet-stream``; ``Authorization: Bearer <token>``."""
+        addr = request.client.host if request.client else "-"
+        wait = addr_rl.take(addr)
+        if wait:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"too many uploads from {addr}; retry in {wait:.0f} s",
+                {"Retry-After": str(max(1, round(wait)))},
+            )
+        auth = request.headers.get("authorization", "")
+        if not auth:
+            raise ApiError(401, "missing_token", "send Authorization: Bearer <token>")
+        scheme, _, token = auth.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not TOKEN_RE.match(token):
+            raise ApiError(401, "bad_token", "the token is malformed")
+        found = await db(store.token_id, token)
+        if found is None:
+            raise ApiError(401, "bad_token", "unknown or revoked token")
+        token_id, token_name = found
+        wait = token_rl.take(token_id)
+        if wait:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"too many uploads with this token; retry in {wait:.0f} s",
+                {"Retry-After": str(max(1, round(wait)))},
+            )
+        name = token_name if player is None else player
+        if not (1 <= len(name) <= 40) or not name.isprintable() or name.strip() != name:
+            raise ApiError(
+                400,
+                "bad_player",
+                "player: 1-40 printable characters, no leading or trailing spaces",
+            )
+        limit = cfg.max_upload_bytes
+        length = request.headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                raise ApiError(400, "bad_request", "Content-Length is not a number")
+            if int(length) > limit:
+                raise ApiError(413, "too_large", f"the upload is over the {limit} byte limit")
+        body = await _read_body(request, limit, cfg.body_timeout_s)
+        try:
+            sub_id = await db(store.submit, body, token_id, addr, name, cfg.max_queue)
+        except QueueFull as e:
+            raise ApiError(
+                503,
+                "queue_full",
+                f"{e}; retry later",
+                {"Retry-After": str(cfg.retry_after_s)},
+            ) from None
+        verifier.notify()
+        url = f"/api/v1/runs/{sub_id}"
+        return JSONResponse(
+            {"id": sub_id, "status": "queued", "url": url, "page": f"/runs/{sub_id}"},
+            status_code=202,
+            headers={"Location": url},
+        )
+
+    # ------------------------------------------------------------------------- reads
+    async def _submission(run_id: str) -> dict[str, Any]:
+        if not ID_RE.match(run_id):
+            raise ApiError(400, "bad_run_id", "a run id is 32 lowercase hexadecimal digits")
+        d = await db(store.submission, run_id)
+        if d is None:
+            raise ApiError(404, "not_found", f"no run {run_id}")
+        return d
+
+    def _public(d: dict[str, Any]) -> dict[str, Any]:
+        rep = d.get("report") or {}
+        run = d.get("run")
+        out = {
+            "id": d["id"],
+            "status": d["status"],
+            "player": d["player"],
+            "submitted_utc": d["submitted_utc"],
+            "verdict_utc": d["verdict_utc"],
+            "reason": d["reason"],
+            "message": d["message"],
+            "step": d["step"],
+            "run_id": d["run_id"],
+            "verdict": rep.get("status"),
+            "stage": (run or {}).get("stage") or rep.get("stage") or None,
+            "finish_time_s": (run or {}).get("finish_time_s"),
+        }
+        if run is not None:
+            out["run"] = run
+        return out
+
+    @app.get("/api/v1/runs/{run_id}", summary="A submission's status and verdict")
+    async def get_run(run_id: str) -> JSONResponse:
+        """``status`` is ``queued``, ``verifying``, ``accepted`` or ``rejected`` (then
+        ``reason``, ``message`` and ``step`` say why)."""
+        return JSONResponse(_public(await _submission(run_id)))
+
+    @app.get("/api/v1/runs/{run_id}/replay", summary="An accepted run's replay file")
+    async def get_replay(run_id: str) -> Response:
+        d = await _submission(run_id)
+        blob = await db(store.replay_blob, d["run_id"]) if d["status"] == "accepted" else None
+        if blob is None:
+            raise ApiError(404, "not_found", f"run {run_id} has no accepted replay")
+        name = f"{d['run_id']}.rrp.json.gz"
+        return Response(
+            blob,
+            media_type="application/gzip",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
+
+    @app.get("/api/v1/runs/{run_id}/trace", summary="An accepted run's re-simulated trace")
+    async def get_trace(run_id: str, request: Request) -> Response:
+        """Per control step: ``t``, ``x``, ``y``, ``heading``, ``speed``, ``progress``; the
+        split and finish times and the stage geometry; from the server's re-simulation."""
+        d = await _submission(run_id)
+        if d["status"] != "accepted":
+            raise ApiError(404, "not_found", f"run {run_id} is not accepted ({d['status']})")
+        rid = d["run_id"]
+        data = await db(store.trace, rid)
+        if data is None:
+            blob = await db(store.replay_blob, rid)
+            try:
+                data = await db(verifier.trace, blob)
+            except TaskFailed as e:
+                raise ApiError(503, "trace_failed", str(e)) from None
+            await db(store.put_trace, rid, data)
+        headers = {"Cache-Control": "public, max-age=86400"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"
+            return Response(data, media_type="application/json", headers=headers)
+        return Response(gzip.decompress(data), media_type="application/json", headers=headers)
+
+    @functools.lru_cache(maxsize=256)
+    def _library() -> tuple[str, ...]:
+        import tracks
+
+        return tuple(tracks.list_stages())
+
+    @functools.lru_cache(maxsize=64)
+    def _stage(name: str) -> Any:
+        import tracks
+
+        return tracks.load_stage(name)
+
+    @functools.lru_cache(maxsize=64)
+    def _map(name: str) -> dict[str, Any]:
+        from rally_env.server.trace import stage_geometry
+
+        return stage_geometry(_stage(name), step_m=8.0)
+
+    def _stage_name(stage: str) -> str:
+        if not STAGE_RE.match(stage):
+            raise ApiError(400, "bad_stage", "a stage name is lowercase letters, digits, . _ -")
+        return stage
+
+    def _board(stage: str, rules: str, limit: int, versions: str) -> list[Any]:
+        digest = _stage(stage).digest() if (versions == "current" and stage in _library()) else None
+        rules_arg = None if rules == "all" else rules
+        return store.best(stage, digest, rules_arg, limit)
+
+    def _stages() -> list[dict[str, Any]]:
+        names = list(_library())
+        names += [n for n in store.stage_names() if n not in names]
+        out = []
+        for n in names:
+            lib = n in _library()
+            best = _board(n, "standard", 1, "current")
+            out.append(
+                {
+                    "name": n,
+                    "library": lib,
+                    "length_m": round(float(_stage(n).timed_length_m), 1) if lib else None,
+                    "description": _stage(n).description if lib else "",
+                    "record": best[0].to_dict() if best else None,
+                    "board": f"/api/v1/boards/{n}",
+                    "map": f"/api/v1/stages/{n}/map" if lib else None,
+                }
+            )
+        return out
+
+    @app.get("/api/v1/stages", summary="The stages, each with its standard-rules record")
+    async def get_stages() -> JSONResponse:
+        return JSONResponse(await db(_stages))
+
+    @app.get("/api/v1/stages/{stage}/map", summary="A library stage's geometry")
+    async def get_map(stage: str) -> JSONResponse:
+        _stage_name(stage)
+        if stage not in _library():
+            raise ApiError(404, "not_found", f"no library stage {stage}")
+        return JSONResponse(await db(_map, stage))
+
+    @app.get("/api/v1/boards/{stage}", summary="A stage's board, fastest first")
+    async def get_board(
+        stage: str,
+        rules: str = Query("standard", description="standard, all, or a rules digest"),
+        limit: int = Query(10, ge=1, le=100, description="entries per class"),
+        versions: str = Query("current", pattern="^(current|all)$"),
+    ) -> JSONResponse:
+        _stage_name(stage)
+        if not RULES_RE.match(rules):
+            raise ApiError(400, "bad_request", "rules: standard, all or a 16-digit rules digest")
+        entries = await db(_board, stage, rules, limit, versions)
+        return JSONResponse(
+            {"stage": stage, "rules": rules, "entries": [e.to_dict() for e in entries]}
+        )
+
+    @app.get("/api/v1/health", summary="Queue and board counts")
+    async def health() -> JSONResponse:
+        return JSONResponse({"ok": True, **(await db(store.counts))})
+
+    # -------------------------------------------------------------------------- pages
+    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        return HTMLResponse(jinja.get_template(name).render(**ctx), status_code=status)
+
+    def _svg_path(geom: dict[str, Any], w: float = 240, h: float = 160) -> dict[str, Any]:
+        xs, ys = geom["x"], geom["y"]
+        x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+        s = min((w - 10) / max(x1 - x0, 1e-6), (h - 10) / max(y1 - y0, 1e-6))
+        pts = " ".join(
+            f"{5 + (x - x0) * s:.1f},{h - 5 - (y - y0) * s:.1f}"
+            for x, y in zip(xs, ys, strict=True)
+        )
+        return {"points": pts, "w": w, "h": h}
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index_page() -> HTMLResponse:
+        stages = await db(_stages)
+        for s in stages:
+            s["svg"] = _svg_path(await db(_map, s["name"])) if s["library"] else None
+        return page("index.html", stages=stages)
+
+    @app.get("/stages/{stage}", response_class=HTMLResponse, include_in_schema=False)
+    async def stage_page(
+        stage: str,
+        rules: str = Query("standard"),
+        limit: int = Query(50, ge=1, le=100),
+    ) -> HTMLResponse:
+        _stage_name(stage)
+        if not RULES_RE.match(rules):
+            raise ApiError(400, "bad_request", "rules: standard, all or a rules digest")
+        entries = await db(_board, stage, rules, limit, "current")
+        lib = stage in _library()
+        if not entries and not lib:
+            raise StarletteHTTPException(404, f"no stage {stage}")
+        svg = _svg_path(await db(_map, stage), 480, 320) if lib else None
+        return page("stage.html", stage=stage, entries=entries, rules=rules, svg=svg)
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+    async def run_page(run_id: str, ghosts: str = Query("", max_length=200)) -> HTMLResponse:
+        if not ID_RE.match(run_id):
+            raise StarletteHTTPException(400, "a run id is 32 lowercase hexadecimal digits")
+        d = await db(store.submission, run_id)
+        if d is None:
+            raise StarletteHTTPException(404, f"no run {run_id}")
+        run = d.get("run")
+        ghost_ids: list[str] = [g for g in ghosts.split(",") if ID_RE.match(g)][:3]
+        record = None
+        if run is not None:
+            board = await db(store.best, run["stage"], run["stage_digest"], run["rules"], 4)
+            record = board[0].run_id if board else None
+            if not ghosts:
+                ghost_ids = [e.run_id for e in board if e.run_id != run["run_id"]][:3]
+        return page(
+            "run.html",
+            sub=_public(d),
+            run=run,
+            record=record,
+            ghosts=ghost_ids,
+            config=json.dumps(
+                {
+                    "run": d["run_id"],
+                    "record": record,
+                    "ghosts": ghost_ids,
+                    "player": d["player"],
+                }
+            ),
+        )
+
+    return app
+
+
+async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The request body, read while counting: over ``limit`` bytes is a 413 as soon as it
+    is seen, a body not complete within ``timeout_s`` a 408."""
+    chunks: list[bytes] = []
+    size = 0
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "too_large", f"the upload is over the {limit} byte limit")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout_s)
+    except TimeoutError:
+        raise ApiError(
+            408, "slow_body", f"the upload did not arrive within {timeout_s:g} s"
+        ) from None
+    if size == 0:
+        raise ApiError(400, "empty_body", "the body must be a replay file")
+    return b"".join(chunks)

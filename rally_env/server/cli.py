@@ -1,0 +1,182 @@
+"""``rally serve`` and ``rally serve token add|revoke|list``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+
+def add_subcommands(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="leaderboard server: verify uploaded replays, serve the boards and web pages",
+        description="Runs the leaderboard server (docs/server.md). Needs the server extra: "
+        "pip install 'rally-env[server]'.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8000, help="port (8000)")
+    p.add_argument("--db", help="SQLite file or postgresql:// URL (default: the leaderboard's)")
+    p.add_argument("--workers", type=_count, default=2, help="verification processes (2)")
+    p.add_argument("--max-queue", type=_positive, default=200, help="queued runs before 503")
+    p.add_argument("--max-upload-mb", type=float, default=32.0, help="upload size limit (32)")
+    p.add_argument("--body-timeout", type=float, default=30.0, help="seconds per upload (30)")
+    p.add_argument("--task-timeout", type=float, default=60.0, help="seconds per verification")
+    p.add_argument("--task-memory-mb", type=int, default=2048, help="address space per worker")
+    p.add_argument("--token-rate", type=_rate, default=(30, 60.0), help="uploads/seconds per token")
+    p.add_argument(
+        "--address-rate", type=_rate, default=(60, 60.0), help="uploads/seconds per address"
+    )
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    p.set_defaults(func=_cmd_serve)
+    sub = p.add_subparsers(dest="serve_command")
+    t = sub.add_parser("token", help="submitter tokens")
+    tsub = t.add_subparsers(dest="token_command", required=True)
+    a = tsub.add_parser("add", help="create a token (printed once; only its digest is stored)")
+    a.add_argument("name")
+    a.add_argument("--db")
+    a.set_defaults(func=_cmd_token_add)
+    r = tsub.add_parser("revoke", help="revoke a token")
+    r.add_argument("name")
+    r.add_argument("--db")
+    r.set_defaults(func=_cmd_token_revoke)
+    ls = tsub.add_parser("list", help="list tokens (names and dates)")
+    ls.add_argument("--db")
+    ls.set_defaults(func=_cmd_token_list)
+
+
+def _num(text: str, kind: type, lo: float, what: str) -> Any:
+    try:
+        v = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not v >= lo:
+        raise argparse.ArgumentTypeError(f"must be >= {lo}, got {text}")
+    return v
+
+
+def _port(text: str) -> int:
+    v = _num(text, int, 0, "a port number")
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {v}")
+    return v
+
+
+def _count(text: str) -> int:
+    return _num(text, int, 0, "an integer")
+
+
+def _positive(text: str) -> int:
+    return _num(text, int, 1, "an integer")
+
+
+def _rate(text: str) -> tuple[int, float]:
+    n, _, per = text.partition("/")
+    try:
+        rate = (int(n), float(per or 60))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: N/SECONDS, e.g. 30/60") from None
+    if rate[0] < 1 or not rate[1] > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: N >= 1 and SECONDS > 0")
+    return rate
+
+
+def _err(msg: str) -> int:
+    print(f"rally: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _open(db: str | None) -> Any:
+    from rally_env.replay.leaderboard import default_db_path
+    from rally_env.server.store import open_store
+
+    return open_store(db if db else default_db_path())
+
+
+def _cmd_token_add(args: Any) -> int:
+    from rally_env.server.store import StoreError
+
+    try:
+        store = _open(args.db)
+        token = store.add_token(args.name)
+    except StoreError as e:
+        return _err(str(e))
+    store.close()
+    print(token)
+    return 0
+
+
+def _cmd_token_revoke(args: Any) -> int:
+    from rally_env.server.store import StoreError
+
+    try:
+        store = _open(args.db)
+        ok = store.revoke_token(args.name)
+    except StoreError as e:
+        return _err(str(e))
+    store.close()
+    if not ok:
+        return _err(f"no live token named {args.name!r}")
+    print(f"revoked {args.name}")
+    return 0
+
+
+def _cmd_token_list(args: Any) -> int:
+    from rally_env.replay.leaderboard import printable
+    from rally_env.server.store import StoreError
+
+    try:
+        store = _open(args.db)
+        rows = store.tokens()
+    except StoreError as e:
+        return _err(str(e))
+    store.close()
+    for r in rows:
+        state = f"revoked {r['revoked_utc']}" if r["revoked_utc"] else "live"
+        print(f"{printable(r['name']):<24}  created {r['created_utc']}  {state}")
+    return 0
+
+
+def _cmd_serve(args: Any) -> int:
+    try:
+        import uvicorn
+
+        from rally_env.server.app import ServerConfig, create_app
+    except ImportError as e:
+        return _err(f"rally serve needs the server extra ({e}): pip install 'rally-env[server]'")
+    from rally_env.server.pool import TaskLimits
+    from rally_env.server.store import StoreError
+
+    for name in ("max_upload_mb", "body_timeout", "task_timeout"):
+        v = getattr(args, name)
+        if not v > 0:
+            return _err(f"--{name.replace('_', '-')} must be > 0, got {v}")
+    if args.task_memory_mb < 0:
+        return _err(f"--task-memory-mb must be >= 0, got {args.task_memory_mb}")
+    try:
+        store = _open(args.db)
+    except StoreError as e:
+        return _err(str(e))
+    cfg = ServerConfig(
+        workers=args.workers,
+        max_queue=args.max_queue,
+        max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
+        body_timeout_s=args.body_timeout,
+        token_rate=args.token_rate,
+        address_rate=args.address_rate,
+        limits=TaskLimits(timeout_s=args.task_timeout, memory_mb=args.task_memory_mb),
+    )
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
+    app = create_app(store, cfg)
+    print(f"rally serve: http://{args.host}:{args.port}/ ({store.url})", flush=True)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_keep_alive=5,
+        limit_concurrency=256,
+    )
+    store.close()
+    return 0

@@ -1,0 +1,243 @@
+"""Verification in a bounded pool of worker processes, fed from the persisted queue.
+
+Each of the N pool threads owns one worker process (started with ``spawn``: nothing of the
+server's state is inherited) and loops: claim the oldest queued submission from the store,
+send its bytes to the worker, wait at most the task's time budget, record the verdict. The
+worker runs :func:`rally_env.replay.verify_bytes` with the server's
+:class:`~rally_env.replay.budgets.Budgets` under an address-space limit (``RLIMIT_AS``); a
+worker over its time budget is killed, one that runs out of memory fails its allocation or
+dies, and either way the run is rejected (``over_budget``) and a fresh worker takes its place.
+An accepted run's trace (:mod:`rally_env.server.trace`) is computed by the same worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing as mp
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
+
+log = logging.getLogger("rally_env.server")
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    """What one verification may cost: wall time (s) and address space (MiB; 0 = none)."""
+
+    timeout_s: float = 60.0
+    memory_mb: int = 2048
+    budgets: Budgets = DEFAULT_BUDGETS
+
+
+class TaskFailed(Exception):
+    """A task exceeded its time or memory budget (the worker was replaced)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _worker_main(conn: Any, limits: TaskLimits) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops its workers itself
+    if limits.memory_mb:
+        import resource
+
+        lim = int(limits.memory_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    from rally_env.replay.format import replay_from_bytes
+    from rally_env.replay.verify import verify_bytes
+    from rally_env.server.trace import encode, trace_of
+
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return  # the server is gone
+        try:
+            if kind == "verify":
+                rep = verify_bytes(payload, limits.budgets)
+                out: dict[str, Any] = {"report": rep}
+                if rep.accepted and rep.finish_time_s is not None:
+                    replay = replay_from_bytes(payload, "<upload>", limits.budgets)
+                    out["blob"] = replay.to_bytes(compress=True)
+                    out["trace"] = encode(trace_of(replay, limits.budgets))
+            elif kind == "trace":
+                replay = replay_from_bytes(payload, "<stored run>", limits.budgets)
+                out = {"trace": encode(trace_of(replay, limits.budgets))}
+            else:
+                out = {"error": "bad_request", "message": f"unknown task {kind!r}"}
+        except MemoryError:
+            out = {"error": "memory"}
+        except Exception as e:  # a bug, not the input's fault: reported, worker lives on
+            out = {"error": "internal", "message": f"{type(e).__name__}: {e}"}
+        try:
+            conn.send(out)
+        except (EOFError, OSError):
+            return
+
+
+class Worker:
+    """One worker process and the pipe to it (used by one thread at a time)."""
+
+    def __init__(self, limits: TaskLimits, ready_timeout_s: float = 900.0):
+        self.limits = limits
+        self.ready_timeout_s = ready_timeout_s
+        self.proc: Any = None
+        self.conn: Any = None
+        self.pid = 0
+
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, self.limits), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        # the first start compiles or loads the physics: not part of any task's budget
+        try:
+            if not parent.poll(self.ready_timeout_s):
+                raise EOFError
+            _, self.pid = parent.recv()
+        except (EOFError, OSError):
+            code = self.proc.exitcode
+            self.stop()
+            raise RuntimeError(
+                f"a verification worker did not start (exit code {code}; a --task-memory-mb "
+                "too small for the interpreter and the compiled physics?)"
+            ) from None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.kill()
+            self.proc.join(5)
+            with contextlib.suppress(Exception):
+                self.conn.close()
+        self.proc = None
+
+    def call(self, kind: str, payload: bytes) -> dict[str, Any]:
+        """Run one task; its result dict.
+
+        Raises:
+            TaskFailed: over the time budget, or the worker died (memory); it is replaced.
+        """
+        if not self.alive():
+            self.stop()
+            self.start()
+        try:
+            self.conn.send((kind, payload))
+            if not self.conn.poll(self.limits.timeout_s):
+                self.stop()
+                raise TaskFailed(
+                    "over_budget",
+                    f"the verification took longer than the {self.limits.timeout_s:g} s time "
+                    "budget",
+                )
+            out = self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self.proc.exitcode if self.proc is not None else None
+            self.stop()
+            raise TaskFailed(
+                "over_budget",
+                f"the verifier died (exit code {code}): over the {self.limits.memory_mb} MiB "
+                "memory budget",
+            ) from None
+        if out.get("error") == "memory":
+            self.stop()  # a fresh process: nothing half-allocated survives
+            raise TaskFailed(
+                "over_budget",
+                f"the verification ran out of its {self.limits.memory_mb} MiB memory budget",
+            )
+        return out
+
+
+class Verifier:
+    """N threads, each with one worker process, draining the store's queue."""
+
+    def __init__(self, store: Any, workers: int, limits: TaskLimits):
+        self.store = store
+        self.n = int(workers)
+        self.limits = limits
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.workers: list[Worker] = []
+        self._trace_worker: Worker | None = None
+        self._trace_lock = threading.Lock()
+        self.lease_s = limits.timeout_s + 10.0
+
+    def start(self) -> None:
+        for i in range(self.n):
+            w = Worker(self.limits)
+            self.workers.append(w)
+            t = threading.Thread(target=self._loop, args=(w,), name=f"verifier-{i}", daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def notify(self) -> None:
+        self.wake.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+        for w in [*self.workers, self._trace_worker]:
+            if w is not None:
+                w.stop()
+        for t in self.threads:
+            t.join(10)
+
+    def _loop(self, w: Worker) -> None:
+        while not self.stopping.is_set():
+            if not w.alive():  # (re)start before claiming: a run never waits on a dead worker
+                try:
+                    w.start()
+                except Exception:
+                    log.exception("a verification worker failed to start")
+                    self.stopping.wait(5.0)
+                    continue
+            try:
+                job = self.store.claim(self.lease_s)
+            except Exception:
+                log.exception("claiming a queued run failed")
+                job = None
+                self.stopping.wait(1.0)
+            if job is None:
+                self.wake.wait(0.5)
+                self.wake.clear()
+                continue
+            sub_id, blob = job
+            try:
+                out = w.call("verify", blob)
+                if "error" in out:
+                    self.store.fail(sub_id, "verifier_error", out.get("message", out["error"]))
+                else:
+                    self.store.finish(sub_id, out["report"], out.get("blob"), out.get("trace"))
+            except TaskFailed as e:
+                if self.stopping.is_set():
+                    return  # killed by stop(): the run stays verifying, a restart retakes it
+                self.store.fail(sub_id, e.reason, str(e))
+            except Exception:
+                if self.stopping.is_set():
+                    return
+                log.exception("verifying %s failed", sub_id)
+                self.stopping.wait(1.0)
+
+    def trace(self, blob: bytes) -> bytes:
+        """The trace of a stored run that has none cached (re-simulated in a worker)."""
+        with self._trace_lock:
+            if self._trace_worker is None:
+                self._trace_worker = Worker(self.limits)
+            out = self._trace_worker.call("trace", blob)
+        if "trace" not in out:
+            raise TaskFailed(out.get("error", "internal"), out.get("message", "trace failed"))
+        return out["trace"]

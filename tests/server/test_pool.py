@@ -1,0 +1,62 @@
+"""The verification pool's budgets: a worker runs under its address-space limit, a task over
+its time budget is killed and rejected (``over_budget``) and a fresh worker takes the next."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rally_env.replay import verify_bytes
+from rally_env.server.pool import TaskFailed, TaskLimits, Worker
+from tests.rally_env.hostile_replays import HONEST
+
+pytestmark = pytest.mark.server
+
+
+def test_worker_limits_time_budget_and_replacement():
+    data = HONEST.read_bytes()
+    w = Worker(TaskLimits(timeout_s=600.0, memory_mb=3072))
+    try:
+        w.start()
+        limits = Path(f"/proc/{w.pid}/limits").read_text()
+        line = next(x for x in limits.splitlines() if x.startswith("Max address space"))
+        assert line.split()[3] == str(3072 * 1024 * 1024), line
+        out = w.call("verify", data)
+        assert out["report"].accepted and out["blob"] and out["trace"]
+        first = w.pid
+        w.limits = TaskLimits(timeout_s=0.001, memory_mb=3072)
+        with pytest.raises(TaskFailed, match="time budget") as e:
+            w.call("verify", data)
+        assert e.value.reason == "over_budget"
+        assert not w.alive()
+        w.limits = TaskLimits(timeout_s=600.0, memory_mb=3072)
+        out = w.call("verify", data)  # a fresh worker
+        assert w.pid != first and out["report"].accepted
+        assert out["report"].run_id == verify_bytes(data).run_id
+        bad = w.call("verify", b"\x1f\x8b not gzip")
+        assert bad["report"].status == "unusable"
+    finally:
+        w.stop()
+
+
+def test_a_worker_over_its_memory_budget_rejects_the_run_and_is_replaced():
+    """300 MiB of address space: the interpreter fits, a verification does not: its
+    allocation fails (or the worker dies or stalls until the time budget): ``over_budget``,
+    never a verdict, and the next worker is a fresh one."""
+    data = HONEST.read_bytes()
+    w = Worker(TaskLimits(timeout_s=120.0, memory_mb=300))
+    try:
+        try:
+            w.start()
+        except RuntimeError as e:  # too small even for the interpreter here: refused at start
+            assert "did not start" in str(e)
+        else:
+            with pytest.raises(TaskFailed) as e:
+                w.call("verify", data)
+            assert e.value.reason == "over_budget"
+            assert not w.alive()
+        w.limits = TaskLimits(timeout_s=600.0, memory_mb=2048)
+        assert w.call("verify", data)["report"].accepted
+    finally:
+        w.stop()

@@ -364,6 +364,9 @@ class BenchmarkResult:
     definitions: list[BenchmarkSet]
     partial: bool = False
     timing: dict[str, float] = field(default_factory=dict)
+    #: the agent's own observation settings (e.g. ``road_ahead``): they add to what the
+    #: policy sees and change no dynamics, reward or stage
+    observation: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (schema version :data:`SCHEMA_VERSION`; NaN is ``None``)."""
@@ -374,6 +377,7 @@ class BenchmarkResult:
             "partial": self.partial,
             "protocol": {
                 "env": "RallyDirect-v0 (default settings), one episode per stage, reset(seed=0)",
+                "observation": dict(self.observation),
                 "score": "reference_time_s / stage_time_s, 0 if not finished",
                 "train_seed_limit": TRAIN_SEED_LIMIT,
                 "sets": [s.to_dict() for s in self.definitions],
@@ -481,7 +485,7 @@ def run_benchmark(
         A :class:`BenchmarkResult`.
     """
     from agents.heuristic import HeuristicDriver
-    from agents.policies import make_policy, policy_name
+    from agents.policies import make_policy, policy_env_kwargs, policy_name
     from agents.reference import reference_time
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -566,7 +570,15 @@ def run_benchmark(
     finally:
         bar.close()
     timing["wall_s"] = time.perf_counter() - t_start
-    return BenchmarkResult(name, metrics, rows, defs, partial=limit is not None, timing=timing)
+    return BenchmarkResult(
+        name,
+        metrics,
+        rows,
+        defs,
+        partial=limit is not None,
+        timing=timing,
+        observation=policy_env_kwargs(policy),
+    )
 
 
 class _Progress:

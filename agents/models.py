@@ -222,6 +222,38 @@ def load_model(path: str | Path):
     return model, rms, meta
 
 
+def ship_model(src: str | Path, dst: str | Path) -> Path:
+    """Copy a model zip for shipping in ``agents/policies/``: the optimizer's running moments
+    are zeroed (they only matter to resume training, and zeros compress to nothing), every
+    other member is kept as it is. Loading and acting are unchanged.
+
+    Raises:
+        ValueError: ``src`` is not a model zip with an optimizer state.
+    """
+    import io
+
+    import torch
+
+    src, dst = Path(src), Path(dst)
+    with zipfile.ZipFile(src, "r") as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    if "policy.optimizer.pth" not in members:
+        raise ValueError(f"{src}: no policy.optimizer.pth (not a stable-baselines3 model?)")
+    state = torch.load(io.BytesIO(members["policy.optimizer.pth"]), weights_only=True)
+    for per_param in state.get("state", {}).values():
+        for k, v in per_param.items():
+            if torch.is_tensor(v) and k != "step":
+                v.zero_()
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    members["policy.optimizer.pth"] = buf.getvalue()
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(dst, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        for n, data in members.items():
+            z.writestr(n, data)
+    return dst
+
+
 def _vecnormalize_for(ckpt: Path) -> Path | None:
     # CheckpointCallback: ppo_100000_steps.zip + ppo_vecnormalize_100000_steps.pkl
     name = ckpt.stem

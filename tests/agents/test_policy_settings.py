@@ -97,3 +97,39 @@ def test_a_saved_residual_model_drives_its_own_env_on_top_of_its_base(tmp_path):
     run = run_episode(pol, "opener", 0, record=False, max_steps=60)
     ref = run_episode(HeuristicDriver(), "opener", 0, record=False, max_steps=60)
     np.testing.assert_allclose(run.actions, ref.actions, atol=1e-5)
+
+
+def test_shipping_a_model_keeps_what_it_does(tmp_path):
+    import torch
+    from stable_baselines3 import PPO
+
+    from agents.models import ship_model
+    from agents.sb3 import RallyVecEnv
+
+    venv = RallyVecEnv(2, stage="opener")
+    model = PPO("MlpPolicy", venv, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
+    model.learn(32)  # the optimizer has running moments now
+    path = tmp_path / "m.zip"
+    model.save(str(path))
+    venv.close()
+    write_meta(path, {"algo": "ppo"})
+    shipped = ship_model(path, tmp_path / "shipped.zip")
+    a, b = SB3Policy(path), SB3Policy(shipped)
+    obs = _obs_batch(False, 10)
+    np.testing.assert_array_equal(a(obs), b(obs))
+    state = b.model.policy.optimizer.state_dict()["state"]
+    assert state and all(
+        not torch.any(v) for st in state.values() for k, v in st.items() if k != "step"
+    )
+    with pytest.raises(ValueError, match="optimizer"):
+        ship_model(_zip_without_optimizer(shipped, tmp_path / "bare.zip"), tmp_path / "x.zip")
+
+
+def _zip_without_optimizer(src, dst):
+    import zipfile
+
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
+        for n in z.namelist():
+            if n != "policy.optimizer.pth":
+                out.writestr(n, z.read(n))
+    return dst

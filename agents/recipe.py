@@ -371,6 +371,8 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     if ws.steps > 0:
         t0 = time.perf_counter()
         config["warmstart_mse"] = _warm_start(recipe, model, venv, evaluator)
+        # the clone was fitted to these statistics: PPO's own states must not shift them
+        freeze_obs_stats(venv)
         timing["warmstart_s"] = time.perf_counter() - t0
     cbs: list[Any] = [evaluator]
     if recipe.checkpoint_freq > 0:
@@ -484,6 +486,38 @@ def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: ScoreEvaluator
         evaluator.evaluate_now(model, venv, env_steps=env_steps, phase=f"dagger{r + 1}")
     evaluator.warm_steps = env_steps
     return mses
+
+
+def _running_mean_std():
+    from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+    return RunningMeanStd
+
+
+class FixedRunningMeanStd(_running_mean_std()):  # type: ignore[misc]
+    """Observation statistics that no longer update (``VecNormalize.obs_rms`` after a warm
+    start: the cloned policy was fitted to them)."""
+
+    def __init__(self, rms: Any):
+        super().__init__(shape=rms.mean.shape)
+        self.mean = rms.mean.copy()
+        self.var = rms.var.copy()
+        self.count = rms.count
+
+    def update(self, arr: np.ndarray) -> None:
+        pass
+
+    def update_from_moments(self, *args: Any) -> None:
+        pass
+
+    def copy(self) -> FixedRunningMeanStd:
+        return FixedRunningMeanStd(self)
+
+
+def freeze_obs_stats(vn: Any) -> None:
+    """Stop ``vn`` (a ``VecNormalize``) updating its observation statistics; the return
+    statistics (reward scaling) still update."""
+    vn.obs_rms = FixedRunningMeanStd(vn.obs_rms)
 
 
 def _freeze_actor(model: Any, freeze: bool, saved: list | None = None) -> list:

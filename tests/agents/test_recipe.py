@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agents.recipe import (
@@ -202,3 +203,23 @@ def test_train_refuses_config_with_other_settings(tmp_path):
         cwd=ROOT,
     )
     assert res.returncode == 2 and "--config holds every setting" in res.stderr
+
+
+def test_frozen_observation_statistics_stay_put_while_rewards_still_scale():
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from agents.recipe import freeze_obs_stats
+    from agents.sb3 import make_vec_env
+
+    vn = VecNormalize(make_vec_env(2, stage="opener", seed=0), gamma=0.99)
+    vn.reset()
+    for _ in range(5):
+        vn.step(np.zeros((2, 4), np.float32))
+    freeze_obs_stats(vn)
+    mean, var, ret = vn.obs_rms.mean.copy(), vn.obs_rms.var.copy(), vn.ret_rms.count
+    for _ in range(5):
+        vn.step(np.ones((2, 4), np.float32))
+    np.testing.assert_array_equal(vn.obs_rms.mean, mean)
+    np.testing.assert_array_equal(vn.obs_rms.var, var)
+    assert vn.ret_rms.count > ret
+    vn.close()

@@ -29,7 +29,15 @@ from rally_env.policies import RandomPolicy
 
 POLICY_DIR = Path(__file__).parent / "policies"
 #: Policies shipped with the package: name -> zip file in ``agents/policies/``.
-SHIPPED = {"ppo-opener": "ppo-opener.zip"}
+SHIPPED = {
+    "ppo-opener": "ppo-opener.zip",
+    # residual PPO on top of the heuristic driver, trained on generated stages
+    # (agents/configs/general.toml)
+    "ppo-general": "ppo-general.zip",
+    # the network alone: the heuristic cloned with DAgger on generated stages
+    # (agents/configs/general-bc.toml)
+    "bc-general": "bc-general.zip",
+}
 
 
 #: ``action_space`` choices of :class:`SB3Policy` (``rally eval --action-space``).

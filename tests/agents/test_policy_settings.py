@@ -133,3 +133,18 @@ def _zip_without_optimizer(src, dst):
             if n != "policy.optimizer.pth":
                 out.writestr(n, z.read(n))
     return dst
+
+
+@pytest.mark.parametrize("name", ["ppo-general", "bc-general"])
+def test_the_shipped_generalists_load_and_finish_opener(name):
+    from agents.evaluate import evaluate
+    from agents.policies import POLICY_DIR, SHIPPED, make_policy
+
+    path = POLICY_DIR / SHIPPED[name]
+    assert path.stat().st_size <= 2 * 1024 * 1024
+    pol = make_policy(name)
+    assert pol.env_kwargs == {"road_ahead": True}
+    assert (pol.residual is not None) == (name == "ppo-general")
+    res = evaluate(name, "opener", [0])
+    run = res.runs[0]
+    assert run.finished, (run.end_reason, run.progress_m)

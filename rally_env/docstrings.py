@@ -529,6 +529,13 @@ line. A crossing only counts when the car's stage position is within 30 m of the
 gate reaching into another part of the stage is ignored). `finish_time_s` and
 `checkpoint_times_s` are therefore not rounded to control steps.
 
+Lines closer together than a car travels in one control step are all timed too, in order: a
+car whose second line ahead is within reach of the coming step (`2 (v + 20 m/s² dt) dt + 10 m`,
+`kernels.lines_within_reach`) is stepped substep by substep (bit-identical physics), and the
+next gate is armed and tested in the same substep after each crossing. No library or generated
+stage has two lines that close (the closest are 50 m apart, on a 200 m generated stage; a test
+holds every shipped stage to it), so this path only runs on stages users make.
+
 ## Info
 
 `reset` and every `step` return these keys. Every value is a number, a bool or a fixed-shape

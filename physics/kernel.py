@@ -447,9 +447,14 @@ def _vehicle_extras(
 
 
 @njit(cache=True, _nrt=False)
-def _substep(k, s, ist, p, ter, dt):
+def _substep(k, s, ist, p, ter, dt, ext, ws, arc):
     """One substep of car ``k``. Returns -1, or the tile it needed that its terrain has not
-    filled yet (the car's row is then left half-stepped: the caller restores it)."""
+    filled yet (the car's row is then left half-stepped: the caller restores it).
+
+    ``ext``, ``ws``, ``arc`` are the model switches (see :func:`model_switches`): ``None`` or
+    ``True``, fixed per compiled specialization, so a basic (Rally-v0) car's kernel contains no
+    code of the extended models.
+    """
     heights, surfaces, tiles, meta, grip = ter
     tid = ist[k, L.I_TERRAIN]
     m = p[k, L.P_MASS]
@@ -466,12 +471,9 @@ def _substep(k, s, ist, p, ter, dt):
     nsub = ist[k, L.I_SUBSTEPS]
     inv_dt = 1.0 / dt
     # beyond the seed model (extension block present); a basic vehicle never reads past it
-    ext = p[k, L.P_EXTENDED] > 0.5
-    model = L.TIRE_DIRECT
     has_dt = False
     skid = False
-    if ext:
-        model = int(p[k, L.P_TIRE_MODEL])
+    if ext is not None:
         has_dt = p[k, L.PX_DRIVETRAIN] > 0.5
         skid = p[k, L.PX_SKID_STEER] > 0.5
 
@@ -532,7 +534,7 @@ def _substep(k, s, ist, p, ter, dt):
     thr_right = 0.0
     tq_front = 0.0  # drive torque per driven front wheel (N m), drivetrain
     tq_rear = 0.0  # per driven wheel of the other axles
-    if ext and (has_dt or model == L.TIRE_WHEEL_SPEED):
+    if ext is not None and (has_dt or ws is not None):
         nd = 0
         ndf = 0
         om_sum = 0.0
@@ -547,7 +549,7 @@ def _substep(k, s, ist, p, ter, dt):
                 r_sum += rw
                 om_sum += s[k, L.WL_OMEGA + w]
                 rim_sum += abs(s[k, L.WL_OMEGA + w]) * rw
-        if model == L.TIRE_WHEEL_SPEED and nd > 0 and not has_dt:
+        if ws is not None and nd > 0 and not has_dt:
             # the motor limits act on the wheels' rim speed, so a wheel spinning in the air
             # fades its own drive at top speed instead of running away
             rim = rim_sum / nd
@@ -569,7 +571,7 @@ def _substep(k, s, ist, p, ter, dt):
             thr_left = min(max(thr_left, -1.0), 1.0)
             thr_right = min(max(thr_right, -1.0), 1.0)
         if has_dt and nd > 0:
-            if model == L.TIRE_WHEEL_SPEED:
+            if ws is not None:
                 om_mean = om_sum / nd
             else:
                 om_mean = abs(vbx) * nd / r_sum
@@ -587,7 +589,7 @@ def _substep(k, s, ist, p, ter, dt):
             else:
                 tq_front = tq / nd
                 tq_rear = tq_front
-            if model == L.TIRE_WHEEL_SPEED:
+            if ws is not None:
                 # an open differential gives both sides the same torque, so an axle transmits
                 # no more per wheel than its weakest wheel holds (last substep's mu N r)
                 cap_f = 1e300
@@ -642,7 +644,7 @@ def _substep(k, s, ist, p, ter, dt):
             n_driven += 1
         kcw = kc
         ccw = cc
-        if ext:
+        if ext is not None:
             kcw = p[k, L.pxw(w, L.PXW_K)]
             ccw = p[k, L.pxw(w, L.PXW_C)]
         awx = px + r00 * ax + r01 * ay + r02 * az
@@ -736,7 +738,7 @@ def _substep(k, s, ist, p, ter, dt):
                 fbz += fz
                 tqx += ay * fz
                 tqy -= ax * fz
-        if ext:
+        if ext is not None:
             # a hard touchdown damages the car (the seed's gripDmgFactor)
             if load > 0.0 and s[k, L.WL_GROUNDED + w] < 0.5 and nsub > 0:
                 _impact(p, k, s, -sep)
@@ -747,7 +749,11 @@ def _substep(k, s, ist, p, ter, dt):
         total_load += load
 
     # ---- anti-roll bars (extended): move load from the more to the less compressed side
-    if ext and not explicit and (p[k, L.PX_ARB_FRONT] > 0.0 or p[k, L.PX_ARB_REAR] > 0.0):
+    if (
+        ext is not None
+        and not explicit
+        and (p[k, L.PX_ARB_FRONT] > 0.0 or p[k, L.PX_ARB_REAR] > 0.0)
+    ):
         for w in range(nw):
             if p[k, L.pxw(w, L.PXW_SIDE)] < 0.0 or s[k, L.WL_LOAD + w] <= 0.0:
                 continue
@@ -807,7 +813,7 @@ def _substep(k, s, ist, p, ter, dt):
     tc_on = False
     low_speed = 0.0
     ws_consts = (0.0, 0.0, False, inv_dt)
-    if ext:
+    if ext is not None:
         roll_scale = p[k, L.PX_ROLL_SCALE]
         pitch_scale = p[k, L.PX_PITCH_SCALE]
         load_blend = p[k, L.PX_LOAD_BLEND]
@@ -828,7 +834,7 @@ def _substep(k, s, ist, p, ter, dt):
         # drivetrain) and brake
         drv_f = 0.0
         drv_t = 0.0
-        if ext and p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
+        if ext is not None and p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
             if has_dt:
                 drv_t = tq_front if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5 else tq_rear
                 drv_f = drv_t / radius
@@ -844,7 +850,7 @@ def _substep(k, s, ist, p, ter, dt):
             s[k, L.WL_FX + w] = 0.0
             s[k, L.WL_FY + w] = 0.0
             s[k, L.WL_SLIP_ANGLE + w] = 0.0
-            if model == L.TIRE_WHEEL_SPEED:
+            if ws is not None:
                 # in the air: drive spins the wheel, the brake stops it, nothing else acts
                 inv_i = 1.0 / p[k, L.pxw(w, L.PXW_INERTIA)]
                 om = s[k, L.WL_OMEGA + w] + drv_t * dt * inv_i
@@ -886,7 +892,7 @@ def _substep(k, s, ist, p, ter, dt):
         sid = int(s[k, L.WL_SURFACE + w])
         mu = mu0 * grip[tid, sid] * load_sensitivity_factor(load, lref, lsens)
         fmax = mu * load
-        if ext:
+        if ext is not None:
             # per-tire grip, wear and damage multiply into the same mu; the tire may see a
             # blend of its dynamic and static load (the talk's steadier load at low rates)
             mu = mu * p[k, L.pxw(w, L.PXW_GRIP)] * s[k, L.SXW_WEAR + w] * damage
@@ -895,7 +901,7 @@ def _substep(k, s, ist, p, ter, dt):
             if bl > 0.0:
                 tl = (1.0 - bl) * load + bl * p[k, L.pxw(w, L.PXW_STATIC_LOAD)]
             fmax = mu * tl
-        if model == L.TIRE_WHEEL_SPEED:
+        if ws is not None:
             # rolling resistance is a tire force: never more than the circle
             crr = p[k, L.P_CRR] * load
             if crr > fmax:
@@ -952,7 +958,7 @@ def _substep(k, s, ist, p, ter, dt):
                 rear_alpha += alpha
                 n_rear += 1
             continue
-        if model == L.TIRE_ARCADE:
+        if arc is not None:
             # the lumped model applies its forces at the CG below; the wheel only rolls
             alpha = atan2x(vlat, abs(vlong) + eps)
             _apply_tire(p, k, s, w, 0.0, 0.0, fmax, mu, alpha, 0.0, vlong / radius, 0.0, dt)
@@ -961,7 +967,7 @@ def _substep(k, s, ist, p, ter, dt):
         fx_drive = 0.0
         if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
             fx_drive = throttle_share
-            if ext:
+            if ext is not None:
                 fx_drive = drv_f
             cap = p[k, L.P_DRIVE_CAP] * fmax
             if fx_drive > cap:
@@ -1006,7 +1012,7 @@ def _substep(k, s, ist, p, ter, dt):
         fyb = sw * fx + cw * fy
         fbx += fxb
         fby += fyb
-        if ext:
+        if ext is not None:
             tqx -= rz * fyb * roll_scale
             tqy += rz * fxb * pitch_scale
             slide_power += abs(fy * vlat)
@@ -1026,18 +1032,18 @@ def _substep(k, s, ist, p, ter, dt):
         s[k, L.WL_OMEGA + w] = om
         s[k, L.WL_SPIN + w] += om * dt
         s[k, L.WL_SLIP_RATIO + w] = 0.0
-        if ext:
+        if ext is not None:
             _wear(p, k, s, w, abs(fy * vlat) * dt)
             s[k, L.SXW_DRIVE_TQ + w] = fx_drive * radius
 
-    if ext:
+    if ext is not None:
         s[k, L.SX_SLIDE_ENERGY] += slide_power * dt
-    if ext and p[k, L.PX_VEHICLE_TERMS] > 0.5:
+    if ext is not None and p[k, L.PX_VEHICLE_TERMS] > 0.5:
         tqx, tqz, fbx, fby = _vehicle_extras(
             p,
             k,
             s,
-            model,
+            int(p[k, L.P_TIRE_MODEL]),
             has_dt,
             nw,
             n_grounded,
@@ -1097,7 +1103,7 @@ def _substep(k, s, ist, p, ter, dt):
         fn = m * (kb * (hc - wcz) - cb * wvz)
         if fn <= 0.0:
             continue
-        if ext and s[k, L.BODY_CONTACTS] < 0.5:
+        if ext is not None and s[k, L.BODY_CONTACTS] < 0.5:
             _impact(p, k, s, -wvz)
         contacts += 1
         vt = math.sqrt(wvx * wvx + wvy * wvy)
@@ -1222,7 +1228,7 @@ def _substep(k, s, ist, p, ter, dt):
 
 
 @njit(cache=True, _nrt=False)
-def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss):
+def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc):
     """``n_substeps`` substeps of car ``k``. If a substep needs a tile its terrain has not
     filled, the car is put back as it was before this call and ``miss[ii]`` names the tile
     (else -1), so the caller can fill it and step the car again."""
@@ -1234,7 +1240,7 @@ def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss):
         isave[ii, c] = ist[k, c]
     miss[ii] = -1
     for _ in range(n_substeps):
-        m = _substep(k, s, ist, p, ter, dt)
+        m = _substep(k, s, ist, p, ter, dt, ext, ws, arc)
         if m >= 0:
             for c in range(ns):
                 s[k, c] = save[ii, c]
@@ -1244,24 +1250,44 @@ def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss):
             return
 
 
+def model_switches(extended: bool, tire_model: int) -> tuple[bool | None, bool | None, bool | None]:
+    """The compile-time switches ``(ext, ws, arc)`` of the kernels for cars of one model.
+
+    Each is ``None`` (off) or ``True`` (on). numba prunes every ``if x is not None`` branch on a
+    ``None``-typed argument before it types the function, and compiles one specialization per
+    combination of argument types: so the basic (seed, Rally-v0) model's kernels contain no
+    extended code, and the direct, wheel-speed and arcade tire models of extended vehicles
+    compile only when a car uses them. Every car a kernel call steps must be of that model.
+    """
+    if not extended:
+        return None, None, None
+    return (
+        True,
+        True if tire_model == L.TIRE_WHEEL_SPEED else None,
+        True if tire_model == L.TIRE_ARCADE else None,
+    )
+
+
 @njit(cache=True)
-def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss):
+def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, arc):
     """Advance cars ``cars`` (int64 indices) by ``n_substeps`` substeps of ``dt`` (the product
     always uses 1/480 s; other values are for validation only), serially.
 
     ``ter`` is the terrain record ``(heights, surfaces, tiles, meta, grip)`` of a
     :class:`physics.terrain.TerrainSet`; ``save``/``isave`` (len(cars), row width) are scratch
     rows; ``miss`` (len(cars),) receives -1 or the tile a car still needs (see _step_car).
+    ``ext, ws, arc`` are :func:`model_switches` of the cars' model (all cars of one call share
+    it).
     """
     for ii in range(cars.shape[0]):
-        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss)
+        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc)
 
 
 @njit(cache=True, parallel=True)
-def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss):
+def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, arc):
     """As :func:`step_cars`, with the cars spread over threads (``prange`` over cars only)."""
     for ii in prange(cars.shape[0]):
-        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss)
+        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc)
 
 
 @njit(cache=True, _nrt=False)

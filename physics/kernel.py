@@ -125,6 +125,19 @@ def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
     return f if f > 0.0 else 0.0
 
 
+@njit(cache=True, _nrt=False, forceinline=True)
+def _lateral_remainder(fx, fy_des, fmax):
+    """The lateral force opposing ``fy_des`` (the curve's demand), within what the
+    longitudinal force ``fx`` leaves of the friction circle of radius ``fmax``."""
+    rem = fmax * fmax - fx * fx
+    budget = math.sqrt(rem) if rem > 0.0 else 0.0
+    if fy_des > budget:
+        return -budget
+    if fy_des < -budget:
+        return budget
+    return -fy_des
+
+
 @njit(cache=True, _nrt=False)
 def _wheel_speed_tire(
     p, k, om, fmax, vlong, vlat, radius, inv_i, td, tb, abs_on, hold, m_u, dt, g_long, g_lat, consts
@@ -213,14 +226,7 @@ def _wheel_speed_tire(
     elif fx < -fmax:
         fx = -fmax
     fy_des = fmax * family_eval_seg(p, k, L.PX_CURVE_LAT, alpha, abs(kappa))[0]
-    rem = fmax * fmax - fx * fx
-    budget = math.sqrt(rem) if rem > 0.0 else 0.0
-    if fy_des > budget:
-        fy = -budget
-    elif fy_des < -budget:
-        fy = budget
-    else:
-        fy = -fy_des
+    fy = _lateral_remainder(fx, fy_des, fmax)
     if not no_clamps:
         # friction clamps with the useful mass: the chassis side of the contact (the wheel
         # side is solved implicitly above)
@@ -383,36 +389,24 @@ def _couple(p, k, s, nw, dt, group, target, c, limited, cap, mode):
 
 
 @njit(cache=True, _nrt=False)
-def _vehicle_extras(
-    p,
-    k,
-    s,
-    model,
-    has_dt,
-    nw,
-    n_grounded,
-    total_load,
-    fdrive,
-    brake,
-    delta,
-    vbx,
-    vby,
-    wx,
-    wz,
-    r21,
-    r22,
-    rear_alpha,
-    n_rear,
-    tqx,
-    tqz,
-    fbx,
-    fby,
-    dt,
-    tq_front,
-    tq_rear,
-):
+def _vehicle_extras(p, k, s, motion, grounded, drive, acc, dt):
     """Whole-vehicle terms of extended vehicles: the arcade model's lumped forces, drift
-    assist, two-wheeler lean stabilisation and the coupling differentials."""
+    assist, two-wheeler lean stabilisation and the coupling differentials.
+
+    ``motion`` is (vbx, vby, wx, wz, r21, r22, steering angle), ``grounded`` (grounded wheels,
+    total load, summed rear slip angle, rear wheels), ``drive`` what :func:`_drive` returned
+    and ``acc`` (tqx, tqz, fbx, fby) so far. Returns ``acc`` with these terms added.
+    """
+    vbx, vby, wx, wz, r21, r22, delta = motion
+    n_grounded, total_load, rear_alpha, n_rear = grounded
+    fdrive = drive[0]
+    tq_front = drive[4]
+    tq_rear = drive[5]
+    tqx, tqz, fbx, fby = acc
+    model = int(p[k, L.P_TIRE_MODEL])
+    has_dt = p[k, L.PX_DRIVETRAIN] > 0.5
+    nw = int(p[k, L.P_N_WHEELS])
+    brake = s[k, L.CMD_BRAKE] * p[k, L.P_BRAKE_FORCE]
     m = p[k, L.P_MASS]
     izz = p[k, L.P_IZZ]
     wb = p[k, L.PX_WHEELBASE]
@@ -909,15 +903,7 @@ def _direct_tire(p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, consts)
     # lateral takes what is left of the circle
     alpha = atan2x(vlat, abs(vlong) + eps)
     fy_des = fmax * lateral_curve(alpha, peak, clampn)
-    rem = fmax * fmax - fx * fx
-    budget = math.sqrt(rem) if rem > 0.0 else 0.0
-    if fy_des > budget:
-        fy = -budget
-    elif fy_des < -budget:
-        fy = budget
-    else:
-        fy = -fy_des
-    return fx, fy, alpha, fx_drive
+    return fx, _lateral_remainder(fx, fy_des, fmax), alpha, fx_drive
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
@@ -1447,29 +1433,11 @@ def _substep(k, s, ist, p, ter, dt, ext, ws, arc):
             p,
             k,
             s,
-            int(p[k, L.P_TIRE_MODEL]),
-            p[k, L.PX_DRIVETRAIN] > 0.5,
-            nw,
-            n_grounded,
-            total_load,
-            drive[0],
-            s[k, L.CMD_BRAKE] * p[k, L.P_BRAKE_FORCE],
-            delta,
-            vbx,
-            vby,
-            wx,
-            wz,
-            r21,
-            r22,
-            rear_alpha,
-            n_rear,
-            tqx,
-            tqz,
-            fbx,
-            fby,
+            (vbx, vby, wx, wz, r21, r22, delta),
+            (n_grounded, total_load, rear_alpha, n_rear),
+            drive,
+            (tqx, tqz, fbx, fby),
             dt,
-            drive[4],
-            drive[5],
         )
 
     # ---- chassis body against the terrain

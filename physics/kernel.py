@@ -132,10 +132,12 @@ def _lateral_remainder(fx, fy_des, fmax):
     rem = fmax * fmax - fx * fx
     budget = math.sqrt(rem) if rem > 0.0 else 0.0
     if fy_des > budget:
-        return -budget
-    if fy_des < -budget:
-        return budget
-    return -fy_des
+        fy = -budget
+    elif fy_des < -budget:
+        fy = budget
+    else:
+        fy = -fy_des
+    return fy
 
 
 @njit(cache=True, _nrt=False)
@@ -903,7 +905,8 @@ def _direct_tire(p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, consts)
     # lateral takes what is left of the circle
     alpha = atan2x(vlat, abs(vlong) + eps)
     fy_des = fmax * lateral_curve(alpha, peak, clampn)
-    return fx, _lateral_remainder(fx, fy_des, fmax), alpha, fx_drive
+    fy = _lateral_remainder(fx, fy_des, fmax)
+    return fx, fy, alpha, fx_drive
 
 
 @njit(cache=True, _nrt=False, forceinline=True)

@@ -19,7 +19,7 @@ episode resets included):
   (extra time per step on random stages times steps per episode); the peak RSS of a
   1024-car env on random stages (in a process of its own).
 
-It prints the figures and writes them as JSON; it never asserts a time (see DESIGN.md).
+It prints the figures and writes them as JSON; it never asserts a time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Physics throughput: car-substeps per second, cold compile and warm start.
+"""Physics throughput: car-substeps per second, cold compile and warm start (of the physics
+alone and of a first Rally-v0 env).
 
     python3 benchmarks/bench_physics.py [--json out/bench_physics.json] [--quick]
 
@@ -34,16 +35,36 @@ print(time.perf_counter() - t0)
 """
 
 
-def _subprocess_seconds(env: dict) -> float:
+# A new user's first env: gym.make + reset + step of Rally-v0, then the first step of a
+# threaded vector env (which compiles the prange kernels on top).
+_ENV_START = """
+import time
+t0 = time.perf_counter()
+import gymnasium as gym
+import numpy as np
+import rally_env  # noqa: F401
+env = gym.make("Rally-v0")
+env.reset(seed=0)
+env.step(env.action_space.sample())
+t1 = time.perf_counter()
+from rally_env.vector import RallyVectorEnv
+v = RallyVectorEnv(num_envs=4, parallel=True)
+v.reset(seed=0)
+v.step(np.stack([v.single_action_space.sample() for _ in range(4)]))
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+
+def _subprocess_seconds(env: dict, script: str = _START) -> list[float]:
     out = subprocess.run(
-        [sys.executable, "-c", _START],
+        [sys.executable, "-W", "ignore", "-c", script],
         env=env,
         capture_output=True,
         text=True,
         check=True,
         cwd=ROOT,
     )
-    return float(out.stdout.strip().splitlines()[-1])
+    return [float(v) for v in out.stdout.strip().splitlines()[-1].split()]
 
 
 def _batch(n: int, parallel: bool, params=ROVER) -> VehicleBatch:
@@ -101,10 +122,23 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_CACHE_DIR=cache)
-        res["cold_start_s"] = _subprocess_seconds(env)  # compiles everything
-        res["warm_start_s"] = _subprocess_seconds(env)  # loads the cache
+        res["cold_start_s"] = _subprocess_seconds(env)[0]  # compiles everything
+        res["warm_start_s"] = _subprocess_seconds(env)[0]  # loads the cache
     print(f"cold import + compile + first step: {res['cold_start_s']:.2f} s")
     print(f"warm import-to-first-step:          {res['warm_start_s']:.2f} s")
+    # the same for a Rally-v0 env, from an empty cache (what a new user waits for)
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_CACHE_DIR=cache)
+        first, vec = _subprocess_seconds(env, _ENV_START)
+        warm, warm_vec = _subprocess_seconds(env, _ENV_START)
+    res["rally_v0_cold_start_s"] = first
+    res["rally_v0_cold_vector_step_s"] = vec
+    res["rally_v0_warm_start_s"] = warm
+    res["rally_v0_warm_vector_step_s"] = warm_vec
+    for tag, (t, tv) in (("cold", (first, vec)), ("warm", (warm, warm_vec))):
+        print(
+            f"Rally-v0 {tag} make + reset + step: {t:.2f} s, then a threaded vector step {tv:.2f} s"
+        )
 
     sizes = (1, 64, 1024) if args.quick else (1, 64, 1024, 4096)
     res["car_substeps_per_s"] = {}

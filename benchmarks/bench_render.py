@@ -15,7 +15,7 @@ Figures (the line follower drives ``opener``; frames drawn from the env's core t
   wall-clock second (ffmpeg encodes in its own process).
 
 Target (issue 5): at least 200 frames per second at 600x400. It prints the figures and writes
-them as JSON; it never asserts a time (see DESIGN.md).
+them as JSON; it never asserts a time.
 """
 
 from __future__ import annotations

@@ -1,27 +1,43 @@
 """The numba kernels: one call steps a batch of cars through whole substeps.
 
-Per substep and per car (see DESIGN.md, "The vehicle model"):
+:func:`_substep` is one substep of one car, written as its phases, each a small compiled
+function (the arrows are the order; every phase runs per car):
 
-1. Steering slews toward ``cmd * lock`` at the steering rate.
-2. Pass 1, per wheel: a ray from the suspension anchor along the chassis -z axis meets the
-   heightfield (two fixed-point refinements of the hit point). Penetration ``pen`` past the
-   unloaded wheel gives a spring-damper load ``m (K pen - C v_sep)``, push only, the spring
+1. **Steering and drive** (:func:`_steer`, :func:`_drive`, :func:`_drivetrain`): the steering
+   slews toward ``cmd * lock`` at the steering rate; the motor's force at the body's speed
+   (force-, then power-limited, fading near top speed, :func:`_motor_force`); extended
+   vehicles' per-wheel shares and the engine, gearbox and torque split.
+2. **Contact, suspension and damping** (:func:`_suspension`, :func:`_ground_contact`,
+   :func:`_soft_pull`, :func:`_anti_roll_bars`), per wheel: a ray from the suspension anchor
+   along the chassis -z axis meets the heightfield's tangent plane. Penetration ``pen`` past
+   the unloaded wheel gives a spring-damper load ``m (K pen - C v_sep)``, push only, the spring
    limited by travel. Between ``soft_gap_min`` and ``soft_gap_max`` of air gap a weak spring
    pulls the chassis down, unless the wheel is lifting off faster than the gate (a jump).
-3. Pass 2, per loaded wheel: slip angle in the steered wheel frame with the denominator floor;
-   effective mu = base x surface x load sensitivity x wear x damage; longitudinal force first
-   (drive capped at ``drive_cap`` of the circle, service brake at ``abs_fraction``, handbrake
-   locks without ABS, rolling resistance), lateral force from 2s/(1+s^2) takes what remains of
-   the circle. Tire forces act at the contact patch, below the CG, so pitch and roll - and
-   therefore load transfer - come out of the springs.
-4. Chassis box corners below the terrain get a penalty contact with Coulomb friction, so a
-   rolled car lies on its roof.
-5. Semi-implicit Euler for the rigid body (gravity, forces, Euler's equations). The suspension
-   damping acts implicitly on the coupled heave / roll / pitch velocities: the 3x3 system
-   ``(M + dt D) u' = M u`` is the multi-wheel form of "divide by 1 + lambda dt", stable for
-   any lambda dt.
-6. The CG's (x, y) segment over the substep is tested against the car's timing gate; the
-   crossing time is interpolated inside the substep.
+3. **Tires** (:func:`_tires` with :func:`_direct_tire`, :func:`_wheel_speed_wheel` or the
+   arcade model's rolling wheel, :func:`_wheel_in_air`), per loaded wheel: slip angle in the
+   steered wheel frame with the denominator floor; effective mu = base x surface x load
+   sensitivity (x tire grip x wear x damage); under the direct model the longitudinal force
+   comes first (drive capped at ``drive_cap`` of the circle, service brake at
+   ``abs_fraction``, handbrake locks without ABS, rolling resistance) and the lateral force
+   from 2s/(1+s^2) takes what remains of the circle. Tire forces act at the contact patch,
+   below the CG, so pitch and roll - and therefore load transfer - come out of the springs.
+   Extended vehicles then add their whole-vehicle terms (:func:`_vehicle_extras`).
+4. **Body contact** (:func:`_body_contact`): chassis box corners below the terrain get a
+   penalty contact with Coulomb friction, so a rolled car lies on its roof.
+5. **Chassis integration** (:func:`_integrate_velocities`, :func:`_implicit_damping`,
+   :func:`_integrate_pose`): semi-implicit Euler for the rigid body (gravity, forces, Euler's
+   equations). The suspension damping acts implicitly on the coupled heave / roll / pitch
+   velocities: the 3x3 system ``(M + dt D) u' = M u`` is the multi-wheel form of "divide by
+   1 + lambda dt", stable for any lambda dt. The CG's (x, y) segment over the substep is then
+   tested against the car's timing gate; the crossing time is interpolated inside the substep.
+
+One compiled kernel per model: the entry points take the switches of
+:func:`model_switches` (``None`` or ``True`` each), and numba drops every branch on a ``None``
+switch before typing, so a basic (Rally-v0) batch compiles none of the extended models' code.
+Splitting the substep into phases kept every floating-point operation and its order (the
+golden hashes are unchanged). The phases are compiled with ``forceinline=True`` (LLVM's
+``alwaysinline``), so the compiled substep is still one function: left as calls, the phases
+cost about 18 % per car-substep.
 
 Only ``+ - * /``, ``sqrt``, ``floor`` and ``physics.mathx`` are used: no libm transcendentals,
 no reductions across cars, no allocation. Cars are independent, so car k's result does not
@@ -55,6 +71,9 @@ _MAX_SLIP_RATIO = 10.0
 # Coupling used for a locked differential (N per m/s): stiff enough to be rigid, applied
 # implicitly, so any value is stable.
 _LOCKED_COUPLING = 1.0e7
+# Pass 1's damping matrix and vector when it stops early for a missing terrain tile.
+_ZERO9 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+_ZERO3 = (0.0, 0.0, 0.0)
 
 
 @njit(cache=True, _nrt=False)
@@ -104,6 +123,21 @@ def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
         over = 0.0
     f = 1.0 - sensitivity * over
     return f if f > 0.0 else 0.0
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _lateral_remainder(fx, fy_des, fmax):
+    """The lateral force opposing ``fy_des`` (the curve's demand), within what the
+    longitudinal force ``fx`` leaves of the friction circle of radius ``fmax``."""
+    rem = fmax * fmax - fx * fx
+    budget = math.sqrt(rem) if rem > 0.0 else 0.0
+    if fy_des > budget:
+        fy = -budget
+    elif fy_des < -budget:
+        fy = budget
+    else:
+        fy = -fy_des
+    return fy
 
 
 @njit(cache=True, _nrt=False)
@@ -194,14 +228,7 @@ def _wheel_speed_tire(
     elif fx < -fmax:
         fx = -fmax
     fy_des = fmax * family_eval_seg(p, k, L.PX_CURVE_LAT, alpha, abs(kappa))[0]
-    rem = fmax * fmax - fx * fx
-    budget = math.sqrt(rem) if rem > 0.0 else 0.0
-    if fy_des > budget:
-        fy = -budget
-    elif fy_des < -budget:
-        fy = budget
-    else:
-        fy = -fy_des
+    fy = _lateral_remainder(fx, fy_des, fmax)
     if not no_clamps:
         # friction clamps with the useful mass: the chassis side of the contact (the wheel
         # side is solved implicitly above)
@@ -269,6 +296,13 @@ def _impact(p, k, s, speed):
 @njit(cache=True, _nrt=False)
 def _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, slide_j, dt):
     """Write one loaded wheel's readings (forces, usage, slip, spin) and its wear."""
+    _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt)
+    _wear(p, k, s, w, slide_j)
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt):
+    """Write one loaded wheel's readings: forces, usage of the circle, slip, spin."""
     s[k, L.WL_SLIP_ANGLE + w] = alpha
     s[k, L.WL_FX + w] = fx
     s[k, L.WL_FY + w] = fy
@@ -277,7 +311,6 @@ def _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, slide_j, dt):
     s[k, L.WL_OMEGA + w] = om
     s[k, L.WL_SPIN + w] += om * dt
     s[k, L.WL_SLIP_RATIO + w] = kappa
-    _wear(p, k, s, w, slide_j)
 
 
 @njit(cache=True, _nrt=False)
@@ -358,36 +391,24 @@ def _couple(p, k, s, nw, dt, group, target, c, limited, cap, mode):
 
 
 @njit(cache=True, _nrt=False)
-def _vehicle_extras(
-    p,
-    k,
-    s,
-    model,
-    has_dt,
-    nw,
-    n_grounded,
-    total_load,
-    fdrive,
-    brake,
-    delta,
-    vbx,
-    vby,
-    wx,
-    wz,
-    r21,
-    r22,
-    rear_alpha,
-    n_rear,
-    tqx,
-    tqz,
-    fbx,
-    fby,
-    dt,
-    tq_front,
-    tq_rear,
-):
+def _vehicle_extras(p, k, s, motion, grounded, drive, acc, dt):
     """Whole-vehicle terms of extended vehicles: the arcade model's lumped forces, drift
-    assist, two-wheeler lean stabilisation and the coupling differentials."""
+    assist, two-wheeler lean stabilisation and the coupling differentials.
+
+    ``motion`` is (vbx, vby, wx, wz, r21, r22, steering angle), ``grounded`` (grounded wheels,
+    total load, summed rear slip angle, rear wheels), ``drive`` what :func:`_drive` returned
+    and ``acc`` (tqx, tqz, fbx, fby) so far. Returns ``acc`` with these terms added.
+    """
+    vbx, vby, wx, wz, r21, r22, delta = motion
+    n_grounded, total_load, rear_alpha, n_rear = grounded
+    fdrive = drive[0]
+    tq_front = drive[4]
+    tq_rear = drive[5]
+    tqx, tqz, fbx, fby = acc
+    model = int(p[k, L.P_TIRE_MODEL])
+    has_dt = p[k, L.PX_DRIVETRAIN] > 0.5
+    nw = int(p[k, L.P_N_WHEELS])
+    brake = s[k, L.CMD_BRAKE] * p[k, L.P_BRAKE_FORCE]
     m = p[k, L.P_MASS]
     izz = p[k, L.P_IZZ]
     wb = p[k, L.PX_WHEELBASE]
@@ -446,58 +467,9 @@ def _vehicle_extras(
     return tqx, tqz, fbx, fby
 
 
-@njit(cache=True, _nrt=False)
-def _substep(k, s, ist, p, ter, dt):
-    """One substep of car ``k``. Returns -1, or the tile it needed that its terrain has not
-    filled yet (the car's row is then left half-stepped: the caller restores it)."""
-    heights, surfaces, tiles, meta, grip = ter
-    tid = ist[k, L.I_TERRAIN]
-    m = p[k, L.P_MASS]
-    g = p[k, L.P_GRAVITY]
-    ixx = p[k, L.P_IXX]
-    iyy = p[k, L.P_IYY]
-    izz = p[k, L.P_IZZ]
-    inv_ixx = 1.0 / ixx
-    inv_iyy = 1.0 / iyy
-    inv_izz = 1.0 / izz
-    kc = p[k, L.P_CONTACT_K]
-    cc = p[k, L.P_CONTACT_C]
-    explicit = p[k, L.P_EXPLICIT_DAMPING] > 0.5
-    nsub = ist[k, L.I_SUBSTEPS]
-    inv_dt = 1.0 / dt
-    # beyond the seed model (extension block present); a basic vehicle never reads past it
-    ext = p[k, L.P_EXTENDED] > 0.5
-    model = L.TIRE_DIRECT
-    has_dt = False
-    skid = False
-    if ext:
-        model = int(p[k, L.P_TIRE_MODEL])
-        has_dt = p[k, L.PX_DRIVETRAIN] > 0.5
-        skid = p[k, L.PX_SKID_STEER] > 0.5
-
-    # ---- orientation (body -> world rotation matrix) and body-frame velocities
-    qw = s[k, L.QUAT_W]
-    qx = s[k, L.QUAT_X]
-    qy = s[k, L.QUAT_Y]
-    qz = s[k, L.QUAT_Z]
-    r00, r01, r02, r10, r11, r12, r20, r21, r22 = rotation_of(s, k)
-    # the wheel rays meet the ground only while the chassis is less than ~78 deg from upright
-    rays = r22 > 0.2
-    inv_r22 = 1.0 / r22 if rays else 0.0
-    px = s[k, L.POS_X]
-    py = s[k, L.POS_Y]
-    pz = s[k, L.POS_Z]
-    vx = s[k, L.VEL_X]
-    vy = s[k, L.VEL_Y]
-    vz = s[k, L.VEL_Z]
-    vbx = r00 * vx + r10 * vy + r20 * vz
-    vby = r01 * vx + r11 * vy + r21 * vz
-    vbz = r02 * vx + r12 * vy + r22 * vz
-    wx = s[k, L.OMEGA_X]
-    wy = s[k, L.OMEGA_Y]
-    wz = s[k, L.OMEGA_Z]
-
-    # ---- steering slew
+@njit(cache=True, _nrt=False, forceinline=True)
+def _steer(p, s, k, dt):
+    """Steering slews toward ``cmd * lock`` at the steering rate. Returns the new angle."""
     target = s[k, L.CMD_STEER] * p[k, L.P_STEER_LOCK]
     delta = s[k, L.STEER_ANGLE]
     dmax = p[k, L.P_STEER_RATE] * dt
@@ -508,113 +480,220 @@ def _substep(k, s, ist, p, ter, dt):
         d = -dmax
     delta = delta + d
     s[k, L.STEER_ANGLE] = delta
-    sd, cd = sincosx(delta)
+    return delta
 
-    # ---- drive demand (electric: force-limited, then power-limited, fading at top speed)
-    fdrive = p[k, L.P_DRIVE_FORCE]
-    sp = abs(vbx)
-    if sp > 0.1 and p[k, L.P_POWER] < fdrive * sp:
-        fdrive = p[k, L.P_POWER] / sp
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _motor_force(p, k, speed, v):
+    """The electric drive's full-throttle force (N) at ``speed`` = |v| (m/s): force-limited,
+    then power-limited, fading to zero over the band below top speed as ``v`` nears it."""
+    fd = p[k, L.P_DRIVE_FORCE]
+    if speed > 0.1 and p[k, L.P_POWER] < fd * speed:
+        fd = p[k, L.P_POWER] / speed
     vmax = p[k, L.P_VMAX]
     band = p[k, L.P_VMAX_BAND]
-    if vbx > vmax - band:
-        fade = (vmax - vbx) / band
+    if v > vmax - band:
+        fade = (vmax - v) / band
         if fade < 0.0:
             fade = 0.0
-        fdrive = fdrive * fade
+        fd = fd * fade
+    return fd
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _drivetrain(p, s, ist, k, nw, nd, ndf, om_mean, r_sum, ws):
+    """Engine and gearbox of a drivetrain vehicle: the engine speed from the driven wheels'
+    mean spin, a gear change, the engine torque at the throttle split per driven wheel (the
+    front split; under the wheel-speed model an open differential passes no more per wheel
+    than its weakest wheel holds). Returns (torque per driven front wheel, per other wheel)."""
+    rpm = engine_rpm_from_wheels(p, k, om_mean, ist[k, L.I_GEAR])
+    update_gearbox(p, k, ist, rpm)
+    rpm = engine_rpm_from_wheels(p, k, om_mean, ist[k, L.I_GEAR])
+    s[k, L.ENGINE_RPM] = rpm
+    tq = drive_torque_nm(p, k, ist, rpm, s[k, L.CMD_THROTTLE])
+    s[k, L.SX_ENGINE_TORQUE] = tq
+    ndr = nd - ndf
+    if ndf > 0 and ndr > 0:
+        split = p[k, L.PX_FRONT_SPLIT]
+        tq_front = tq * split / ndf
+        tq_rear = tq * (1.0 - split) / ndr
+    else:
+        tq_front = tq / nd
+        tq_rear = tq_front
+    if ws is not None:
+        # an open differential gives both sides the same torque, so an axle transmits
+        # no more per wheel than its weakest wheel holds (last substep's mu N r)
+        cap_f = 1e300
+        cap_r = 1e300
+        for w in range(nw):
+            if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
+                c = s[k, L.WL_MU + w] * s[k, L.WL_LOAD + w] * p[k, L.pw(w, L.PW_RADIUS)]
+                if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5:
+                    cap_f = min(cap_f, c)
+                else:
+                    cap_r = min(cap_r, c)
+        if int(p[k, L.PX_DIFF_FRONT]) == L.DIFF_OPEN and ndf >= 2:
+            tq_front = min(max(tq_front, -cap_f), cap_f)
+        if int(p[k, L.PX_DIFF_REAR]) == L.DIFF_OPEN and nd - ndf >= 2:
+            tq_rear = min(max(tq_rear, -cap_r), cap_r)
+    s[k, L.DRIVE_FORCE] = tq * nd / r_sum
+    return tq_front, tq_rear
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _drive(p, s, ist, k, nw, vbx, ext, ws):
+    """Drive demand: the motor's force at the body's speed times the throttle. Extended
+    vehicles also get their per-wheel shares: skid steer's per-side throttles, a drivetrain's
+    torque per driven wheel, and the wheel-speed model's motor limits at the wheels' rim speed.
+
+    Returns (fdrive, fdrive_full, thr_left, thr_right, tq_front, tq_rear): the drive force at
+    the throttle and at full throttle (N), the skid-steer throttles, and the drivetrain's
+    torque per driven front / other wheel (N m).
+    """
+    fdrive = _motor_force(p, k, abs(vbx), vbx)
     fdrive_full = fdrive
     fdrive = fdrive * s[k, L.CMD_THROTTLE]
     s[k, L.DRIVE_FORCE] = fdrive
-
-    # ---- extended drive: per-wheel shares (skid steer, drivetrain, wheel-speed drive fade)
-    nw = int(p[k, L.P_N_WHEELS])
     thr_left = 0.0
     thr_right = 0.0
-    tq_front = 0.0  # drive torque per driven front wheel (N m), drivetrain
-    tq_rear = 0.0  # per driven wheel of the other axles
-    if ext and (has_dt or model == L.TIRE_WHEEL_SPEED):
-        nd = 0
-        ndf = 0
-        om_sum = 0.0
-        rim_sum = 0.0
-        r_sum = 0.0
-        for w in range(nw):
-            if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
-                nd += 1
-                if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5:
-                    ndf += 1
-                rw = p[k, L.pw(w, L.PW_RADIUS)]
-                r_sum += rw
-                om_sum += s[k, L.WL_OMEGA + w]
-                rim_sum += abs(s[k, L.WL_OMEGA + w]) * rw
-        if model == L.TIRE_WHEEL_SPEED and nd > 0 and not has_dt:
-            # the motor limits act on the wheels' rim speed, so a wheel spinning in the air
-            # fades its own drive at top speed instead of running away
-            rim = rim_sum / nd
-            fd = p[k, L.P_DRIVE_FORCE]
-            if rim > 0.1 and p[k, L.P_POWER] < fd * rim:
-                fd = p[k, L.P_POWER] / rim
-            if rim > vmax - band:
-                fade = (vmax - rim) / band
-                if fade < 0.0:
-                    fade = 0.0
-                fd = fd * fade
-            fdrive_full = fd
-            fdrive = fd * s[k, L.CMD_THROTTLE]
-            s[k, L.DRIVE_FORCE] = fdrive
-        if skid:
-            # per-side throttles from the held (mean, half-difference) pair
-            thr_left = s[k, L.CMD_THROTTLE] - s[k, L.CMD_STEER]
-            thr_right = s[k, L.CMD_THROTTLE] + s[k, L.CMD_STEER]
-            thr_left = min(max(thr_left, -1.0), 1.0)
-            thr_right = min(max(thr_right, -1.0), 1.0)
-        if has_dt and nd > 0:
-            if model == L.TIRE_WHEEL_SPEED:
-                om_mean = om_sum / nd
-            else:
-                om_mean = abs(vbx) * nd / r_sum
-            rpm = engine_rpm_from_wheels(p, k, om_mean, ist[k, L.I_GEAR])
-            update_gearbox(p, k, ist, rpm)
-            rpm = engine_rpm_from_wheels(p, k, om_mean, ist[k, L.I_GEAR])
-            s[k, L.ENGINE_RPM] = rpm
-            tq = drive_torque_nm(p, k, ist, rpm, s[k, L.CMD_THROTTLE])
-            s[k, L.SX_ENGINE_TORQUE] = tq
-            ndr = nd - ndf
-            if ndf > 0 and ndr > 0:
-                split = p[k, L.PX_FRONT_SPLIT]
-                tq_front = tq * split / ndf
-                tq_rear = tq * (1.0 - split) / ndr
-            else:
-                tq_front = tq / nd
-                tq_rear = tq_front
-            if model == L.TIRE_WHEEL_SPEED:
-                # an open differential gives both sides the same torque, so an axle transmits
-                # no more per wheel than its weakest wheel holds (last substep's mu N r)
-                cap_f = 1e300
-                cap_r = 1e300
-                for w in range(nw):
-                    if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
-                        c = s[k, L.WL_MU + w] * s[k, L.WL_LOAD + w] * p[k, L.pw(w, L.PW_RADIUS)]
-                        if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5:
-                            cap_f = min(cap_f, c)
-                        else:
-                            cap_r = min(cap_r, c)
-                if int(p[k, L.PX_DIFF_FRONT]) == L.DIFF_OPEN and ndf >= 2:
-                    tq_front = min(max(tq_front, -cap_f), cap_f)
-                if int(p[k, L.PX_DIFF_REAR]) == L.DIFF_OPEN and nd - ndf >= 2:
-                    tq_rear = min(max(tq_rear, -cap_r), cap_r)
-            s[k, L.DRIVE_FORCE] = tq * nd / r_sum
+    tq_front = 0.0
+    tq_rear = 0.0
+    if ext is None:
+        return fdrive, fdrive_full, thr_left, thr_right, tq_front, tq_rear
+    has_dt = p[k, L.PX_DRIVETRAIN] > 0.5
+    if not (has_dt or ws is not None):
+        return fdrive, fdrive_full, thr_left, thr_right, tq_front, tq_rear
+    nd = 0
+    ndf = 0
+    om_sum = 0.0
+    rim_sum = 0.0
+    r_sum = 0.0
+    for w in range(nw):
+        if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
+            nd += 1
+            if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5:
+                ndf += 1
+            rw = p[k, L.pw(w, L.PW_RADIUS)]
+            r_sum += rw
+            om_sum += s[k, L.WL_OMEGA + w]
+            rim_sum += abs(s[k, L.WL_OMEGA + w]) * rw
+    if ws is not None and nd > 0 and not has_dt:
+        # the motor limits act on the wheels' rim speed, so a wheel spinning in the air
+        # fades its own drive at top speed instead of running away
+        rim = rim_sum / nd
+        fd = _motor_force(p, k, rim, rim)
+        fdrive_full = fd
+        fdrive = fd * s[k, L.CMD_THROTTLE]
+        s[k, L.DRIVE_FORCE] = fdrive
+    if p[k, L.PX_SKID_STEER] > 0.5:
+        # per-side throttles from the held (mean, half-difference) pair
+        thr_left = s[k, L.CMD_THROTTLE] - s[k, L.CMD_STEER]
+        thr_right = s[k, L.CMD_THROTTLE] + s[k, L.CMD_STEER]
+        thr_left = min(max(thr_left, -1.0), 1.0)
+        thr_right = min(max(thr_right, -1.0), 1.0)
+    if has_dt and nd > 0:
+        if ws is not None:
+            om_mean = om_sum / nd
+        else:
+            om_mean = abs(vbx) * nd / r_sum
+        tq_front, tq_rear = _drivetrain(p, s, ist, k, nw, nd, ndf, om_mean, r_sum, ws)
+    return fdrive, fdrive_full, thr_left, thr_right, tq_front, tq_rear
 
-    # body-frame force and torque accumulators
-    fbx = 0.0
-    fby = 0.0
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _ground_contact(s, k, w, ter, tid, rot, aw, reach, nsub, inv_dt):
+    """Contact of wheel ``w``: a ray from its anchor ``aw`` (world) along the chassis -z axis
+    meets the heightfield's tangent plane under the anchor.
+
+    Returns (missing tile or -1, ground height h, penetration past the unloaded wheel (-1e300
+    when the ray misses: the chassis is more than ~78 deg from upright), the ground's rise
+    rate under the wheel and its rise predicted over this substep (the implicit damper
+    tracks the predicted value, so it does not lag a curving road)). Writes the wheel's
+    surface and ground readings.
+    """
+    heights, surfaces, tiles, meta, _ = ter
+    r02 = rot[2]
+    r12 = rot[5]
+    r22 = rot[8]
+    awx, awy, awz = aw
+    h, hgx, hgy, node = sample_height_grad(heights, tiles, meta, tid, awx, awy)
+    if node < 0:
+        return -1 - node, 0.0, 0.0, 0.0, 0.0
+    s[k, L.WL_SURFACE + w] = surfaces[node]  # the surface under the wheel
+    pen = -1e300
+    if r22 > 0.2:
+        # the ray along -(r02, r12, r22) meets the ground's tangent plane at the anchor
+        den = r22 - hgx * r02 - hgy * r12
+        if den > 0.1:
+            lr = (awz - h) / den
+            h = h - (hgx * r02 + hgy * r12) * lr
+            pen = reach - lr
+    dhdt = 0.0
+    dhdt_pred = 0.0
+    if nsub > 0:
+        dhdt = (h - s[k, L.WL_GROUND_Z + w]) * inv_dt
+        # a cliff face met at speed is a crash, not a suspension event: cap the rate
+        if dhdt > _MAX_GROUND_RATE:
+            dhdt = _MAX_GROUND_RATE
+        elif dhdt < -_MAX_GROUND_RATE:
+            dhdt = -_MAX_GROUND_RATE
+        dhdt_pred = dhdt
+        if nsub > 1:
+            dhdt_pred = 2.0 * dhdt - s[k, L.WL_GROUND_VZ + w]
+    s[k, L.WL_GROUND_Z + w] = h
+    s[k, L.WL_GROUND_VZ + w] = dhdt
+    return -1, h, pen, dhdt, dhdt_pred
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _soft_pull(p, k, pen, sep, kcw):
+    """The weak spring that pulls a wheel down within ``soft_gap_min..max`` of air gap, unless
+    it lifts off faster than the gate (a jump). Returns (acts, force per unit mass <= 0)."""
+    gap = -pen
+    if (
+        gap >= p[k, L.P_SOFT_GAP_MIN]
+        and gap <= p[k, L.P_SOFT_GAP_MAX]
+        and sep <= p[k, L.P_SOFT_LIFT_GATE]
+    ):
+        fs = -(p[k, L.P_SOFT_K] * gap + p[k, L.P_SOFT_C] * sep)
+        lo = -kcw * p[k, L.P_SOFT_CLAMP]
+        if fs < lo:
+            fs = lo
+        if fs > 0.0:
+            fs = 0.0
+        return True, fs
+    return False, 0.0
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _suspension(p, s, ist, k, ter, rot, pos, vz, omega, dt, ext):
+    """Pass 1, per wheel: ground contact, then the spring-damper load ``m (K pen - C v_sep)``
+    (push only, the spring limited by travel) or, in the air gap, the soft pull.
+
+    With implicit damping (the default) the spring and the damper's explicit share (yaw rate
+    and ground terms) go into ``fsus`` and the damper's coupling into ``dmat``/``svec``:
+    over u = (world vz, roll rate, pitch rate), D = sum g B J^T with B = where a wheel's force
+    acts (world z share, roll arm, pitch arm) and J = what its damper sees (the anchor's world-z
+    speed), S = sum g J. Explicit damping applies the whole load to ``fbz`` instead.
+
+    Returns (missing tile or -1, fbz, tqx, tqy, fsus, driven wheels, total load, highest
+    ground under a wheel, dmat (9), svec (3)).
+    """
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = rot
+    px, py, pz = pos
+    wx, wy, wz = omega
+    tid = ist[k, L.I_TERRAIN]
+    nsub = ist[k, L.I_SUBSTEPS]
+    m = p[k, L.P_MASS]
+    kc = p[k, L.P_CONTACT_K]
+    cc = p[k, L.P_CONTACT_C]
+    explicit = p[k, L.P_EXPLICIT_DAMPING] > 0.5
+    soft_on = p[k, L.P_SOFT_ENABLED] > 0.5
+    inv_dt = 1.0 / dt
+    inv_r22 = 1.0 / r22 if r22 > 0.2 else 0.0
     fbz = 0.0
     tqx = 0.0
     tqy = 0.0
-    tqz = 0.0
-    # implicit suspension damping over u = (world vz, roll rate, pitch rate): D = sum g B J^T,
-    # B = where a wheel's force acts (world z share, roll arm, pitch arm), J = what its damper
-    # sees (the anchor's world-z speed); S = sum g J and fsus = sum of explicit spring forces
     d00 = 0.0
     d01 = 0.0
     d02 = 0.0
@@ -631,9 +710,7 @@ def _substep(k, s, ist, p, ter, dt):
     n_driven = 0
     total_load = 0.0
     hmax = -1e300
-    soft_on = p[k, L.P_SOFT_ENABLED] > 0.5
-    # ---- pass 1: suspension
-    for w in range(nw):
+    for w in range(int(p[k, L.P_N_WHEELS])):
         ax = p[k, L.pw(w, L.PW_X)]
         ay = p[k, L.pw(w, L.PW_Y)]
         az = p[k, L.pw(w, L.PW_Z)]
@@ -642,42 +719,19 @@ def _substep(k, s, ist, p, ter, dt):
             n_driven += 1
         kcw = kc
         ccw = cc
-        if ext:
+        if ext is not None:
             kcw = p[k, L.pxw(w, L.PXW_K)]
             ccw = p[k, L.pxw(w, L.PXW_C)]
         awx = px + r00 * ax + r01 * ay + r02 * az
         awy = py + r10 * ax + r11 * ay + r12 * az
         awz = pz + r20 * ax + r21 * ay + r22 * az
-        h, hgx, hgy, node = sample_height_grad(heights, tiles, meta, tid, awx, awy)
-        if node < 0:
-            return -1 - node
-        s[k, L.WL_SURFACE + w] = surfaces[node]  # the surface under the wheel
-        pen = -1e300
-        if rays:
-            # the ray along -(r02, r12, r22) meets the ground's tangent plane at the anchor
-            den = r22 - hgx * r02 - hgy * r12
-            if den > 0.1:
-                lr = (awz - h) / den
-                h = h - (hgx * r02 + hgy * r12) * lr
-                pen = reach - lr
+        miss, h, pen, dhdt, dhdt_pred = _ground_contact(
+            s, k, w, ter, tid, rot, (awx, awy, awz), reach, nsub, inv_dt
+        )
+        if miss >= 0:
+            return miss, 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0.0, _ZERO9, _ZERO3
         if h > hmax:
             hmax = h
-        # the ground's rise under the moving wheel, and its rise predicted over this substep
-        # (the implicit damper tracks the predicted value, so it does not lag a curving road)
-        dhdt = 0.0
-        dhdt_pred = 0.0
-        if nsub > 0:
-            dhdt = (h - s[k, L.WL_GROUND_Z + w]) * inv_dt
-            # a cliff face met at speed is a crash, not a suspension event: cap the rate
-            if dhdt > _MAX_GROUND_RATE:
-                dhdt = _MAX_GROUND_RATE
-            elif dhdt < -_MAX_GROUND_RATE:
-                dhdt = -_MAX_GROUND_RATE
-            dhdt_pred = dhdt
-            if nsub > 1:
-                dhdt_pred = 2.0 * dhdt - s[k, L.WL_GROUND_VZ + w]
-        s[k, L.WL_GROUND_Z + w] = h
-        s[k, L.WL_GROUND_VZ + w] = dhdt
         # separation speed of wheel and ground along the ray (+ = lifting off): the rate of
         # change of the ray length, from the anchor's world-z velocity and the ground's rise
         vaz = vz + r20 * (wy * az - wz * ay) + r21 * (wz * ax - wx * az) + r22 * (wx * ay - wy * ax)
@@ -720,23 +774,13 @@ def _substep(k, s, ist, p, ter, dt):
                     s1 += gd * jx
                     s2 += gd * jy
         elif soft_on:
-            gap = -pen
-            if (
-                gap >= p[k, L.P_SOFT_GAP_MIN]
-                and gap <= p[k, L.P_SOFT_GAP_MAX]
-                and sep <= p[k, L.P_SOFT_LIFT_GATE]
-            ):
-                fs = -(p[k, L.P_SOFT_K] * gap + p[k, L.P_SOFT_C] * sep)
-                lo = -kcw * p[k, L.P_SOFT_CLAMP]
-                if fs < lo:
-                    fs = lo
-                if fs > 0.0:
-                    fs = 0.0
+            acts, fs = _soft_pull(p, k, pen, sep, kcw)
+            if acts:
                 fz = m * fs
                 fbz += fz
                 tqx += ay * fz
                 tqy -= ax * fz
-        if ext:
+        if ext is not None:
             # a hard touchdown damages the car (the seed's gripDmgFactor)
             if load > 0.0 and s[k, L.WL_GROUNDED + w] < 0.5 and nsub > 0:
                 _impact(p, k, s, -sep)
@@ -745,39 +789,244 @@ def _substep(k, s, ist, p, ter, dt):
         s[k, L.WL_COMPRESSION + w] = comp
         s[k, L.WL_GROUNDED + w] = 1.0 if load > 0.0 else 0.0
         total_load += load
+    dmat = (d00, d01, d02, d10, d11, d12, d20, d21, d22)
+    return -1, fbz, tqx, tqy, fsus, n_driven, total_load, hmax, dmat, (s0, s1, s2)
 
-    # ---- anti-roll bars (extended): move load from the more to the less compressed side
-    if ext and not explicit and (p[k, L.PX_ARB_FRONT] > 0.0 or p[k, L.PX_ARB_REAR] > 0.0):
-        for w in range(nw):
-            if p[k, L.pxw(w, L.PXW_SIDE)] < 0.0 or s[k, L.WL_LOAD + w] <= 0.0:
-                continue
-            axle = p[k, L.pxw(w, L.PXW_AXLE)]
-            if axle > 1.5:
-                continue
-            karb = p[k, L.PX_ARB_FRONT] if axle < 0.5 else p[k, L.PX_ARB_REAR]
-            if karb <= 0.0:
-                continue
-            for v in range(nw):
-                if (
-                    p[k, L.pxw(v, L.PXW_SIDE)] < 0.0
-                    and p[k, L.pxw(v, L.PXW_AXLE)] == axle
-                    and s[k, L.WL_LOAD + v] > 0.0
-                ):
-                    f = m * karb * (s[k, L.WL_COMPRESSION + w] - s[k, L.WL_COMPRESSION + v])
-                    # never pull a wheel's load below zero
-                    lw = s[k, L.WL_LOAD + w]
-                    lv = s[k, L.WL_LOAD + v]
-                    if f > lv:
-                        f = lv
-                    elif f < -lw:
-                        f = -lw
-                    s[k, L.WL_LOAD + w] = lw + f
-                    s[k, L.WL_LOAD + v] = lv - f
-                    tqx += (p[k, L.pw(w, L.PW_Y)] - p[k, L.pw(v, L.PW_Y)]) * f
-                    tqy -= (p[k, L.pw(w, L.PW_X)] - p[k, L.pw(v, L.PW_X)]) * f
-                    break
 
-    # ---- pass 2: tires
+@njit(cache=True, _nrt=False, forceinline=True)
+def _anti_roll_bars(p, s, k, tqx, tqy):
+    """Anti-roll bars (extended): move load from the more to the less compressed wheel of an
+    axle's pair. Returns the roll and pitch torques with their effect added."""
+    m = p[k, L.P_MASS]
+    nw = int(p[k, L.P_N_WHEELS])
+    for w in range(nw):
+        if p[k, L.pxw(w, L.PXW_SIDE)] < 0.0 or s[k, L.WL_LOAD + w] <= 0.0:
+            continue
+        axle = p[k, L.pxw(w, L.PXW_AXLE)]
+        if axle > 1.5:
+            continue
+        karb = p[k, L.PX_ARB_FRONT] if axle < 0.5 else p[k, L.PX_ARB_REAR]
+        if karb <= 0.0:
+            continue
+        for v in range(nw):
+            if (
+                p[k, L.pxw(v, L.PXW_SIDE)] < 0.0
+                and p[k, L.pxw(v, L.PXW_AXLE)] == axle
+                and s[k, L.WL_LOAD + v] > 0.0
+            ):
+                f = m * karb * (s[k, L.WL_COMPRESSION + w] - s[k, L.WL_COMPRESSION + v])
+                # never pull a wheel's load below zero
+                lw = s[k, L.WL_LOAD + w]
+                lv = s[k, L.WL_LOAD + v]
+                if f > lv:
+                    f = lv
+                elif f < -lw:
+                    f = -lw
+                s[k, L.WL_LOAD + w] = lw + f
+                s[k, L.WL_LOAD + v] = lv - f
+                tqx += (p[k, L.pw(w, L.PW_Y)] - p[k, L.pw(v, L.PW_Y)]) * f
+                tqy -= (p[k, L.pw(w, L.PW_X)] - p[k, L.pw(v, L.PW_X)]) * f
+                break
+    return tqx, tqy
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _wheel_in_air(p, s, k, w, drv_t, brake, hb, dt, ws):
+    """An unloaded wheel: no tire force. Under the wheel-speed model the drive spins it and
+    the brake stops it; otherwise it keeps its spin."""
+    s[k, L.WL_USAGE + w] = 0.0
+    s[k, L.WL_FX + w] = 0.0
+    s[k, L.WL_FY + w] = 0.0
+    s[k, L.WL_SLIP_ANGLE + w] = 0.0
+    if ws is not None:
+        # in the air: drive spins the wheel, the brake stops it, nothing else acts
+        radius = p[k, L.pw(w, L.PW_RADIUS)]
+        inv_i = 1.0 / p[k, L.pxw(w, L.PXW_INERTIA)]
+        om = s[k, L.WL_OMEGA + w] + drv_t * dt * inv_i
+        tbw = (brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)]) * radius
+        if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5:
+            tbw = tbw + hb * radius
+        dom = tbw * dt * inv_i
+        if om > dom:
+            om = om - dom
+        elif om < -dom:
+            om = om + dom
+        else:
+            om = 0.0
+        s[k, L.WL_OMEGA + w] = om
+        s[k, L.WL_SLIP_RATIO + w] = 0.0
+        s[k, L.SXW_DRIVE_TQ + w] = drv_t
+        s[k, L.SXW_BRAKE_TQ + w] = tbw
+    s[k, L.WL_SPIN + w] += s[k, L.WL_OMEGA + w] * dt
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _direct_tire(p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, consts):
+    """The direct model's loaded wheel: the longitudinal force straight from the drive
+    (capped at ``drive_cap`` of the circle) and the brakes (service brake at ``abs_fraction``,
+    the handbrake locking without ABS, rolling resistance; none reverses the rolling), then
+    the lateral force from 2s/(1+s^2) takes what remains of the circle.
+
+    ``consts`` is (peak slip, post-peak clamp, slip floor, ABS fraction, rolling resistance,
+    drive cap) of the car. Returns (fx, fy, slip angle, drive force) in the wheel frame.
+    """
+    vlong, vlat = vel
+    peak, clampn, eps, abs_frac, crr, drive_cap = consts
+    fx_drive = 0.0
+    if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
+        fx_drive = drv_f
+        cap = drive_cap * fmax
+        if fx_drive > cap:
+            fx_drive = cap
+        elif fx_drive < -cap:
+            fx_drive = -cap
+    resist = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)] + crr * load
+    if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5 and hb > 0.0:
+        resist = resist + hb  # the handbrake locks the wheel: no ABS margin
+        cap = fmax
+    else:
+        cap = abs_frac * fmax  # ABS keeps sqrt(1 - abs^2) of the circle for steering
+    if resist > cap:
+        resist = cap
+    # a brake slows rolling and never reverses it: clamp to the wheel's useful mass
+    stop = abs(vlong) * load * stop_scale
+    if resist > stop:
+        resist = stop
+    if vlong > 0.0:
+        fx = fx_drive - resist
+    elif vlong < 0.0:
+        fx = fx_drive + resist
+    else:
+        fx = fx_drive
+    if fx > fmax:
+        fx = fmax
+    elif fx < -fmax:
+        fx = -fmax
+    # lateral takes what is left of the circle
+    alpha = atan2x(vlat, abs(vlong) + eps)
+    fy_des = fmax * lateral_curve(alpha, peak, clampn)
+    fy = _lateral_remainder(fx, fy_des, fmax)
+    return fx, fy, alpha, fx_drive
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _wheel_speed_wheel(p, s, k, w, load, fm, vel, g_wheel, drv_t, brakes, stop_scale, cfg):
+    """The wheel-speed model's loaded wheel: its brake and drive torques (traction control
+    caps the drive at ``drive_cap`` of the circle), the low-speed hold, then the implicit
+    wheel-spin and tire solve of :func:`_wheel_speed_tire`; writes the wheel's readings.
+
+    ``fm`` is (friction-circle radius, mu), ``vel`` the contact-patch (vlong, vlat),
+    ``g_wheel`` gravity along the wheel's axes, ``brakes`` (service, handbrake) forces and
+    ``cfg`` (the tire's consts, traction control on, low-speed hold speed, drive cap, dt).
+    Returns (fx, fy, slip angle, slip power in W) in the wheel frame.
+    """
+    fmax, mu = fm
+    vlong, vlat = vel
+    brake, hb = brakes
+    ws_consts, tc_on, low_speed, drive_cap, dt = cfg
+    radius = p[k, L.pw(w, L.PW_RADIUS)]
+    # rolling resistance is a tire force: never more than the circle
+    crr = p[k, L.P_CRR] * load
+    if crr > fmax:
+        crr = fmax
+    tbw = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)] + crr
+    hb_on = p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5 and hb > 0.0
+    if hb_on:
+        tbw = tbw + hb
+    tbw = tbw * radius
+    if tc_on:
+        cap = drive_cap * fmax * radius
+        if drv_t > cap:
+            drv_t = cap
+        elif drv_t < -cap:
+            drv_t = -cap
+    m_u = load * stop_scale * dt
+    hold = (
+        drv_t == 0.0 and (brake > 0.0 or hb_on) and abs(vlong) < low_speed and abs(vlat) < low_speed
+    )
+    fx, fy, kappa, alpha, om, pw_slide = _wheel_speed_tire(
+        p,
+        k,
+        s[k, L.WL_OMEGA + w],
+        fmax,
+        vlong,
+        vlat,
+        radius,
+        p[k, L.pxw(w, L.PXW_INV_INERTIA)],
+        drv_t,
+        tbw,
+        brake > 0.0 and not hb_on,
+        hold,
+        m_u,
+        dt,
+        g_wheel[0],
+        g_wheel[1],
+        ws_consts,
+    )
+    _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, pw_slide * dt, dt)
+    s[k, L.SXW_DRIVE_TQ + w] = drv_t
+    s[k, L.SXW_BRAKE_TQ + w] = tbw
+    return fx, fy, alpha, pw_slide
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _wheel_speed_cfg(p, k, dt):
+    """The wheel-speed model's per-car constants (see :func:`_wheel_speed_wheel`)."""
+    ws_consts = (
+        p[k, L.PX_SLIP_RATIO_EPS],
+        p[k, L.PX_ABS_SLIP],
+        p[k, L.PX_NO_CLAMPS] > 0.5,
+        1.0 / dt,
+    )
+    tc_on = p[k, L.PX_TRACTION_CONTROL] > 0.5
+    return ws_consts, tc_on, p[k, L.PX_LOW_SPEED], p[k, L.P_DRIVE_CAP], dt
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _wheel_drive(p, k, w, radius, drive, n_driven, throttle_share):
+    """Extended vehicles: wheel ``w``'s drive, as (force N, torque N m): the drivetrain's torque
+    for its axle, skid steer's share at its side's throttle, else the flat drive's share."""
+    _, fdrive_full, thr_left, thr_right, tq_front, tq_rear = drive
+    drv_f = 0.0
+    drv_t = 0.0
+    if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
+        if p[k, L.PX_DRIVETRAIN] > 0.5:
+            drv_t = tq_front if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5 else tq_rear
+            drv_f = drv_t / radius
+        elif p[k, L.PX_SKID_STEER] > 0.5:
+            side_thr = thr_left if p[k, L.pxw(w, L.PXW_SIDE)] > 0.0 else thr_right
+            drv_f = fdrive_full / n_driven * side_thr
+            drv_t = drv_f * radius
+        else:
+            drv_f = throttle_share
+            drv_t = drv_f * radius
+    return drv_f, drv_t
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
+    """Pass 2, per wheel: its drive share, then its tire forces under the car's model, applied
+    at the contact patch below the CG (so pitch and roll, and with them load transfer, come
+    out of the springs). Effective mu = base x surface x load sensitivity (x tire grip, wear
+    and damage for extended vehicles).
+
+    ``ground`` is (surface grip table, terrain id), ``motion`` (vbx, vby, wx, wy, wz, sin and
+    cos of the steering angle), ``drive`` what :func:`_drive` returned and ``carry`` (driven
+    wheels, total load, tqx, tqy) from pass 1. Returns (fbx, fby, tqx, tqy, tqz, grounded
+    wheels, summed rear slip angle, rear wheels).
+    """
+    grip, tid = ground
+    r20 = rot[6]
+    r21 = rot[7]
+    vbx, vby, wx, wy, wz, sd, cd = motion
+    fdrive = drive[0]
+    n_driven, total_load, tqx, tqy = carry
+    fbx = 0.0
+    fby = 0.0
+    tqz = 0.0
+    m = p[k, L.P_MASS]
+    g = p[k, L.P_GRAVITY]
+    inv_dt = 1.0 / dt
     # resistive forces stop at zero speed: cap at the wheel's useful mass (load share x mass)
     stop_scale = m * inv_dt / total_load if total_load > 0.0 else 0.0
     throttle_share = 0.0
@@ -786,11 +1035,17 @@ def _substep(k, s, ist, p, ter, dt):
     brake = s[k, L.CMD_BRAKE] * p[k, L.P_BRAKE_FORCE]
     hb = s[k, L.CMD_HANDBRAKE] * p[k, L.P_HANDBRAKE_FORCE]
     mu0 = p[k, L.P_MU_BASE] * p[k, L.P_GRIP_WEAR] * p[k, L.P_GRIP_DAMAGE]
-    peak = p[k, L.P_PEAK_SLIP]
-    clampn = p[k, L.P_POST_PEAK_CLAMP]
     eps = p[k, L.P_SLIP_EPS]
     lref = p[k, L.P_LOAD_REF]
     lsens = p[k, L.P_LOAD_SENS]
+    direct_consts = (
+        p[k, L.P_PEAK_SLIP],
+        p[k, L.P_POST_PEAK_CLAMP],
+        eps,
+        p[k, L.P_ABS],
+        p[k, L.P_CRR],
+        p[k, L.P_DRIVE_CAP],
+    )
     # gravity's acceleration in the body frame (x, y): the low-speed hold cancels it
     gbx = -g * r20
     gby = -g * r21
@@ -804,65 +1059,23 @@ def _substep(k, s, ist, p, ter, dt):
     pitch_scale = 1.0
     load_blend = 0.0
     damage = 1.0
-    tc_on = False
-    low_speed = 0.0
-    ws_consts = (0.0, 0.0, False, inv_dt)
-    if ext:
+    ws_cfg = ((0.0, 0.0, False, inv_dt), False, 0.0, 0.0, dt)
+    if ext is not None:
         roll_scale = p[k, L.PX_ROLL_SCALE]
         pitch_scale = p[k, L.PX_PITCH_SCALE]
         load_blend = p[k, L.PX_LOAD_BLEND]
         damage = s[k, L.SX_DAMAGE]
-        tc_on = p[k, L.PX_TRACTION_CONTROL] > 0.5
-        low_speed = p[k, L.PX_LOW_SPEED]
-        ws_consts = (
-            p[k, L.PX_SLIP_RATIO_EPS],
-            p[k, L.PX_ABS_SLIP],
-            p[k, L.PX_NO_CLAMPS] > 0.5,
-            inv_dt,
-        )
-    drive_cap = p[k, L.P_DRIVE_CAP]
-    for w in range(nw):
+        ws_cfg = _wheel_speed_cfg(p, k, dt)
+    for w in range(int(p[k, L.P_N_WHEELS])):
         load = s[k, L.WL_LOAD + w]
         radius = p[k, L.pw(w, L.PW_RADIUS)]
-        # extended: this wheel's drive (force for the flat drive / skid steer, torque with a
-        # drivetrain) and brake
-        drv_f = 0.0
+        # this wheel's drive: force for the flat drive / skid steer, torque with a drivetrain
+        drv_f = throttle_share
         drv_t = 0.0
-        if ext and p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
-            if has_dt:
-                drv_t = tq_front if p[k, L.pxw(w, L.PXW_AXLE)] < 0.5 else tq_rear
-                drv_f = drv_t / radius
-            elif skid:
-                side_thr = thr_left if p[k, L.pxw(w, L.PXW_SIDE)] > 0.0 else thr_right
-                drv_f = fdrive_full / n_driven * side_thr
-                drv_t = drv_f * radius
-            else:
-                drv_f = throttle_share
-                drv_t = drv_f * radius
+        if ext is not None:
+            drv_f, drv_t = _wheel_drive(p, k, w, radius, drive, n_driven, throttle_share)
         if load <= 0.0:
-            s[k, L.WL_USAGE + w] = 0.0
-            s[k, L.WL_FX + w] = 0.0
-            s[k, L.WL_FY + w] = 0.0
-            s[k, L.WL_SLIP_ANGLE + w] = 0.0
-            if model == L.TIRE_WHEEL_SPEED:
-                # in the air: drive spins the wheel, the brake stops it, nothing else acts
-                inv_i = 1.0 / p[k, L.pxw(w, L.PXW_INERTIA)]
-                om = s[k, L.WL_OMEGA + w] + drv_t * dt * inv_i
-                tbw = (brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)]) * radius
-                if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5:
-                    tbw = tbw + hb * radius
-                dom = tbw * dt * inv_i
-                if om > dom:
-                    om = om - dom
-                elif om < -dom:
-                    om = om + dom
-                else:
-                    om = 0.0
-                s[k, L.WL_OMEGA + w] = om
-                s[k, L.WL_SLIP_RATIO + w] = 0.0
-                s[k, L.SXW_DRIVE_TQ + w] = drv_t
-                s[k, L.SXW_BRAKE_TQ + w] = tbw
-            s[k, L.WL_SPIN + w] += s[k, L.WL_OMEGA + w] * dt
+            _wheel_in_air(p, s, k, w, drv_t, brake, hb, dt, ws)
             continue
         n_grounded += 1
         ax = p[k, L.pw(w, L.PW_X)]
@@ -886,7 +1099,7 @@ def _substep(k, s, ist, p, ter, dt):
         sid = int(s[k, L.WL_SURFACE + w])
         mu = mu0 * grip[tid, sid] * load_sensitivity_factor(load, lref, lsens)
         fmax = mu * load
-        if ext:
+        if ext is not None:
             # per-tire grip, wear and damage multiply into the same mu; the tire may see a
             # blend of its dynamic and static load (the talk's steadier load at low rates)
             mu = mu * p[k, L.pxw(w, L.PXW_GRIP)] * s[k, L.SXW_WEAR + w] * damage
@@ -895,174 +1108,69 @@ def _substep(k, s, ist, p, ter, dt):
             if bl > 0.0:
                 tl = (1.0 - bl) * load + bl * p[k, L.pxw(w, L.PXW_STATIC_LOAD)]
             fmax = mu * tl
-        if model == L.TIRE_WHEEL_SPEED:
-            # rolling resistance is a tire force: never more than the circle
-            crr = p[k, L.P_CRR] * load
-            if crr > fmax:
-                crr = fmax
-            tbw = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)] + crr
-            hb_on = p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5 and hb > 0.0
-            if hb_on:
-                tbw = tbw + hb
-            tbw = tbw * radius
-            if tc_on:
-                cap = drive_cap * fmax * radius
-                if drv_t > cap:
-                    drv_t = cap
-                elif drv_t < -cap:
-                    drv_t = -cap
-            m_u = load * stop_scale * dt
-            hold = (
-                drv_t == 0.0
-                and (brake > 0.0 or hb_on)
-                and abs(vlong) < low_speed
-                and abs(vlat) < low_speed
-            )
-            fx, fy, kappa, alpha, om, pw_slide = _wheel_speed_tire(
-                p,
-                k,
-                s[k, L.WL_OMEGA + w],
-                fmax,
-                vlong,
-                vlat,
-                radius,
-                p[k, L.pxw(w, L.PXW_INV_INERTIA)],
-                drv_t,
-                tbw,
-                brake > 0.0 and not hb_on,
-                hold,
-                m_u,
-                dt,
-                cw * gbx + sw * gby,
-                -sw * gbx + cw * gby,
-                ws_consts,
-            )
-            slide_power += pw_slide
-            _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, pw_slide * dt, dt)
-            s[k, L.SXW_DRIVE_TQ + w] = drv_t
-            s[k, L.SXW_BRAKE_TQ + w] = tbw
-            fxb = cw * fx - sw * fy
-            fyb = sw * fx + cw * fy
-            fbx += fxb
-            fby += fyb
-            tqx -= rz * fyb * roll_scale
-            tqy += rz * fxb * pitch_scale
-            tqz += rx * fyb - ry * fxb
-            if p[k, L.pxw(w, L.PXW_AXLE)] > 0.5 and p[k, L.pxw(w, L.PXW_AXLE)] < 1.5:
-                rear_alpha += alpha
-                n_rear += 1
-            continue
-        if model == L.TIRE_ARCADE:
-            # the lumped model applies its forces at the CG below; the wheel only rolls
+        if arc is not None:
+            # the lumped model applies its forces at the CG; the wheel only rolls
             alpha = atan2x(vlat, abs(vlong) + eps)
             _apply_tire(p, k, s, w, 0.0, 0.0, fmax, mu, alpha, 0.0, vlong / radius, 0.0, dt)
             continue
-        # longitudinal first
-        fx_drive = 0.0
-        if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
-            fx_drive = throttle_share
-            if ext:
-                fx_drive = drv_f
-            cap = p[k, L.P_DRIVE_CAP] * fmax
-            if fx_drive > cap:
-                fx_drive = cap
-            elif fx_drive < -cap:
-                fx_drive = -cap
-        resist = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)] + p[k, L.P_CRR] * load
-        if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5 and hb > 0.0:
-            resist = resist + hb  # the handbrake locks the wheel: no ABS margin
-            cap = fmax
+        if ws is not None:
+            fx, fy, alpha, pw_slide = _wheel_speed_wheel(
+                p,
+                s,
+                k,
+                w,
+                load,
+                (fmax, mu),
+                (vlong, vlat),
+                (cw * gbx + sw * gby, -sw * gbx + cw * gby),
+                drv_t,
+                (brake, hb),
+                stop_scale,
+                ws_cfg,
+            )
+            slide_power += pw_slide
         else:
-            cap = p[k, L.P_ABS] * fmax  # ABS keeps sqrt(1 - abs^2) of the circle for steering
-        if resist > cap:
-            resist = cap
-        # a brake slows rolling and never reverses it: clamp to the wheel's useful mass
-        stop = abs(vlong) * load * stop_scale
-        if resist > stop:
-            resist = stop
-        if vlong > 0.0:
-            fx = fx_drive - resist
-        elif vlong < 0.0:
-            fx = fx_drive + resist
-        else:
-            fx = fx_drive
-        if fx > fmax:
-            fx = fmax
-        elif fx < -fmax:
-            fx = -fmax
-        # lateral takes what is left of the circle
-        alpha = atan2x(vlat, abs(vlong) + eps)
-        fy_des = fmax * lateral_curve(alpha, peak, clampn)
-        rem = fmax * fmax - fx * fx
-        budget = math.sqrt(rem) if rem > 0.0 else 0.0
-        if fy_des > budget:
-            fy = -budget
-        elif fy_des < -budget:
-            fy = budget
-        else:
-            fy = -fy_des
+            fx, fy, alpha, fx_drive = _direct_tire(
+                p, k, w, load, fmax, (vlong, vlat), drv_f, brake, hb, stop_scale, direct_consts
+            )
+            _write_tire(s, k, w, fx, fy, fmax, mu, alpha, 0.0, vlong / radius, dt)
+            if ext is not None:
+                slide_power += abs(fy * vlat)
+                _wear(p, k, s, w, abs(fy * vlat) * dt)
+                s[k, L.SXW_DRIVE_TQ + w] = fx_drive * radius
         # to the body frame, applied at the contact patch
         fxb = cw * fx - sw * fy
         fyb = sw * fx + cw * fy
         fbx += fxb
         fby += fyb
-        if ext:
-            tqx -= rz * fyb * roll_scale
-            tqy += rz * fxb * pitch_scale
-            slide_power += abs(fy * vlat)
+        tqx -= rz * fyb * roll_scale
+        tqy += rz * fxb * pitch_scale
+        tqz += rx * fyb - ry * fxb
+        if ext is not None:
             if p[k, L.pxw(w, L.PXW_AXLE)] > 0.5 and p[k, L.pxw(w, L.PXW_AXLE)] < 1.5:
                 rear_alpha += alpha
                 n_rear += 1
-        else:
-            tqx -= rz * fyb
-            tqy += rz * fxb
-        tqz += rx * fyb - ry * fxb
-        s[k, L.WL_SLIP_ANGLE + w] = alpha
-        s[k, L.WL_FX + w] = fx
-        s[k, L.WL_FY + w] = fy
-        s[k, L.WL_MU + w] = mu
-        s[k, L.WL_USAGE + w] = math.sqrt(fx * fx + fy * fy) / fmax if fmax > 0.0 else 0.0
-        om = vlong / radius
-        s[k, L.WL_OMEGA + w] = om
-        s[k, L.WL_SPIN + w] += om * dt
-        s[k, L.WL_SLIP_RATIO + w] = 0.0
-        if ext:
-            _wear(p, k, s, w, abs(fy * vlat) * dt)
-            s[k, L.SXW_DRIVE_TQ + w] = fx_drive * radius
-
-    if ext:
+    if ext is not None:
         s[k, L.SX_SLIDE_ENERGY] += slide_power * dt
-    if ext and p[k, L.PX_VEHICLE_TERMS] > 0.5:
-        tqx, tqz, fbx, fby = _vehicle_extras(
-            p,
-            k,
-            s,
-            model,
-            has_dt,
-            nw,
-            n_grounded,
-            total_load,
-            fdrive,
-            brake,
-            delta,
-            vbx,
-            vby,
-            wx,
-            wz,
-            r21,
-            r22,
-            rear_alpha,
-            n_rear,
-            tqx,
-            tqz,
-            fbx,
-            fby,
-            dt,
-            tq_front,
-            tq_rear,
-        )
+    return fbx, fby, tqx, tqy, tqz, n_grounded, rear_alpha, n_rear
 
-    # ---- chassis box corners against the terrain
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _body_contact(p, s, k, ter, tid, rot, pos, motion, hmax, acc, dt, ext):
+    """Chassis box corners below the terrain get a penalty contact with Coulomb friction, so a
+    rolled car lies on its roof. Corners higher than ``hmax`` (the highest ground under a
+    wheel) + a margin are skipped.
+
+    ``motion`` is (vbx, vby, vbz, wx, wy, wz), ``acc`` the body-frame (fbx, fby, fbz, tqx, tqy,
+    tqz) so far. Returns (missing tile or -1, acc with the contacts added).
+    """
+    heights, _, tiles, meta, _ = ter
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = rot
+    px, py, pz = pos
+    vbx, vby, vbz, wx, wy, wz = motion
+    fbx, fby, fbz, tqx, tqy, tqz = acc
+    m = p[k, L.P_MASS]
+    inv_dt = 1.0 / dt
     contacts = 0
     xf = p[k, L.P_BODY_XF]
     xr = -p[k, L.P_BODY_XR]
@@ -1084,7 +1192,7 @@ def _substep(k, s, ist, p, ter, dt):
         wcy = py + r10 * cx + r11 * cy + r12 * cz
         hc = sample_height(heights, tiles, meta, tid, wcx, wcy)
         if hc != hc:
-            return tile_at(meta, tid, wcx, wcy)
+            return tile_at(meta, tid, wcx, wcy), acc
         if wcz >= hc:
             continue
         # corner velocity, body then world
@@ -1097,7 +1205,7 @@ def _substep(k, s, ist, p, ter, dt):
         fn = m * (kb * (hc - wcz) - cb * wvz)
         if fn <= 0.0:
             continue
-        if ext and s[k, L.BODY_CONTACTS] < 0.5:
+        if ext is not None and s[k, L.BODY_CONTACTS] < 0.5:
             _impact(p, k, s, -wvz)
         contacts += 1
         vt = math.sqrt(wvx * wvx + wvy * wvy)
@@ -1121,14 +1229,27 @@ def _substep(k, s, ist, p, ter, dt):
         tqy += cz * bfx - cx * bfz
         tqz += cx * bfy - cy * bfx
     s[k, L.BODY_CONTACTS] = contacts
+    return -1, (fbx, fby, fbz, tqx, tqy, tqz)
 
-    # ---- gravity (world -z) in the body frame
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _integrate_velocities(p, k, rot, vel, omega, acc, dt):
+    """Semi-implicit Euler, velocity half: gravity (world -z) joins the body-frame forces,
+    then linear velocity (world) and Euler's equations for the body rates.
+    Returns (vx, vy, vz, wx, wy, wz)."""
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = rot
+    vx, vy, vz = vel
+    wx, wy, wz = omega
+    fbx, fby, fbz, tqx, tqy, tqz = acc
+    m = p[k, L.P_MASS]
+    g = p[k, L.P_GRAVITY]
+    ixx = p[k, L.P_IXX]
+    iyy = p[k, L.P_IYY]
+    izz = p[k, L.P_IZZ]
     mg = m * g
     fbx -= mg * r20
     fby -= mg * r21
     fbz -= mg * r22
-
-    # ---- integrate velocities (semi-implicit Euler)
     inv_m = 1.0 / m
     abx = fbx * inv_m
     aby = fby * inv_m
@@ -1139,44 +1260,76 @@ def _substep(k, s, ist, p, ter, dt):
     gx = wy * izz * wz - wz * iyy * wy
     gy = wz * ixx * wx - wx * izz * wz
     gz = wx * iyy * wy - wy * ixx * wx
-    wx = wx + (tqx - gx) * inv_ixx * dt
-    wy = wy + (tqy - gy) * inv_iyy * dt
-    wz = wz + (tqz - gz) * inv_izz * dt
+    wx = wx + (tqx - gx) * (1.0 / ixx) * dt
+    wy = wy + (tqy - gy) * (1.0 / iyy) * dt
+    wz = wz + (tqz - gz) * (1.0 / izz) * dt
+    return vx, vy, vz, wx, wy, wz
 
-    if not explicit and s0 > 0.0:
-        # explicit spring share: vertical now, horizontal after the solve with the final force
-        vz = vz + r22 * fsus * inv_m * dt
-        # implicit damping: (M + dt D) u' = M u, u = (world vz, roll rate, pitch rate)
-        b0 = m * vz
-        b1 = ixx * wx
-        b2 = iyy * wy
-        a00 = m + dt * d00
-        a01 = dt * d01
-        a02 = dt * d02
-        a10 = dt * d10
-        a11 = ixx + dt * d11
-        a12 = dt * d12
-        a20 = dt * d20
-        a21 = dt * d21
-        a22 = iyy + dt * d22
-        # 3x3 solve by Cramer's rule (diagonally dominant: det > 0)
-        c00 = a11 * a22 - a12 * a21
-        c01 = a12 * a20 - a10 * a22
-        c02 = a10 * a21 - a11 * a20
-        det = a00 * c00 + a01 * c01 + a02 * c02
-        inv_det = 1.0 / det
-        n0 = (b0 * c00 + b1 * (a02 * a21 - a01 * a22) + b2 * (a01 * a12 - a02 * a11)) * inv_det
-        n1 = (b0 * c01 + b1 * (a00 * a22 - a02 * a20) + b2 * (a02 * a10 - a00 * a12)) * inv_det
-        n2 = (b0 * c02 + b1 * (a01 * a20 - a00 * a21) + b2 * (a00 * a11 - a01 * a10)) * inv_det
-        vz = n0
-        wx = n1
-        wy = n2
-        # the suspension force's horizontal share, with the damping it ended up applying
-        ftot = fsus - (s0 * vz + s1 * wx + s2 * wy)
-        vx = vx + r02 * ftot * inv_m * dt
-        vy = vy + r12 * ftot * inv_m * dt
 
-    # ---- integrate pose
+@njit(cache=True, _nrt=False, forceinline=True)
+def _implicit_damping(p, k, rot, vel, omega, dmat, svec, fsus, dt):
+    """The suspension's spring share and implicit damping on the coupled heave / roll / pitch
+    velocities: ``(M + dt D) u' = M u`` over u = (world vz, roll rate, pitch rate), the
+    multi-wheel form of "divide by 1 + lambda dt", stable for any lambda dt. The spring's
+    vertical share acts first, its horizontal share after the solve with the damping it ended
+    up applying. Returns (vx, vy, vz, wx, wy)."""
+    r02 = rot[2]
+    r12 = rot[5]
+    r22 = rot[8]
+    vx, vy, vz = vel
+    wx, wy = omega
+    d00, d01, d02, d10, d11, d12, d20, d21, d22 = dmat
+    s0, s1, s2 = svec
+    m = p[k, L.P_MASS]
+    ixx = p[k, L.P_IXX]
+    iyy = p[k, L.P_IYY]
+    inv_m = 1.0 / m
+    vz = vz + r22 * fsus * inv_m * dt
+    b0 = m * vz
+    b1 = ixx * wx
+    b2 = iyy * wy
+    a00 = m + dt * d00
+    a01 = dt * d01
+    a02 = dt * d02
+    a10 = dt * d10
+    a11 = ixx + dt * d11
+    a12 = dt * d12
+    a20 = dt * d20
+    a21 = dt * d21
+    a22 = iyy + dt * d22
+    # 3x3 solve by Cramer's rule (diagonally dominant: det > 0)
+    c00 = a11 * a22 - a12 * a21
+    c01 = a12 * a20 - a10 * a22
+    c02 = a10 * a21 - a11 * a20
+    det = a00 * c00 + a01 * c01 + a02 * c02
+    inv_det = 1.0 / det
+    n0 = (b0 * c00 + b1 * (a02 * a21 - a01 * a22) + b2 * (a01 * a12 - a02 * a11)) * inv_det
+    n1 = (b0 * c01 + b1 * (a00 * a22 - a02 * a20) + b2 * (a02 * a10 - a00 * a12)) * inv_det
+    n2 = (b0 * c02 + b1 * (a01 * a20 - a00 * a21) + b2 * (a00 * a11 - a01 * a10)) * inv_det
+    vz = n0
+    wx = n1
+    wy = n2
+    # the suspension force's horizontal share, with the damping it ended up applying
+    ftot = fsus - (s0 * vz + s1 * wx + s2 * wy)
+    vx = vx + r02 * ftot * inv_m * dt
+    vy = vy + r12 * ftot * inv_m * dt
+    return vx, vy, vz, wx, wy
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _integrate_pose(s, ist, k, vel, omega, dt):
+    """Semi-implicit Euler, position half: the new velocities move the CG and turn the
+    quaternion (renormalised); then the timing gate: a right-to-left crossing of the segment
+    G0 -> G1 by the CG's (x, y) path is timed inside the substep."""
+    vx, vy, vz = vel
+    wx, wy, wz = omega
+    px = s[k, L.POS_X]
+    py = s[k, L.POS_Y]
+    pz = s[k, L.POS_Z]
+    qw = s[k, L.QUAT_W]
+    qx = s[k, L.QUAT_X]
+    qy = s[k, L.QUAT_Y]
+    qz = s[k, L.QUAT_Z]
     s[k, L.PREV_X] = px
     s[k, L.PREV_Y] = py
     npx = px + vx * dt
@@ -1200,8 +1353,6 @@ def _substep(k, s, ist, p, ter, dt):
     s[k, L.QUAT_X] = nqx * qn
     s[k, L.QUAT_Y] = nqy * qn
     s[k, L.QUAT_Z] = nqz * qn
-
-    # ---- timing gate: right-to-left crossing of the segment G0 -> G1, interpolated
     if s[k, L.GATE_TIME] < 0.0:
         gx0 = s[k, L.GATE_X0]
         gy0 = s[k, L.GATE_Y0]
@@ -1218,11 +1369,110 @@ def _substep(k, s, ist, p, ter, dt):
                 if along >= 0.0 and along <= 1.0:
                     s[k, L.GATE_TIME] = (ist[k, L.I_SUBSTEPS] + f) * dt
     ist[k, L.I_SUBSTEPS] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _substep(k, s, ist, p, ter, dt, ext, ws, arc):
+    """One substep of car ``k``, phase by phase. Returns -1, or the tile it needed that its
+    terrain has not filled yet (the car's row is then left half-stepped: the caller restores
+    it).
+
+    ``ext``, ``ws``, ``arc`` are the model switches (see :func:`model_switches`): ``None`` or
+    ``True``, fixed per compiled specialization, so a basic (Rally-v0) car's kernel contains no
+    code of the extended models.
+    """
+    tid = ist[k, L.I_TERRAIN]
+    # ---- orientation (body -> world rotation matrix) and body-frame velocities
+    rot = rotation_of(s, k)
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = rot
+    pos = (s[k, L.POS_X], s[k, L.POS_Y], s[k, L.POS_Z])
+    vx = s[k, L.VEL_X]
+    vy = s[k, L.VEL_Y]
+    vz = s[k, L.VEL_Z]
+    vbx = r00 * vx + r10 * vy + r20 * vz
+    vby = r01 * vx + r11 * vy + r21 * vz
+    vbz = r02 * vx + r12 * vy + r22 * vz
+    wx = s[k, L.OMEGA_X]
+    wy = s[k, L.OMEGA_Y]
+    wz = s[k, L.OMEGA_Z]
+
+    # ---- steering and drive demand (drivetrain: engine, gearbox, torque split)
+    delta = _steer(p, s, k, dt)
+    sd, cd = sincosx(delta)
+    nw = int(p[k, L.P_N_WHEELS])
+    drive = _drive(p, s, ist, k, nw, vbx, ext, ws)
+
+    # ---- pass 1: wheel contact, suspension and damping (and the anti-roll bars)
+    miss, fbz, tqx, tqy, fsus, n_driven, total_load, hmax, dmat, svec = _suspension(
+        p, s, ist, k, ter, rot, pos, vz, (wx, wy, wz), dt, ext
+    )
+    if miss >= 0:
+        return miss
+    explicit = p[k, L.P_EXPLICIT_DAMPING] > 0.5
+    if (
+        ext is not None
+        and not explicit
+        and (p[k, L.PX_ARB_FRONT] > 0.0 or p[k, L.PX_ARB_REAR] > 0.0)
+    ):
+        tqx, tqy = _anti_roll_bars(p, s, k, tqx, tqy)
+
+    # ---- pass 2: tires (and the extended vehicles' whole-vehicle terms)
+    fbx, fby, tqx, tqy, tqz, n_grounded, rear_alpha, n_rear = _tires(
+        p,
+        s,
+        k,
+        (ter[4], tid),
+        rot,
+        (vbx, vby, wx, wy, wz, sd, cd),
+        drive,
+        (n_driven, total_load, tqx, tqy),
+        dt,
+        ext,
+        ws,
+        arc,
+    )
+    if ext is not None and p[k, L.PX_VEHICLE_TERMS] > 0.5:
+        tqx, tqz, fbx, fby = _vehicle_extras(
+            p,
+            k,
+            s,
+            (vbx, vby, wx, wz, r21, r22, delta),
+            (n_grounded, total_load, rear_alpha, n_rear),
+            drive,
+            (tqx, tqz, fbx, fby),
+            dt,
+        )
+
+    # ---- chassis body against the terrain
+    miss, acc = _body_contact(
+        p,
+        s,
+        k,
+        ter,
+        tid,
+        rot,
+        pos,
+        (vbx, vby, vbz, wx, wy, wz),
+        hmax,
+        (fbx, fby, fbz, tqx, tqy, tqz),
+        dt,
+        ext,
+    )
+    if miss >= 0:
+        return miss
+
+    # ---- chassis integration: velocities, implicit suspension damping, pose, timing gate
+    vx, vy, vz, wx, wy, wz = _integrate_velocities(p, k, rot, (vx, vy, vz), (wx, wy, wz), acc, dt)
+    if not explicit and svec[0] > 0.0:
+        vx, vy, vz, wx, wy = _implicit_damping(
+            p, k, rot, (vx, vy, vz), (wx, wy), dmat, svec, fsus, dt
+        )
+    _integrate_pose(s, ist, k, (vx, vy, vz), (wx, wy, wz), dt)
     return -1
 
 
 @njit(cache=True, _nrt=False)
-def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss):
+def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc):
     """``n_substeps`` substeps of car ``k``. If a substep needs a tile its terrain has not
     filled, the car is put back as it was before this call and ``miss[ii]`` names the tile
     (else -1), so the caller can fill it and step the car again."""
@@ -1234,7 +1484,7 @@ def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss):
         isave[ii, c] = ist[k, c]
     miss[ii] = -1
     for _ in range(n_substeps):
-        m = _substep(k, s, ist, p, ter, dt)
+        m = _substep(k, s, ist, p, ter, dt, ext, ws, arc)
         if m >= 0:
             for c in range(ns):
                 s[k, c] = save[ii, c]
@@ -1244,24 +1494,44 @@ def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss):
             return
 
 
+def model_switches(extended: bool, tire_model: int) -> tuple[bool | None, bool | None, bool | None]:
+    """The compile-time switches ``(ext, ws, arc)`` of the kernels for cars of one model.
+
+    Each is ``None`` (off) or ``True`` (on). numba prunes every ``if x is not None`` branch on a
+    ``None``-typed argument before it types the function, and compiles one specialization per
+    combination of argument types: so the basic (seed, Rally-v0) model's kernels contain no
+    extended code, and the direct, wheel-speed and arcade tire models of extended vehicles
+    compile only when a car uses them. Every car a kernel call steps must be of that model.
+    """
+    if not extended:
+        return None, None, None
+    return (
+        True,
+        True if tire_model == L.TIRE_WHEEL_SPEED else None,
+        True if tire_model == L.TIRE_ARCADE else None,
+    )
+
+
 @njit(cache=True)
-def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss):
+def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, arc):
     """Advance cars ``cars`` (int64 indices) by ``n_substeps`` substeps of ``dt`` (the product
     always uses 1/480 s; other values are for validation only), serially.
 
     ``ter`` is the terrain record ``(heights, surfaces, tiles, meta, grip)`` of a
     :class:`physics.terrain.TerrainSet`; ``save``/``isave`` (len(cars), row width) are scratch
     rows; ``miss`` (len(cars),) receives -1 or the tile a car still needs (see _step_car).
+    ``ext, ws, arc`` are :func:`model_switches` of the cars' model (all cars of one call share
+    it).
     """
     for ii in range(cars.shape[0]):
-        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss)
+        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc)
 
 
 @njit(cache=True, parallel=True)
-def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss):
+def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, arc):
     """As :func:`step_cars`, with the cars spread over threads (``prange`` over cars only)."""
     for ii in prange(cars.shape[0]):
-        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss)
+        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc)
 
 
 @njit(cache=True, _nrt=False)

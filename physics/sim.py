@@ -26,6 +26,8 @@ from physics.terrain import Terrain, TerrainSet
 
 #: Extra distance around a car's reach whose terrain tiles are filled before a step (m).
 _MARGIN_M = 1.0
+#: Kernel switches of the basic (seed) model: no extended code is compiled for it.
+_BASIC_SWITCHES = (None, None, None)
 #: Rounds of "fill what was missed, step those cars again" before giving up (each fills >= 1).
 _MAX_FILL_ROUNDS = 10_000
 
@@ -272,31 +274,49 @@ class VehicleBatch:
         fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
         self._fill_ahead(idx, n_substeps * dt)
         for _ in range(_MAX_FILL_ROUNDS):
-            m = len(idx)
-            if self._save.shape[0] < m:
-                self._scratch(m)
-            miss = self._miss[:m]
-            fn(
-                self.state,
-                self.istate,
-                self.params,
-                t.record(),
-                n_substeps,
-                idx,
-                dt,
-                self._save[:m],
-                self._isave[:m],
-                miss,
-            )
-            bad = np.flatnonzero(miss >= 0)
-            if not len(bad):
+            bad = []
+            for group, switches in self._model_groups(idx):
+                m = len(group)
+                if self._save.shape[0] < m:
+                    self._scratch(m)
+                miss = self._miss[:m]
+                fn(
+                    self.state,
+                    self.istate,
+                    self.params,
+                    t.record(),
+                    n_substeps,
+                    group,
+                    dt,
+                    self._save[:m],
+                    self._isave[:m],
+                    miss,
+                    *switches,
+                )
+                missed = np.flatnonzero(miss >= 0)
+                if len(missed):
+                    bad.append(np.stack([group[missed], miss[missed]], axis=1))
+            if not bad:
                 return
-            cars = idx[bad]
+            req = np.concatenate(bad)
+            cars = req[:, 0].copy()
             rows = self.istate[cars, L.I_TERRAIN]
-            t.fill_requests(np.stack([rows, miss[bad]], axis=1))
+            t.fill_requests(np.stack([rows, req[:, 1]], axis=1))
             self._fill_ahead(cars, n_substeps * dt, extra_m=2.0 * _MARGIN_M)
-            idx = cars.copy()
+            idx = cars
         raise StepError("the terrain the cars reach could not be filled")
+
+    def _model_groups(self, idx: np.ndarray) -> list[tuple[np.ndarray, tuple]]:
+        """``idx`` split by vehicle model, each part with its kernel's compile-time switches
+        (:func:`physics.kernel.model_switches`): one part unless an extended batch mixes tire
+        models. Cars are independent, so the split does not change any car's result."""
+        if not self.extended:
+            return [(idx, _BASIC_SWITCHES)]
+        models = self.params[idx, L.P_TIRE_MODEL]
+        if not len(models) or np.all(models == models[0]):
+            m0 = int(models[0]) if len(models) else L.TIRE_DIRECT
+            return [(idx, kernel.model_switches(True, m0))]
+        return [(idx[models == m], kernel.model_switches(True, int(m))) for m in np.unique(models)]
 
     def _fill_ahead(self, idx: np.ndarray, horizon_s: float, extra_m: float = 0.0) -> None:
         t = self.terrains

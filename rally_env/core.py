@@ -218,8 +218,7 @@ class RallyCore:
             b.terrains.surfaces,
             b.terrains.tiles,
             b.terrains.meta,
-            self.version,
-            int(self.config.road_ahead),
+            *self._obs_switches(),
             self._road(),
             b.table,
             b.seg,
@@ -273,6 +272,15 @@ class RallyCore:
                 return
         raise RuntimeError("the terrain under the lookahead points could not be filled")
 
+    def _obs_switches(self) -> tuple[bool | None, bool | None]:
+        """(Rally-v1 observation, road-ahead block): ``True`` or ``None``, compile-time
+        switches of the env kernels (numba prunes the code of a ``None`` one, so a Rally-v0
+        env does not compile the v1 or road-ahead observation)."""
+        return (
+            True if self.version >= 1 else None,
+            True if self.config.road_ahead else None,
+        )
+
     def _road(self) -> tuple:
         """The stage tables the road-ahead observation reads (see StageBank.road_tables)."""
         return (self.bank.table, *self.bank.road_tables())
@@ -287,8 +295,7 @@ class RallyCore:
             t.surfaces,
             t.tiles,
             t.meta,
-            self.version,
-            int(self.config.road_ahead),
+            *self._obs_switches(),
             self._road(),
             self.estate,
             self.eistate,
@@ -411,8 +418,7 @@ class RallyCore:
             b.terrains.surfaces,
             b.terrains.tiles,
             b.terrains.meta,
-            self.version,
-            int(self.config.road_ahead),
+            *self._obs_switches(),
             *self.bank.road_tables(),
             b.table,
             b.seg,

@@ -225,7 +225,7 @@ def _write_obs(
     tsurf,
     ttiles,
     tmeta,
-    obs_version,
+    obs_v1,
     road_on,
     road,
     estate,
@@ -238,6 +238,12 @@ def _write_obs(
     obs,
     vals,
 ):
+    """Car ``k``'s observation into ``obs[k]`` (clipped to the bounds), through ``vals``.
+
+    ``obs_v1`` and ``road_on`` are compile-time switches, ``True`` or ``None``
+    (``RallyCore._obs_switches``): the Rally-v1 block and the road-ahead block. Returns 1 if a
+    lookahead point's terrain tile was not filled yet, else 0.
+    """
     vx = state[k, L.VEL_X]
     vy = state[k, L.VEL_Y]
     vz = state[k, L.VEL_Z]
@@ -294,13 +300,13 @@ def _write_obs(
         i += 1
     vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
     i += 1
-    if obs_version >= 1:
+    if obs_v1 is not None:
         i, missed = _write_obs_v1(
             k, state, istate, params, tgrip, tsurf, ttiles, tmeta, row, look, n_wheels, vals, i
         )
     else:
         missed = 0
-    if road_on:
+    if road_on is not None:
         i = _write_road_ahead(k, estate, eistate, road, tgrip, row, vals, i)
     for j in range(obs.shape[1]):
         obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
@@ -574,7 +580,7 @@ def reset_cars(
     tsurf,
     ttiles,
     tmeta,
-    obs_version,
+    obs_v1,
     road_on,
     road,
     table,
@@ -678,7 +684,7 @@ def reset_cars(
             tsurf,
             ttiles,
             tmeta,
-            obs_version,
+            obs_v1,
             road_on,
             road,
             estate,
@@ -706,7 +712,7 @@ def _post_car(
     tsurf,
     ttiles,
     tmeta,
-    obs_version,
+    obs_v1,
     road_on,
     road_z,
     road_curv,
@@ -959,7 +965,7 @@ def _post_car(
         tsurf,
         ttiles,
         tmeta,
-        obs_version,
+        obs_v1,
         road_on,
         (table, road_z, road_curv, road_crest, road_sec_start, road_sec_sid),
         estate,

@@ -1,7 +1,8 @@
 """Numba kernels for centerline geometry: cubic splines, arc-length resampling, overlap tests.
 
 Everything here is built from ``+ - * /``, ``sqrt`` and ``floor``/``ceil`` in a fixed order, so
-the resampled path is bit-identical on every platform (the determinism contract in DESIGN.md).
+the resampled path is bit-identical on every platform (the determinism contract in
+docs/architecture.md).
 
 Spline: each coordinate (x, y, z) is an interpolating cubic spline in the chord-length parameter
 ``t`` (cumulative planar distance between knots). Open centerlines use natural end conditions
@@ -167,20 +168,19 @@ def fit_and_resample(knots, closed, target_ds):
         period = t[n - 1] + c
     if min_chord <= 0.0:
         return np.zeros((0, 8)), 0.0, min_chord
-    mx = np.empty(n)
-    my = np.empty(n)
-    mz = np.empty(n)
     xs = knots[:, 0].copy()
     ys = knots[:, 1].copy()
     zs = knots[:, 2].copy()
+    # (bound, not copied into slices: an array-to-slice copy makes numba compile its
+    # shape-mismatch message, seconds of every first start)
     if closed:
-        mx[:] = _periodic_second_derivs(t, xs, period)
-        my[:] = _periodic_second_derivs(t, ys, period)
-        mz[:] = _periodic_second_derivs(t, zs, period)
+        mx = _periodic_second_derivs(t, xs, period)
+        my = _periodic_second_derivs(t, ys, period)
+        mz = _periodic_second_derivs(t, zs, period)
     else:
-        mx[:] = _natural_second_derivs(t, xs)
-        my[:] = _natural_second_derivs(t, ys)
-        mz[:] = _natural_second_derivs(t, zs)
+        mx = _natural_second_derivs(t, xs)
+        my = _natural_second_derivs(t, ys)
+        mz = _natural_second_derivs(t, zs)
 
     # Dense arc-length table over all intervals.
     n_dense = 1

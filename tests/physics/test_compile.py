@@ -33,7 +33,7 @@ ENTRY_POINTS = {
         "set_tank_commands",
         "place_cars",
     },
-    "physics.terrain": {"_copy_tiles", "_heights_many", "_missing_tiles", "_new_requests"},
+    "physics.terrain": {"_copy_tiles", "_heights_many", "_missing_tiles"},
     "rally_env.kernels": {
         "post_step",
         "post_step_parallel",

@@ -1,0 +1,99 @@
+"""A Rally-v0 env compiles only the model it uses.
+
+The physics kernels take compile-time model switches (``physics.kernel.model_switches``): numba
+compiles one specialization per switch combination, and a basic (seed-model) car's contains
+none of the extended models' code (wheel speed, arcade, drivetrain, skid steer). The check runs
+in a fresh interpreter, so only what that interpreter's envs asked for is listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from physics import layout as L
+from physics.kernel import model_switches
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SCRIPT = """
+import json
+import gymnasium as gym
+import numpy as np
+import rally_env  # noqa: F401
+from physics import kernel
+
+def switches(d):
+    return sorted({tuple(str(t) for t in sig[-3:]) for sig in d.signatures})
+
+env = gym.make("Rally-v0")
+env.reset(seed=0)
+for _ in range(3):
+    env.step(env.action_space.sample())
+out = {"serial": switches(kernel.step_cars), "parallel": switches(kernel.step_cars_parallel)}
+if MODE == "vector":
+    from rally_env.vector import RallyVectorEnv
+    v = RallyVectorEnv(num_envs=4, parallel=True)
+    v.reset(seed=0)
+    v.step(np.stack([v.single_action_space.sample() for _ in range(4)]))
+    out["parallel"] = switches(kernel.step_cars_parallel)
+if MODE == "control":
+    from physics import VehicleBatch
+    from physics.validation import WHEEL_SPEED_ROVER
+    VehicleBatch(2, WHEEL_SPEED_ROVER).step(2)
+    out["serial"] = switches(kernel.step_cars)
+print(json.dumps(out))
+"""
+
+
+def _run(mode: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", f"MODE = {mode!r}\n" + SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+BASIC = ["none", "none", "none"]
+
+
+def test_rally_v0_compiles_only_the_basic_model():
+    out = _run("single")
+    assert out["serial"] == [BASIC]
+    assert out["parallel"] == []
+
+
+def test_threaded_vector_env_compiles_only_the_basic_model():
+    out = _run("vector")
+    assert out["parallel"] == [BASIC]
+
+
+def test_another_model_is_its_own_specialization():
+    # the control: the listing does see a second model when one is used
+    out = _run("control")
+    assert BASIC in out["serial"]
+    assert ["bool", "bool", "none"] in out["serial"]
+    assert len(out["serial"]) == 2
+
+
+@pytest.mark.parametrize(
+    "extended, model, expected",
+    [
+        (False, L.TIRE_DIRECT, (None, None, None)),
+        (False, L.TIRE_WHEEL_SPEED, (None, None, None)),  # a basic row has no tire model
+        (True, L.TIRE_DIRECT, (True, None, None)),
+        (True, L.TIRE_WHEEL_SPEED, (True, True, None)),
+        (True, L.TIRE_ARCADE, (True, None, True)),
+    ],
+)
+def test_model_switches(extended, model, expected):
+    assert model_switches(extended, model) == expected

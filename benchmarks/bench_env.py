@@ -17,7 +17,10 @@ episode resets included):
   also with a level set of 256 stages (``random_stage={"num_levels": 256}``, cars share
   stages); the ratio random / fixed; the amortized cost of a random reset in a single env
   (extra time per step on random stages times steps per episode); the peak RSS of a
-  1024-car env on random stages (in a process of its own).
+  1024-car env on random stages (in a process of its own). The ``random_*`` rows are also
+  given per CPU second (``time.process_time``), of this process alone and with the stage
+  prefetch worker's CPU time added: on a machine busy with other work, wall-clock ratios
+  mostly measure the scheduler, CPU-time ratios much less so.
 
 It prints the figures and writes them as JSON; it never asserts a time.
 """
@@ -117,33 +120,83 @@ def _drive_actions(rng: np.random.Generator, n: int) -> np.ndarray:
     return a
 
 
-def _time_vector(envs: RallyVectorEnv, acts: list[np.ndarray], seconds: float) -> tuple[float, int]:
+def _worker_cpu_s() -> float:
+    """CPU seconds the stage prefetch worker has used so far (0 without one, or off Linux)."""
+    from tracks.prefetch import PREFETCHER
+
+    proc = PREFETCHER._proc
+    if proc is None:
+        return 0.0
+    try:
+        with open(f"/proc/{proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _settle_worker(timeout_s: float = 10.0) -> None:
+    """Wait (outside any timing) until the prefetch worker has answered every request, so its
+    CPU time is counted in the round that asked for the work, not in the next one."""
+    from tracks.prefetch import PREFETCHER
+
+    deadline = time.monotonic() + timeout_s
+    while PREFETCHER._pending and not PREFETCHER.disabled and time.monotonic() < deadline:
+        with PREFETCHER._lock:
+            PREFETCHER._drain(0.05)
+
+
+def _time_vector(
+    envs: RallyVectorEnv, acts: list[np.ndarray], seconds: float
+) -> tuple[float, int, float, float]:
+    """(car-steps per wall second, episodes ended, per CPU second of this process, per CPU
+    second of this process and the prefetch worker together)."""
     steps = ends = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
+    w0 = _worker_cpu_s()
     while time.perf_counter() - t0 < seconds:
         for a in acts:
             _, _, te, tr, _ = envs.step(a)
             ends += int(te.sum() + tr.sum())
             steps += 1
-    return steps * envs.num_envs / (time.perf_counter() - t0), ends
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    _settle_worker()
+    worker = _worker_cpu_s() - w0
+    cs = steps * envs.num_envs
+    return cs / wall, ends, cs / max(cpu, 1e-9), cs / max(cpu + worker, 1e-9)
+
+
+#: Steps every env of the random-stage rows drives before it is timed (the random-steering
+#: driver ends an episode about every 200 steps).
+WARM_STEPS = 300
 
 
 def bench_random_vector(n: int, seconds: float, rounds: int = 3, **variants: dict) -> dict:
-    """Car-steps/s of each variant (env kwargs) in interleaved rounds, best of each."""
+    """Car-steps/s of each variant (env kwargs) in interleaved rounds, best of each: per
+    wall-clock second, and per CPU second (of this process alone, and with the prefetch
+    worker's CPU time added), which other load on the machine disturbs much less."""
     rng = np.random.default_rng(0)
     acts = [_drive_actions(rng, n) for _ in range(64)]
     envs = {name: RallyVectorEnv(n, **kw) for name, kw in variants.items()}
     for e in envs.values():
         e.reset(seed=0)
-        _time_vector(e, acts[:8], 0.5 * seconds)  # warm up: compile, first stages, tiles
-    best = dict.fromkeys(envs, 0.0)
-    episodes = dict.fromkeys(envs, 0)
+        # warm up (compile, first stages, tiles) past the first episode end of most cars:
+        # rounds that end no episode would time no random reset at all
+        for i in range(WARM_STEPS):
+            e.step(acts[i % len(acts)])
+    keys = ("car_steps_per_s", "episodes", "car_steps_per_cpu_s", "car_steps_per_cpu_s_all")
+    best = {name: dict.fromkeys(keys, 0.0) for name in envs}
     for _ in range(rounds):
         for name, e in envs.items():
-            v, ends = _time_vector(e, acts, seconds)
-            if v > best[name]:
-                best[name], episodes[name] = v, ends
-    return {name: {"car_steps_per_s": best[name], "episodes": episodes[name]} for name in envs}
+            got = dict(zip(keys, _time_vector(e, acts, seconds), strict=True))
+            b = best[name]
+            if got["car_steps_per_s"] > b["car_steps_per_s"]:
+                b["car_steps_per_s"], b["episodes"] = got["car_steps_per_s"], got["episodes"]
+            for k in keys[2:]:
+                b[k] = max(b[k], got[k])
+    return best
 
 
 def bench_random_single(seconds: float, rounds: int = 3) -> dict:
@@ -154,11 +207,15 @@ def bench_random_single(seconds: float, rounds: int = 3) -> dict:
     acts = [_drive_actions(rng, 1)[0] for _ in range(512)]
     envs = {"opener": RallyEnv(stage="opener"), "random": RallyEnv(stage="random")}
     res = {k: {"steps_per_s": 0.0} for k in envs}
+    cpu_rates: dict[str, float] = {}
+    all_rates: dict[str, float] = {}
     for _ in range(rounds + 1):
         for name, env in envs.items():
             env.reset(seed=3)
             steps = resets = 0
             t0 = time.perf_counter()
+            c0 = time.process_time()
+            w0 = _worker_cpu_s()
             while time.perf_counter() - t0 < seconds:
                 for a in acts:
                     _, _, te, tr, _ = env.step(a)
@@ -167,11 +224,19 @@ def bench_random_single(seconds: float, rounds: int = 3) -> dict:
                         env.reset()
                         resets += 1
             rate = steps / (time.perf_counter() - t0)
+            cpu = time.process_time() - c0
+            _settle_worker()
             if rate > res[name]["steps_per_s"]:
                 res[name] = {"steps_per_s": rate, "steps_per_episode": steps / max(resets, 1)}
+            cpu_rates[name] = max(cpu_rates.get(name, 0.0), steps / max(cpu, 1e-9))
+            worker = _worker_cpu_s() - w0
+            all_rates[name] = max(all_rates.get(name, 0.0), steps / max(cpu + worker, 1e-9))
     f, r = res["opener"], res["random"]
     extra_s = r["steps_per_episode"] * (1.0 / r["steps_per_s"] - 1.0 / f["steps_per_s"])
     res["reset_ms_amortized"] = 1e3 * extra_s
+    for key, rates in (("reset_cpu_ms_amortized", cpu_rates), ("reset_cpu_ms_all", all_rates)):
+        extra = r["steps_per_episode"] * (1.0 / rates["random"] - 1.0 / rates["opener"])
+        res[key] = 1e3 * extra
     return res
 
 
@@ -204,7 +269,7 @@ def random_rss_mb(n: int, steps: int) -> float:
     return float(out.stdout.split()[-1])
 
 
-def random_rows(sec: float) -> dict:
+def random_rows(sec: float, rss: bool = True) -> dict:
     """The ``stage="random"`` rows (see the module docstring)."""
     rows: dict[str, object] = {}
     fixed = {"stage": "opener"}
@@ -216,9 +281,12 @@ def random_rows(sec: float) -> dict:
         r = bench_random_vector(n, sec, **variants)
         for name in variants:
             if name != "fixed":
-                r[name]["ratio_to_fixed"] = (
-                    r[name]["car_steps_per_s"] / r["fixed"]["car_steps_per_s"]
-                )
+                for what, key in (
+                    ("ratio_to_fixed", "car_steps_per_s"),
+                    ("cpu_ratio_to_fixed", "car_steps_per_cpu_s"),
+                    ("cpu_all_ratio_to_fixed", "car_steps_per_cpu_s_all"),
+                ):
+                    r[name][what] = r[name][key] / r["fixed"][key]
         rows[f"random_{n}"] = r
         line = ", ".join(
             f"{k} {v['car_steps_per_s']:8.0f}"
@@ -226,16 +294,30 @@ def random_rows(sec: float) -> dict:
             for k, v in r.items()
         )
         print(f"RallyVectorEnv({n:4d}) car-steps/s: {line}")
+        line = ", ".join(
+            f"{k} {v['car_steps_per_cpu_s']:8.0f}"
+            + (
+                f" ({100 * v['cpu_ratio_to_fixed']:.0f} %; with the worker's CPU "
+                f"{100 * v['cpu_all_ratio_to_fixed']:.0f} %)"
+                if "cpu_ratio_to_fixed" in v
+                else ""
+            )
+            for k, v in r.items()
+        )
+        print(f"RallyVectorEnv({n:4d}) car-steps per CPU s: {line}")
     s = bench_random_single(sec)
     rows["random_single"] = s
     print(
         f"single env: opener {s['opener']['steps_per_s']:.0f} steps/s, random "
         f"{s['random']['steps_per_s']:.0f} steps/s ({s['random']['steps_per_episode']:.0f} steps "
-        f"per episode): a random reset costs {s['reset_ms_amortized']:.2f} ms amortized"
+        f"per episode): a random reset costs {s['reset_ms_amortized']:.2f} ms amortized "
+        f"(CPU time: {s['reset_cpu_ms_amortized']:.2f} ms of this process, "
+        f"{s['reset_cpu_ms_all']:.2f} ms with the prefetch worker's)"
     )
-    rss = random_rss_mb(1024, 600)
-    rows["random_1024_peak_rss_mb"] = rss
-    print(f"peak RSS of a 1024-car env after 600 steps on random stages: {rss:.0f} MB")
+    if rss:
+        mb = random_rss_mb(1024, 600)
+        rows["random_1024_peak_rss_mb"] = mb
+        print(f"peak RSS of a 1024-car env after 600 steps on random stages: {mb:.0f} MB")
     return rows
 
 
@@ -245,6 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None, help="seconds per figure")
     ap.add_argument("--json", default="out/bench_env.json", help="where to write the figures")
     ap.add_argument("--random-only", action="store_true", help="only the stage='random' rows")
+    ap.add_argument(
+        "--no-rss",
+        action="store_true",
+        help="skip the 1024-car RSS row (slow on a busy machine)",
+    )
     args = ap.parse_args(argv)
     sec = args.seconds if args.seconds is not None else (1.5 if args.quick else 6.0)
 
@@ -258,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         "control_hz": 20,
         "targets": TARGETS,
     }
-    res.update(random_rows(sec))
+    res.update(random_rows(sec, rss=not args.no_rss))
     if args.random_only:
         return _write(res, args.json)
     s = bench_single(sec)

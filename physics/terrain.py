@@ -263,6 +263,8 @@ class TerrainSet:
             tnx, tny = tile_grid(t.shape)
             sizes.append(tnx * tny)
         self.tiles = np.full(int(sum(sizes)), -1, np.int64)
+        #: end of the tile tables in use (``tiles`` past it is spare room, all -1)
+        self._tiles_top = self.tiles.shape[0]
         off = 0
         for k, t in enumerate(terrains):
             self._table_cap[k] = sizes[k]
@@ -349,10 +351,14 @@ class TerrainSet:
         if need > self._table_cap[row]:
             self._garbage += int(self._table_cap[row])
             cap = need + need // 4
-            off = self.tiles.shape[0]
-            self.tiles = np.concatenate([self.tiles, np.full(cap, -1, np.int64)])
+            off = getattr(self, "_tiles_top", self.tiles.shape[0])
+            if off + cap > self.tiles.shape[0]:  # grow by doubling, not by one table
+                grown = np.full(max(off + cap, 2 * self.tiles.shape[0]), -1, np.int64)
+                grown[:off] = self.tiles[:off]
+                self.tiles = grown
+            self._tiles_top = off + cap
             self._table_cap[row] = cap
-            if self._garbage > self.tiles.shape[0] // 2:
+            if self._garbage > self._tiles_top // 2:
                 self.sources[row] = terrain
                 self._set_row(row, terrain, off)
                 self._follow(row)
@@ -387,6 +393,7 @@ class TerrainSet:
         for row in range(self.n_base, len(self)):
             self.meta[row, TM_TABLE] = self.meta[self._base_of(row), TM_TABLE]
         self.tiles = np.concatenate(parts)
+        self._tiles_top = self.tiles.shape[0]
         self._garbage = 0
 
     def _base_of(self, row: int) -> int:

@@ -154,7 +154,8 @@ class Prefetcher:
             (n,) = _LEN.unpack_from(self._buf)
             if len(self._buf) < _LEN.size + n:
                 break
-            key, made = pickle.loads(bytes(self._buf[_LEN.size : _LEN.size + n]))
+            with memoryview(self._buf) as view:  # no copy of the answer before loading it
+                key, made = pickle.loads(view[_LEN.size : _LEN.size + n])
             del self._buf[: _LEN.size + n]
             self._pending.discard(key)
             if made is not None:

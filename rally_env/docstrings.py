@@ -602,9 +602,11 @@ autoreset_mode=...)`.
   the env's attributes, so `set_attr` takes one value or `num_envs` equal ones.
 - Cars may be on different stages (`stage="random"` or a list): each car has a stage slot and
   a terrain row; projection and timing tables of all slots are packed into flat arrays.
-  With `"random"` every car has its own generated stage and terrain (about 11 MB of heightfield
-  for a 2 km stage, and a generation + bake of about 0.4 s per reset): for hundreds of cars use
-  a list of generated stages (`["gen-1", "gen-2", ...]`) instead.
+  With `"random"` every car has its own generated stage; a reset rewrites only that car's
+  slot, its terrain fills tile by tile (8 x 8 nodes) as the car reaches it, and a worker
+  process (`python -m tracks.prefetch`, one per Python process; `RALLY_PREFETCH=0` turns it
+  off) generates the stage each car will draw next. Where a stage is made never changes it.
+  Figures: Speed, below.
 
 ## State API
 
@@ -648,6 +650,63 @@ are reported on every step as `info["randomization_<name>"]` (see Info).
 through `gym.make` and vector car-steps/s for 16, 256 and 1024 cars at 20 Hz with random
 actions and resets included. The physics (24 substeps of the per-wheel model per control step)
 is most of the cost; the env layer adds one small numba kernel per step plus the info dict.
+
+### Random stages (`stage="random"`)
+
+`python3 benchmarks/bench_env.py --quick --random-only` compares `stage="random"` with
+`stage="opener"` under the same actions (random steering, throttle 0.7: cars leave the road and
+reset about every 10 s), in interleaved rounds in one process, best of each. It reports
+car-steps per wall-clock second and per CPU second (`time.process_time`, of the env's process
+alone and with the prefetch worker's CPU time added), the amortized cost of a random reset in
+a single env, and the peak RSS of a 1,024-car env on random stages (`--no-rss` skips that row;
+it takes a quarter of an hour on a busy machine). Targets (issue 13): random ≥ 70 % of fixed at
+16 and 1,024 cars, a random reset ≤ 5 ms amortized, ≤ 4 GB RSS at 1,024 cars.
+
+Measured on 3 December 2026 on the 2-core development machine while two RL training runs and
+other tests kept the load average at 14–27 (so each process got a fraction of a core; the
+wall-clock figures vary widely between runs, the CPU-time ratios less but still by tens of
+per cent), `python3 benchmarks/bench_env.py --quick --random-only --no-rss`:
+
+| cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
+|---|---|---|---|---|---|
+| 16 | 18,558 car-steps/s | 7,477 | 40 % | 48 % | 32 % |
+| 1,024 (see below) | 28,741 | 17,537 | 61 % | 64 % | 64 % |
+| 1,024, `num_levels=256` | 28,741 | 20,460 | 71 % | 72 % | 72 % |
+
+- Single env: a random reset costs 9.5 ms of the env process's CPU time amortized over an
+  episode (12.0 ms with the worker's); the wall-clock figure of the same run (221 ms) only
+  says how little CPU the process got. Target 5 ms: missed.
+- Peak RSS of a 1,024-car env after 600 steps on random stages: **2,709 MB** (target 4 GB:
+  met; `random_rss_mb(1024, 600)`, same day, load about 15).
+- The 1,024-car rows above (1.5 s rounds, about 40 steps, after a warm-up of 8 steps) ended no
+  episode (a car resets about every 200 steps), so they timed tile baking but no random reset
+  and overstate the random rows. The benchmark now warms every env up for 300 steps first
+  (past the first episode ends); a 1,024-car run of it did not finish in this session.
+- At 1,024 cars, sampling the random env with `py-spy dump` during resets found it mostly in
+  `TerrainSet.replace` copying the whole tile table (all 1,024 slots' tables, about 200 MB)
+  each time a new stage needed a bigger table than its slot had. The table now grows by
+  doubling, with spare room at its end: 2,000 random replacements in a 1,024-row set of flat
+  1.4–1.8 km terrains cost 52 ms of CPU each before and 1.25 ms after, for a table of 1,015 MB
+  instead of 659 MB (up to twice the tables in use). The effect on the 1,024-car env figures
+  and its RSS is not measured yet.
+- In one interleaved run at 16 cars (load 14, CPU time of the env process, best of 3 rounds of
+  3 s): fixed 18,069 car-steps per CPU s, random 11,459 (63 %), random with
+  `RALLY_PREFETCH=0` 7,865 (44 %); with the worker's CPU added, random is 49 %. A later run of
+  the benchmark with the 300-step warm-up (load 22–25): 16 cars wall 41 %, env-process CPU
+  46 %, with the worker's CPU 30 %. The 16-car targets are missed on every measure here.
+- A second single-env run (3 s rounds, load 24): 8.5 ms of the env process's CPU per random
+  reset amortized.
+
+Where a random stage loses time (cProfile with `time.process_time` as its clock, 16 cars,
+one process): the physics step costs the same on both kinds of stage; the extra CPU time is
+baking the terrain tiles that cars reach for the first time (about 2.5 tiles per step of 16
+cars, nearly half of the extra: the bake itself and as much again in the Python of the fill
+path), then the per-reset work in the env's process (receiving and unpickling the stage, about
+0.7 MB, from the worker; rewriting the slot's tables, `StageBank.set_slot`, about 0.3 ms;
+freeing the old terrain row). With `RALLY_PREFETCH=0` each reset also generates its stage in
+place (about 3 ms on an idle core). Under heavy load the worker competes with the env for the
+same cores, so prefetching buys less than on a quiet machine: every request that wakes it
+can hand it the env's core for a few milliseconds.
 
 ## Version history
 

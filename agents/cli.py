@@ -96,6 +96,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--replays", default=None, metavar="DIR", help="save every episode as a replay in DIR"
     )
+    add_ray_address(ev, "spread the (stage, seed) episodes over a Ray cluster")
     ev.set_defaults(func=cmd_eval)
 
     ds = sub.add_parser(
@@ -130,6 +131,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 
     add_benchmark_parser(sub)
 
+    _add_distributed_verify(sub)
+
     if "demo" in sub.choices:
         demo = sub.choices["demo"]
     else:
@@ -143,6 +146,90 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--out", default="out/demo", help="where the video and JSON go")
     demo.add_argument("--no-video", action="store_true")
     demo.set_defaults(func=cmd_demo)
+
+
+def add_ray_address(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help=f"{what}: 'local' (a Ray started for this run), 'auto' (the cluster this "
+        "machine joined) or HOST:PORT; needs the ray extra on every node (docs/ray.md)",
+    )
+
+
+def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:
+    """``--ray-address`` for ``rally verify`` and ``rally leaderboard add`` (their parsers
+    are rally_env's; the cluster path is here, with Ray)."""
+    if "verify" in sub.choices:
+        v = sub.choices["verify"]
+        add_ray_address(v, "verify the files on a Ray cluster, one task per replay")
+        v.add_argument(
+            "--task-timeout",
+            type=float,
+            default=None,
+            metavar="S",
+            help="with --ray-address: wall-time limit per replay (s, default 600)",
+        )
+        v.set_defaults(func=_wrap_verify(v.get_default("func"), leaderboard=False))
+    lb = sub.choices.get("leaderboard")
+    if lb is not None:
+        for action in lb._actions:
+            if isinstance(action, argparse._SubParsersAction) and "add" in action.choices:
+                a = action.choices["add"]
+                add_ray_address(a, "verify the files on a Ray cluster, one task per replay")
+                a.add_argument("--task-timeout", type=float, default=None, metavar="S")
+                a.set_defaults(func=_wrap_verify(a.get_default("func"), leaderboard=True))
+
+
+def _wrap_verify(local: Any, leaderboard: bool) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        if args.ray_address is None:
+            if args.task_timeout is not None:
+                print("rally: error: --task-timeout goes with --ray-address", file=sys.stderr)
+                return 2
+            return local(args)
+        return _verify_distributed(args, local, leaderboard)
+
+    return run
+
+
+def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool) -> int:
+    from agents.distributed import (
+        VERIFY_TASK_TIMEOUT_S,
+        RayUnavailableError,
+        ReplayInput,
+        read_replay_inputs,
+        verify_many,
+    )
+
+    timeout = VERIFY_TASK_TIMEOUT_S if args.task_timeout is None else args.task_timeout
+    if not (math.isfinite(timeout) and timeout > 0):
+        print(f"rally: error: --task-timeout must be > 0 s, got {timeout}", file=sys.stderr)
+        return 2
+    inputs = read_replay_inputs(args.files)
+    todo = [x for x in inputs if isinstance(x, ReplayInput)]
+    try:
+        done = iter(verify_many(todo, address=args.ray_address, task_timeout_s=timeout))
+    except (RayUnavailableError, ValueError) as e:
+        print(f"rally: error: {e}", file=sys.stderr)
+        return 2
+    reports = [next(done) if isinstance(x, ReplayInput) else x for x in inputs]
+    if not leaderboard:
+        from rally_env.replay.cli import print_verify_reports
+
+        return print_verify_reports(args, reports)
+    from rally_env.replay.errors import ReplayError
+    from rally_env.replay.format import replay_from_bytes
+
+    verified = {}
+    for f, x, rep in zip(args.files, inputs, reports, strict=True):
+        if isinstance(x, ReplayInput):
+            try:  # the bytes the worker verified, parsed here as the leaderboard would
+                verified[f] = (replay_from_bytes(x.data, x.where), rep)
+            except ReplayError:
+                continue  # the local add reads the file again and names the error
+    return local(args, verified)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -308,16 +395,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
         note = getattr(policy, "action_note", None)
         if note:
             print(f"{args.agent}: {note}")
-        res = evaluate(
-            policy,
-            args.stages,
-            seeds,
-            agent_name=args.agent,
-            record=bool(args.plots),
-            progress=False,
-            replay_dir=args.replays,
-            env_kwargs=vehicle_env_kwargs(args) or None,
-        )
+        if args.ray_address is not None:
+            from agents.distributed import evaluate_distributed
+
+            res = evaluate_distributed(
+                args.agent,
+                args.stages,
+                seeds,
+                address=args.ray_address,
+                agent_name=args.agent,
+                record=bool(args.plots),
+                replay_dir=args.replays,
+                env_kwargs=vehicle_env_kwargs(args) or None,
+                action_space=args.action_space,
+            )
+        else:
+            res = evaluate(
+                policy,
+                args.stages,
+                seeds,
+                agent_name=args.agent,
+                record=bool(args.plots),
+                progress=False,
+                replay_dir=args.replays,
+                env_kwargs=vehicle_env_kwargs(args) or None,
+            )
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally eval: error: {e}", file=sys.stderr)
         return 2

@@ -35,7 +35,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         help="train from a recipe file holding every setting (agents/configs/general.toml); "
         "only --out and --no-progress may go with it",
     )
-    tr.add_argument("--algo", choices=("ppo", "sac"), default="ppo")
+    tr.add_argument(
+        "--algo",
+        choices=("ppo", "sac", "rllib-ppo"),
+        default="ppo",
+        help="ppo, sac (stable-baselines3) or rllib-ppo (RLlib on Ray: docs/ray.md)",
+    )
     tr.add_argument("--stage", default="opener", help="stage name, gen-<seed> or 'random'")
     tr.add_argument("--timesteps", type=int, default=1_000_000, help="environment steps (1e6)")
     tr.add_argument("--n-envs", type=int, default=8, help="cars in the vector env (8)")
@@ -61,6 +66,19 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         help="override a hyperparameter, e.g. --set learning_rate=1e-4 (repeatable)",
     )
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ray_address(tr, "rllib-ppo: the cluster to train on (default local)")
+    tr.add_argument(
+        "--num-env-runners",
+        type=int,
+        default=None,
+        help="rllib-ppo: env-runner actors sampling in parallel (default 0: the driver samples)",
+    )
+    tr.add_argument(
+        "--envs-per-runner",
+        type=int,
+        default=None,
+        help="rllib-ppo: cars of the one native RallyVectorEnv each runner steps (default 8)",
+    )
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser(
@@ -303,7 +321,83 @@ def _check_eval_outputs(args: argparse.Namespace) -> None:
             check_output_dir(path, opt)
 
 
+def _cmd_train_rllib(args: argparse.Namespace) -> int:
+    from rally_env.paths import check_output_dir, check_positive
+
+    try:
+        check_positive(args.timesteps, "--timesteps")
+        check_positive(args.envs_per_runner, "--envs-per-runner")
+        check_positive(args.num_env_runners, "--num-env-runners", -1)
+        check_positive(args.checkpoint_freq, "--checkpoint-freq")
+        check_positive(args.eval_seeds, "--eval-seeds")
+        sb3_only = [
+            o
+            for o, v in (
+                ("--eval-freq", args.eval_freq),
+                ("--threads", args.threads),
+                ("--warmstart-steps", args.warmstart_steps),
+            )
+            if v is not None
+        ]
+        if sb3_only:
+            raise ValueError(f"{', '.join(sb3_only)}: not for --algo rllib-ppo")
+        if args.resume is not None and not (Path(args.resume) / "rllib_checkpoint.json").is_file():
+            raise FileNotFoundError(f"--resume {args.resume}: not an RLlib checkpoint directory")
+        check_output_dir(args.out, "--out")
+    except (FileNotFoundError, ValueError) as e:
+        print(f"rally train: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        from agents.rllib import train_rllib
+    except ImportError as e:
+        print(
+            f'rally train: rllib-ppo needs Ray ({e}); pip install "rally-env[ray]"', file=sys.stderr
+        )
+        return 2
+    out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
+    try:
+        summary = train_rllib(
+            args.stage,
+            timesteps=args.timesteps,
+            out=out,
+            address=args.ray_address or "local",
+            num_env_runners=args.num_env_runners or 0,
+            envs_per_runner=args.envs_per_runner or 8,
+            seed=args.seed,
+            resume=args.resume,
+            hyperparams=_parse_sets(args.set),
+            checkpoint_freq=args.checkpoint_freq,
+            eval_seeds=args.eval_seeds or 1,
+            env_kwargs=vehicle_env_kwargs(args) or None,
+            progress=not args.no_progress,
+        )
+    except (ValueError, ImportError) as e:
+        print(f"rally train: error: {e}", file=sys.stderr)
+        return 2
+    fe = summary.get("final_eval") or {}
+    med = fe.get("median_time_s")
+    print(
+        f"trained {summary['timesteps']} steps in {summary['wall_time_s']:.0f} s -> "
+        f"{summary['model']} (checkpoint {summary['checkpoint']}); final evaluation: finish "
+        f"rate {fe.get('finish_rate', math.nan):.2f}, median stage time "
+        f"{math.nan if med is None else med:.2f} s"
+    )
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.algo == "rllib-ppo":
+        if args.config is not None:
+            print("rally train: --config is for the stable-baselines3 path", file=sys.stderr)
+            return 2
+        return _cmd_train_rllib(args)
+    if args.ray_address or args.num_env_runners is not None or args.envs_per_runner is not None:
+        print(
+            "rally train: --ray-address, --num-env-runners and --envs-per-runner go with "
+            "--algo rllib-ppo",
+            file=sys.stderr,
+        )
+        return 2
     try:
         from agents.sb3 import train
     except ImportError as e:

@@ -7,7 +7,7 @@ stage times, telemetry, actions and replay hashes; the same verdicts). Only the 
 differs.
 
 What travels between the driver and the workers is plain data: the agent as its ``--agent``
-string (a ``.zip`` model as the file's bytes), stages by name, env settings and verification
+string (a model as its files' bytes), stages by name, env settings and verification
 budgets as JSON, replays as their file bytes, and results back as JSON text. Nothing of the
 project is pickled, so a worker reads only formats the project itself versions. Every node needs
 the project installed (``pip install "rally-env[ray]"``, docs/ray.md); ``ray`` is imported only
@@ -95,13 +95,20 @@ def _check_agent(agent: Any) -> None:
         )
 
 
-def _model_bytes(agent: str) -> bytes | None:
-    """The bytes of a ``.zip`` model the workers load (``None`` for other agents)."""
+def _model_bytes(agent: str) -> dict[str, bytes] | None:
+    """The files of a model the workers load, ``{name: bytes}``: a ``.zip`` model, or an
+    exported ``policy.json`` with its ``policy.npz`` (``None`` for other agents)."""
     from agents.models import _vecnormalize_for, read_meta
 
-    if not (agent.endswith(".zip") or Path(agent).suffix == ".zip"):
-        return None
     p = Path(agent)
+    if agent.endswith(".json") or (p / "policy.json").is_file():
+        j = p if agent.endswith(".json") else p / "policy.json"
+        if not j.is_file():
+            raise FileNotFoundError(f"exported policy not found: {agent}")
+        npz = j.with_name("policy.npz")
+        return {"policy.json": j.read_bytes(), "policy.npz": npz.read_bytes()}
+    if not (agent.endswith(".zip") or p.suffix == ".zip"):
+        return None
     if not p.is_file():
         raise FileNotFoundError(f"model file not found: {agent}")
     meta = read_meta(p)
@@ -111,26 +118,33 @@ def _model_bytes(agent: str) -> bytes | None:
             "which is not sent to workers; save the model with rally train (the statistics "
             "go into the zip's metadata) or evaluate it without --ray-address"
         )
-    return p.read_bytes()
+    return {p.name: p.read_bytes()}
 
 
 _POLICIES: dict[tuple[str, str, str], Any] = {}
 
 
-def _worker_policy(agent: str, action_space: str, model: bytes | None, seed: int) -> Any:
+def _worker_policy(agent: str, action_space: str, model: dict[str, bytes] | None, seed: int) -> Any:
     """The policy of a task, built once per worker process (a loaded model is reused)."""
     import hashlib
 
+    from agents.models import ExportedPolicy
     from agents.policies import SB3Policy, make_policy
 
     if model is None:
         return make_policy(agent, seed=seed, action_space=action_space)
-    key = (agent, action_space, hashlib.sha256(model).hexdigest())
+    h = hashlib.sha256()
+    for name in sorted(model):
+        h.update(name.encode() + b"\0" + hashlib.sha256(model[name]).digest())
+    key = (agent, action_space, h.hexdigest())
     if key not in _POLICIES:
         d = Path(tempfile.mkdtemp(prefix="rally-model-"))
-        path = d / Path(agent).name
-        path.write_bytes(model)
-        _POLICIES[key] = SB3Policy(path, action_space=action_space)
+        for name, data in model.items():
+            (d / Path(name).name).write_bytes(data)
+        if "policy.json" in model:
+            _POLICIES[key] = ExportedPolicy(d / "policy.json")
+        else:
+            _POLICIES[key] = SB3Policy(d / next(iter(model)), action_space=action_space)
     return _POLICIES[key]
 
 
@@ -165,14 +179,14 @@ def _run_from_doc(doc: dict[str, Any]) -> Any:
     )
 
 
-def episode_job(job_json: str, model: bytes | None = None) -> str:
+def episode_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
     """Drive one (stage, seed) episode as :func:`agents.evaluate.evaluate` does; what a Ray
     task runs (and what runs in-process in tests).
 
     Args:
         job_json: ``{"agent", "action_space", "policy_seed", "name", "stage", "seed",
             "record", "env_kwargs", "replay"}`` as JSON.
-        model: a ``.zip`` model's bytes (for a ``.zip`` agent).
+        model: ``{file name: bytes}`` of a ``.zip`` model or an exported policy.
 
     Returns:
         JSON text: ``{"run": RunResult fields with actions and telemetry as lists,
@@ -226,7 +240,8 @@ def evaluate_distributed(
     other: every agent but ``random``, which is refused.
 
     Args:
-        agent: an ``--agent`` string (a ``.zip`` model is sent to the workers as its bytes).
+        agent: an ``--agent`` string (a ``.zip`` model or an exported ``policy.json`` is sent
+            to the workers as its files' bytes).
         stages: names, ``library`` or ``random:N`` (:func:`agents.evaluate.resolve_stages`).
         seeds, record, env_kwargs, agent_name, replay_dir: as for ``evaluate``.
         address: the cluster (:func:`connect`).

@@ -40,6 +40,9 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # a throwaway cluster on this machine: no token (a token file a local ray.init() left in
+    # ~/.ray would otherwise be required by one node and not sent by another)
+    env["RAY_AUTH_MODE"] = "disabled"
     env.setdefault("RALLY_PREFETCH", "0")
     return env
 

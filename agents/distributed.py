@@ -372,11 +372,12 @@ def verify_many(
     :func:`rally_env.replay.verify.verify_bytes` run locally (``elapsed_s`` aside).
 
     Bounds: every replay is held to ``budgets`` (default the verifier's
-    :data:`~rally_env.replay.budgets.DEFAULT_BUDGETS`), which cap the simulated time, terrain
-    and parse cost before anything is built; a task still running ``task_timeout_s`` after it
-    started is cancelled (its worker killed) and reported ``unusable`` / ``over_budget``;
-    ``memory_mb`` reserves that much memory per task in Ray's scheduler. A task whose worker
-    dies is retried (:data:`TASK_RETRIES`).
+    :data:`~rally_env.replay.budgets.DEFAULT_BUDGETS`), which cap the parse cost, the simulated
+    time and the terrain before anything is built. Wall time: the driver waits at most
+    ``task_timeout_s`` x the number of waves the cluster needs (replays / cluster CPUs,
+    rounded up) in all, then cancels what still runs (its worker is killed) and reports
+    it ``unusable`` / ``over_budget``. ``memory_mb`` reserves that much memory per task in Ray's
+    scheduler. A task whose worker dies is retried (:data:`TASK_RETRIES`).
 
     Returns:
         One :class:`~rally_env.replay.verify.VerifyReport` per replay, in order.
@@ -401,7 +402,7 @@ def verify_many(
     # a task's clock starts when the cluster has a slot for it: bound the whole wait by the
     # number of waves the cluster needs, and each wait by the per-task limit
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    deadline = time.monotonic() + task_timeout_s * math.ceil(len(refs) / cpus) + 5.0
+    deadline = time.monotonic() + task_timeout_s * math.ceil(len(refs) / cpus)
     while pending:
         left = deadline - time.monotonic()
         done, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, min(left, 5.0)))

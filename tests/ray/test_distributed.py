@@ -188,3 +188,14 @@ def test_cli_verify_and_leaderboard_add_over_the_cluster(ray_cluster, replay_fil
     # the same file again: a duplicate, as locally
     assert main(["leaderboard", "add", honest, "--db", db, "--ray-address", address]) == 1
     assert "already on the leaderboard" in capsys.readouterr().out
+
+
+def test_a_verification_over_its_time_limit_is_cancelled_and_unusable(ray_cluster, replay_files):
+    _, address = ray_cluster
+    honest = read_replay_inputs(replay_files[:1])
+    (rep,) = verify_many(honest, address=address, task_timeout_s=0.05)
+    assert rep.status == "unusable" and rep.reason == "over_budget"
+    assert "task limit of 0.05 s" in rep.message
+    # the cluster is still usable, and the same replay verifies with time to do it
+    (rep,) = verify_many(honest, address=address)
+    assert rep.accepted

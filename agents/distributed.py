@@ -216,6 +216,29 @@ def episode_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
     return json.dumps(out, allow_nan=False)
 
 
+def _check_stage(stage: str, env_kwargs: dict[str, Any]) -> Any:
+    """The vehicle of ``stage``'s env (for its summary), checking the name the workers get:
+    a library stage or ``gen-<seed>`` (a stage file would have to be on every node).
+
+    Raises:
+        ValueError: anything else, or settings that do not build (naming it).
+    """
+    import re
+
+    import tracks
+    from rally_env.config import RallyConfig
+
+    if stage not in tracks.list_stages() and not re.fullmatch(r"gen-\d+", stage):
+        from rally_env.env import RallyEnv
+
+        RallyEnv(stage=stage, **env_kwargs).close()  # an unknown name: the env's own message
+        raise ValueError(
+            f"stage {stage!r}: a distributed evaluation takes library stages and gen-<seed> "
+            "(a stage file is not sent to the workers)"
+        )
+    return RallyConfig.build(stage=stage, **env_kwargs).vehicle
+
+
 def _remote(ray: Any, fn: Any, **options: Any) -> Any:
     return ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False, **options)(fn)
 
@@ -256,7 +279,6 @@ def evaluate_distributed(
 
     from agents.evaluate import EvalResult, load_par_times, resolve_stages, summarize
     from agents.policies import make_policy, policy_name
-    from rally_env.env import RallyEnv
 
     _check_agent(agent)
     seeds = [int(s) for s in seeds]
@@ -272,11 +294,7 @@ def evaluate_distributed(
     # the agent is built here once: a bad spec fails before any task, and names the runs
     pol = make_policy(agent, seed=seeds[0], action_space=action_space)
     name = agent_name or policy_name(pol, agent)
-    vehicles = {}
-    for st in stage_list:  # also checks every stage name before a task starts
-        env = RallyEnv(stage=st, **env_kwargs)
-        vehicles[st] = env.unwrapped.config.vehicle
-        env.close()
+    vehicles = {st: _check_stage(st, env_kwargs) for st in stage_list}
     t0 = time.perf_counter()
     ray = connect(address)
     task = _remote(ray, episode_job)

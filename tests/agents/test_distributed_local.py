@@ -6,10 +6,12 @@ The cluster itself is tested in tests/ray (``pytest -m ray``)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import tracks
 from agents.distributed import (
     ReplayInput,
     _run_from_doc,
@@ -91,8 +93,11 @@ def test_agents_a_cluster_cannot_reproduce_are_refused_before_connecting(agent, 
 
 
 def test_unknown_stage_and_missing_model_are_refused_before_connecting(tmp_path):
-    with pytest.raises((ValueError, FileNotFoundError)):
+    with pytest.raises(ValueError, match="no stage named"):
         evaluate_distributed("heuristic", "no-such-stage", [0], address="127.0.0.1:1")
+    stage_file = str(Path(tracks.__file__).parent / "stages" / "opener.toml")
+    with pytest.raises(ValueError, match="not sent to the workers"):
+        evaluate_distributed("heuristic", stage_file, [0], address="127.0.0.1:1")
     with pytest.raises(FileNotFoundError):
         evaluate_distributed(str(tmp_path / "m.zip"), "opener", [0], address="127.0.0.1:1")
     with pytest.raises(TypeError):

@@ -35,7 +35,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         help="train from a recipe file holding every setting (agents/configs/general.toml); "
         "only --out and --no-progress may go with it",
     )
-    tr.add_argument("--algo", choices=("ppo", "sac"), default="ppo")
+    tr.add_argument(
+        "--algo",
+        choices=("ppo", "sac", "rllib-ppo"),
+        default="ppo",
+        help="ppo, sac (stable-baselines3) or rllib-ppo (RLlib on Ray: docs/ray.md)",
+    )
     tr.add_argument("--stage", default="opener", help="stage name, gen-<seed> or 'random'")
     tr.add_argument("--timesteps", type=int, default=1_000_000, help="environment steps (1e6)")
     tr.add_argument("--n-envs", type=int, default=8, help="cars in the vector env (8)")
@@ -61,6 +66,19 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         help="override a hyperparameter, e.g. --set learning_rate=1e-4 (repeatable)",
     )
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ray_address(tr, "rllib-ppo: the cluster to train on (default local)")
+    tr.add_argument(
+        "--num-env-runners",
+        type=int,
+        default=None,
+        help="rllib-ppo: env-runner actors sampling in parallel (default 0: the driver samples)",
+    )
+    tr.add_argument(
+        "--envs-per-runner",
+        type=int,
+        default=None,
+        help="rllib-ppo: cars of the one native RallyVectorEnv each runner steps (default 8)",
+    )
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser(
@@ -96,6 +114,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--replays", default=None, metavar="DIR", help="save every episode as a replay in DIR"
     )
+    add_ray_address(ev, "spread the (stage, seed) episodes over a Ray cluster")
     ev.set_defaults(func=cmd_eval)
 
     ds = sub.add_parser(
@@ -130,6 +149,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 
     add_benchmark_parser(sub)
 
+    _add_distributed_verify(sub)
+
     if "demo" in sub.choices:
         demo = sub.choices["demo"]
     else:
@@ -143,6 +164,90 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--out", default="out/demo", help="where the video and JSON go")
     demo.add_argument("--no-video", action="store_true")
     demo.set_defaults(func=cmd_demo)
+
+
+def add_ray_address(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help=f"{what}: 'local' (a Ray started for this run), 'auto' (the cluster this "
+        "machine joined) or HOST:PORT; needs the ray extra on every node (docs/ray.md)",
+    )
+
+
+def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:
+    """``--ray-address`` for ``rally verify`` and ``rally leaderboard add`` (their parsers
+    are rally_env's; the cluster path is here, with Ray)."""
+    if "verify" in sub.choices:
+        v = sub.choices["verify"]
+        add_ray_address(v, "verify the files on a Ray cluster, one task per replay")
+        v.add_argument(
+            "--task-timeout",
+            type=float,
+            default=None,
+            metavar="S",
+            help="with --ray-address: wall-time limit per replay (s, default 600)",
+        )
+        v.set_defaults(func=_wrap_verify(v.get_default("func"), leaderboard=False))
+    lb = sub.choices.get("leaderboard")
+    if lb is not None:
+        for action in lb._actions:
+            if isinstance(action, argparse._SubParsersAction) and "add" in action.choices:
+                a = action.choices["add"]
+                add_ray_address(a, "verify the files on a Ray cluster, one task per replay")
+                a.add_argument("--task-timeout", type=float, default=None, metavar="S")
+                a.set_defaults(func=_wrap_verify(a.get_default("func"), leaderboard=True))
+
+
+def _wrap_verify(local: Any, leaderboard: bool) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        if args.ray_address is None:
+            if args.task_timeout is not None:
+                print("rally: error: --task-timeout goes with --ray-address", file=sys.stderr)
+                return 2
+            return local(args)
+        return _verify_distributed(args, local, leaderboard)
+
+    return run
+
+
+def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool) -> int:
+    from agents.distributed import (
+        VERIFY_TASK_TIMEOUT_S,
+        RayUnavailableError,
+        ReplayInput,
+        read_replay_inputs,
+        verify_many,
+    )
+
+    timeout = VERIFY_TASK_TIMEOUT_S if args.task_timeout is None else args.task_timeout
+    if not (math.isfinite(timeout) and timeout > 0):
+        print(f"rally: error: --task-timeout must be > 0 s, got {timeout}", file=sys.stderr)
+        return 2
+    inputs = read_replay_inputs(args.files)
+    todo = [x for x in inputs if isinstance(x, ReplayInput)]
+    try:
+        done = iter(verify_many(todo, address=args.ray_address, task_timeout_s=timeout))
+    except (RayUnavailableError, ValueError) as e:
+        print(f"rally: error: {e}", file=sys.stderr)
+        return 2
+    reports = [next(done) if isinstance(x, ReplayInput) else x for x in inputs]
+    if not leaderboard:
+        from rally_env.replay.cli import print_verify_reports
+
+        return print_verify_reports(args, reports)
+    from rally_env.replay.errors import ReplayError
+    from rally_env.replay.format import replay_from_bytes
+
+    verified = {}
+    for f, x, rep in zip(args.files, inputs, reports, strict=True):
+        if isinstance(x, ReplayInput):
+            try:  # the bytes the worker verified, parsed here as the leaderboard would
+                verified[f] = (replay_from_bytes(x.data, x.where), rep)
+            except ReplayError:
+                continue  # the local add reads the file again and names the error
+    return local(args, verified)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -216,7 +321,83 @@ def _check_eval_outputs(args: argparse.Namespace) -> None:
             check_output_dir(path, opt)
 
 
+def _cmd_train_rllib(args: argparse.Namespace) -> int:
+    from rally_env.paths import check_output_dir, check_positive
+
+    try:
+        check_positive(args.timesteps, "--timesteps")
+        check_positive(args.envs_per_runner, "--envs-per-runner")
+        check_positive(args.num_env_runners, "--num-env-runners", -1)
+        check_positive(args.checkpoint_freq, "--checkpoint-freq")
+        check_positive(args.eval_seeds, "--eval-seeds")
+        sb3_only = [
+            o
+            for o, v in (
+                ("--eval-freq", args.eval_freq),
+                ("--threads", args.threads),
+                ("--warmstart-steps", args.warmstart_steps),
+            )
+            if v is not None
+        ]
+        if sb3_only:
+            raise ValueError(f"{', '.join(sb3_only)}: not for --algo rllib-ppo")
+        if args.resume is not None and not (Path(args.resume) / "rllib_checkpoint.json").is_file():
+            raise FileNotFoundError(f"--resume {args.resume}: not an RLlib checkpoint directory")
+        check_output_dir(args.out, "--out")
+    except (FileNotFoundError, ValueError) as e:
+        print(f"rally train: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        from agents.rllib import train_rllib
+    except ImportError as e:
+        print(
+            f'rally train: rllib-ppo needs Ray ({e}); pip install "rally-env[ray]"', file=sys.stderr
+        )
+        return 2
+    out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
+    try:
+        summary = train_rllib(
+            args.stage,
+            timesteps=args.timesteps,
+            out=out,
+            address=args.ray_address or "local",
+            num_env_runners=args.num_env_runners or 0,
+            envs_per_runner=args.envs_per_runner or 8,
+            seed=args.seed,
+            resume=args.resume,
+            hyperparams=_parse_sets(args.set),
+            checkpoint_freq=args.checkpoint_freq,
+            eval_seeds=args.eval_seeds or 1,
+            env_kwargs=vehicle_env_kwargs(args) or None,
+            progress=not args.no_progress,
+        )
+    except (ValueError, ImportError) as e:
+        print(f"rally train: error: {e}", file=sys.stderr)
+        return 2
+    fe = summary.get("final_eval") or {}
+    med = fe.get("median_time_s")
+    print(
+        f"trained {summary['timesteps']} steps in {summary['wall_time_s']:.0f} s -> "
+        f"{summary['model']} (checkpoint {summary['checkpoint']}); final evaluation: finish "
+        f"rate {fe.get('finish_rate', math.nan):.2f}, median stage time "
+        f"{math.nan if med is None else med:.2f} s"
+    )
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.algo == "rllib-ppo":
+        if args.config is not None:
+            print("rally train: --config is for the stable-baselines3 path", file=sys.stderr)
+            return 2
+        return _cmd_train_rllib(args)
+    if args.ray_address or args.num_env_runners is not None or args.envs_per_runner is not None:
+        print(
+            "rally train: --ray-address, --num-env-runners and --envs-per-runner go with "
+            "--algo rllib-ppo",
+            file=sys.stderr,
+        )
+        return 2
     try:
         from agents.sb3 import train
     except ImportError as e:
@@ -308,16 +489,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
         note = getattr(policy, "action_note", None)
         if note:
             print(f"{args.agent}: {note}")
-        res = evaluate(
-            policy,
-            args.stages,
-            seeds,
-            agent_name=args.agent,
-            record=bool(args.plots),
-            progress=False,
-            replay_dir=args.replays,
-            env_kwargs=vehicle_env_kwargs(args) or None,
-        )
+        if args.ray_address is not None:
+            from agents.distributed import evaluate_distributed
+
+            res = evaluate_distributed(
+                args.agent,
+                args.stages,
+                seeds,
+                address=args.ray_address,
+                agent_name=args.agent,
+                record=bool(args.plots),
+                replay_dir=args.replays,
+                env_kwargs=vehicle_env_kwargs(args) or None,
+                action_space=args.action_space,
+            )
+        else:
+            res = evaluate(
+                policy,
+                args.stages,
+                seeds,
+                agent_name=args.agent,
+                record=bool(args.plots),
+                progress=False,
+                replay_dir=args.replays,
+                env_kwargs=vehicle_env_kwargs(args) or None,
+            )
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally eval: error: {e}", file=sys.stderr)
         return 2

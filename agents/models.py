@@ -19,6 +19,9 @@ META_NAME = "rally_meta.json"
 #: The env settings that shape a model's observation, kept in its metadata's ``"env"`` table
 #: so evaluation builds the env the model was trained on (they change no dynamics or reward).
 OBS_ENV_KEYS = ("road_ahead",)
+#: Format of a policy ``rally train --algo rllib-ppo`` exports (``policy.json``'s ``format``).
+EXPORT_FORMAT = "rally-mlp-policy"
+EXPORT_VERSION = 1
 #: ``made_by`` of that metadata: the model acts in ``[-1, 1]^4`` and needs
 #: :func:`from_policy_action` (``rally eval`` applies it only to such models).
 MADE_BY = "rally train"
@@ -264,3 +267,56 @@ def _vecnormalize_for(ckpt: Path) -> Path | None:
             return cand
     cand = ckpt.with_name("vecnormalize.pkl")
     return cand if cand.exists() else None
+
+
+# ------------------------------------------------------------------- exported MLP policies
+class ExportedPolicy:
+    """A policy :func:`export_policy` wrote: ``policy(obs (N, D)) -> actions (N, 4)``, numpy
+    only (``rally eval --agent DIR/policy.json``).
+
+    Raises:
+        ValueError: not such a file, or arrays that do not fit its description.
+    """
+
+    def __init__(self, path: str | Path):
+        p = Path(path)
+        if p.is_dir():
+            p = p / "policy.json"
+        try:
+            doc = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{p}: not an exported policy ({e})") from None
+        if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
+            raise ValueError(f"{p}: not an exported policy (format {EXPORT_FORMAT!r})")
+        if doc.get("version") != EXPORT_VERSION:
+            raise ValueError(f"{p}: exported policy version {doc.get('version')!r} unknown")
+        with np.load(p.with_name("policy.npz"), allow_pickle=False) as z:
+            n = int(doc["layers"])
+            self.layers = [
+                (z[f"w{i}"].astype(np.float32), z[f"b{i}"].astype(np.float32)) for i in range(n)
+            ]
+        prev = int(doc["obs_dim"])
+        for w, b in self.layers:
+            if w.ndim != 2 or w.shape[1] != prev or b.shape != (w.shape[0],):
+                raise ValueError(f"{p}: layer shapes do not chain")
+            prev = w.shape[0]
+        if prev != 2 * int(doc["action_dim"]):
+            raise ValueError(f"{p}: the head gives {prev} values, not mean and log-std")
+        self.act = np.tanh if doc["activation"] == "tanh" else (lambda x: np.maximum(x, 0.0))
+        self.meta = doc
+        self.name = str(doc.get("name") or p.parent.name)
+
+    def reset(self, n: int = 1) -> None:
+        pass
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        from agents.models import from_policy_action
+
+        x = np.atleast_2d(np.asarray(obs, dtype=np.float32))
+        last = len(self.layers) - 1
+        for i, (w, b) in enumerate(self.layers):
+            x = x @ w.T + b
+            if i < last:
+                x = self.act(x)
+        a = from_policy_action(x[:, :4].astype(np.float32))
+        return a if np.ndim(obs) > 1 else a[0]

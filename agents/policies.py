@@ -9,6 +9,8 @@ A *policy* here is any callable ``policy(obs) -> actions`` taking a float32 obse
 * ``"ppo-opener"`` (or any name in :data:`SHIPPED`): a policy shipped in ``agents/policies/``,
 * ``"path/to/model.zip"``: a stable-baselines3 model saved by ``rally train`` (the
   ``vecnormalize.pkl`` beside it is used when present),
+* ``"path/policy.json"`` (or its directory): a policy ``rally train --algo rllib-ppo``
+  exported (:class:`agents.models.ExportedPolicy`, numpy only),
 * ``"package.module:function"``: a user callable; if calling it with no arguments returns a
   callable (a factory), that is the policy, else the callable itself is the policy.
 
@@ -183,6 +185,12 @@ def make_policy(spec: Any, seed: int = 0, action_space: str = "auto") -> Any:
         if not Path(spec).exists():
             raise FileNotFoundError(f"model file not found: {spec}")
         return SB3Policy(spec, action_space=action_space)
+    if spec.endswith(".json") or (Path(spec) / "policy.json").is_file():
+        from agents.models import ExportedPolicy
+
+        if not Path(spec).exists():
+            raise FileNotFoundError(f"exported policy not found: {spec}")
+        return ExportedPolicy(spec)
     if ":" in spec:
         mod_name, _, attr = spec.partition(":")
         try:
@@ -210,7 +218,7 @@ def make_policy(spec: Any, seed: int = 0, action_space: str = "auto") -> Any:
         return obj
     raise ValueError(
         f"unknown agent {spec!r}: use heuristic, random, {', '.join(SHIPPED)}, a .zip model "
-        "path or module:function"
+        "path, an exported policy.json or module:function"
     )
 
 

@@ -23,13 +23,17 @@ def add_subcommands(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "verify",
         help="re-simulate a replay and accept or reject its claimed time",
-        description="Re-simulates FILE from its own contents; exit code 0 if every state "
+        description="Re-simulates each FILE from its own contents; exit code 0 if every state "
         "hash, the end reason, the finish time and the checkpoint times match, 1 if it is "
         "rejected, 2 if the file is unusable (unreadable, malformed or over a budget: "
-        "docs/replays.md).",
+        "docs/replays.md); with several files, the highest of their codes.",
     )
-    p.add_argument("file", help="replay file (.rrp.json.gz or .json)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("files", nargs="+", metavar="FILE", help="replay file (.rrp.json.gz or .json)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (a list of them, each with its file, for several files)",
+    )
     p.set_defaults(func=_cmd_verify)
 
     p = subparsers.add_parser(
@@ -84,25 +88,41 @@ def _err(msg: str) -> int:
     return 2
 
 
-def _cmd_verify(args: Any) -> int:
+def verify_file(path: str) -> Any:
+    """``rally verify``'s report of one file (``unusable`` if it cannot be read)."""
     try:
-        data = read_regular_file(args.file, DEFAULT_BUDGETS.max_file_bytes, "replay")
+        data = read_regular_file(path, DEFAULT_BUDGETS.max_file_bytes, "replay")
     except ReplayError as e:
-        rep = unusable(e)
-    else:
-        rep = verify_bytes(data, where=args.file)
+        return unusable(e)
+    return verify_bytes(data, where=path)
+
+
+def _cmd_verify(args: Any) -> int:
+    return print_verify_reports(args, [verify_file(f) for f in args.files])
+
+
+def print_verify_reports(args: Any, reports: list[Any]) -> int:
+    """Print ``rally verify``'s verdicts (``args.files``, ``args.json``); the exit code."""
+    files = args.files
     if args.json:
-        print(json.dumps(rep.to_dict(), indent=2))
-    elif rep.status == "unusable":
-        _err(rep.message)
-    elif rep.accepted:
-        print(f"ACCEPTED  {rep.message} (re-simulated in {rep.elapsed_s:.3f} s)")
-    else:
-        where = f" at step {rep.step}" if rep.step is not None else ""
-        print(f"REJECTED{where}: {rep.reason}: {rep.message}")
-        if rep.expected is not None or rep.got is not None:
-            print(f"  expected {_short(rep.expected)}\n  got      {_short(rep.got)}")
-    return rep.exit_code
+        if len(files) == 1:
+            print(json.dumps(reports[0].to_dict(), indent=2))
+        else:
+            doc = [{"file": f, **r.to_dict()} for f, r in zip(files, reports, strict=True)]
+            print(json.dumps(doc, indent=2))
+        return max(r.exit_code for r in reports)
+    for f, rep in zip(files, reports, strict=True):
+        name = f"{f}: " if len(files) > 1 else ""
+        if rep.status == "unusable":
+            _err(rep.message)
+        elif rep.accepted:
+            print(f"ACCEPTED  {name}{rep.message} (re-simulated in {rep.elapsed_s:.3f} s)")
+        else:
+            where = f" at step {rep.step}" if rep.step is not None else ""
+            print(f"REJECTED{where}: {name}{rep.reason}: {rep.message}")
+            if rep.expected is not None or rep.got is not None:
+                print(f"  expected {_short(rep.expected)}\n  got      {_short(rep.got)}")
+    return max(r.exit_code for r in reports)
 
 
 def _short(v: Any) -> str:
@@ -200,7 +220,9 @@ def _show_run(sim: Resim, hz: int, args: Any, ghosts: list[Any]) -> None:
         r.close()
 
 
-def _cmd_lb_add(args: Any) -> int:
+def _cmd_lb_add(args: Any, verified: dict[str, Any] | None = None) -> int:
+    """``rally leaderboard add``; ``verified``: ``{file: (replay, report)}`` already verified
+    elsewhere (a cluster: ``--ray-address``), added without verifying again."""
     from rally_env.replay.leaderboard import Leaderboard, LeaderboardError, printable
 
     try:
@@ -212,7 +234,11 @@ def _cmd_lb_add(args: Any) -> int:
     with lb:
         for f in args.files:
             try:
-                entry, _ = lb.add(f, player=args.player)
+                if verified is not None and f in verified:
+                    replay, report = verified[f]
+                    entry, _ = lb.add(replay, player=args.player, report=report)
+                else:
+                    entry, _ = lb.add(f, player=args.player)
             except LeaderboardError as e:
                 status = max(status, 1)
                 out.append({"file": f, "added": False, "reason": e.reason, "message": str(e)})

@@ -227,11 +227,19 @@ class Leaderboard:
 
     # -------------------------------------------------------------------------- add
     def add(
-        self, replay: Replay | str | os.PathLike[str], player: str | None = None
+        self,
+        replay: Replay | str | os.PathLike[str],
+        player: str | None = None,
+        report: VerifyReport | None = None,
     ) -> tuple[Entry, VerifyReport]:
         """Verify a run and store it, filed under what the re-simulation found: the stage's
         name and content digest, the rules class, the control rate, the finish and split
         times (never the replay's claims).
+
+        ``report``: the verification of this replay already made elsewhere (a cluster's
+        worker ran :func:`~rally_env.replay.verify.verify_bytes` on the same bytes under this
+        leaderboard's budgets); it is used instead of verifying again. A report of another
+        run (its ``run_id``) is refused.
 
         Returns:
             the stored entry (with its rank) and the verification report.
@@ -255,7 +263,17 @@ class Leaderboard:
                 raise LeaderboardError(
                     f"run {replay.run_id()} is already on the leaderboard", "duplicate"
                 )
-            report = verify(replay, self.budgets)
+            if report is None:
+                report = verify(replay, self.budgets)
+            elif report.status == "unusable":
+                raise LeaderboardError(report.message, "bad_replay")
+            elif report.accepted and report.run_id != replay.run_id():
+                raise LeaderboardError(
+                    f"the verification report is of run {report.run_id}, not of this replay's "
+                    f"run {replay.run_id()}",
+                    "rejected",
+                    report,
+                )
         except ReplayError as e:
             raise LeaderboardError(str(e), "bad_replay") from None
         if not report.accepted:

@@ -1,0 +1,455 @@
+"""Evaluation and replay verification spread over a Ray cluster (``--ray-address``).
+
+Runs are deterministic, so spreading them changes nothing in what they give: one Ray task per
+(stage, seed) episode of ``rally eval`` and one per replay of ``rally verify`` / ``rally
+leaderboard add``, and the driver assembles exactly what the local run would have (the same
+stage times, telemetry, actions and replay hashes; the same verdicts). Only the wall time
+differs.
+
+What travels between the driver and the workers is plain data: the agent as its ``--agent``
+string (a model as its files' bytes), stages by name, env settings and verification
+budgets as JSON, replays as their file bytes, and results back as JSON text. Nothing of the
+project is pickled, so a worker reads only formats the project itself versions. Every node needs
+the project installed (``pip install "rally-env[ray]"``, docs/ray.md); ``ray`` is imported only
+here and only when a cluster is asked for.
+
+Tasks that die with their worker (a killed process, a lost node) are retried by Ray
+(:data:`TASK_RETRIES`); as every task is a pure function of its inputs, a retried task gives
+the same result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: How often Ray re-runs a task whose worker died (system failures only: an exception the
+#: task raises is not retried, as a deterministic task would raise it again).
+TASK_RETRIES = 3
+#: Default wall-time limit of one verification task (s); see :func:`verify_many`.
+VERIFY_TASK_TIMEOUT_S = 600.0
+
+
+class RayUnavailableError(ImportError):
+    """``--ray-address`` was given but Ray is not installed (the ``ray`` extra)."""
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as e:
+        raise RayUnavailableError(
+            f'--ray-address needs Ray ({e}); pip install "rally-env[ray]" on every node '
+            "(docs/ray.md)"
+        ) from None
+    return ray
+
+
+def connect(address: str) -> Any:
+    """Connect this process to a Ray cluster (once; later calls reuse the connection).
+
+    Args:
+        address: ``"local"`` (a Ray started for this process and stopped with it),
+            ``"auto"`` (the cluster this machine's ``ray start`` joined) or ``HOST:PORT``
+            (a head node's GCS address; ``ray://HOST:PORT`` for Ray Client).
+
+    Returns:
+        The ``ray`` module.
+
+    Raises:
+        RayUnavailableError: Ray is not installed.
+        ValueError: an empty address.
+    """
+    if not isinstance(address, str) or not address.strip():
+        raise ValueError(f"--ray-address must be local, auto or HOST:PORT, got {address!r}")
+    ray = _ray()
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+        if address == "local":
+            ray.init(include_dashboard=False, **kw)
+        else:
+            ray.init(address=address, **kw)
+    return ray
+
+
+# ------------------------------------------------------------------------------ evaluation
+def _check_agent(agent: Any) -> None:
+    if not isinstance(agent, str):
+        raise ValueError(
+            "a distributed evaluation takes the agent as its --agent string (heuristic, a "
+            "shipped name, a .zip path or module:function), not a Python object"
+        )
+    if agent == "random":
+        raise ValueError(
+            "--agent random draws every episode's actions from one generator, so its runs "
+            "depend on the order they are driven in; evaluate it without --ray-address"
+        )
+
+
+def _model_bytes(agent: str) -> dict[str, bytes] | None:
+    """The files of a model the workers load, ``{name: bytes}``: a ``.zip`` model, or an
+    exported ``policy.json`` with its ``policy.npz`` (``None`` for other agents)."""
+    from agents.models import _vecnormalize_for, read_meta
+
+    p = Path(agent)
+    if agent.endswith(".json") or (p / "policy.json").is_file():
+        j = p if agent.endswith(".json") else p / "policy.json"
+        if not j.is_file():
+            raise FileNotFoundError(f"exported policy not found: {agent}")
+        npz = j.with_name("policy.npz")
+        return {"policy.json": j.read_bytes(), "policy.npz": npz.read_bytes()}
+    if not (agent.endswith(".zip") or p.suffix == ".zip"):
+        return None
+    if not p.is_file():
+        raise FileNotFoundError(f"model file not found: {agent}")
+    meta = read_meta(p)
+    if not meta.get("obs_norm") and _vecnormalize_for(p) is not None:
+        raise ValueError(
+            f"{agent}: its observation normalisation is only in a pickled vecnormalize.pkl, "
+            "which is not sent to workers; save the model with rally train (the statistics "
+            "go into the zip's metadata) or evaluate it without --ray-address"
+        )
+    return {p.name: p.read_bytes()}
+
+
+_POLICIES: dict[tuple[str, str, str], Any] = {}
+
+
+def _worker_policy(agent: str, action_space: str, model: dict[str, bytes] | None, seed: int) -> Any:
+    """The policy of a task, built once per worker process (a loaded model is reused)."""
+    import hashlib
+
+    from agents.models import ExportedPolicy
+    from agents.policies import SB3Policy, make_policy
+
+    if model is None:
+        return make_policy(agent, seed=seed, action_space=action_space)
+    h = hashlib.sha256()
+    for name in sorted(model):
+        h.update(name.encode() + b"\0" + hashlib.sha256(model[name]).digest())
+    key = (agent, action_space, h.hexdigest())
+    if key not in _POLICIES:
+        d = Path(tempfile.mkdtemp(prefix="rally-model-"))
+        for name, data in model.items():
+            (d / Path(name).name).write_bytes(data)
+        if "policy.json" in model:
+            _POLICIES[key] = ExportedPolicy(d / "policy.json")
+        else:
+            _POLICIES[key] = SB3Policy(d / next(iter(model)), action_space=action_space)
+    return _POLICIES[key]
+
+
+def _run_to_doc(run: Any) -> dict[str, Any]:
+    doc = run.figures()
+    doc["stage_time_s"] = None if math.isnan(run.stage_time_s) else run.stage_time_s
+    doc["actions"] = None if run.actions is None else run.actions.tolist()
+    doc["telemetry"] = {k: [v.dtype.str, v.tolist()] for k, v in run.telemetry.items()}
+    return doc
+
+
+def _run_from_doc(doc: dict[str, Any]) -> Any:
+    from agents.evaluate import RunResult
+
+    st = doc["stage_time_s"]
+    tel = {}
+    for k, (dtype, values) in doc["telemetry"].items():
+        tel[k] = np.array(values, dtype=np.dtype(dtype))
+    return RunResult(
+        stage=doc["stage"],
+        seed=int(doc["seed"]),
+        finished=bool(doc["finished"]),
+        end_reason=doc["end_reason"],
+        stage_time_s=math.nan if st is None else float(st),
+        episode_time_s=float(doc["episode_time_s"]),
+        progress_m=float(doc["progress_m"]),
+        off_road_s=float(doc["off_road_s"]),
+        mean_speed_mps=float(doc["mean_speed_mps"]),
+        steps=int(doc["steps"]),
+        telemetry=tel,
+        actions=None if doc["actions"] is None else np.array(doc["actions"], dtype=np.float32),
+    )
+
+
+def episode_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
+    """Drive one (stage, seed) episode as :func:`agents.evaluate.evaluate` does; what a Ray
+    task runs (and what runs in-process in tests).
+
+    Args:
+        job_json: ``{"agent", "action_space", "policy_seed", "name", "stage", "seed",
+            "record", "env_kwargs", "replay"}`` as JSON.
+        model: ``{file name: bytes}`` of a ``.zip`` model or an exported policy.
+
+    Returns:
+        JSON text: ``{"run": RunResult fields with actions and telemetry as lists,
+        "replay": the episode's replay file text (JSON) or null, "replay_name": its file name}``.
+    """
+    from agents.evaluate import run_episode
+    from rally_env.env import RallyEnv
+
+    job = json.loads(job_json)
+    pol = _worker_policy(job["agent"], job["action_space"], model, int(job["policy_seed"]))
+    env = RallyEnv(stage=job["stage"], **job["env_kwargs"])
+    rec = None
+    if job["replay"]:
+        from rally_env.replay import RecordReplay
+
+        env = rec = RecordReplay(env, meta={"agent": job["name"]})
+    try:
+        run = run_episode(pol, job["stage"], int(job["seed"]), env=env, record=job["record"])
+    finally:
+        env.close()
+    run.stage = job["stage"]
+    out: dict[str, Any] = {"run": _run_to_doc(run), "replay": None, "replay_name": None}
+    if rec is not None and rec.replays:
+        rp = rec.replays[-1]
+        out["replay"] = rp.to_bytes(compress=False).decode("utf-8")
+        out["replay_name"] = rp.default_name()
+    return json.dumps(out, allow_nan=False)
+
+
+def _check_stage(stage: str, env_kwargs: dict[str, Any]) -> Any:
+    """The vehicle of ``stage``'s env (for its summary), checking the name the workers get:
+    a library stage or ``gen-<seed>`` (a stage file would have to be on every node).
+
+    Raises:
+        ValueError: anything else, or settings that do not build (naming it).
+    """
+    import re
+
+    import tracks
+    from rally_env.config import RallyConfig
+
+    if stage not in tracks.list_stages() and not re.fullmatch(r"gen-\d+", stage):
+        from rally_env.env import RallyEnv
+
+        RallyEnv(stage=stage, **env_kwargs).close()  # an unknown name: the env's own message
+        raise ValueError(
+            f"stage {stage!r}: a distributed evaluation takes library stages and gen-<seed> "
+            "(a stage file is not sent to the workers)"
+        )
+    return RallyConfig.build(stage=stage, **env_kwargs).vehicle
+
+
+def _remote(ray: Any, fn: Any, **options: Any) -> Any:
+    return ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False, **options)(fn)
+
+
+def evaluate_distributed(
+    agent: str,
+    stages: str | Sequence[str] = "opener",
+    seeds: Sequence[int] = (0,),
+    *,
+    address: str = "local",
+    record: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
+    agent_name: str | None = None,
+    replay_dir: str | None = None,
+    action_space: str = "auto",
+    progress: bool = False,
+) -> Any:
+    """:func:`agents.evaluate.evaluate` with one Ray task per (stage, seed) episode.
+
+    The result equals the local one (every figure, action and telemetry value, and the replays'
+    hashes; only ``wall_time_s`` differs) for any agent whose episodes do not depend on each
+    other: every agent but ``random``, which is refused.
+
+    Args:
+        agent: an ``--agent`` string (a ``.zip`` model or an exported ``policy.json`` is sent
+            to the workers as its files' bytes).
+        stages: names, ``library`` or ``random:N`` (:func:`agents.evaluate.resolve_stages`).
+        seeds, record, env_kwargs, agent_name, replay_dir: as for ``evaluate``.
+        address: the cluster (:func:`connect`).
+        action_space: for ``.zip`` models (:class:`agents.policies.SB3Policy`).
+        progress: a line per finished stage on stderr.
+
+    Raises:
+        ValueError, FileNotFoundError: a bad agent, stage or model (before any task starts).
+        RayUnavailableError: Ray is not installed.
+    """
+    import sys
+
+    from agents.evaluate import EvalResult, load_par_times, resolve_stages, summarize
+    from agents.policies import make_policy, policy_name
+
+    _check_agent(agent)
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must not be empty")
+    stage_list = resolve_stages(stages)
+    bad = [s for s in stage_list if not isinstance(s, str)]
+    if bad:
+        raise ValueError(f"a distributed evaluation takes stages by name, got {bad[0]!r}")
+    env_kwargs = dict(env_kwargs or {})
+    json.dumps(env_kwargs)  # settings travel as JSON: refuse anything else now
+    model = _model_bytes(agent)
+    # the agent is built here once: a bad spec fails before any task, and names the runs
+    pol = make_policy(agent, seed=seeds[0], action_space=action_space)
+    name = agent_name or policy_name(pol, agent)
+    vehicles = {st: _check_stage(st, env_kwargs) for st in stage_list}
+    t0 = time.perf_counter()
+    ray = connect(address)
+    task = _remote(ray, episode_job)
+    model_ref = ray.put(model) if model is not None else None
+    jobs = [(st, s) for st in stage_list for s in seeds]
+    refs = []
+    for st, s in jobs:
+        job = {
+            "agent": agent,
+            "action_space": action_space,
+            "policy_seed": seeds[0],
+            "name": name,
+            "stage": st,
+            "seed": s,
+            "record": bool(record),
+            "env_kwargs": env_kwargs,
+            "replay": replay_dir is not None,
+        }
+        refs.append(task.remote(json.dumps(job), model_ref))
+    docs = [json.loads(t) for t in ray.get(refs)]
+    par = load_par_times()
+    runs, summaries = [], []
+    for i, st in enumerate(stage_list):
+        sr = [_run_from_doc(d["run"]) for d in docs[i * len(seeds) : (i + 1) * len(seeds)]]
+        runs.extend(sr)
+        summaries.append(summarize(st, name, sr, par, vehicle=vehicles[st]))
+        if progress:
+            s = summaries[-1]
+            print(
+                f"  {name} on {st}: {s.finished}/{s.episodes} finished, "
+                f"median {s.median_time_s:.2f} s",
+                file=sys.stderr,
+            )
+    if replay_dir is not None:
+        d = Path(replay_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        for doc in docs:
+            if doc["replay"] is not None:
+                from rally_env.replay.format import replay_from_bytes
+
+                rp = replay_from_bytes(doc["replay"].encode("utf-8"), doc["replay_name"])
+                rp.save(d / doc["replay_name"])
+    return EvalResult(name, summaries, runs, seeds, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------- verification
+def verify_job(data: bytes, where: str, budgets_json: str) -> str:
+    """Verify one replay's bytes under the budgets (what a Ray task runs): the report's
+    ``to_dict()`` as JSON. Never raises for bad input (:func:`verify_bytes`)."""
+    from rally_env.replay.budgets import Budgets
+    from rally_env.replay.verify import verify_bytes
+
+    budgets = Budgets(**json.loads(budgets_json))
+    return json.dumps(verify_bytes(data, budgets, where=where).to_dict())
+
+
+def report_from_dict(doc: dict[str, Any]) -> Any:
+    """A :class:`~rally_env.replay.verify.VerifyReport` back from its ``to_dict()``."""
+    from rally_env.replay.verify import VerifyReport
+
+    return VerifyReport(**doc)
+
+
+def _timed_out(where: str, limit_s: float) -> Any:
+    from rally_env.replay.verify import VerifyReport
+
+    return VerifyReport(
+        accepted=False,
+        status="unusable",
+        reason="over_budget",
+        message=f"{where}: verification took longer than the task limit of {limit_s:g} s",
+        elapsed_s=limit_s,
+    )
+
+
+@dataclass(frozen=True)
+class ReplayInput:
+    """One replay to verify: its name in messages and its bytes (read once, by the driver)."""
+
+    where: str
+    data: bytes
+
+
+def verify_many(
+    replays: Sequence[ReplayInput],
+    *,
+    address: str = "local",
+    budgets: Any = None,
+    task_timeout_s: float = VERIFY_TASK_TIMEOUT_S,
+    memory_mb: float | None = None,
+) -> list[Any]:
+    """Verify replays over the cluster: one task per replay, the same reports as
+    :func:`rally_env.replay.verify.verify_bytes` run locally (``elapsed_s`` aside).
+
+    Bounds: every replay is held to ``budgets`` (default the verifier's
+    :data:`~rally_env.replay.budgets.DEFAULT_BUDGETS`), which cap the parse cost, the simulated
+    time and the terrain before anything is built. Wall time: the driver waits at most
+    ``task_timeout_s`` x the number of waves the cluster needs (replays / cluster CPUs,
+    rounded up) in all, then cancels what still runs (its worker is killed) and reports
+    it ``unusable`` / ``over_budget``. ``memory_mb`` reserves that much memory per task in Ray's
+    scheduler. A task whose worker dies is retried (:data:`TASK_RETRIES`).
+
+    Returns:
+        One :class:`~rally_env.replay.verify.VerifyReport` per replay, in order.
+    """
+    from dataclasses import asdict
+
+    from rally_env.replay.budgets import DEFAULT_BUDGETS
+
+    budgets = DEFAULT_BUDGETS if budgets is None else budgets
+    if not (isinstance(task_timeout_s, (int, float)) and task_timeout_s > 0):
+        raise ValueError(f"task timeout must be > 0 s, got {task_timeout_s!r}")
+    ray = connect(address)
+    opts: dict[str, Any] = {}
+    if memory_mb is not None:
+        opts["memory"] = int(memory_mb * 1024 * 1024)
+    task = _remote(ray, verify_job, **opts)
+    bj = json.dumps(asdict(budgets))
+    refs = [task.remote(r.data, r.where, bj) for r in replays]
+    index = {ref: i for i, ref in enumerate(refs)}
+    out: list[Any] = [None] * len(refs)
+    pending = list(refs)
+    # a task's clock starts when the cluster has a slot for it: bound the whole wait by the
+    # number of waves the cluster needs, and each wait by the per-task limit
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    deadline = time.monotonic() + task_timeout_s * math.ceil(len(refs) / cpus)
+    while pending:
+        left = deadline - time.monotonic()
+        done, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, min(left, 5.0)))
+        for ref in done:
+            i = index[ref]
+            out[i] = report_from_dict(json.loads(ray.get(ref)))
+        if pending and time.monotonic() >= deadline:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+                i = index[ref]
+                out[i] = _timed_out(replays[i].where, task_timeout_s)
+            pending = []
+    return out
+
+
+def read_replay_inputs(files: Sequence[str | os.PathLike[str]]) -> list[Any]:
+    """Read replay files for :func:`verify_many` under the verifier's file budget: a
+    :class:`ReplayInput`, or the ``unusable`` report of a file that cannot be read."""
+    from rally_env.replay.budgets import DEFAULT_BUDGETS
+    from rally_env.replay.errors import ReplayError
+    from rally_env.replay.format import read_regular_file
+    from rally_env.replay.verify import unusable
+
+    out: list[Any] = []
+    for f in files:
+        try:
+            out.append(
+                ReplayInput(str(f), read_regular_file(f, DEFAULT_BUDGETS.max_file_bytes, "replay"))
+            )
+        except ReplayError as e:
+            out.append(unusable(e))
+    return out

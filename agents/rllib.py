@@ -1,0 +1,341 @@
+"""RLlib (Ray's RL library, new API stack): the env in env-runner actors, PPO training
+(``rally train --algo rllib-ppo``) and the export of the trained module to a policy
+``rally eval --agent`` runs without Ray.
+
+Env: registered with Ray Tune as :data:`ENV_NAME` through :func:`env_creator`, a function of
+this module, so every env-runner actor builds it by importing ``agents.rllib`` (the package
+is installed on every node; a gymnasium id registered in the driver alone is unknown in the
+actors: ``NameNotFound``). With ``gym_env_vectorize_mode="vector_entry_point"`` RLlib asks the
+creator for ``num_envs`` and gets one native :class:`rally_env.RallyVectorEnv` of that many
+cars, stepped in one batched physics call. Actions: the policy acts in ``[-1, 1]^4``, mapped to
+the env's box by :func:`agents.models.from_policy_action` (the convention of ``rally train``'s
+SB3 models), so one exported policy runs like the SB3 ones.
+
+Export: the deterministic action of the default PPO module is the mean of its Gaussian: the
+actor's MLP (``pi`` encoder + head). :func:`export_policy` writes its weights as plain arrays
+(``policy.npz``) with a JSON description (``policy.json``), which
+:class:`agents.models.ExportedPolicy` evaluates with numpy: nothing of Ray or torch is needed
+to drive with it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.models import EXPORT_FORMAT, EXPORT_VERSION, ExportedPolicy
+
+#: The name the env is registered under with Ray Tune.
+ENV_NAME = "rally-rllib"
+#: PPO settings ``rally train --algo rllib-ppo`` starts from (``--set KEY=JSON`` overrides).
+RLLIB_PPO_DEFAULTS: dict[str, Any] = {
+    "lr": 3e-4,
+    "gamma": 0.99,
+    "lambda_": 0.95,
+    "clip_param": 0.2,
+    "entropy_coeff": 0.0,
+    "vf_loss_coeff": 0.5,
+    "num_epochs": 10,
+    "minibatch_size": 256,
+    "train_batch_size_per_learner": 4096,
+    "fcnet_hiddens": [256, 256],
+    "fcnet_activation": "tanh",
+}
+
+
+def env_creator(env_config: Any) -> Any:
+    """The env of an RLlib env runner: ``RallyEnv`` or, when RLlib passes ``num_envs``
+    (``vector_entry_point``), one ``RallyVectorEnv`` of that many cars; actions in
+    ``[-1, 1]^4`` (:func:`agents.models.from_policy_action`)."""
+    import gymnasium as gym
+
+    from agents.models import from_policy_action
+    from rally_env.env import RallyEnv
+    from rally_env.vector import RallyVectorEnv
+
+    kw = {k: v for k, v in dict(env_config).items()}
+    n = kw.pop("num_envs", None)
+    box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    if n is None:
+        env = RallyEnv(**kw)
+        return gym.wrappers.TransformAction(env, from_policy_action, box)
+
+    class _PolicyActions(gym.vector.VectorActionWrapper):
+        def __init__(self, venv: Any):
+            super().__init__(venv)
+            self.single_action_space = box
+            self.action_space = gym.vector.utils.batch_space(box, venv.num_envs)
+
+        def actions(self, actions: Any) -> Any:
+            return from_policy_action(actions)
+
+    return _PolicyActions(RallyVectorEnv(num_envs=int(n), **kw))
+
+
+def register() -> str:
+    """Register :func:`env_creator` with Ray Tune (in this process; Ray ships the registry to
+    the actors); the name to give ``config.environment``."""
+    from ray.tune.registry import register_env
+
+    register_env(ENV_NAME, env_creator)
+    return ENV_NAME
+
+
+def ppo_config(
+    stage: str = "opener",
+    *,
+    num_env_runners: int = 0,
+    envs_per_runner: int = 8,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    hyperparams: dict[str, Any] | None = None,
+) -> Any:
+    """The RLlib ``PPOConfig`` of ``rally train --algo rllib-ppo``.
+
+    Raises:
+        ValueError: an unknown hyperparameter (naming it).
+    """
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    hp = dict(RLLIB_PPO_DEFAULTS)
+    for k, v in (hyperparams or {}).items():
+        if k not in hp:
+            raise ValueError(f"unknown rllib-ppo setting {k!r}; known: {', '.join(sorted(hp))}")
+        hp[k] = v
+    model = {
+        "fcnet_hiddens": hp.pop("fcnet_hiddens"),
+        "fcnet_activation": hp.pop("fcnet_activation"),
+    }
+    name = register()
+    return (
+        PPOConfig()
+        .environment(name, env_config={"stage": stage, **(env_kwargs or {})})
+        .env_runners(
+            num_env_runners=int(num_env_runners),
+            num_envs_per_env_runner=int(envs_per_runner),
+            gym_env_vectorize_mode="vector_entry_point",
+            num_cpus_per_env_runner=1,
+        )
+        .training(**hp)
+        .rl_module(rl_module_spec=RLModuleSpec(model_config=model))
+        .debugging(seed=int(seed))
+    )
+
+
+# --------------------------------------------------------------------------------- export
+def _actor_layers(module: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``[(W, b), ...]`` of the default PPO module's actor: encoder MLP then the pi head."""
+    import torch
+
+    layers = []
+    for part in (module.encoder.actor_encoder, module.pi):
+        for m in part.modules():
+            if isinstance(m, torch.nn.Linear):
+                layers.append(
+                    (
+                        m.weight.detach().cpu().numpy().astype(np.float32),
+                        m.bias.detach().cpu().numpy().astype(np.float32),
+                    )
+                )
+    return layers
+
+
+def export_policy(module: Any, out_dir: str | Path, meta: dict[str, Any]) -> Path:
+    """Write the module's deterministic policy to ``out_dir`` (``policy.json`` +
+    ``policy.npz``); the path of ``policy.json`` (what ``rally eval --agent`` takes).
+
+    Raises:
+        ValueError: the module is not the default PPO MLP (nothing written).
+    """
+    activation = meta.get("activation", "tanh")
+    if activation not in ("tanh", "relu"):
+        raise ValueError(f"cannot export activation {activation!r} (tanh or relu)")
+    layers = _actor_layers(module)
+    if not layers:
+        raise ValueError("the module has no actor MLP to export")
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    arrays = {}
+    for i, (w, b) in enumerate(layers):
+        arrays[f"w{i}"], arrays[f"b{i}"] = w, b
+    np.savez(d / "policy.npz", **arrays)
+    doc = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "layers": len(layers),
+        "activation": activation,
+        "obs_dim": int(layers[0][0].shape[1]),
+        "action_dim": 4,
+        "actions": "policy [-1, 1]^4 (from_policy_action); the mean of the Gaussian head",
+        **meta,
+    }
+    (d / "policy.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return d / "policy.json"
+
+
+# ------------------------------------------------------------------------------- training
+def _steps(result: dict[str, Any]) -> int:
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    v = result.get(NUM_ENV_STEPS_SAMPLED_LIFETIME)
+    if v is None:
+        v = result.get(ENV_RUNNER_RESULTS, {}).get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)
+    return int(v)
+
+
+def _episode_return(result: dict[str, Any]) -> float:
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN
+
+    v = result.get(ENV_RUNNER_RESULTS, {}).get(EPISODE_RETURN_MEAN, math.nan)
+    return float(v) if v is not None else math.nan
+
+
+def train_rllib(
+    stage: str = "opener",
+    *,
+    timesteps: int = 1_000_000,
+    out: str | Path = "runs/rllib-ppo-opener",
+    address: str = "local",
+    num_env_runners: int = 0,
+    envs_per_runner: int = 8,
+    seed: int = 0,
+    resume: str | None = None,
+    hyperparams: dict[str, Any] | None = None,
+    checkpoint_freq: int | None = None,
+    eval_seeds: int = 1,
+    env_kwargs: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train RLlib PPO until ``timesteps`` env steps; write to ``out``: ``config.json``,
+    ``progress.csv`` (a row per iteration, also printed as a line), ``checkpoints/`` (RLlib's
+    own, every ``checkpoint_freq`` steps and at the end: ``checkpoint``), the exported policy
+    ``policy/policy.json`` and ``eval_log.csv`` (the exported policy on ``stage``, evaluated
+    with ``rally eval``'s harness), ``summary.json``.
+
+    ``resume``: an RLlib checkpoint directory this run continues (its step count included).
+    """
+    from agents.distributed import connect
+    from agents.evaluate import evaluate
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = ppo_config(
+        stage,
+        num_env_runners=num_env_runners,
+        envs_per_runner=envs_per_runner,
+        seed=seed,
+        env_kwargs=env_kwargs,
+        hyperparams=hyperparams,
+    )
+    settings = {
+        "algo": "rllib-ppo",
+        "stage": stage,
+        "timesteps": int(timesteps),
+        "num_env_runners": int(num_env_runners),
+        "envs_per_runner": int(envs_per_runner),
+        "seed": int(seed),
+        "ray_address": address,
+        "resume": resume,
+        "hyperparams": {**RLLIB_PPO_DEFAULTS, **(hyperparams or {})},
+        "env_kwargs": env_kwargs or {},
+    }
+    (out / "config.json").write_text(json.dumps(settings, indent=2) + "\n")
+    connect(address)
+    algo = config.build_algo()
+    t0 = time.perf_counter()
+    try:
+        if resume is not None:
+            algo.restore_from_path(str(Path(resume).resolve()))
+        steps = 0
+        if resume is not None:  # the checkpoint's metrics hold its lifetime step count
+            from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+            key = (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
+            steps = int(algo.metrics.peek(key, default=0))
+        fields = ["iteration", "env_steps", "episode_return_mean", "wall_time_s", "steps_per_s"]
+        new = not (out / "progress.csv").exists()
+        next_ckpt = checkpoint_freq
+        with (out / "progress.csv").open("a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            if new:
+                w.writeheader()
+            it = 0
+            last_t, last_steps = time.perf_counter(), steps
+            while steps < timesteps:
+                result = algo.train()
+                it += 1
+                steps = _steps(result)
+                now = time.perf_counter()
+                row = {
+                    "iteration": int(result.get("training_iteration", it)),
+                    "env_steps": steps,
+                    "episode_return_mean": _episode_return(result),
+                    "wall_time_s": round(now - t0, 3),
+                    "steps_per_s": round((steps - last_steps) / max(now - last_t, 1e-9), 1),
+                }
+                last_t, last_steps = now, steps
+                w.writerow(row)
+                f.flush()
+                if progress:
+                    print(
+                        f"iter {row['iteration']:4d}  steps {steps:>10,d}  return "
+                        f"{row['episode_return_mean']:9.2f}  {row['steps_per_s']:9.0f} steps/s",
+                        file=sys.stderr,
+                    )
+                if next_ckpt is not None and steps >= next_ckpt:
+                    algo.save_to_path(str((out / "checkpoints" / f"step_{steps}").resolve()))
+                    next_ckpt = steps + checkpoint_freq
+        ckpt = (out / "checkpoint").resolve()
+        algo.save_to_path(str(ckpt))
+        module = algo.get_module()
+        hp = settings["hyperparams"]
+        policy = export_policy(
+            module,
+            out / "policy",
+            {
+                "name": out.name,
+                "made_by": "rally train --algo rllib-ppo",
+                "activation": hp["fcnet_activation"],
+                "stage": stage,
+                "env_steps": steps,
+                "env_kwargs": env_kwargs or {},
+            },
+        )
+    finally:
+        algo.stop()
+    wall = time.perf_counter() - t0
+    res = evaluate(
+        ExportedPolicy(policy), stage, range(eval_seeds), env_kwargs=env_kwargs, agent_name=out.name
+    )
+    s = res.stages[0]
+    with (out / "eval_log.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["env_steps", "finish_rate", "median_time_s", "mean_progress_m"])
+        w.writerow(
+            [
+                steps,
+                s.finish_rate,
+                s.median_time_s,
+                float(np.mean([r.progress_m for r in res.runs])),
+            ]
+        )
+    summary = {
+        "algo": "rllib-ppo",
+        "timesteps": steps,
+        "wall_time_s": wall,
+        "checkpoint": str(ckpt),
+        "model": str(policy),
+        "final_eval": s.figures(),
+    }
+    (out / "summary.json").write_text(
+        json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n"
+    )
+    return summary

@@ -1,11 +1,12 @@
-"""The Ray suite (``pytest -m ray``; needs the ray extra): a two-node Ray cluster on this
-machine, started once for the session and stopped after it.
+"""The Ray suite (``pytest -m ray``; needs the ray extra): a Ray cluster on this machine,
+started once for the session with ``ray start --head`` and stopped after it; the suite
+connects to it by address, as a driver connects to a remote cluster.
 
-The head and a second node are started with ``ray start ... --node-ip-address 127.0.0.1``;
-Ray itself replaces a loopback address with this machine's own address (multi-node clusters
-refuse loopback), so both nodes listen on this machine only. Every call is bounded by a
-timeout. The teardown runs ``ray stop``, which stops every Ray process of this machine: do not
-run this suite beside another Ray cluster on the same machine.
+Only loopback: a multi-node Ray cluster replaces ``127.0.0.1`` with the machine's own network
+address (and refuses to run when told not to), so the suite runs one node with two worker CPUs
+and ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which keeps every Ray address on ``127.0.0.1``.
+Every call is bounded by a timeout. The teardown runs ``ray stop``, which stops every Ray
+process of this machine: do not run this suite beside another Ray cluster on the same machine.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def _env() -> dict[str, str]:
     # a throwaway cluster on this machine: no token (a token file a local ray.init() left in
     # ~/.ray would otherwise be required by one node and not sent by another)
     env["RAY_AUTH_MODE"] = "disabled"
+    # single-node mode: Ray keeps its node address on loopback (see the module docstring)
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     env.setdefault("RALLY_PREFETCH", "0")
     return env
 
@@ -64,7 +67,7 @@ def stop_cluster() -> None:
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """``(ray module, address)`` of a two-node cluster this process is connected to."""
+    """``(ray module, address)`` of the cluster this process is connected to."""
     ray = pytest.importorskip("ray")
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths go in it
@@ -77,19 +80,16 @@ def ray_cluster():
                 "--port",
                 str(port),
                 "--num-cpus",
-                "1",
+                "2",
                 "--include-dashboard=false",
                 *common,
             ],
             START_TIMEOUT_S,
         )
-        _run(
-            ["start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", *common], START_TIMEOUT_S
-        )
         os.environ.update({k: v for k, v in _env().items() if k != "PYTHONPATH"})
         ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
         alive = [n for n in ray.nodes() if n["Alive"]]
-        assert len(alive) == 2, alive
+        assert [n["NodeManagerAddress"] for n in alive] == ["127.0.0.1"], alive
         yield ray, f"127.0.0.1:{port}"
     finally:
         if ray.is_initialized():

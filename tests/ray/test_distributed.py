@@ -1,4 +1,4 @@
-"""Evaluation and verification on a two-node Ray cluster equal the local run."""
+"""Evaluation and verification on a Ray cluster equal the local run."""
 
 from __future__ import annotations
 

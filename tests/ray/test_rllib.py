@@ -1,5 +1,5 @@
-"""RLlib PPO through ``rally train --algo rllib-ppo`` on the two-node cluster: env runners on
-both nodes, checkpoints, resume, and the exported policy ``rally eval`` runs."""
+"""RLlib PPO through ``rally train --algo rllib-ppo`` on the Ray cluster: env runners in
+workers, checkpoints, resume, and the exported policy ``rally eval`` runs."""
 
 from __future__ import annotations
 

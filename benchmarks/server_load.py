@@ -11,16 +11,17 @@ honest run is accepted, every tampered one rejected, and that no row is lost or 
     python3 benchmarks/server_load.py --submissions 40 --clients 8   # quick
 
 Exit code 0 if every check holds, 1 otherwise. Needs the server extra; runs from the
-repository root (it uses the test suite's helpers to record runs and start the server).
+repository root. The runs and the load itself come from tests/server/support.py
+(``load_mix``, ``run_load``), shared with the bounded test tests/server/test_load.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -41,149 +42,31 @@ def main() -> int:
     if args.submissions < 1 or args.clients < 1 or not 0 <= args.tampered <= 1:
         ap.error("--submissions and --clients >= 1, --tampered in [0, 1]")
 
-    import httpx
-
-    from tests.rally_env.test_replay_support import record_run
-    from tests.server.conftest import faster, tampered_action
-    from tests.server.support import Postgres, Server, add_token, submit
+    from tests.server.support import Postgres, load_mix, run_load
 
     n_t = round(args.submissions * args.tampered)
     n_h = args.submissions - n_t
     t0 = time.perf_counter()
-    honest: list[tuple[bytes, str]] = []
-    seen: set[str] = set()
-    want = max(n_h, 1 if n_t else 0)
-    i = 0
-    while len(honest) < want and i < 4 * want + 10:  # distinct finished runs
-        r, _ = record_run(seed=i, vmax=11.0 + 5.0 * i / max(want, 1))
-        i += 1
-        if r.finished and r.run_id() not in seen:
-            seen.add(r.run_id())
-            honest.append((r.to_bytes(compress=True), r.run_id()))
-    if len(honest) < want:
-        print(f"could record only {len(honest)} distinct finished runs of {want}")
+    try:
+        items, honest_ids = load_mix(n_h, n_t)
+    except RuntimeError as e:
+        print(e)
         return 1
-    print(f"recorded {len(honest)} honest runs in {time.perf_counter() - t0:.0f} s", flush=True)
-    rng = np.random.default_rng(0)
-    items: list[tuple[str, bytes]] = [("honest", d) for d, _ in honest[:n_h]]
-    for k in range(n_t):
-        src = honest[k % len(honest)][0]
-        if k % 2:
-            items.append(("tampered", faster(src)))
-        else:
-            items.append(("tampered", tampered_action(src, int(rng.integers(50, 1500)))))
-    order = rng.permutation(len(items))
-    items = [items[j] for j in order]
+    print(f"recorded {len(honest_ids)} honest runs in {time.perf_counter() - t0:.0f} s", flush=True)
 
     pg = Postgres().start() if args.postgres else None
     tmp = tempfile.mkdtemp(prefix="rally-load-")
     db = pg.url if pg else os.path.join(tmp, "board.sqlite3")
-    tokens = [add_token(db, f"client{c}") for c in range(args.clients)]
-    server = Server(
-        db,
-        "--workers",
-        str(args.workers),
-        "--max-queue",
-        str(args.submissions + 10),
-        "--token-rate",
-        "100000/60",
-        "--address-rate",
-        "100000/60",
-        "--log-level",
-        "warning",
-    ).start()
-    deadline = time.monotonic() + args.max_seconds
-    peak = [server.rss_mb()]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.2):
-            peak[0] = max(peak[0], server.rss_mb())
-
-    results: list[tuple[str, str, str, float]] = []  # kind, status, reason, latency
-    errors: list[str] = []
-    lock = threading.Lock()
-
-    def client(c: int) -> None:
-        mine = items[c :: args.clients]
-        with httpx.Client(base_url=server.url, timeout=60) as h:
-            for kind, data in mine:
-                if time.monotonic() > deadline:
-                    return
-                t = time.perf_counter()
-                r = submit(server.url, tokens[c], data)
-                if r.status_code != 202:
-                    with lock:
-                        errors.append(f"upload: HTTP {r.status_code} {r.text[:200]}")
-                    continue
-                sub = r.json()["id"]
-                while time.monotonic() < deadline:
-                    d = h.get(f"/api/v1/runs/{sub}").json()
-                    if d["status"] in ("accepted", "rejected"):
-                        with lock:
-                            results.append(
-                                (kind, d["status"], d["reason"], time.perf_counter() - t)
-                            )
-                        break
-                    time.sleep(0.05)
-
-    mon = threading.Thread(target=sample, daemon=True)
-    mon.start()
-    t_run = time.perf_counter()
     try:
-        threads = [threading.Thread(target=client, args=(c,)) for c in range(args.clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - t_run
-        done.set()
-        counts = httpx.get(server.url + "/api/v1/health").json()
-        board = httpx.get(server.url + "/api/v1/boards/opener?limit=100&rules=all").json()
-        board_ids = [e["run_id"] for e in board["entries"]]
-        alive = server.alive()
+        res = run_load(
+            db, items, honest_ids, args.clients, workers=args.workers, max_seconds=args.max_seconds
+        )
     finally:
-        done.set()
-        server.stop()
-        integrity = None
-        if pg is None:
-            import sqlite3
-
-            with sqlite3.connect(db) as conn:
-                integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-                n_sub = conn.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
-                dup = conn.execute("SELECT COUNT(*) - COUNT(DISTINCT run_id) FROM runs").fetchone()[
-                    0
-                ]
-        else:
-            from rally_env.server.store import open_store
-
-            st = open_store(db)
-            integrity = st.integrity_check()
-            n_sub = sum(st.counts()[k] for k in ("queued", "verifying", "accepted", "rejected"))
-            dup = 0
-            st.close()
+        if pg is not None:
             pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
-    import shutil
-
-    shutil.rmtree(tmp, ignore_errors=True)
-    lat = np.array([r[3] for r in results])
-    h_ok = sum(1 for k, s, _, _ in results if k == "honest" and s == "accepted")
-    t_ok = sum(1 for k, s, _, _ in results if k == "tampered" and s == "rejected")
-    want_ids = {rid for _, rid in honest[:n_h]}
-    checks = {
-        "every honest run accepted": h_ok == n_h,
-        "every tampered run rejected": t_ok == n_t,
-        "a verdict for every submission": len(results) == args.submissions,
-        "no row lost or duplicated": n_sub == args.submissions
-        and counts["runs"] == n_h
-        and dup == 0
-        and (n_h > 100 or set(board_ids) == want_ids),
-        "no upload refused": not errors,
-        "integrity check ok": integrity == "ok",
-        "server stayed up": alive,
-    }
+    lat = np.array([r[3] for r in res.results])
     load = os.getloadavg()
     print(
         f"\n{args.submissions} submissions ({n_h} honest, {n_t} tampered) from {args.clients} "
@@ -193,19 +76,19 @@ def main() -> int:
     if len(lat):
         print(
             f"upload to verdict: p50 {np.percentile(lat, 50):.2f} s, p99 "
-            f"{np.percentile(lat, 99):.2f} s, max {lat.max():.2f} s; wall {wall:.1f} s "
-            f"({len(results) / wall:.2f} verdicts/s)"
+            f"{np.percentile(lat, 99):.2f} s, max {lat.max():.2f} s; wall {res.wall_s:.1f} s "
+            f"({len(res.results) / res.wall_s:.2f} verdicts/s)"
         )
-    print(f"peak memory (server + workers, RSS): {peak[0]:.0f} MiB")
+    print(f"peak memory (server + workers, RSS): {res.peak_mb:.0f} MiB")
     reasons: dict[str, int] = {}
-    for _, s, why, _ in results:
+    for _, s, why, _ in res.results:
         reasons[f"{s}:{why or '-'}"] = reasons.get(f"{s}:{why or '-'}", 0) + 1
     print("verdicts:", ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
-    for e in errors[:5]:
+    for e in res.errors[:5]:
         print("  ", e)
-    for name, ok in checks.items():
+    for name, ok in res.checks.items():
         print(f"  [{'ok' if ok else 'FAILED'}] {name}")
-    return 0 if all(checks.values()) else 1
+    return 0 if not res.failed() else 1
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """Helpers for the server tests and benchmarks/server_load.py: a real ``rally serve`` process
-on 127.0.0.1, a real PostgreSQL, and the runs they are fed (no tests here)."""
+on 127.0.0.1, a real PostgreSQL, the runs they are fed, and the load run that
+tests/server/test_load.py and the benchmark share (no tests here)."""
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import gzip
+import json
 import os
 import pwd
 import shutil
@@ -13,7 +16,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +166,196 @@ def wait_verdict(url: str, sub_id: str, timeout: float = 300) -> dict[str, Any]:
             return d
         time.sleep(0.2)
     raise TimeoutError(f"no verdict for {sub_id} in {timeout} s")
+
+
+def tampered_action(data: bytes, step: int = 400) -> bytes:
+    """The run with one action changed: the re-simulation diverges from its hashes."""
+    from rally_env.replay import replay_from_bytes
+
+    r = replay_from_bytes(data)
+    r.actions = r.actions.copy()
+    r.actions[step, 0] = -r.actions[step, 0] if r.actions[step, 0] else 0.5
+    return r.to_bytes(compress=True)
+
+
+def faster(data: bytes) -> bytes:
+    """The run claiming a finish 1 ms faster."""
+    doc = json.loads(gzip.decompress(data))
+    doc["result"]["finish_time_s"] -= 0.001
+    return gzip.compress(json.dumps(doc).encode())
+
+
+# ------------------------------------------------------------------------------ load
+def load_mix(
+    n_honest: int, n_tampered: int, seed: int = 0
+) -> tuple[list[tuple[str, bytes]], set[str]]:
+    """The submissions of a load run, shuffled: ``n_honest`` distinct honest finished opener
+    runs (recorded here) and ``n_tampered`` tampered copies of them (one action changed, or a
+    finish claimed 1 ms faster, alternately). Returns ``[(kind, bytes)]`` with kind "honest"
+    or "tampered", and the run ids of the honest runs."""
+    import numpy as np
+
+    from tests.rally_env.test_replay_support import record_run
+
+    honest: list[tuple[bytes, str]] = []
+    seen: set[str] = set()
+    want = max(n_honest, 1 if n_tampered else 0)
+    i = 0
+    while len(honest) < want and i < 4 * want + 10:  # distinct finished runs
+        r, _ = record_run(seed=i, vmax=11.0 + 5.0 * i / max(want, 1))
+        i += 1
+        if r.finished and r.run_id() not in seen:
+            seen.add(r.run_id())
+            honest.append((r.to_bytes(compress=True), r.run_id()))
+    if len(honest) < want:
+        raise RuntimeError(f"could record only {len(honest)} distinct finished runs of {want}")
+    rng = np.random.default_rng(seed)
+    items: list[tuple[str, bytes]] = [("honest", d) for d, _ in honest[:n_honest]]
+    for k in range(n_tampered):
+        src = honest[k % len(honest)][0]
+        if k % 2:
+            items.append(("tampered", faster(src)))
+        else:
+            items.append(("tampered", tampered_action(src, int(rng.integers(50, 1500)))))
+    order = rng.permutation(len(items))
+    return [items[j] for j in order], {rid for _, rid in honest[:n_honest]}
+
+
+@dataclass
+class LoadResult:
+    """What :func:`run_load` saw: one ``(kind, status, reason, seconds upload to verdict)`` per
+    verdict, refused uploads, the wall time, the server's peak RSS (with its workers) and the
+    named checks (all must hold)."""
+
+    results: list[tuple[str, str, str, float]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    peak_mb: float = 0.0
+    checks: dict[str, bool] = field(default_factory=dict)
+
+    def failed(self) -> list[str]:
+        return [name for name, ok in self.checks.items() if not ok]
+
+
+def run_load(
+    db: str,
+    items: list[tuple[str, bytes]],
+    honest_ids: set[str],
+    clients: int,
+    workers: int = 2,
+    max_seconds: float = 1500.0,
+) -> LoadResult:
+    """Start ``rally serve`` on ``db`` (a SQLite path or a ``postgresql://`` URL) on 127.0.0.1,
+    and have ``clients`` concurrent clients (one token each) submit ``items``: each uploads a
+    run, polls until its verdict, uploads the next. Everything stops by ``max_seconds`` (a run
+    without a verdict by then fails the checks); the server is stopped before returning."""
+    out = LoadResult()
+    n_h = sum(1 for kind, _ in items if kind == "honest")
+    n_t = len(items) - n_h
+    tokens = [add_token(db, f"client{c}") for c in range(clients)]
+    server = Server(
+        db,
+        "--workers",
+        str(workers),
+        "--max-queue",
+        str(len(items) + 10),
+        "--token-rate",
+        "100000/60",
+        "--address-rate",
+        "100000/60",
+        "--log-level",
+        "warning",
+    )
+    server.start(timeout=min(600.0, max_seconds))
+    deadline = time.monotonic() + max_seconds
+    out.peak_mb = server.rss_mb()
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            out.peak_mb = max(out.peak_mb, server.rss_mb())
+
+    def client(c: int) -> None:
+        mine = items[c::clients]
+        with httpx.Client(base_url=server.url, timeout=60) as h:
+            for kind, data in mine:
+                if time.monotonic() > deadline:
+                    return
+                t = time.perf_counter()
+                r = submit(server.url, tokens[c], data)
+                if r.status_code != 202:
+                    with lock:
+                        out.errors.append(f"upload: HTTP {r.status_code} {r.text[:200]}")
+                    continue
+                sub = r.json()["id"]
+                while time.monotonic() < deadline:
+                    d = h.get(f"/api/v1/runs/{sub}").json()
+                    if d["status"] in ("accepted", "rejected"):
+                        with lock:
+                            out.results.append(
+                                (kind, d["status"], d["reason"], time.perf_counter() - t)
+                            )
+                        break
+                    time.sleep(0.05)
+
+    mon = threading.Thread(target=sample, daemon=True)
+    mon.start()
+    t_run = time.perf_counter()
+    try:
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        out.wall_s = time.perf_counter() - t_run
+        done.set()
+        counts = httpx.get(server.url + "/api/v1/health", timeout=30).json()
+        board = httpx.get(
+            server.url + "/api/v1/boards/opener?limit=100&rules=all", timeout=30
+        ).json()
+        board_ids = [e["run_id"] for e in board["entries"]]
+        alive = server.alive()
+    finally:
+        done.set()
+        server.stop()
+    if db.startswith("postgresql"):
+        from rally_env.server.store import open_store
+
+        st = open_store(db)
+        try:
+            integrity = st.integrity_check()
+            n_sub = sum(st.counts()[k] for k in ("queued", "verifying", "accepted", "rejected"))
+            dup = 0  # runs.run_id is the primary key
+        finally:
+            st.close()
+    else:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            n_sub = conn.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
+            dup = conn.execute("SELECT COUNT(*) - COUNT(DISTINCT run_id) FROM runs").fetchone()[0]
+    res = out.results
+    out.checks = {
+        "every honest run accepted": sum(
+            1 for k, s, _, _ in res if k == "honest" and s == "accepted"
+        )
+        == n_h,
+        "every tampered run rejected": sum(
+            1 for k, s, _, _ in res if k == "tampered" and s == "rejected"
+        )
+        == n_t,
+        "a verdict for every submission": len(res) == len(items),
+        "no row lost or duplicated": n_sub == len(items)
+        and counts["runs"] == n_h
+        and dup == 0
+        and (n_h > 100 or set(board_ids) == honest_ids),
+        "no upload refused": not out.errors,
+        "integrity check ok": integrity == "ok",
+        "server stayed up": alive,
+    }
+    return out
 
 
 # ------------------------------------------------------------------------------ PostgreSQL

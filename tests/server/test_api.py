@@ -12,13 +12,14 @@ import pytest
 pytest.importorskip("fastapi", reason="the server extra is not installed")
 httpx = pytest.importorskip("httpx", reason="the server extra is not installed")
 
-from tests.server.conftest import faster, tampered_action  # noqa: E402
 from tests.server.support import (  # noqa: E402
     Postgres,
     Server,
     add_token,
+    faster,
     rally,
     submit,
+    tampered_action,
     wait_verdict,
 )
 

@@ -12,8 +12,15 @@ import pytest
 pytest.importorskip("fastapi", reason="the server extra is not installed")
 httpx = pytest.importorskip("httpx", reason="the server extra is not installed")
 
-from tests.server.conftest import faster, tampered_action  # noqa: E402
-from tests.server.support import Postgres, Server, add_token, submit, wait_verdict  # noqa: E402
+from tests.server.support import (  # noqa: E402
+    Postgres,
+    Server,
+    add_token,
+    faster,
+    submit,
+    tampered_action,
+    wait_verdict,
+)
 
 pytestmark = pytest.mark.server
 

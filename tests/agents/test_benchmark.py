@@ -61,6 +61,24 @@ def test_the_shipped_baseline_is_what_the_heuristic_drives_today():
     assert r.finished and rec["heuristic_time_s"] == r.stage_time_s
 
 
+def test_par_times_and_the_baseline_are_one_heuristic():
+    """`rally par` and `rally benchmark --agent heuristic --write-baseline` are rerun together:
+    both files carry today's heuristic settings and the same library stage times."""
+    from agents.evaluate import PAR_TIMES_PATH, load_par_times
+
+    par_doc = json.loads(PAR_TIMES_PATH.read_text())
+    base_doc = json.loads(B.BASELINE_PATH.read_text())
+    assert par_doc["heuristic_params"] == B.heuristic_fingerprint()
+    assert base_doc["heuristic_params"] == B.heuristic_fingerprint()
+    base = {v["stage"]: v for v in base_doc["stages"].values()}
+    par = load_par_times()  # the stage files' par_time_s
+    for name in tracks.list_stages():
+        h = base[name]["heuristic_time_s"]
+        assert h is not None, name
+        assert round(h, 2) == par_doc["par_time_s"][name] == par[name], name
+        assert round(base[name]["reference_time_s"], 2) == par_doc["reference_time_s"][name]
+
+
 def test_score_formula():
     assert B.score(100.0, 125.0, True) == 0.8
     assert B.score(100.0, 80.0, True) == 1.25
@@ -79,6 +97,10 @@ def _steer_policy(obs):
     a[:, 0] = np.clip(3.0 * o[:, 34], -1.0, 1.0)  # look_y_10m
     a[:, 1] = 0.5
     return a
+
+
+def _no_nan(x):
+    raise AssertionError(f"non-JSON constant {x}")
 
 
 def _brake_policy(obs):
@@ -131,11 +153,7 @@ def test_a_set_of_dnfs_scores_zero_and_writes_strict_json(tmp_path):
     assert m["finished"] == 0 and m["score_median"] == 0.0 and m["score_mean"] == 0.0
     assert math.isnan(m["gap_reference_median_pct"])
     out = res.write_json(tmp_path / "b.json")
-
-    def no_nan(x):
-        raise AssertionError(f"non-JSON constant {x}")
-
-    doc = json.loads(out.read_text(), parse_constant=no_nan)
+    doc = json.loads(out.read_text(), parse_constant=_no_nan)
     assert doc["schema"] == "rally-benchmark" and doc["version"] == B.SCHEMA_VERSION
     assert doc["sets"]["tiny"]["gap_reference_median_pct"] is None
     assert all(r["stage_time_s"] is None and r["score"] == 0.0 for r in doc["stages"])
@@ -185,3 +203,27 @@ def test_cli_quick_look_writes_json_and_markdown(tmp_path, capsys):
     assert main(["benchmark", "--sets", "nope", "--no-progress"]) == 2
     assert "unknown benchmark set" in capsys.readouterr().err
     assert main(["benchmark", "--agent", "random", "--write-baseline", "--no-progress"]) == 2
+
+
+def test_cli_twice_gives_the_same_json_and_shows_a_progress_bar(tmp_path, capsys):
+    """A deterministic agent: two runs write the same JSON (all but the wall-clock ``timing``)."""
+    from rally_env.cli import main
+
+    docs = []
+    for i in range(2):
+        j = tmp_path / f"b{i}.json"
+        argv = ["benchmark", "--agent", "random", "--sets", "library,hard", "--limit", "1"]
+        assert main([*argv, "--chunk", "1", "--json", str(j)]) == 0
+        err = capsys.readouterr().err
+        assert "benchmark random" in err and "2/2" in err  # the progress bar, on stderr
+        docs.append(json.loads(j.read_text(), parse_constant=_no_nan))
+    a, b = docs
+    assert set(a["timing"]) == {"build_s", "reference_s", "heuristic_s", "wall_s"}
+    a.pop("timing"), b.pop("timing")
+    assert a == b
+    assert [r["stage"] for r in a["stages"]] == ["forest", "gen-2147493648-2000m-d0.80"]
+    # the stream of a seeded random agent: another seed drives otherwise
+    j = tmp_path / "c.json"
+    assert main([*argv, "--chunk", "1", "--seed", "1", "--json", str(j), "--no-progress"]) == 0
+    c = json.loads(j.read_text())
+    assert [r["progress_m"] for r in c["stages"]] != [r["progress_m"] for r in a["stages"]]

@@ -80,13 +80,27 @@ def residual_action(base: np.ndarray, a: np.ndarray, scale: float) -> np.ndarray
     return from_policy_action(b + np.float32(scale) * a)
 
 
-def make_base_driver(base: str) -> Any:
-    """The base driver of a residual policy by name (see :data:`RESIDUAL_BASES`)."""
-    from agents.heuristic import HeuristicDriver
+class ResidualDriver:
+    """The base driver of a residual policy, beside the network: ``act(obs, a)`` is the env
+    action for observations ``obs`` (N, D) and the network's outputs ``a`` (N, 4)
+    (:func:`residual_action`); the base keeps its per-episode memory, so call ``reset``
+    at the start of episodes, as for any policy.
 
-    if base != "heuristic":
-        raise ValueError(f"unknown residual base {base!r}")
-    return HeuristicDriver()
+    Raises:
+        ValueError: an unknown base or a scale outside (0, 2].
+    """
+
+    def __init__(self, base: str, scale: float):
+        self.base, self.scale = residual_meta({"residual": {"base": base, "scale": scale}}) or ()
+        from agents.heuristic import HeuristicDriver
+
+        self.driver = HeuristicDriver()  # the one base of RESIDUAL_BASES
+
+    def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:
+        self.driver.reset(n, mask)
+
+    def act(self, obs: np.ndarray, a: np.ndarray) -> np.ndarray:
+        return residual_action(self.driver(obs), a, self.scale)
 
 
 def residual_meta(meta: dict[str, Any]) -> tuple[str, float] | None:

@@ -63,7 +63,13 @@ class SB3Policy:
     """
 
     def __init__(self, path: str | Path, deterministic: bool = True, action_space: str = "auto"):
-        from agents.models import load_model, made_by_rally_train, obs_env_kwargs, residual_meta
+        from agents.models import (
+            ResidualDriver,
+            load_model,
+            made_by_rally_train,
+            obs_env_kwargs,
+            residual_meta,
+        )
 
         if action_space not in ACTION_SPACES:
             raise ValueError(f"action_space must be one of {ACTION_SPACES}, got {action_space!r}")
@@ -75,11 +81,7 @@ class SB3Policy:
         self.env_kwargs = obs_env_kwargs(self.meta)
         #: ``(base, scale)`` of a residual model: its output moves a base driver's actions
         self.residual = residual_meta(self.meta)
-        self._base = None
-        if self.residual is not None:
-            from agents.models import make_base_driver
-
-            self._base = make_base_driver(self.residual[0])
+        self._base = None if self.residual is None else ResidualDriver(*self.residual)
         self.from_rally_train = made_by_rally_train(self.meta)
         if action_space == "auto":
             self.remap = self.from_rally_train
@@ -104,7 +106,7 @@ class SB3Policy:
             self._base.reset(n)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from agents.models import from_policy_action, residual_action
+        from agents.models import from_policy_action
 
         raw = np.atleast_2d(np.asarray(obs, dtype=np.float32))
         o = raw
@@ -114,7 +116,7 @@ class SB3Policy:
         a, _ = self.model.predict(o, deterministic=self.deterministic)
         a = np.asarray(a, dtype=np.float32)
         if self.residual is not None:
-            a = residual_action(self._base(raw), a, self.residual[1])
+            a = self._base.act(raw, a)
         elif self.remap:
             a = from_policy_action(a)
         return a if np.ndim(obs) > 1 else a[0]

@@ -30,6 +30,7 @@ import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 from agents.models import (  # saved-model IO (evaluation and policies need no training code)
+    ResidualDriver,
     _vecnormalize_for,
     from_policy_action,
     heuristic_targets,
@@ -136,7 +137,8 @@ class RallyVecEnv(VecEnv):
         super().__init__(num_envs, self.venv.single_observation_space, act)
         self._actions: np.ndarray | None = None
         self.render_mode = self.venv.render_mode
-        self.residual = None if residual is None else _ResidualBase(*residual)
+        self.residual = None if residual is None else ResidualDriver(*residual)
+        self._obs: np.ndarray | None = None  # what the residual's base driver acts on
         if self.residual is not None and not rescale_actions:
             raise ValueError("a residual policy acts in the policy box: rescale_actions=True")
 
@@ -150,13 +152,14 @@ class RallyVecEnv(VecEnv):
         self._reset_seeds()
         self.reset_infos = _car_infos(info, self.num_envs)
         if self.residual is not None:
-            self.residual.observe(obs, None)
+            self.residual.reset(self.num_envs)
+            self._obs = obs
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
         a = np.asarray(actions, dtype=np.float32).reshape(self.num_envs, -1)
         if self.residual is not None:
-            self._actions = self.residual.act(a)
+            self._actions = self.residual.act(self._obs, a)
         else:
             self._actions = from_policy_action(a) if self.rescale_actions else a
 
@@ -164,7 +167,9 @@ class RallyVecEnv(VecEnv):
         obs, rew, term, trunc, info = self.venv.step(self._actions)
         dones = term | trunc
         if self.residual is not None:
-            self.residual.observe(obs, dones)
+            if dones.any():  # SameStep autoreset: these cars start new episodes
+                self.residual.reset(self.num_envs, dones)
+            self._obs = obs
         infos = _car_infos(info, self.num_envs)
         if dones.any():
             fo = info["final_obs"]
@@ -208,31 +213,6 @@ class RallyVecEnv(VecEnv):
             )
             return [None for _ in range(self.num_envs)]
         return list(self.venv.render_cars())
-
-
-class _ResidualBase:
-    """The base driver of a residual policy inside the training env: its actions for the
-    latest observations (memory reset for the cars whose episode just restarted)."""
-
-    def __init__(self, base: str, scale: float):
-        from agents.models import make_base_driver, residual_meta
-
-        self.base, self.scale = residual_meta({"residual": {"base": base, "scale": scale}}) or ()
-        self.driver = make_base_driver(self.base)
-        self._base: np.ndarray | None = None
-
-    def observe(self, obs: np.ndarray, restarted: np.ndarray | None) -> None:
-        n = obs.shape[0]
-        if restarted is None:
-            self.driver.reset(n)
-        elif restarted.any():
-            self.driver.reset(n, restarted)
-        self._base = self.driver(obs)
-
-    def act(self, a: np.ndarray) -> np.ndarray:
-        from agents.models import residual_action
-
-        return residual_action(self._base, a, self.scale)
 
 
 def _car_infos(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
@@ -538,25 +518,20 @@ class _LivePolicy:
     """The model being trained as an evaluation policy (current normalisation stats)."""
 
     def __init__(self, model: Any, vn: Any, residual: tuple[str, float] | None = None):
-        from agents.models import make_base_driver
-
         self.model = model
         self.vn = vn
         self.name = "training"
-        self.residual = residual
-        self._base = None if residual is None else make_base_driver(residual[0])
+        self.residual = None if residual is None else ResidualDriver(*residual)
 
     def reset(self, n: int = 1) -> None:
-        if self._base is not None:
-            self._base.reset(n)
+        if self.residual is not None:
+            self.residual.reset(n)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from agents.models import residual_action
-
         raw = np.atleast_2d(obs).astype(np.float32)
         a, _ = self.model.predict(self.vn.normalize_obs(raw), deterministic=True)
         if self.residual is not None:
-            return residual_action(self._base(raw), a, self.residual[1])
+            return self.residual.act(raw, a)
         return from_policy_action(a)
 
 

@@ -22,6 +22,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# Set before anything imports ray: Ray reads this once, at import, and with it unset a driver
+# given ``127.0.0.1:PORT`` rewrites the address to the machine's network address, where a
+# loopback-only cluster does not answer.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
 
@@ -69,6 +74,12 @@ def stop_cluster() -> None:
 def ray_cluster():
     """``(ray module, address)`` of the cluster this process is connected to."""
     ray = pytest.importorskip("ray")
+    from ray._private import services
+
+    # the driver's own view of loopback: must stay loopback (see the module constant above)
+    assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1", (
+        "ray was imported before tests/ray/conftest.py set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"
+    )
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths go in it
     common = ["--node-ip-address", "127.0.0.1", "--temp-dir", temp, "--disable-usage-stats"]

@@ -101,19 +101,23 @@ class BenchmarkSet:
 
     def build(self, spec: dict[str, Any]) -> Any:
         """The :class:`tracks.Stage` of one of :meth:`stage_specs`."""
-        import tracks
-
-        if spec["seed"] is None:
-            return tracks.load_stage(spec["stage"])
-        return tracks.generate(
-            spec["seed"], length_m=spec["length_m"], difficulty=spec["difficulty"]
-        )
+        return build_stage(spec)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["seeds"] = list(self.seeds)
         d["n_stages"] = len(self.stage_specs())
         return d
+
+
+def build_stage(spec: dict[str, Any]) -> Any:
+    """The :class:`tracks.Stage` of a stage spec (:meth:`BenchmarkSet.stage_specs`): a library
+    stage by name (``seed`` None) or ``tracks.generate(seed, length_m, difficulty)``."""
+    import tracks
+
+    if spec["seed"] is None:
+        return tracks.load_stage(spec["stage"])
+    return tracks.generate(spec["seed"], length_m=spec["length_m"], difficulty=spec["difficulty"])
 
 
 def _gen_name(seed: int, length_m: float, difficulty: float) -> str:
@@ -465,6 +469,7 @@ def run_benchmark(
     baseline: str | Path | None = None,
     progress: bool = False,
     agent_name: str | None = None,
+    address: str | None = None,
 ) -> BenchmarkResult:
     """Run the benchmark.
 
@@ -480,6 +485,10 @@ def run_benchmark(
             :data:`BASELINE_PATH`); what it lacks is computed here.
         progress: show a progress bar on stderr.
         agent_name: the name in the results (default from the agent).
+        address: a Ray cluster (``--ray-address``: ``local``, ``auto`` or ``HOST:PORT``) to
+            drive the chunks on, one task per chunk (:func:`agents.distributed.benchmark_chunks`);
+            the result equals the local one (``timing`` aside). The agent must then be an
+            ``--agent`` string.
 
     Returns:
         A :class:`BenchmarkResult`.
@@ -501,17 +510,27 @@ def run_benchmark(
         specs = bs.stage_specs()
         plan.append((bs, specs[:limit] if limit is not None else specs))
     total = sum(len(s) for _, s in plan)
+    remote = None
+    if address is not None:  # every chunk of every set goes out now; results come back in order
+        from agents.distributed import benchmark_chunks
+
+        remote = benchmark_chunks(
+            agent, [specs for _, specs in plan], chunk=chunk, seed=seed, address=address
+        )
     bar = _Progress(total, f"benchmark {name}", enabled=progress)
     rows: list[StageRow] = []
     timing = {"build_s": 0.0, "reference_s": 0.0, "heuristic_s": 0.0}
     metrics: dict[str, dict[str, Any]] = {}
     try:
-        for bs, specs in plan:
+        for k, (bs, specs) in enumerate(plan):
             t0 = time.perf_counter()
             stages = [bs.build(sp) for sp in specs]
             timing["build_s"] += time.perf_counter() - t0
-            runs, b_s = run_stages(policy, stages, chunk=chunk, on_done=lambda r: bar.step(r))
-            timing["build_s"] += b_s
+            if remote is not None:
+                runs = remote.runs(k, on_done=bar.step)
+            else:
+                runs, b_s = run_stages(policy, stages, chunk=chunk, on_done=bar.step)
+                timing["build_s"] += b_s
             digests = [st.digest() for st in stages]
             # reference and heuristic times: the baseline's, else computed here
             refs, heur = [], []
@@ -654,6 +673,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --agent heuristic over all sets: rewrite the shipped baseline file",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from agents.cli import add_ray_address
+
+    add_ray_address(p, "drive the chunks of stages on a Ray cluster, one task per chunk")
     p.set_defaults(func=cmd_benchmark)
 
 
@@ -695,6 +717,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             seed=args.seed,
             baseline=args.baseline,
             progress=not args.no_progress,
+            address=args.ray_address,
         )
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally benchmark: error: {e}", file=sys.stderr)

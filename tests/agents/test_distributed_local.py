@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 import tracks
+from agents.benchmark import SETS, build_stage, run_stages
 from agents.distributed import (
     ReplayInput,
     _run_from_doc,
+    benchmark_chunk_job,
     episode_job,
     evaluate_distributed,
     read_replay_inputs,
@@ -66,6 +68,23 @@ def test_episode_job_equals_the_local_episode_bit_for_bit():
     rp = replay_from_bytes(out["replay"].encode(), out["replay_name"])
     assert out["replay_name"] == rp.default_name()
     assert verify_bytes(out["replay"].encode()).accepted
+
+
+def test_benchmark_chunk_job_equals_the_local_chunk_bit_for_bit():
+    specs = SETS["library"].stage_specs()[:2] + SETS["default"].stage_specs()[:1]
+    docs = json.loads(
+        benchmark_chunk_job(json.dumps({"agent": "heuristic", "policy_seed": 0, "specs": specs}))
+    )
+    got = [_run_from_doc(d) for d in docs]
+    want, _ = run_stages(make_policy("heuristic"), [build_stage(sp) for sp in specs], chunk=3)
+    assert [r.figures() for r in got] == [r.figures() for r in want]
+    assert [r.stage for r in got] == [sp["stage"] for sp in specs]
+
+
+def test_benchmark_refuses_what_a_cluster_cannot_reproduce(capsys):
+    args = ["benchmark", "--sets", "library", "--limit", "1", "--no-progress"]
+    assert main([*args, "--agent", "random", "--ray-address", "127.0.0.1:1"]) == 2
+    assert "order they are driven" in capsys.readouterr().err
 
 
 def test_verify_job_is_verify_bytes_through_json(tmp_path):
@@ -167,4 +186,7 @@ def test_ray_address_without_ray_is_a_message(tmp_path, capsys):
     assert main(["eval", "--stages", "opener", "--ray-address", "local"]) == 2
     assert "rally-env[ray]" in capsys.readouterr().err
     assert main(["verify", str(tmp_path / "x"), "--ray-address", "local"]) == 2
+    assert "rally-env[ray]" in capsys.readouterr().err
+    bench = ["benchmark", "--sets", "library", "--limit", "1", "--no-progress"]
+    assert main([*bench, "--ray-address", "local"]) == 2
     assert "rally-env[ray]" in capsys.readouterr().err

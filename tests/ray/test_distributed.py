@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents.benchmark import run_benchmark
 from agents.distributed import evaluate_distributed, read_replay_inputs, verify_many
 from agents.evaluate import evaluate
 from rally_env.cli import main
@@ -72,6 +73,18 @@ def test_distributed_eval_equals_local_bit_for_bit(ray_cluster, local_eval, tmp_
     claims = _replay_claims(tmp_path)
     assert claims == _replay_claims(local_dir)
     assert {name.split("-")[0] for name in claims} == {"opener", "forest"}
+
+
+def test_distributed_benchmark_equals_local_for_a_network_agent(ray_cluster):
+    # a residual network on the road-ahead observation, chunks of two stages: the same batches
+    # on the workers as here, so the same results to the bit (timing aside)
+    _, address = ray_cluster
+    kw = {"sets": "library,default", "limit": 3, "chunk": 2}
+    local = run_benchmark("ppo-general", **kw).to_dict()
+    got = run_benchmark("ppo-general", address=address, **kw).to_dict()
+    local.pop("timing"), got.pop("timing")
+    assert got == local
+    assert len(got["stages"]) == 6 and got["sets"]["library"]["finished"] >= 1
 
 
 def test_cli_eval_with_ray_address_writes_the_local_json(ray_cluster, tmp_path):

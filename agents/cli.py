@@ -330,10 +330,11 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
         check_positive(args.num_env_runners, "--num-env-runners", -1)
         check_positive(args.checkpoint_freq, "--checkpoint-freq")
         check_positive(args.eval_seeds, "--eval-seeds")
+        if args.eval_freq is not None:
+            check_positive(args.eval_freq, "--eval-freq")
         sb3_only = [
             o
             for o, v in (
-                ("--eval-freq", args.eval_freq),
                 ("--threads", args.threads),
                 ("--warmstart-steps", args.warmstart_steps),
             )
@@ -370,6 +371,7 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
             eval_seeds=args.eval_seeds or 1,
             env_kwargs=vehicle_env_kwargs(args) or None,
             progress=not args.no_progress,
+            eval_freq=args.eval_freq,
         )
     except (ValueError, ImportError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)

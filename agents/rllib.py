@@ -24,6 +24,7 @@ import csv
 import json
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,51 @@ def _episode_return(result: dict[str, Any]) -> float:
     return float(v) if v is not None else math.nan
 
 
+def _tb_writer(path: Path) -> Any:
+    """A TensorBoard writer, or None without the ``tensorboard`` package."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(str(path))
+
+
+class _EvalLog:
+    """``eval_log.csv`` of an RLlib run: one row per evaluation of an exported policy
+    (``env_steps, finish_rate, median_time_s, mean_progress_m``), also sent to TensorBoard."""
+
+    FIELDS = ("env_steps", "finish_rate", "median_time_s", "mean_progress_m")
+
+    def __init__(self, path, stage, seeds, env_kwargs, name, tb):
+        self.path, self.stage, self.seeds = Path(path), stage, int(seeds)
+        self.env_kwargs, self.name, self.tb = env_kwargs, name, tb
+        if not self.path.exists():
+            with self.path.open("w", newline="") as f:
+                csv.writer(f).writerow(self.FIELDS)
+
+    def add(self, policy_json: Path, steps: int) -> Any:
+        """Evaluate the exported policy; append its row; return the stage's summary."""
+        from agents.evaluate import evaluate
+
+        res = evaluate(
+            ExportedPolicy(policy_json),
+            self.stage,
+            range(self.seeds),
+            env_kwargs=self.env_kwargs,
+            agent_name=self.name,
+        )
+        s = res.stages[0]
+        progress_m = float(np.mean([r.progress_m for r in res.runs]))
+        row = [steps, s.finish_rate, s.median_time_s, progress_m]
+        with self.path.open("a", newline="") as f:
+            csv.writer(f).writerow(row)
+        if self.tb is not None:
+            for k, v in zip(self.FIELDS[1:], row[1:], strict=True):
+                self.tb.add_scalar(f"eval/{k}", v, steps)
+            self.tb.flush()
+        return s
+
+
 def train_rllib(
     stage: str = "opener",
     *,
@@ -213,17 +259,20 @@ def train_rllib(
     eval_seeds: int = 1,
     env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
+    eval_freq: int | None = None,
+    tensorboard: bool = True,
 ) -> dict[str, Any]:
     """Train RLlib PPO until ``timesteps`` env steps; write to ``out``: ``config.json``,
     ``progress.csv`` (a row per iteration, also printed as a line), ``checkpoints/`` (RLlib's
     own, every ``checkpoint_freq`` steps and at the end: ``checkpoint``), the exported policy
-    ``policy/policy.json`` and ``eval_log.csv`` (the exported policy on ``stage``, evaluated
-    with ``rally eval``'s harness), ``summary.json``.
+    ``policy/policy.json``, ``eval_log.csv`` (the policy exported every ``eval_freq`` steps and
+    at the end, on ``stage``, evaluated with ``rally eval``'s harness over ``eval_seeds``
+    seeds), ``tb/`` (TensorBoard scalars of every iteration and evaluation, when the
+    ``tensorboard`` package is installed) and ``summary.json``.
 
     ``resume``: an RLlib checkpoint directory this run continues (its step count included).
     """
     from agents.distributed import connect
-    from agents.evaluate import evaluate
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -246,7 +295,23 @@ def train_rllib(
         "resume": resume,
         "hyperparams": {**RLLIB_PPO_DEFAULTS, **(hyperparams or {})},
         "env_kwargs": env_kwargs or {},
+        "eval_freq": eval_freq,
+        "eval_seeds": int(eval_seeds),
     }
+    hp = settings["hyperparams"]
+
+    def policy_meta(steps: int) -> dict[str, Any]:
+        return {
+            "name": out.name,
+            "made_by": "rally train --algo rllib-ppo",
+            "activation": hp["fcnet_activation"],
+            "stage": stage,
+            "env_steps": steps,
+            "env_kwargs": env_kwargs or {},
+        }
+
+    tb = _tb_writer(out / "tb") if tensorboard else None
+    evals = _EvalLog(out / "eval_log.csv", stage, eval_seeds, env_kwargs, out.name, tb)
     (out / "config.json").write_text(json.dumps(settings, indent=2) + "\n")
     connect(address)
     algo = config.build_algo()
@@ -263,6 +328,7 @@ def train_rllib(
         fields = ["iteration", "env_steps", "episode_return_mean", "wall_time_s", "steps_per_s"]
         new = not (out / "progress.csv").exists()
         next_ckpt = checkpoint_freq
+        next_eval = None if eval_freq is None else steps + eval_freq
         with (out / "progress.csv").open("a", newline="") as f:
             w = csv.DictWriter(f, fieldnames=fields)
             if new:
@@ -290,43 +356,25 @@ def train_rllib(
                         f"{row['episode_return_mean']:9.2f}  {row['steps_per_s']:9.0f} steps/s",
                         file=sys.stderr,
                     )
+                if tb is not None:
+                    tb.add_scalar("rollout/ep_rew_mean", row["episode_return_mean"], steps)
+                    tb.add_scalar("time/steps_per_s", row["steps_per_s"], steps)
                 if next_ckpt is not None and steps >= next_ckpt:
                     algo.save_to_path(str((out / "checkpoints" / f"step_{steps}").resolve()))
                     next_ckpt = steps + checkpoint_freq
+                if next_eval is not None and steps >= next_eval and steps < timesteps:
+                    with tempfile.TemporaryDirectory() as d:
+                        evals.add(export_policy(algo.get_module(), d, policy_meta(steps)), steps)
+                    next_eval = steps + eval_freq
         ckpt = (out / "checkpoint").resolve()
         algo.save_to_path(str(ckpt))
-        module = algo.get_module()
-        hp = settings["hyperparams"]
-        policy = export_policy(
-            module,
-            out / "policy",
-            {
-                "name": out.name,
-                "made_by": "rally train --algo rllib-ppo",
-                "activation": hp["fcnet_activation"],
-                "stage": stage,
-                "env_steps": steps,
-                "env_kwargs": env_kwargs or {},
-            },
-        )
+        policy = export_policy(algo.get_module(), out / "policy", policy_meta(steps))
     finally:
         algo.stop()
     wall = time.perf_counter() - t0
-    res = evaluate(
-        ExportedPolicy(policy), stage, range(eval_seeds), env_kwargs=env_kwargs, agent_name=out.name
-    )
-    s = res.stages[0]
-    with (out / "eval_log.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["env_steps", "finish_rate", "median_time_s", "mean_progress_m"])
-        w.writerow(
-            [
-                steps,
-                s.finish_rate,
-                s.median_time_s,
-                float(np.mean([r.progress_m for r in res.runs])),
-            ]
-        )
+    s = evals.add(policy, steps)
+    if tb is not None:
+        tb.close()
     summary = {
         "algo": "rllib-ppo",
         "timesteps": steps,

@@ -46,6 +46,29 @@ def test_one_iteration_writes_the_run(trained):
     assert summary["model"].endswith("policy.json")
 
 
+def test_periodic_evaluations_and_tensorboard(ray_cluster, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, address = ray_cluster
+    out = tmp_path / "run"
+    args = ["train", "--algo", "rllib-ppo", "--stage", "opener", "--timesteps", "512"]
+    args += ["--eval-freq", "256", "--envs-per-runner", "4", "--ray-address", address]
+    assert main([*args, "--out", str(out), "--no-progress", *SMALL]) == 0
+    with (out / "eval_log.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    # one evaluation after 256 steps, one of the final policy
+    assert len(rows) == 2
+    assert 256 <= int(rows[0]["env_steps"]) < 512 <= int(rows[1]["env_steps"])
+    assert all(0.0 <= float(r["finish_rate"]) <= 1.0 for r in rows)
+    acc = EventAccumulator(str(out / "tb"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"rollout/ep_rew_mean", "time/steps_per_s", "eval/finish_rate"} <= tags
+    assert [e.step for e in acc.Scalars("eval/mean_progress_m")] == [
+        int(r["env_steps"]) for r in rows
+    ]
+
+
 def test_exported_policy_is_the_modules_mean_action(trained):
     import torch
     from ray.rllib.core.rl_module.rl_module import RLModule

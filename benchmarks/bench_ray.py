@@ -1,9 +1,8 @@
 """Ray / RLlib figures (docs/ray.md): sampling throughput, distributed evaluation, memory.
 
-Needs the ray extra. Starts its own one-node cluster on this machine on loopback only
-(``ray start --head --node-ip-address 127.0.0.1 --num-cpus 2``, the test suite's settings: a
-second node would move Ray off loopback), and stops it at the end with ``ray stop`` (which
-stops every Ray process of the machine).
+Needs the ray extra. Starts its own two-node cluster on this machine on loopback only (the test
+suite's ``tests/ray/conftest.py::two_node_cluster``: a head and a second node of one CPU each,
+every process on ``127.0.0.1``) and stops it at the end.
 
 * **sampling**: env steps/s that RLlib's env runners collect (``EnvRunnerGroup.sample``, the
   policy's forward pass included, no learning) for K = 1, 2 runners x M = 1, 64, 256 cars per
@@ -100,20 +99,9 @@ def main() -> int:
     ms = (1, 64) if args.quick else (1, 64, 256)
     n_stages = args.stages or (6 if args.quick else 20)
 
-    from tests.ray.conftest import _env, _free_port, _run, stop_cluster
+    from tests.ray.conftest import two_node_cluster
 
-    os.environ.update({k: v for k, v in _env().items() if k != "PYTHONPATH"})
-    port = _free_port()
-    import tempfile
-
-    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
-    common = ["--node-ip-address", "127.0.0.1", "--temp-dir", temp, "--disable-usage-stats"]
-    head = ["start", "--head", "--port", str(port), "--num-cpus", "2"]
-    _run([*head, "--include-dashboard=false", *common], 120)
-    try:
-        import ray
-
-        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+    with two_node_cluster() as (_, address):
         print(f"load: {os.getloadavg()}")
         print(f"sampling (best of interleaved rounds, {seconds:.0f} s each), env steps/s:")
         best: dict[str, float] = {}
@@ -135,7 +123,7 @@ def main() -> int:
         local = evaluate("heuristic", spec, [0])
         t_local = time.perf_counter() - t0
         t0 = time.perf_counter()
-        dist = evaluate_distributed("heuristic", spec, [0], address=f"127.0.0.1:{port}")
+        dist = evaluate_distributed("heuristic", spec, [0], address=address)
         t_dist = time.perf_counter() - t0
         a, b = local.to_dict(), dist.to_dict()
         a.pop("wall_time_s"), b.pop("wall_time_s")
@@ -149,9 +137,6 @@ def main() -> int:
                 f"Ray worker processes: {len(rss)}, RSS median {np.median(rss):.0f} MB, "
                 f"max {max(rss):.0f} MB"
             )
-        ray.shutdown()
-    finally:
-        stop_cluster()
     return 0
 
 

@@ -1,21 +1,19 @@
-"""The Ray suite (``pytest -m ray``; needs the ray extra): a Ray cluster on this machine,
-started once for the session with ``ray start --head`` and stopped after it; the suite
+"""The Ray suite (``pytest -m ray``; needs the ray extra): a two-node Ray cluster on this
+machine, on loopback only, started once for the session and stopped after it; the suite
 connects to it by address, as a driver connects to a remote cluster.
 
-Only loopback: a multi-node Ray cluster replaces ``127.0.0.1`` with the machine's own network
-address (and refuses to run when told not to), so the suite runs one node with two worker CPUs
-and ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which keeps every Ray address on ``127.0.0.1``.
-Every call is bounded by a timeout. The teardown runs ``ray stop``, which stops every Ray
-process of this machine: do not run this suite beside another Ray cluster on the same machine.
+The nodes are started with Ray's own test cluster (``ray.cluster_utils.Cluster``: a head and
+a second node, one worker CPU each, every process bound to ``127.0.0.1``) with
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: with it unset, Ray replaces ``127.0.0.1`` with the
+machine's network address (in the nodes and in this driver), and the suite must stay on
+loopback. Every node and worker process is this session's child and is stopped at teardown.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,19 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # given ``127.0.0.1:PORT`` rewrites the address to the machine's network address, where a
 # loopback-only cluster does not answer.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-START_TIMEOUT_S = 120
-STOP_TIMEOUT_S = 60
-
-
-def _ray_cli() -> str:
-    exe = Path(sys.executable).with_name("ray")
-    return str(exe) if exe.exists() else (shutil.which("ray") or "ray")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env() -> dict[str, str]:
@@ -49,61 +34,52 @@ def _env() -> dict[str, str]:
     # a throwaway cluster on this machine: no token (a token file a local ray.init() left in
     # ~/.ray would otherwise be required by one node and not sent by another)
     env["RAY_AUTH_MODE"] = "disabled"
-    # single-node mode: Ray keeps its node address on loopback (see the module docstring)
+    # every node and the driver keep their addresses on loopback (see the module docstring)
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     env.setdefault("RALLY_PREFETCH", "0")
     return env
 
 
-def _run(args: list[str], timeout: float) -> None:
-    r = subprocess.run(
-        [_ray_cli(), *args], env=_env(), capture_output=True, text=True, timeout=timeout
-    )
-    if r.returncode != 0:
-        raise RuntimeError(f"ray {' '.join(args)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
-
-
-def stop_cluster() -> None:
-    try:
-        _run(["stop"], STOP_TIMEOUT_S)
-    except (RuntimeError, subprocess.TimeoutExpired):
-        _run(["stop", "--force"], STOP_TIMEOUT_S)
-
-
-@pytest.fixture(scope="session")
-def ray_cluster():
-    """``(ray module, address)`` of the cluster this process is connected to."""
-    ray = pytest.importorskip("ray")
+@contextlib.contextmanager
+def two_node_cluster():
+    """Start the two loopback nodes (see the module docstring), connect this process, yield
+    ``(ray module, address)``, and stop everything on exit."""
+    import ray
     from ray._private import services
+    from ray.cluster_utils import Cluster
 
     # the driver's own view of loopback: must stay loopback (see the module constant above)
     assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1", (
         "ray was imported before tests/ray/conftest.py set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"
     )
-    port = _free_port()
+    # the nodes (and the workers they start) inherit this environment
+    os.environ.update(_env())
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths go in it
-    common = ["--node-ip-address", "127.0.0.1", "--temp-dir", temp, "--disable-usage-stats"]
+    node = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "temp_dir": temp}
+    cluster = None
     try:
-        _run(
-            [
-                "start",
-                "--head",
-                "--port",
-                str(port),
-                "--num-cpus",
-                "2",
-                "--include-dashboard=false",
-                *common,
-            ],
-            START_TIMEOUT_S,
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={**node, "include_dashboard": False},
+            shutdown_at_exit=True,
         )
-        os.environ.update({k: v for k, v in _env().items() if k != "PYTHONPATH"})
-        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+        cluster.add_node(**node)
+        ray.init(address=cluster.address, log_to_driver=False)
         alive = [n for n in ray.nodes() if n["Alive"]]
-        assert [n["NodeManagerAddress"] for n in alive] == ["127.0.0.1"], alive
-        yield ray, f"127.0.0.1:{port}"
+        assert [n["NodeManagerAddress"] for n in alive] == ["127.0.0.1", "127.0.0.1"], alive
+        assert cluster.address.startswith("127.0.0.1:"), cluster.address
+        yield ray, cluster.address
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        stop_cluster()
+        if cluster is not None:
+            cluster.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """``(ray module, address)`` of the two-node cluster this process is connected to."""
+    pytest.importorskip("ray")
+    with two_node_cluster() as got:
+        yield got

@@ -212,3 +212,19 @@ def test_a_verification_over_its_time_limit_is_cancelled_and_unusable(ray_cluste
     # the cluster is still usable, and the same replay verifies with time to do it
     (rep,) = verify_many(honest, address=address)
     assert rep.accepted
+
+
+def test_the_cluster_is_two_loopback_nodes_that_both_run_tasks(ray_cluster):
+    ray, _ = ray_cluster
+
+    @ray.remote(num_cpus=1)
+    def where(_):
+        import time
+
+        time.sleep(0.5)  # both tasks hold their node's one CPU at once
+        return ray.get_runtime_context().get_node_id()
+
+    nodes = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+    ran = set(ray.get([where.remote(i) for i in range(2)], timeout=120))
+    assert ran == set(nodes) and len(ran) == 2
+    assert set(nodes.values()) == {"127.0.0.1"}

@@ -21,7 +21,9 @@ META_NAME = "rally_meta.json"
 OBS_ENV_KEYS = ("road_ahead",)
 #: Format of a policy ``rally train --algo rllib-ppo`` exports (``policy.json``'s ``format``).
 EXPORT_FORMAT = "rally-mlp-policy"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+#: Export versions :class:`ExportedPolicy` reads (1: no observation normalisation).
+EXPORT_READS = (1, 2)
 #: ``made_by`` of that metadata: the model acts in ``[-1, 1]^4`` and needs
 #: :func:`from_policy_action` (``rally eval`` applies it only to such models).
 MADE_BY = "rally train"
@@ -302,13 +304,21 @@ class ExportedPolicy:
             raise ValueError(f"{p}: not an exported policy ({e})") from None
         if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
             raise ValueError(f"{p}: not an exported policy (format {EXPORT_FORMAT!r})")
-        if doc.get("version") != EXPORT_VERSION:
+        if doc.get("version") not in EXPORT_READS:
             raise ValueError(f"{p}: exported policy version {doc.get('version')!r} unknown")
+        norm = doc.get("obs_norm")
         with np.load(p.with_name("policy.npz"), allow_pickle=False) as z:
             n = int(doc["layers"])
             self.layers = [
                 (z[f"w{i}"].astype(np.float32), z[f"b{i}"].astype(np.float32)) for i in range(n)
             ]
+            self.obs_norm = None
+            if norm is not None:
+                mean = z["obs_mean"].astype(np.float64)
+                std = z["obs_std"].astype(np.float64)
+                if mean.shape != (int(doc["obs_dim"]),) or std.shape != mean.shape:
+                    raise ValueError(f"{p}: observation statistics do not fit obs_dim")
+                self.obs_norm = (mean, std + float(norm["eps"]), float(norm["clip"]))
         prev = int(doc["obs_dim"])
         for w, b in self.layers:
             if w.ndim != 2 or w.shape[1] != prev or b.shape != (w.shape[0],):
@@ -327,6 +337,9 @@ class ExportedPolicy:
         from agents.models import from_policy_action
 
         x = np.atleast_2d(np.asarray(obs, dtype=np.float32))
+        if self.obs_norm is not None:  # as RLlib's MeanStdFilter: float64, clipped, float32
+            mean, std, clip = self.obs_norm
+            x = np.clip((x - mean) / std, -clip, clip).astype(np.float32)
         last = len(self.layers) - 1
         for i, (w, b) in enumerate(self.layers):
             x = x @ w.T + b

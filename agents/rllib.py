@@ -48,7 +48,47 @@ RLLIB_PPO_DEFAULTS: dict[str, Any] = {
     "train_batch_size_per_learner": 4096,
     "fcnet_hiddens": [256, 256],
     "fcnet_activation": "tanh",
+    # observations normalised by RLlib's MeanStdFilter (running mean and std, clipped to +-10),
+    # as the SB3 path's running statistics do; the export carries the statistics
+    "obs_norm": True,
 }
+#: RLlib's MeanStdFilter: ``(obs - mean) / (std + OBS_NORM_EPS)``, clipped to +-OBS_NORM_CLIP.
+OBS_NORM_EPS = 1e-8
+OBS_NORM_CLIP = 10.0
+
+
+def obs_filter(env: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """The env-to-module connector of ``obs_norm``: RLlib's ``MeanStdFilter`` (a function
+    of this module, so every env runner finds it)."""
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+
+    return MeanStdFilter(clip_by_value=OBS_NORM_CLIP)
+
+
+def _runner_obs_stats(runner: Any) -> tuple[list[float], list[float]] | None:
+    """(mean, std) of an env runner's MeanStdFilter, or None (no filter, or nothing seen)."""
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+
+    for c in getattr(runner, "_env_to_module", None).connectors:
+        if isinstance(c, MeanStdFilter) and c._filters:
+            rs = next(iter(c._filters.values())).running_stats
+            if rs.num_pushes < 2:
+                return None
+            return (
+                np.asarray(rs.mean, np.float64).tolist(),
+                np.asarray(rs.std, np.float64).tolist(),
+            )
+    return None
+
+
+def obs_stats(algo: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """The observation statistics the module is trained against (the env runners' merged
+    MeanStdFilter state, which RLlib syncs every iteration), or None without ``obs_norm``."""
+    got = algo.env_runner_group.foreach_env_runner(_runner_obs_stats, local_env_runner=True)
+    for g in got:
+        if g is not None:
+            return np.asarray(g[0], np.float64), np.asarray(g[1], np.float64)
+    return None
 
 
 def env_creator(env_config: Any) -> Any:
@@ -115,6 +155,11 @@ def ppo_config(
         "fcnet_hiddens": hp.pop("fcnet_hiddens"),
         "fcnet_activation": hp.pop("fcnet_activation"),
     }
+    if not isinstance(hp["obs_norm"], bool):
+        raise ValueError(f"rllib-ppo setting obs_norm must be true or false: {hp['obs_norm']!r}")
+    runners: dict[str, Any] = {}
+    if hp.pop("obs_norm"):
+        runners["env_to_module_connector"] = obs_filter
     name = register()
     return (
         PPOConfig()
@@ -124,6 +169,7 @@ def ppo_config(
             num_envs_per_env_runner=int(envs_per_runner),
             gym_env_vectorize_mode="vector_entry_point",
             num_cpus_per_env_runner=1,
+            **runners,
         )
         .training(**hp)
         .rl_module(rl_module_spec=RLModuleSpec(model_config=model))
@@ -149,9 +195,16 @@ def _actor_layers(module: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     return layers
 
 
-def export_policy(module: Any, out_dir: str | Path, meta: dict[str, Any]) -> Path:
+def export_policy(
+    module: Any,
+    out_dir: str | Path,
+    meta: dict[str, Any],
+    obs_norm: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Path:
     """Write the module's deterministic policy to ``out_dir`` (``policy.json`` +
     ``policy.npz``); the path of ``policy.json`` (what ``rally eval --agent`` takes).
+    ``obs_norm``: the (mean, std) the module's observations were normalised with
+    (:func:`obs_stats`), stored as ``obs_mean`` / ``obs_std`` arrays.
 
     Raises:
         ValueError: the module is not the default PPO MLP (nothing written).
@@ -167,6 +220,11 @@ def export_policy(module: Any, out_dir: str | Path, meta: dict[str, Any]) -> Pat
     arrays = {}
     for i, (w, b) in enumerate(layers):
         arrays[f"w{i}"], arrays[f"b{i}"] = w, b
+    norm = None
+    if obs_norm is not None:
+        arrays["obs_mean"] = np.asarray(obs_norm[0], np.float64)
+        arrays["obs_std"] = np.asarray(obs_norm[1], np.float64)
+        norm = {"eps": OBS_NORM_EPS, "clip": OBS_NORM_CLIP}
     np.savez(d / "policy.npz", **arrays)
     doc = {
         "format": EXPORT_FORMAT,
@@ -176,6 +234,7 @@ def export_policy(module: Any, out_dir: str | Path, meta: dict[str, Any]) -> Pat
         "obs_dim": int(layers[0][0].shape[1]),
         "action_dim": 4,
         "actions": "policy [-1, 1]^4 (from_policy_action); the mean of the Gaussian head",
+        "obs_norm": norm,
         **meta,
     }
     (d / "policy.json").write_text(json.dumps(doc, indent=1) + "\n")
@@ -364,11 +423,16 @@ def train_rllib(
                     next_ckpt = steps + checkpoint_freq
                 if next_eval is not None and steps >= next_eval and steps < timesteps:
                     with tempfile.TemporaryDirectory() as d:
-                        evals.add(export_policy(algo.get_module(), d, policy_meta(steps)), steps)
+                        pol = export_policy(
+                            algo.get_module(), d, policy_meta(steps), obs_stats(algo)
+                        )
+                        evals.add(pol, steps)
                     next_eval = steps + eval_freq
         ckpt = (out / "checkpoint").resolve()
         algo.save_to_path(str(ckpt))
-        policy = export_policy(algo.get_module(), out / "policy", policy_meta(steps))
+        policy = export_policy(
+            algo.get_module(), out / "policy", policy_meta(steps), obs_stats(algo)
+        )
     finally:
         algo.stop()
     wall = time.perf_counter() - t0

@@ -78,8 +78,15 @@ def test_exported_policy_is_the_modules_mean_action(trained):
     module = RLModule.from_checkpoint(path)
     rng = np.random.default_rng(0)
     obs = rng.uniform(-1, 1, (16, module.observation_space.shape[0])).astype(np.float32)
+    # the module sees observations through RLlib's MeanStdFilter (obs_norm, on by default)
+    doc = json.loads((out / "policy" / "policy.json").read_text())
+    assert doc["version"] == 2 and doc["obs_norm"] == {"eps": 1e-8, "clip": 10.0}
+    with np.load(out / "policy" / "policy.npz") as z:
+        mean, std = z["obs_mean"], z["obs_std"]
+    assert np.all(std >= 0) and np.any(std > 0) and np.any(mean != 0)  # statistics were kept
+    seen = np.clip((obs - mean) / (std + 1e-8), -10, 10).astype(np.float32)
     with torch.no_grad():
-        logits = module.forward_inference({"obs": torch.from_numpy(obs)})["action_dist_inputs"]
+        logits = module.forward_inference({"obs": torch.from_numpy(seen)})["action_dist_inputs"]
     want = from_policy_action(logits.numpy()[:, :4])
     got = ExportedPolicy(out / "policy" / "policy.json")(obs)
     assert got.shape == (16, 4)

@@ -455,16 +455,6 @@ def racing_line(stage: Any, spacing_m: float = LINE_SPACING_M, margin_m: float |
     return s, off
 
 
-def _seg_len(px: np.ndarray, py: np.ndarray, closed: bool) -> np.ndarray:
-    """Mean length of the two segments around each node (m)."""
-    if closed:
-        d = np.hypot(np.roll(px, -1) - px, np.roll(py, -1) - py)
-        return np.maximum(0.5 * (d + np.roll(d, 1)), 1e-3)
-    d = np.hypot(np.diff(px), np.diff(py))
-    d = np.r_[d[0], d, d[-1]]
-    return np.maximum(0.5 * (d[:-1] + d[1:]), 1e-3)
-
-
 def _sample(path: Any, s: np.ndarray):
     ps = np.asarray(path.s_m)
     cx = np.interp(s, ps, path.x_m)

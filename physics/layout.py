@@ -39,7 +39,7 @@ BODY_CONTACTS = 19  # chassis box corners touching the terrain at the last subst
 GATE_X0, GATE_Y0, GATE_X1, GATE_Y1 = 20, 21, 22, 23  # timing gate segment (world, m)
 GATE_TIME = 24  # time since reset at which the CG crossed the gate (s), -1 until crossed
 PREV_X, PREV_Y = 25, 26  # CG (x, y) at the start of the last substep (m)
-RESERVED0 = 27  # reserved for the drivetrain (engine speed)
+ENGINE_RPM = 27  # engine speed (rpm); only the drivetrain model writes it
 _W0 = 28
 WL_LOAD = _W0 + 0 * MAX_WHEELS  # normal load (N)
 WL_SLIP_ANGLE = _W0 + 1 * MAX_WHEELS  # slip angle (rad)
@@ -63,8 +63,8 @@ I_SUBSTEPS = 0  # substeps since reset
 I_MISUSE = 1  # refused (non-finite) commands
 I_TERRAIN = 2  # index into the TerrainSet
 I_FLAGS = 3  # bit 0: a wheel touched since reset
-I_RESERVED0 = 4  # reserved for the drivetrain (gear)
-I_RESERVED1 = 5  # reserved for the drivetrain (clutch timer)
+I_GEAR = 4  # -1 reverse, 0 neutral, 1..6; only the drivetrain model writes it
+I_CLUTCH = 5  # substeps until the clutch closes again (drivetrain model)
 N_ISTATE = 6
 
 # ---------------------------------------------------------------- packed parameters, per car
@@ -207,7 +207,6 @@ N_PARAMS_EXT = _XW0 + MAX_WHEELS * N_WHEEL_XPARAMS
 DIFF_OPEN, DIFF_LIMITED, DIFF_LOCKED = 0, 1, 2
 
 _S0 = N_STATE
-ENGINE_RPM = RESERVED0  # engine speed (rpm) with a drivetrain
 SX_DAMAGE = _S0 + 0  # grip multiplier from damage (1 = undamaged)
 SX_DRIFT = _S0 + 1  # 1.0 while drift assist is engaged
 SX_AXLE_SPEED_F = _S0 + 2  # mean driven-wheel rim speed per axle (m/s); coupling diffs only
@@ -222,9 +221,6 @@ SXW_BRAKE_TQ = _SW0 + 2 * MAX_WHEELS  # brake torque at the wheel last substep (
 SXW_SEP = _SW0 + 3 * MAX_WHEELS  # separation speed last substep (m/s, + lifting)
 N_WHEEL_XFIELDS = 4
 N_STATE_EXT = _SW0 + N_WHEEL_XFIELDS * MAX_WHEELS
-
-I_GEAR = I_RESERVED0  # -1 reverse, 0 neutral, 1..6
-I_CLUTCH = I_RESERVED1  # substeps until the clutch closes again
 
 
 @njit(cache=True)

@@ -13,9 +13,11 @@ from rally_env.config import RallyConfig
 from rally_env.core import RallyCore, car_seed_sequence, state_digest
 from rally_env.docstrings import env_docstring
 from rally_env.errors import StateError
+from rally_env.render.envview import RENDER_MODES as _VIEW_RENDER_MODES
 from rally_env.spaces import action_space
 
-RENDER_MODES = ["human", "rgb_array"]
+#: The render modes (the renderer's own list, as Gymnasium's metadata wants it).
+RENDER_MODES = list(_VIEW_RENDER_MODES)
 _ONE = np.zeros(1, np.int64)
 
 

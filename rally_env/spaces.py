@@ -24,7 +24,6 @@ ACTION_HIGH = np.array([1.0, 1.0, 1.0, 1.0], np.float32)
 DISCRETE_STEER: tuple[float, ...] = (-1.0, -0.5, 0.0, 0.5, 1.0)
 #: (throttle, brake) pairs: full throttle, coast, full brake.
 DISCRETE_PEDALS: tuple[tuple[float, float], ...] = ((1.0, 0.0), (0.0, 0.0), (0.0, 1.0))
-DISCRETE_PEDAL_NAMES: tuple[str, ...] = ("throttle", "coast", "brake")
 #: (n, 4) table: action ``i`` = steer ``DISCRETE_STEER[i // 3]``, pedals ``DISCRETE_PEDALS[i % 3]``.
 DISCRETE_ACTIONS = np.array(
     [[s, t, b, 0.0] for s in DISCRETE_STEER for (t, b) in DISCRETE_PEDALS], np.float64

@@ -35,9 +35,6 @@ TILE_SHIFT = 7
 TILE = 1 << TILE_SHIFT
 #: Screen block edge (px) of the sampler's traversal.
 BLOCK = 32
-#: Height colour ramp (low, high), as in the stage maps (``tracks.render``).
-LOW_RGB = np.array([92, 40, 28], np.float64)
-HIGH_RGB = np.array([226, 178, 132], np.float64)
 #: Colour outside the terrain.
 VOID_RGB = (28, 22, 20)
 

@@ -87,6 +87,24 @@ class RateLimiter:
         return wait
 
 
+class SharedRateLimiter:
+    """:class:`RateLimiter`'s buckets kept in the store (``Store.take_rate``), so that every
+    server sharing a database shares one limit; the in-process limiter in front of it turns
+    a flood away before it reaches the database."""
+
+    def __init__(self, store: Store, bucket: str, rate: int, per: float):
+        self.store, self.bucket = store, bucket
+        self.rate, self.per = float(rate), float(per)
+        self.local = RateLimiter(rate, per)
+
+    def take(self, key: Any) -> float:
+        """0 if allowed (one event taken), else the seconds until the next is allowed."""
+        wait = self.local.take(key)
+        if wait > 0.0:
+            return wait
+        return self.store.take_rate(self.bucket, str(key), self.rate, self.per, time.time())
+
+
 def _err(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse(
         {"error": {"code": code, "message": message}}, status_code=status, headers=headers
@@ -105,8 +123,8 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
     """The ASGI app over ``store``; verification starts with the app (lifespan)."""
     cfg = config or ServerConfig()
     verifier = Verifier(store, cfg.workers, cfg.limits)
-    token_rl = RateLimiter(*cfg.token_rate)
-    addr_rl = RateLimiter(*cfg.address_rate)
+    token_rl = SharedRateLimiter(store, "token", *cfg.token_rate)
+    addr_rl = SharedRateLimiter(store, "address", *cfg.address_rate)
     jinja = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(["html"], default=True),
@@ -195,7 +213,7 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         """The body is the replay file (``.rrp.json.gz`` or JSON) as
         ``application/octet-stream``; ``Authorization: Bearer <token>``."""
         addr = request.client.host if request.client else "-"
-        wait = addr_rl.take(addr)
+        wait = await db(addr_rl.take, addr)
         if wait:
             raise ApiError(
                 429,
@@ -214,7 +232,7 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         if found is None:
             raise ApiError(401, "bad_token", "unknown or revoked token")
         token_id, token_name = found
-        wait = token_rl.take(token_id)
+        wait = await db(token_rl.take, token_id)
         if wait:
             raise ApiError(
                 429,

@@ -79,6 +79,14 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked_utc TEXT
 );
 CREATE TABLE IF NOT EXISTS traces (run_id TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS rate_buckets (
+    bucket TEXT NOT NULL,
+    key TEXT NOT NULL,
+    tokens REAL NOT NULL,
+    last REAL NOT NULL,
+    PRIMARY KEY (bucket, key)
+);
+CREATE INDEX IF NOT EXISTS rate_buckets_last ON rate_buckets (bucket, last);
 """
 
 #: Statuses of a submission, in the order it goes through them.
@@ -167,6 +175,50 @@ class Store:
 
     def _skip_locked(self) -> str:
         return ""
+
+    def _row_lock(self) -> str:
+        """Lock the rows a transaction reads (SQLite's BEGIN IMMEDIATE already holds the
+        database)."""
+        return ""
+
+    # --------------------------------------------------------------------- rate limits
+    def take_rate(self, bucket: str, key: str, rate: float, per: float, now: float) -> float:
+        """One event of ``key`` from the token bucket ``bucket`` (``rate`` events per ``per``
+        seconds, bursts up to ``rate``) that every server sharing this database draws from:
+        0 if allowed (the event is taken), else the seconds until the next is allowed.
+        ``now`` is wall-clock time (s), the clock the servers share. Full buckets (idle for
+        ``per`` seconds) are dropped as they are met."""
+        rate, per = float(rate), float(per)
+        with self.tx() as cur:
+            cur.execute(
+                self.q(
+                    "INSERT INTO rate_buckets (bucket, key, tokens, last) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (bucket, key) DO NOTHING"
+                ),
+                (bucket, key, rate, now),
+            )
+            cur.execute(
+                self.q("SELECT tokens, last FROM rate_buckets WHERE bucket = ? AND key = ?")
+                + self._row_lock(),
+                (bucket, key),
+            )
+            tokens, last = (float(v) for v in cur.fetchone())
+            # a clock that went back (another server's) adds nothing and takes nothing
+            tokens = min(rate, tokens + max(0.0, now - last) * rate / per)
+            wait = 0.0
+            if tokens >= 1.0:
+                tokens -= 1.0
+            else:
+                wait = (1.0 - tokens) * per / rate
+            cur.execute(
+                self.q("UPDATE rate_buckets SET tokens = ?, last = ? WHERE bucket = ? AND key = ?"),
+                (tokens, max(now, last), bucket, key),
+            )
+            cur.execute(
+                self.q("DELETE FROM rate_buckets WHERE bucket = ? AND last < ?"),
+                (bucket, now - per),
+            )
+        return wait
 
     # -------------------------------------------------------------------------- tokens
     def add_token(self, name: str) -> str:
@@ -613,6 +665,9 @@ class PostgresStore(Store):
 
     def _skip_locked(self) -> str:
         return " FOR UPDATE SKIP LOCKED"
+
+    def _row_lock(self) -> str:
+        return " FOR UPDATE"
 
     def integrity_check(self) -> str:
         with self.tx() as cur:  # every split belongs to a run, every accepted run is stored

@@ -53,6 +53,8 @@ class ServerConfig:
     address_rate: tuple[int, float] = (60, 60.0)
     limits: TaskLimits = field(default_factory=TaskLimits)
     retry_after_s: int = 10
+    #: verify on this Ray cluster instead of local worker processes (``--ray-address``)
+    ray_address: str | None = None
 
 
 class ApiError(Exception):
@@ -122,7 +124,7 @@ def _fmt_time(t: Any) -> str:
 def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
     """The ASGI app over ``store``; verification starts with the app (lifespan)."""
     cfg = config or ServerConfig()
-    verifier = Verifier(store, cfg.workers, cfg.limits)
+    verifier = Verifier(store, cfg.workers, cfg.limits, cfg.ray_address)
     token_rl = SharedRateLimiter(store, "token", *cfg.token_rate)
     addr_rl = SharedRateLimiter(store, "address", *cfg.address_rate)
     jinja = Environment(

@@ -28,6 +28,13 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument(
         "--address-rate", type=_rate, default=(60, 60.0), help="uploads/seconds per address"
     )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="verify on a Ray cluster (local, auto or HOST:PORT), one task per run, --workers "
+        "at a time; needs the ray extra on every node (docs/server.md)",
+    )
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     p.set_defaults(func=_cmd_serve)
     sub = p.add_subparsers(dest="serve_command")
@@ -166,7 +173,15 @@ def _cmd_serve(args: Any) -> int:
         token_rate=args.token_rate,
         address_rate=args.address_rate,
         limits=TaskLimits(timeout_s=args.task_timeout, memory_mb=args.task_memory_mb),
+        ray_address=args.ray_address,
     )
+    if args.ray_address is not None:
+        from rally_env.server.pool import connect_ray
+
+        try:
+            connect_ray(args.ray_address)
+        except Exception as e:  # no ray, or no cluster at that address
+            return _err(f"--ray-address {args.ray_address}: {e}")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
     app = create_app(store, cfg)
     print(f"rally serve: http://{args.host}:{args.port}/ ({store.url})", flush=True)

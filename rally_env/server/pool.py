@@ -43,6 +43,33 @@ class TaskFailed(Exception):
         self.reason = reason
 
 
+def run_task(kind: str, payload: bytes, budgets: Budgets) -> dict[str, Any]:
+    """One task of a worker: ``verify`` (the report, and for an accepted run its stored
+    blob and trace) or ``trace``; errors as ``{"error": ...}``, never raised."""
+    from rally_env.replay.format import replay_from_bytes
+    from rally_env.replay.verify import verify_bytes
+    from rally_env.server.trace import encode, trace_of
+
+    try:
+        if kind == "verify":
+            rep = verify_bytes(payload, budgets)
+            out: dict[str, Any] = {"report": rep}
+            if rep.accepted and rep.finish_time_s is not None:
+                replay = replay_from_bytes(payload, "<upload>", budgets)
+                out["blob"] = replay.to_bytes(compress=True)
+                out["trace"] = encode(trace_of(replay, budgets))
+        elif kind == "trace":
+            replay = replay_from_bytes(payload, "<stored run>", budgets)
+            out = {"trace": encode(trace_of(replay, budgets))}
+        else:
+            out = {"error": "bad_request", "message": f"unknown task {kind!r}"}
+    except MemoryError:
+        out = {"error": "memory"}
+    except Exception as e:  # a bug, not the input's fault: reported, worker lives on
+        out = {"error": "internal", "message": f"{type(e).__name__}: {e}"}
+    return out
+
+
 def _worker_main(conn: Any, limits: TaskLimits) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops its workers itself
     if limits.memory_mb:
@@ -50,9 +77,7 @@ def _worker_main(conn: Any, limits: TaskLimits) -> None:
 
         lim = int(limits.memory_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-    from rally_env.replay.format import replay_from_bytes
-    from rally_env.replay.verify import verify_bytes
-    from rally_env.server.trace import encode, trace_of
+    import rally_env.replay.verify  # noqa: F401  (loaded before the first task's clock)
 
     conn.send(("ready", os.getpid()))
     while True:
@@ -60,27 +85,22 @@ def _worker_main(conn: Any, limits: TaskLimits) -> None:
             kind, payload = conn.recv()
         except (EOFError, OSError):
             return  # the server is gone
-        try:
-            if kind == "verify":
-                rep = verify_bytes(payload, limits.budgets)
-                out: dict[str, Any] = {"report": rep}
-                if rep.accepted and rep.finish_time_s is not None:
-                    replay = replay_from_bytes(payload, "<upload>", limits.budgets)
-                    out["blob"] = replay.to_bytes(compress=True)
-                    out["trace"] = encode(trace_of(replay, limits.budgets))
-            elif kind == "trace":
-                replay = replay_from_bytes(payload, "<stored run>", limits.budgets)
-                out = {"trace": encode(trace_of(replay, limits.budgets))}
-            else:
-                out = {"error": "bad_request", "message": f"unknown task {kind!r}"}
-        except MemoryError:
-            out = {"error": "memory"}
-        except Exception as e:  # a bug, not the input's fault: reported, worker lives on
-            out = {"error": "internal", "message": f"{type(e).__name__}: {e}"}
+        out = run_task(kind, payload, limits.budgets)
         try:
             conn.send(out)
         except (EOFError, OSError):
             return
+
+
+def ray_task(kind: str, payload: bytes, budgets_json: str) -> dict[str, Any]:
+    """:func:`run_task` as a Ray task runs it: budgets in as JSON, the report out as its
+    ``to_dict()``, so only plain data crosses the cluster (bytes, str, dict)."""
+    import json
+
+    out = run_task(kind, payload, Budgets(**json.loads(budgets_json)))
+    if "report" in out:
+        out["report"] = out["report"].to_dict()
+    return out
 
 
 class Worker:
@@ -161,13 +181,111 @@ class Worker:
         return out
 
 
-class Verifier:
-    """N threads, each with one worker process, draining the store's queue."""
+class RayWorker:
+    """:class:`Worker`'s interface over a Ray cluster: each call is one Ray task
+    (:func:`ray_task`) on any node that has the package installed.
 
-    def __init__(self, store: Any, workers: int, limits: TaskLimits):
+    Bounds: the time budget is the wait for the task, after which it is cancelled (its worker
+    process killed) and the run rejected ``over_budget``; the memory budget is reserved in
+    Ray's scheduler (``memory``), not enforced as an address-space limit, since a Ray worker
+    process outlives its task. A task whose worker dies is retried by Ray up to
+    :data:`RAY_TASK_RETRIES` times, then the run is rejected ``over_budget``.
+    """
+
+    def __init__(self, limits: TaskLimits):
+        import dataclasses
+        import json
+
+        import ray
+
+        self.limits = limits
+        self._ray = ray
+        opts: dict[str, Any] = {"max_retries": RAY_TASK_RETRIES, "retry_exceptions": False}
+        if limits.memory_mb:
+            opts["memory"] = int(limits.memory_mb) * 1024 * 1024
+        self._task = ray.remote(**opts)(ray_task)
+        self._budgets = json.dumps(dataclasses.asdict(limits.budgets))
+
+    def start(self) -> None:
+        pass
+
+    def alive(self) -> bool:
+        return True
+
+    def stop(self) -> None:
+        pass
+
+    def call(self, kind: str, payload: bytes) -> dict[str, Any]:
+        """Run one task on the cluster; its result dict (a report as a ``VerifyReport``).
+
+        Raises:
+            TaskFailed: over the time budget, or its workers died.
+        """
+        from ray.exceptions import GetTimeoutError, RayError
+
+        from rally_env.replay.verify import VerifyReport
+
+        ray = self._ray
+        ref = self._task.remote(kind, payload, self._budgets)
+        try:
+            out = ray.get(ref, timeout=self.limits.timeout_s)
+        except GetTimeoutError:
+            ray.cancel(ref, force=True)
+            raise TaskFailed(
+                "over_budget",
+                f"the verification took longer than the {self.limits.timeout_s:g} s time budget",
+            ) from None
+        except RayError as e:
+            raise TaskFailed(
+                "over_budget", f"the verifier died on the cluster ({type(e).__name__})"
+            ) from None
+        if out.get("error") == "memory":
+            raise TaskFailed(
+                "over_budget",
+                f"the verification ran out of its {self.limits.memory_mb} MiB memory budget",
+            )
+        if "report" in out:
+            out["report"] = VerifyReport(**out["report"])
+        return out
+
+
+#: How often Ray re-runs a verification whose worker died (a killed process, a lost node).
+RAY_TASK_RETRIES = 2
+
+
+def connect_ray(address: str) -> None:
+    """Connect this server to a Ray cluster (``auto``, ``HOST:PORT``; ``local`` starts one
+    for the server), once.
+
+    Raises:
+        RuntimeError: Ray is not installed (naming the extra).
+    """
+    try:
+        import ray
+    except ImportError as e:
+        raise RuntimeError(
+            f"--ray-address needs Ray ({e}): pip install 'rally-env[ray]' on every node"
+        ) from None
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+        if address == "local":
+            ray.init(include_dashboard=False, **kw)
+        else:
+            ray.init(address=address, **kw)
+
+
+class Verifier:
+    """N threads draining the store's queue, each with one worker process, or with
+    ``ray_address`` each sending its runs to a Ray cluster, one task per run (the server's
+    own machine then only queues and serves)."""
+
+    def __init__(
+        self, store: Any, workers: int, limits: TaskLimits, ray_address: str | None = None
+    ):
         self.store = store
         self.n = int(workers)
         self.limits = limits
+        self.ray_address = ray_address
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
@@ -177,8 +295,10 @@ class Verifier:
         self.lease_s = limits.timeout_s + 10.0
 
     def start(self) -> None:
+        if self.ray_address is not None and self.n:
+            connect_ray(self.ray_address)
         for i in range(self.n):
-            w = Worker(self.limits)
+            w = Worker(self.limits) if self.ray_address is None else RayWorker(self.limits)
             self.workers.append(w)
             t = threading.Thread(target=self._loop, args=(w,), name=f"verifier-{i}", daemon=True)
             self.threads.append(t)

@@ -83,3 +83,21 @@ def ray_cluster():
     pytest.importorskip("ray")
     with two_node_cluster() as got:
         yield got
+
+
+@pytest.fixture(scope="session")
+def replay_files(tmp_path_factory):
+    """An honest recorded run, the same run with one action changed, and a file that is not
+    a replay."""
+    from tests.rally_env.test_replay import _tamper_action
+    from tests.rally_env.test_replay_support import record_run, write_doc
+
+    d = tmp_path_factory.mktemp("replays")
+    rp, _ = record_run(seed=3)
+    honest = rp.save(d / "honest.rrp.json.gz")
+    doc = rp.to_dict()
+    _tamper_action(doc, 100)
+    tampered = write_doc(d / "tampered.rrp.json.gz", doc)
+    junk = d / "junk.rrp.json"
+    junk.write_text('{"version": 1')
+    return honest, tampered, junk

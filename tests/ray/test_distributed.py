@@ -18,8 +18,6 @@ from agents.evaluate import evaluate
 from rally_env.cli import main
 from rally_env.replay import load_replay
 from rally_env.replay.verify import verify_bytes
-from tests.rally_env.test_replay import _tamper_action
-from tests.rally_env.test_replay_support import record_run, write_doc
 
 pytestmark = pytest.mark.ray
 
@@ -142,19 +140,6 @@ def test_a_worker_killed_mid_evaluation_is_retried_and_the_result_unchanged(
     assert killed is not None, "no evaluation task was seen running"
     assert "err" not in box, box.get("err")
     _same_eval(box["res"], local)
-
-
-@pytest.fixture(scope="module")
-def replay_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("replays")
-    rp, _ = record_run(seed=3)
-    honest = rp.save(d / "honest.rrp.json.gz")
-    doc = rp.to_dict()
-    _tamper_action(doc, 100)
-    tampered = write_doc(d / "tampered.rrp.json.gz", doc)
-    junk = d / "junk.rrp.json"
-    junk.write_text('{"version": 1')
-    return honest, tampered, junk
 
 
 def test_distributed_verify_accepts_honest_rejects_tampered_as_local(ray_cluster, replay_files):

@@ -60,3 +60,17 @@ def test_a_worker_over_its_memory_budget_rejects_the_run_and_is_replaced():
         assert w.call("verify", data)["report"].accepted
     finally:
         w.stop()
+
+
+def test_serve_ray_address_without_ray_or_cluster_is_a_message(tmp_path, capsys):
+    from rally_env.cli import main
+
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        want = "rally-env[ray]"
+    else:  # Ray is here: a cluster address nobody listens on
+        want = "--ray-address"
+    db = str(tmp_path / "b.sqlite3")
+    assert main(["serve", "--db", db, "--ray-address", "127.0.0.1:1"]) == 2
+    assert want in capsys.readouterr().err

@@ -277,6 +277,92 @@ def run_stages(
     return runs, build_s
 
 
+# ------------------------------------------------------------------- on a Ray cluster
+def benchmark_chunk_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
+    """Drive one chunk of benchmark stages as :func:`agents.benchmark.run_stages` drives it
+    locally (the same stages together, so the same results); what a Ray task of
+    ``rally benchmark --ray-address`` runs.
+
+    Args:
+        job_json: ``{"agent", "policy_seed", "specs": [stage spec, ...]}`` as JSON (stage specs
+            as :meth:`BenchmarkSet.stage_specs` gives them).
+        model: ``{file name: bytes}`` of a ``.zip`` model or an exported policy.
+
+    Returns:
+        JSON text: a list of runs (:class:`agents.evaluate.RunResult` fields), one per spec.
+    """
+    from agents.distributed import _run_to_doc, _worker_policy
+
+    job = json.loads(job_json)
+    pol = _worker_policy(job["agent"], "auto", model, int(job["policy_seed"]))
+    stages = [build_stage(sp) for sp in job["specs"]]
+    runs, _ = run_stages(pol, stages, chunk=max(1, len(stages)))
+    return json.dumps([_run_to_doc(r) for r in runs], allow_nan=False)
+
+
+class BenchmarkChunks:
+    """The chunk tasks of a distributed benchmark (:func:`benchmark_chunks`): ``runs(k)``
+    waits for the runs of the ``k``-th list of specs, in order."""
+
+    def __init__(self, ray: Any, refs: list[list[Any]]):
+        self._ray = ray
+        self._refs = refs
+
+    def runs(self, k: int, on_done: Any = None) -> list[Any]:
+        from agents.distributed import _run_from_doc
+
+        out = []
+        for ref in self._refs[k]:
+            for doc in json.loads(self._ray.get(ref)):
+                run = _run_from_doc(doc)
+                out.append(run)
+                if on_done is not None:
+                    on_done(run)
+        return out
+
+
+def benchmark_chunks(
+    agent: str,
+    spec_lists: Sequence[Sequence[dict[str, Any]]],
+    *,
+    chunk: int,
+    seed: int = 0,
+    address: str = "local",
+) -> BenchmarkChunks:
+    """Start the benchmark's chunks on the cluster: each list of stage specs is cut into
+    chunks of ``chunk`` stages exactly as :func:`run_stages` cuts it, one task
+    per chunk, all submitted at once (every set's chunks run side by side).
+
+    Raises:
+        ValueError, FileNotFoundError: a bad agent or model (before any task starts).
+        RayUnavailableError: Ray is not installed.
+    """
+    from agents.distributed import _check_agent, _model_bytes, _remote, connect
+
+    _check_agent(agent)
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    model = _model_bytes(agent)
+    ray = connect(address)
+    task = _remote(ray, benchmark_chunk_job)
+    model_ref = ray.put(model) if model is not None else None
+    refs = []
+    for specs in spec_lists:
+        specs = list(specs)
+        refs.append(
+            [
+                task.remote(
+                    json.dumps(
+                        {"agent": agent, "policy_seed": int(seed), "specs": specs[c : c + chunk]}
+                    ),
+                    model_ref,
+                )
+                for c in range(0, len(specs), chunk)
+            ]
+        )
+    return BenchmarkChunks(ray, refs)
+
+
 # ------------------------------------------------------------------------------- baseline
 def heuristic_fingerprint() -> dict[str, Any]:
     """The heuristic settings a baseline was made with (compared when it is loaded)."""
@@ -486,7 +572,7 @@ def run_benchmark(
         progress: show a progress bar on stderr.
         agent_name: the name in the results (default from the agent).
         address: a Ray cluster (``--ray-address``: ``local``, ``auto`` or ``HOST:PORT``) to
-            drive the chunks on, one task per chunk (:func:`agents.distributed.benchmark_chunks`);
+            drive the chunks on, one task per chunk (:func:`benchmark_chunks`);
             the result equals the local one (``timing`` aside). The agent must then be an
             ``--agent`` string.
 
@@ -512,8 +598,6 @@ def run_benchmark(
     total = sum(len(s) for _, s in plan)
     remote = None
     if address is not None:  # every chunk of every set goes out now; results come back in order
-        from agents.distributed import benchmark_chunks
-
         remote = benchmark_chunks(
             agent, [specs for _, specs in plan], chunk=chunk, seed=seed, address=address
         )
@@ -673,7 +757,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --agent heuristic over all sets: rewrite the shipped baseline file",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from agents.cli import add_ray_address
+    from agents.distributed import add_ray_address
 
     add_ray_address(p, "drive the chunks of stages on a Ray cluster, one task per chunk")
     p.set_defaults(func=cmd_benchmark)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agents.distributed import add_ray_address
 from rally_env.cli import add_vehicle_args, vehicle_env_kwargs
 
 
@@ -164,16 +165,6 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--out", default="out/demo", help="where the video and JSON go")
     demo.add_argument("--no-video", action="store_true")
     demo.set_defaults(func=cmd_demo)
-
-
-def add_ray_address(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument(
-        "--ray-address",
-        default=None,
-        metavar="ADDR",
-        help=f"{what}: 'local' (a Ray started for this run), 'auto' (the cluster this "
-        "machine joined) or HOST:PORT; needs the ray extra on every node (docs/ray.md)",
-    )
 
 
 def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:

@@ -3,7 +3,8 @@
 
 Runs are deterministic, so spreading them changes nothing in what they give: one Ray task per
 (stage, seed) episode of ``rally eval``, one per chunk of stages of ``rally benchmark`` (cut as
-the local run cuts them, so a network agent sees the same batches) and one per replay of
+the local run cuts them, so a network agent sees the same batches:
+:func:`agents.benchmark.benchmark_chunks`) and one per replay of
 ``rally verify`` / ``rally leaderboard add``, and the driver assembles exactly what the local
 run would have (the same stage times, telemetry, actions and replay hashes; the same
 verdicts). Only the wall time differs.
@@ -39,6 +40,17 @@ import numpy as np
 TASK_RETRIES = 3
 #: Default wall-time limit of one verification task (s); see :func:`verify_many`.
 VERIFY_TASK_TIMEOUT_S = 600.0
+
+
+def add_ray_address(p: Any, what: str) -> None:
+    """The ``--ray-address`` option of a ``rally`` subcommand's parser."""
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help=f"{what}: 'local' (a Ray started for this run), 'auto' (the cluster this "
+        "machine joined) or HOST:PORT; needs the ray extra on every node (docs/ray.md)",
+    )
 
 
 class RayUnavailableError(ImportError):
@@ -340,87 +352,6 @@ def evaluate_distributed(
                 rp = replay_from_bytes(doc["replay"].encode("utf-8"), doc["replay_name"])
                 rp.save(d / doc["replay_name"])
     return EvalResult(name, summaries, runs, seeds, time.perf_counter() - t0)
-
-
-# ----------------------------------------------------------------------------- benchmark
-def benchmark_chunk_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
-    """Drive one chunk of benchmark stages as :func:`agents.benchmark.run_stages` drives it
-    locally (the same stages together, so the same results); what a Ray task runs.
-
-    Args:
-        job_json: ``{"agent", "policy_seed", "specs": [stage spec, ...]}`` as JSON (stage specs
-            as :meth:`agents.benchmark.BenchmarkSet.stage_specs` gives them).
-        model: ``{file name: bytes}`` of a ``.zip`` model or an exported policy.
-
-    Returns:
-        JSON text: a list of runs (:class:`agents.evaluate.RunResult` fields), one per spec.
-    """
-    from agents.benchmark import build_stage, run_stages
-
-    job = json.loads(job_json)
-    pol = _worker_policy(job["agent"], "auto", model, int(job["policy_seed"]))
-    stages = [build_stage(sp) for sp in job["specs"]]
-    runs, _ = run_stages(pol, stages, chunk=max(1, len(stages)))
-    return json.dumps([_run_to_doc(r) for r in runs], allow_nan=False)
-
-
-class BenchmarkChunks:
-    """The chunk tasks of a distributed benchmark (:func:`benchmark_chunks`): ``runs(k)``
-    waits for the runs of the ``k``-th list of specs, in order."""
-
-    def __init__(self, ray: Any, refs: list[list[Any]]):
-        self._ray = ray
-        self._refs = refs
-
-    def runs(self, k: int, on_done: Any = None) -> list[Any]:
-        out = []
-        for ref in self._refs[k]:
-            for doc in json.loads(self._ray.get(ref)):
-                run = _run_from_doc(doc)
-                out.append(run)
-                if on_done is not None:
-                    on_done(run)
-        return out
-
-
-def benchmark_chunks(
-    agent: str,
-    spec_lists: Sequence[Sequence[dict[str, Any]]],
-    *,
-    chunk: int,
-    seed: int = 0,
-    address: str = "local",
-) -> BenchmarkChunks:
-    """Start the benchmark's chunks on the cluster: each list of stage specs is cut into
-    chunks of ``chunk`` stages exactly as :func:`agents.benchmark.run_stages` cuts it, one task
-    per chunk, all submitted at once (every set's chunks run side by side).
-
-    Raises:
-        ValueError, FileNotFoundError: a bad agent or model (before any task starts).
-        RayUnavailableError: Ray is not installed.
-    """
-    _check_agent(agent)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
-    model = _model_bytes(agent)
-    ray = connect(address)
-    task = _remote(ray, benchmark_chunk_job)
-    model_ref = ray.put(model) if model is not None else None
-    refs = []
-    for specs in spec_lists:
-        specs = list(specs)
-        refs.append(
-            [
-                task.remote(
-                    json.dumps(
-                        {"agent": agent, "policy_seed": int(seed), "specs": specs[c : c + chunk]}
-                    ),
-                    model_ref,
-                )
-                for c in range(0, len(specs), chunk)
-            ]
-        )
-    return BenchmarkChunks(ray, refs)
 
 
 # ---------------------------------------------------------------------------- verification

@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 import tracks
-from agents.benchmark import SETS, build_stage, run_stages
+from agents.benchmark import SETS, benchmark_chunk_job, build_stage, run_stages
 from agents.distributed import (
     ReplayInput,
     _run_from_doc,
-    benchmark_chunk_job,
     episode_job,
     evaluate_distributed,
     read_replay_inputs,

@@ -6,7 +6,11 @@ how many cars are in the batch. Arithmetic is ``+ - * / sqrt floor`` (and the pr
 
 Per-car env state lives in two arrays with named columns (below): ``estate`` float64
 (N, N_E) and ``eistate`` int64 (N, N_EI), plus ``etimes`` (N, lines) line-crossing times.
-Timers count physics substeps (integers), so time limits are exact.
+Timers count physics substeps (integers), so time limits are exact. The kernels take their
+arrays as a few named records (:class:`Physics`, :class:`Terrain`,
+:class:`rally_env.stages.StageTables`, :class:`EnvCars`, :class:`Work`, :class:`Setup`,
+:class:`StepOut`; see "records" below), and a step of one car runs as one small function per
+phase (:func:`_post_car`).
 """
 
 from __future__ import annotations

@@ -957,6 +957,15 @@ def post_step_parallel(cars, n_sub, actions, args):
     obs_v1, road_on, phys, terr, stages, env, work, setup, out = args
     missed = 0
     for ii in prange(cars.shape[0]):
-        flat = (obs_v1, road_on, phys, terr, stages, env, work, setup, out)
-        missed += _post_car(cars[ii], n_sub, actions, flat)
+        missed += _post_car_of(
+            cars[ii], n_sub, actions, obs_v1, road_on, phys, terr, stages, env, work, setup, out
+        )
     return missed
+
+
+@njit(cache=True, _nrt=False)
+def _post_car_of(k, n_sub, actions, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
+    """:func:`_post_car` from the records one by one (the ``prange`` loop's call: building
+    ``args`` there instead costs about 10 % more per car)."""
+    args = (obs_v1, road_on, phys, terr, stages, env, work, setup, out)
+    return _post_car(k, n_sub, actions, args)

@@ -80,21 +80,7 @@ class RallyCore:
         # the draws as arrays, for the info (rows of cars never randomized are NaN)
         self.rand_draws = np.full((n, len(I.RANDOMIZED_SCALARS)), np.nan)
         self.rand_section_mu = np.full((n, S.MAX_SECTION_IDS), np.nan)
-        self.p_s = np.zeros(n)
-        self.p_lat = np.zeros(n)
-        self.p_herr = np.zeros(n)
-        self.p_left = np.zeros(n)
-        self.p_right = np.zeros(n)
-        self.look = np.zeros((n, len(self.lookahead), 3))
         self.obs = np.zeros((n, self.layout.size), np.float32)
-        self._post_scratch = (
-            np.zeros((n, 2)),
-            np.zeros((n, 2)),
-            np.zeros(n),
-            np.zeros((n, self.layout.size)),
-        )
-        self.obs_low = self.layout.low.astype(np.float64)
-        self.obs_high = self.layout.high.astype(np.float64)
         self.rew = np.zeros(n)
         self.terms = np.zeros((n, K.N_TERMS))
         self.term = np.zeros(n, np.bool_)
@@ -104,6 +90,41 @@ class RallyCore:
         self.ever_reset = np.zeros(n, np.bool_)
         self._all = np.arange(n, dtype=np.int64)
         self.cfg = self._cfg_vector()
+        # the env kernels' records that never move (see _kernel_args)
+        self.work = K.Work(
+            s=np.zeros(n),
+            lat=np.zeros(n),
+            herr=np.zeros(n),
+            left=np.zeros(n),
+            right=np.zeros(n),
+            look=np.zeros((n, len(self.lookahead), 3)),
+            pos=np.zeros((n, 2)),
+            fwd=np.zeros((n, 2)),
+            sp=np.zeros(n),
+            vals=np.zeros((n, self.layout.size)),
+        )
+        self._fixed_records = (
+            tuple(K.Physics(state=self.sim.state, istate=self.sim.istate, params=self.sim.params)),
+            tuple(self.work),
+            tuple(
+                K.Setup(
+                    cfg=self.cfg,
+                    lookahead=self.lookahead,
+                    n_wheels=self.n_wheels,
+                    obs_low=self.layout.low.astype(np.float64),
+                    obs_high=self.layout.high.astype(np.float64),
+                )
+            ),
+            tuple(
+                K.StepOut(
+                    obs=self.obs, rew=self.rew, terms=self.terms, term=self.term, trunc=self.trunc
+                )
+            ),
+        )
+        self._obs_switches = (
+            True if self.version >= 1 else None,
+            True if config.road_ahead else None,
+        )
         self.hooks: list[CoreHooks] = []
         self._near = np.zeros(n, np.bool_)  # scratch: cars near two timing lines this step
 
@@ -208,44 +229,7 @@ class RallyCore:
         self.sim.reset(poses, cars=cars, terrain_ids=rows)
         self.actions[cars] = 0.0
         self.ever_reset[cars] = True
-        b = bank
-        missed = K.reset_cars(
-            cars,
-            self.sim.state,
-            self.sim.istate,
-            self.sim.params,
-            b.terrains.grip,
-            b.terrains.surfaces,
-            b.terrains.tiles,
-            b.terrains.meta,
-            *self._obs_switches(),
-            self._road(),
-            b.table,
-            b.seg,
-            b.tx,
-            b.ty,
-            b.curv,
-            b.hw,
-            b.px,
-            b.py,
-            b.line_gate,
-            self.cfg,
-            self.lookahead,
-            self.n_wheels,
-            self.estate,
-            self.eistate,
-            self.etimes,
-            self.p_s,
-            self.p_lat,
-            self.p_herr,
-            self.p_left,
-            self.p_right,
-            self.look,
-            self.obs_low,
-            self.obs_high,
-            self.obs,
-        )
-        if missed:
+        if K.reset_cars(cars, self._kernel_args()):
             self._fill_lookahead(cars)
         self.rew[cars] = 0.0
         self.terms[cars] = 0.0
@@ -256,11 +240,10 @@ class RallyCore:
         """Fill the terrain tiles under the cars' lookahead points that were not filled yet
         and write those cars' observations again (a Rally-v1 observation samples them)."""
         t = self.bank.terrains
-        out = np.empty((8 * len(cars) * self.look.shape[1] + 8, 3), np.int64)
+        look = self.work.look
+        out = np.empty((8 * len(cars) * look.shape[1] + 8, 3), np.int64)
         for _ in range(64):
-            n = K.lookahead_misses(
-                cars, self.sim.state, self.look, self.eistate, t.tiles, t.meta, out
-            )
+            n = K.lookahead_misses(cars, self.sim.state, look, self.eistate, t.tiles, t.meta, out)
             if n == 0:
                 return
             if n > out.shape[0]:
@@ -268,44 +251,32 @@ class RallyCore:
                 continue
             t.fill_requests(out[:n, 1:])
             again = np.unique(out[:n, 0])
-            if not K.refresh_obs(again, self._obs_args()):
+            if not K.refresh_obs(again, self._kernel_args()):
                 return
         raise RuntimeError("the terrain under the lookahead points could not be filled")
 
-    def _obs_switches(self) -> tuple[bool | None, bool | None]:
-        """(Rally-v1 observation, road-ahead block): ``True`` or ``None``, compile-time
-        switches of the env kernels (numba prunes the code of a ``None`` one, so a Rally-v0
-        env does not compile the v1 or road-ahead observation)."""
-        return (
-            True if self.version >= 1 else None,
-            True if self.config.road_ahead else None,
-        )
-
-    def _road(self) -> tuple:
-        """The stage tables the road-ahead observation reads (see StageBank.road_tables)."""
-        return (self.bank.table, *self.bank.road_tables())
-
-    def _obs_args(self) -> tuple:
+    def _kernel_args(self) -> tuple:
+        """The ``args`` every env kernel entry point takes (after its cars, and a step's
+        substeps and actions), built in one place: the observation switches (``True`` or
+        ``None``: the Rally-v1 block, the road-ahead block; numba prunes the code of a ``None``
+        one, so a Rally-v0 env does not compile them), then the records
+        :class:`~rally_env.kernels.Physics`, :class:`~rally_env.kernels.Terrain`,
+        :class:`~rally_env.stages.StageTables`, :class:`~rally_env.kernels.EnvCars`,
+        :class:`~rally_env.kernels.Work`, :class:`~rally_env.kernels.Setup` and
+        :class:`~rally_env.kernels.StepOut`, each as a plain tuple (numba reads a plain tuple's
+        types faster at a call from Python). The terrain tables, the stage tables and
+        ``etimes`` can move, so those are taken afresh."""
         t = self.bank.terrains
+        phys, work, setup, out = self._fixed_records
         return (
-            self.sim.state,
-            self.sim.istate,
-            self.sim.params,
-            t.grip,
-            t.surfaces,
-            t.tiles,
-            t.meta,
-            *self._obs_switches(),
-            self._road(),
-            self.estate,
-            self.eistate,
-            self.look,
-            self.lookahead,
-            self.n_wheels,
-            self.obs_low,
-            self.obs_high,
-            self.obs,
-            self._post_scratch[3][0],
+            *self._obs_switches,
+            phys,
+            (t.grip, t.surfaces, t.tiles, t.meta),
+            self.bank.tables(),
+            (self.estate, self.eistate, self.etimes),
+            work,
+            setup,
+            out,
         )
 
     def _prefetch_next(self, rng: np.random.Generator) -> None:
@@ -371,9 +342,8 @@ class RallyCore:
             st[cars, L.CMD_STEER : L.CMD_HANDBRAKE + 1] = actions[cars]
             idx = cars
         self._step_physics(cars, idx)
-        sim = self.sim
-        post = K.post_step_parallel if sim.parallel else K.post_step
-        if post(idx, self._post_args(actions), self._post_scratch):
+        post = K.post_step_parallel if self.sim.parallel else K.post_step
+        if post(idx, self.n_sub, actions, self._kernel_args()):
             self._fill_lookahead(idx)
 
     def _step_physics(self, cars: np.ndarray | None, idx: np.ndarray) -> None:
@@ -403,53 +373,6 @@ class RallyCore:
                 b.table,
                 b.line_gate,
             )
-
-    def _post_args(self, actions: np.ndarray) -> tuple:
-        """The arrays :func:`rally_env.kernels.post_step` passes to each car (one place)."""
-        b = self.bank
-        st = self.sim.state
-        return (
-            self.n_sub,
-            actions,
-            st,
-            self.sim.istate,
-            self.sim.params,
-            b.terrains.grip,
-            b.terrains.surfaces,
-            b.terrains.tiles,
-            b.terrains.meta,
-            *self._obs_switches(),
-            *self.bank.road_tables(),
-            b.table,
-            b.seg,
-            b.tx,
-            b.ty,
-            b.curv,
-            b.hw,
-            b.px,
-            b.py,
-            b.line_race,
-            b.line_gate,
-            self.cfg,
-            self.lookahead,
-            self.n_wheels,
-            self.estate,
-            self.eistate,
-            self.etimes,
-            self.p_s,
-            self.p_lat,
-            self.p_herr,
-            self.p_left,
-            self.p_right,
-            self.look,
-            self.obs_low,
-            self.obs_high,
-            self.obs,
-            self.rew,
-            self.terms,
-            self.term,
-            self.trunc,
-        )
 
     # ------------------------------------------------------------------ info
     def lines_of(self, k: int) -> int:

@@ -6,12 +6,17 @@ how many cars are in the batch. Arithmetic is ``+ - * / sqrt floor`` (and the pr
 
 Per-car env state lives in two arrays with named columns (below): ``estate`` float64
 (N, N_E) and ``eistate`` int64 (N, N_EI), plus ``etimes`` (N, lines) line-crossing times.
-Timers count physics substeps (integers), so time limits are exact.
+Timers count physics substeps (integers), so time limits are exact. The kernels take their
+arrays as a few named records (:class:`Physics`, :class:`Terrain`,
+:class:`rally_env.stages.StageTables`, :class:`EnvCars`, :class:`Work`, :class:`Setup`,
+:class:`StepOut`; see "records" below), and a step of one car runs as one small function per
+phase (:func:`_post_car`).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -143,35 +148,107 @@ _AHEAD_HI = np.array([b for _, b in ROAD_AHEAD_BINS_M], np.float64)
 _AHEAD_COL = np.array([S.AHEAD_WIDTHS_M.index(b - a) for a, b in ROAD_AHEAD_BINS_M], np.int64)
 
 
+# ------------------------------------------------------------------------------- records
+# The kernels' arrays travel as a few named records. The entry points take one plain tuple,
+# ``args`` = (obs_v1, road_on, physics, terrain, stages, env, work, setup, out), the records
+# in it as plain tuples in their fields' order (numba types a plain tuple's arrays about five
+# times faster than a named tuple's at a call from Python, which a single env pays every
+# step); ``_records`` names them per car and every helper reads named fields. ``obs_v1`` and
+# ``road_on`` are the observation switches (:func:`_write_obs`). A record holds references to
+# arrays owned elsewhere (RallyCore, its VehicleBatch and StageBank): building one copies
+# nothing. ``RallyCore._kernel_args`` builds ``args``; the stage tables are
+# :class:`rally_env.stages.StageTables`.
+
+
+class Physics(NamedTuple):
+    """The car rows of the :class:`physics.VehicleBatch` (``physics.layout`` names the
+    columns)."""
+
+    state: np.ndarray  # float64 (N, N_STATE or N_STATE_EXT)
+    istate: np.ndarray  # int64 (N, N_ISTATE)
+    params: np.ndarray  # float64 (N, N_PARAMS or N_PARAMS_EXT)
+
+
+class Terrain(NamedTuple):
+    """The :class:`physics.TerrainSet` tables the observation samples."""
+
+    grip: np.ndarray  # float64 (rows, MAX_SURFACES): grip of each surface id, per terrain row
+    surfaces: np.ndarray  # int8: the filled tiles' surface ids
+    tiles: np.ndarray  # int64: offset of each tile's surfaces, -1 while not filled
+    meta: np.ndarray  # float64 (rows, N_TERRAIN_META): the rows' tile grids
+
+
+class EnvCars(NamedTuple):
+    """The env state of every car: what a snapshot keeps (columns ``E_*`` and ``EI_*``)."""
+
+    estate: np.ndarray  # float64 (N, N_E)
+    eistate: np.ndarray  # int64 (N, N_EI)
+    etimes: np.ndarray  # float64 (N, lines): crossing time of each timing line, NaN = not yet
+
+
+class Work(NamedTuple):
+    """Per-car working arrays: the last projection (its lookahead points also feed a later
+    observation refresh) and scratch buffers (a row per car, so threads never share one)."""
+
+    s: np.ndarray  # float64 (N,): projected arc length (m)
+    lat: np.ndarray  # float64 (N,): signed lateral offset (m)
+    herr: np.ndarray  # float64 (N,): heading error (rad)
+    left: np.ndarray  # float64 (N,): distance to the left edge (m)
+    right: np.ndarray  # float64 (N,): distance to the right edge (m)
+    look: np.ndarray  # float64 (N, lookahead, 3): lookahead points, car frame, and curvature
+    pos: np.ndarray  # float64 (N, 2): scratch, the projection's position
+    fwd: np.ndarray  # float64 (N, 2): scratch, its forward direction
+    sp: np.ndarray  # float64 (N,): scratch, its warm start
+    vals: np.ndarray  # float64 (N, obs size): scratch, observation values before clipping
+
+
+class Setup(NamedTuple):
+    """What the env's settings fix for every step."""
+
+    cfg: np.ndarray  # float64 (N_C,): rewards weights and termination rules (C_*)
+    lookahead: np.ndarray  # float64 (lookahead,): lookahead distances (m)
+    n_wheels: int
+    obs_low: np.ndarray  # float64 (obs size,): observation bounds
+    obs_high: np.ndarray  # float64 (obs size,)
+
+
+class StepOut(NamedTuple):
+    """What a step returns per car."""
+
+    obs: np.ndarray  # float32 (N, obs size)
+    rew: np.ndarray  # float64 (N,)
+    terms: np.ndarray  # float64 (N, N_TERMS): the reward terms
+    term: np.ndarray  # bool (N,): terminated
+    trunc: np.ndarray  # bool (N,): truncated
+
+
 @njit(cache=True, _nrt=False)
-def _project_car(
-    k,
-    state,
-    table,
-    seg_all,
-    tx_all,
-    ty_all,
-    cu_all,
-    hw_all,
-    x_all,
-    y_all,
-    slot,
-    s_prev,
-    window,
-    lookahead,
-    pos_buf,
-    fwd_buf,
-    sp_buf,
-    p_s,
-    p_lat,
-    p_herr,
-    p_left,
-    p_right,
-    look,
-):
+def _records(args):
+    """The entry points' ``args`` with its records named (copies nothing)."""
+    obs_v1, road_on, phys, terr, stages, env, work, setup, out = args
+    return (
+        obs_v1,
+        road_on,
+        Physics(*phys),
+        Terrain(*terr),
+        S.StageTables(*stages),
+        EnvCars(*env),
+        Work(*work),
+        Setup(*setup),
+        StepOut(*out),
+    )
+
+
+@njit(cache=True, _nrt=False)
+def _project_car(k, state, stages, slot, s_prev, setup, work):
+    """Project car ``k`` onto its slot's path (warm start ``s_prev``) into ``work``'s rows."""
+    table = stages.table
     so = int(table[slot, S.SL_SEG_OFF])
     ns = int(table[slot, S.SL_N_SEG])
     po = int(table[slot, S.SL_PT_OFF])
+    pos_buf = work.pos[k : k + 1]
+    fwd_buf = work.fwd[k : k + 1]
+    sp_buf = work.sp[k : k + 1]
     qw = state[k, L.QUAT_W]
     qx = state[k, L.QUAT_X]
     qy = state[k, L.QUAT_Y]
@@ -182,27 +259,27 @@ def _project_car(
     fwd_buf[0, 1] = 2.0 * (qx * qy + qw * qz)
     sp_buf[0] = s_prev
     project_batch(
-        seg_all[so : so + ns],
-        tx_all[po : po + ns + 1],
-        ty_all[po : po + ns + 1],
-        cu_all[po : po + ns + 1],
-        hw_all[po : po + ns + 1],
-        x_all[po : po + ns + 1],
-        y_all[po : po + ns + 1],
+        stages.seg[so : so + ns],
+        stages.tx[po : po + ns + 1],
+        stages.ty[po : po + ns + 1],
+        stages.curv[po : po + ns + 1],
+        stages.hw[po : po + ns + 1],
+        stages.px[po : po + ns + 1],
+        stages.py[po : po + ns + 1],
         table[slot, S.SL_DS],
         table[slot, S.SL_LENGTH],
         table[slot, S.SL_CLOSED] > 0.5,
         pos_buf,
         fwd_buf,
         sp_buf,
-        window,
-        lookahead,
-        p_s[k : k + 1],
-        p_lat[k : k + 1],
-        p_herr[k : k + 1],
-        p_left[k : k + 1],
-        p_right[k : k + 1],
-        look[k : k + 1],
+        setup.cfg[C_WINDOW],
+        setup.lookahead,
+        work.s[k : k + 1],
+        work.lat[k : k + 1],
+        work.herr[k : k + 1],
+        work.left[k : k + 1],
+        work.right[k : k + 1],
+        work.look[k : k + 1],
     )
 
 
@@ -216,34 +293,22 @@ def _clip(v, lo, hi):
 
 
 @njit(cache=True, _nrt=False)
-def _write_obs(
-    k,
-    state,
-    istate,
-    params,
-    tgrip,
-    tsurf,
-    ttiles,
-    tmeta,
-    obs_v1,
-    road_on,
-    road,
-    estate,
-    eistate,
-    look,
-    lookahead,
-    n_wheels,
-    obs_low,
-    obs_high,
-    obs,
-    vals,
-):
-    """Car ``k``'s observation into ``obs[k]`` (clipped to the bounds), through ``vals``.
+def _write_obs(k, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
+    """Car ``k``'s observation into ``out.obs[k]`` (clipped to the bounds), through
+    ``work.vals[k]``.
 
     ``obs_v1`` and ``road_on`` are compile-time switches, ``True`` or ``None``
     (``RallyCore._obs_switches``): the Rally-v1 block and the road-ahead block. Returns 1 if a
     lookahead point's terrain tile was not filled yet, else 0.
     """
+    state = phys.state
+    params = phys.params
+    estate = env.estate
+    tgrip = terr.grip
+    look = work.look
+    lookahead = setup.lookahead
+    n_wheels = setup.n_wheels
+    vals = work.vals[k]
     vx = state[k, L.VEL_X]
     vy = state[k, L.VEL_Y]
     vz = state[k, L.VEL_Z]
@@ -274,7 +339,7 @@ def _write_obs(
     for w in range(n_wheels):
         vals[i] = 1.0 if state[k, L.WL_GROUNDED + w] > 0.5 else 0.0
         i += 1
-    row = eistate[k, EI_ROW]
+    row = env.eistate[k, EI_ROW]
     for w in range(n_wheels):
         vals[i] = tgrip[row, int(state[k, L.WL_SURFACE + w])]
         i += 1
@@ -301,26 +366,28 @@ def _write_obs(
     vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
     i += 1
     if obs_v1 is not None:
-        i, missed = _write_obs_v1(
-            k, state, istate, params, tgrip, tsurf, ttiles, tmeta, row, look, n_wheels, vals, i
-        )
+        i, missed = _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i)
     else:
         missed = 0
     if road_on is not None:
-        i = _write_road_ahead(k, estate, eistate, road, tgrip, row, vals, i)
+        i = _write_road_ahead(k, env, stages, tgrip, row, vals, i)
+    obs = out.obs
+    obs_low = setup.obs_low
+    obs_high = setup.obs_high
     for j in range(obs.shape[1]):
         obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
     return missed
 
 
 @njit(cache=True, _nrt=False)
-def _write_obs_v1(
-    k, state, istate, params, tgrip, tsurf, ttiles, tmeta, row, look, n_wheels, vals, i
-):
+def _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i):
     """The fields Rally-v1 adds after v0's (see :class:`rally_env.spaces.ObsLayout`).
 
     Returns (next index, 1 if a lookahead point's terrain tile was not filled yet, else 0): the
     caller fills it and writes the observation again (see :func:`lookahead_misses`)."""
+    state = phys.state
+    istate = phys.istate
+    params = phys.params
     ext = params[k, L.P_EXTENDED] > 0.5
     drivetrain = ext and params[k, L.PX_DRIVETRAIN] > 0.5
     if drivetrain and params[k, L.PX_REV_LIMIT] > 0.0:
@@ -343,12 +410,12 @@ def _write_obs_v1(
     for q in range(look.shape[1]):
         ok, wx, wy = _look_point(k, state, look, q)
         if ok:
-            sid = sample_surface(tsurf, ttiles, tmeta, row, wx, wy)
+            sid = sample_surface(terr.surfaces, terr.tiles, terr.meta, row, wx, wy)
             if sid < 0:
                 missed = 1
                 vals[i] = np.nan
             else:
-                vals[i] = tgrip[row, sid]
+                vals[i] = terr.grip[row, sid]
         else:
             vals[i] = 0.0
         i += 1
@@ -369,13 +436,14 @@ def _sample_index(u, n, closed):
 
 
 @njit(cache=True, _nrt=False)
-def _write_road_ahead(k, estate, eistate, road, tgrip, row, vals, i):
+def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
     """The road-ahead block (see :class:`rally_env.spaces.ObsLayout`, ``road_ahead=True``):
     per bin ahead of the car's projected position the sharpest curvature and crest, the
     elevation at the bin's end and the lowest surface grip; then the distance to the
     finish."""
-    table, z, wcurv, wcrest, sec_start, sec_sid = road
-    slot = eistate[k, EI_SLOT]
+    table = stages.table
+    estate = env.estate
+    slot = env.eistate[k, EI_SLOT]
     po = int(table[slot, S.SL_PT_OFF])
     n = int(table[slot, S.SL_N_SEG]) + 1
     ds = table[slot, S.SL_DS]
@@ -386,15 +454,15 @@ def _write_road_ahead(k, estate, eistate, road, tgrip, row, vals, i):
         s = 0.0
     inv_ds = 1.0 / ds
     here = _sample_index(s * inv_ds + 0.5, n, closed)
-    z0 = z[po + (here if here >= 0 else n - 1)]
+    z0 = stages.z[po + (here if here >= 0 else n - 1)]
     nb = _AHEAD_LO.shape[0]
     for b in range(nb):
         j = _sample_index((s + _AHEAD_LO[b]) * inv_ds, n, closed)
         c = _AHEAD_COL[b]
-        vals[i + b] = wcurv[po + j, c] * _CURV if j >= 0 else 0.0
-        vals[i + nb + b] = wcrest[po + j, c] * _CREST if j >= 0 else 0.0
+        vals[i + b] = stages.wcurv[po + j, c] * _CURV if j >= 0 else 0.0
+        vals[i + nb + b] = stages.wcrest[po + j, c] * _CREST if j >= 0 else 0.0
         e = _sample_index((s + _AHEAD_HI[b]) * inv_ds + 0.5, n, closed)
-        vals[i + 2 * nb + b] = (z[po + (e if e >= 0 else n - 1)] - z0) * _INV_ELEV
+        vals[i + 2 * nb + b] = (stages.z[po + (e if e >= 0 else n - 1)] - z0) * _INV_ELEV
     # lowest grip of the sections each bin overlaps
     so = int(table[slot, S.SL_SEC_OFF])
     ns = int(table[slot, S.SL_N_SEC])
@@ -403,8 +471,8 @@ def _write_road_ahead(k, estate, eistate, road, tgrip, row, vals, i):
         e = s + _AHEAD_HI[b]
         g = 2.0
         for q in range(ns):
-            lo = sec_start[so + q]
-            hi = sec_start[so + q + 1] if q + 1 < ns else length
+            lo = stages.sec_start[so + q]
+            hi = stages.sec_start[so + q + 1] if q + 1 < ns else length
             if closed:  # the bin in the section's frame, shifted by whole laps
                 a_w = a - length * math.floor(a / length)
                 e_w = a_w + (e - a)
@@ -412,7 +480,7 @@ def _write_road_ahead(k, estate, eistate, road, tgrip, row, vals, i):
             else:
                 hit = (lo < e and hi > a) or (q == ns - 1 and a >= hi)
             if hit:
-                gq = tgrip[row, sec_sid[so + q]]
+                gq = tgrip[row, stages.sec_sid[so + q]]
                 if gq < g:
                     g = gq
         vals[i + 3 * nb + b] = g
@@ -467,13 +535,18 @@ def lookahead_misses(cars, state, look, eistate, ttiles, tmeta, out):
 
 
 @njit(cache=True)
-def refresh_obs(cars, obs_args):
+def refresh_obs(cars, args):
     """Write the observation of cars ``cars`` again (after their lookahead tiles were
-    filled); ``obs_args`` are :func:`_write_obs`'s arrays after ``k``. Returns the misses."""
+    filled); ``args`` as :func:`reset_cars`'. Returns the misses."""
     missed = 0
     for ii in range(cars.shape[0]):
-        missed += _write_obs(cars[ii], *obs_args)
+        missed += _refresh_car(cars[ii], args)
     return missed
+
+
+@njit(cache=True, _nrt=False)
+def _refresh_car(k, args):
+    return _write_obs(k, *_records(args))
 
 
 @njit(cache=True, _nrt=False)
@@ -571,237 +644,64 @@ def collect_line_crossings(cars, state, istate, eistate, etimes, table, line_gat
 
 
 @njit(cache=True)
-def reset_cars(
-    cars,
-    state,
-    istate,
-    params,
-    tgrip,
-    tsurf,
-    ttiles,
-    tmeta,
-    obs_v1,
-    road_on,
-    road,
-    table,
-    seg_all,
-    tx_all,
-    ty_all,
-    cu_all,
-    hw_all,
-    x_all,
-    y_all,
-    line_gate,
-    cfg,
-    lookahead,
-    n_wheels,
-    estate,
-    eistate,
-    etimes,
-    p_s,
-    p_lat,
-    p_herr,
-    p_left,
-    p_right,
-    look,
-    obs_low,
-    obs_high,
-    obs,
-):
+def reset_cars(cars, args):
     """Initialise the env state of freshly placed cars (slot and row already in eistate),
     arm their first gate and write their first observation. Returns the number of cars whose
-    observation met a terrain tile not filled yet (see :func:`refresh_obs`)."""
-    pos_buf = np.empty((1, 2))
-    fwd_buf = np.empty((1, 2))
-    sp_buf = np.empty(1)
-    vals = np.empty(obs.shape[1])
+    observation met a terrain tile not filled yet (see :func:`refresh_obs`).
+
+    ``args``: the observation switches and the records as plain tuples, (obs_v1, road_on,
+    :class:`Physics`, :class:`Terrain`, :class:`rally_env.stages.StageTables`,
+    :class:`EnvCars`, :class:`Work`, :class:`Setup`, :class:`StepOut`), built in one place
+    (``RallyCore._kernel_args``)."""
     missed = 0
     for ii in range(cars.shape[0]):
-        k = cars[ii]
-        slot = eistate[k, EI_SLOT]
-        for c in range(estate.shape[1]):
-            estate[k, c] = 0.0
-        for c in range(etimes.shape[1]):
-            etimes[k, c] = np.nan
-        for c in range(eistate.shape[1]):
-            if c != EI_SLOT and c != EI_ROW:
-                eistate[k, c] = 0
-        s0 = table[slot, S.SL_START_S]
-        _project_car(
-            k,
-            state,
-            table,
-            seg_all,
-            tx_all,
-            ty_all,
-            cu_all,
-            hw_all,
-            x_all,
-            y_all,
-            slot,
-            s0,
-            cfg[C_WINDOW],
-            lookahead,
-            pos_buf,
-            fwd_buf,
-            sp_buf,
-            p_s,
-            p_lat,
-            p_herr,
-            p_left,
-            p_right,
-            look,
-        )
-        d = p_s[k] - s0
-        if table[slot, S.SL_CLOSED] > 0.5:
-            length = table[slot, S.SL_LENGTH]
-            d -= length * math.floor(d / length + 0.5)
-        estate[k, E_S] = p_s[k]
-        estate[k, E_RACE] = d
-        estate[k, E_RACE_PREV] = d
-        estate[k, E_CREDIT] = d
-        estate[k, E_BEST] = d
-        estate[k, E_STUCK_REF] = d
-        estate[k, E_LAT] = p_lat[k]
-        estate[k, E_HERR] = p_herr[k]
-        estate[k, E_LEFT] = p_left[k]
-        estate[k, E_RIGHT] = p_right[k]
-        estate[k, E_FINISH_TIME] = np.nan
-        estate[k, E_PX] = state[k, L.POS_X]
-        estate[k, E_PY] = state[k, L.POS_Y]
-        estate[k, E_TIMED] = table[slot, S.SL_TIMED]
-        eistate[k, EI_OFF] = 1 if (p_left[k] < 0.0 or p_right[k] < 0.0) else 0
-        eistate[k, EI_LIMIT_SUB] = int(
-            math.ceil(table[slot, S.SL_TIME_LIMIT] * L.SUBSTEP_HZ - 1e-6)
-        )
-        _arm_gate(k, state, table, line_gate, slot, 0)
-        missed += _write_obs(
-            k,
-            state,
-            istate,
-            params,
-            tgrip,
-            tsurf,
-            ttiles,
-            tmeta,
-            obs_v1,
-            road_on,
-            road,
-            estate,
-            eistate,
-            look,
-            lookahead,
-            n_wheels,
-            obs_low,
-            obs_high,
-            obs,
-            vals,
-        )
+        missed += _reset_car(cars[ii], args)
     return missed
 
 
 @njit(cache=True, _nrt=False)
-def _post_car(
-    k,
-    n_sub,
-    actions,
-    state,
-    istate,
-    params,
-    tgrip,
-    tsurf,
-    ttiles,
-    tmeta,
-    obs_v1,
-    road_on,
-    road_z,
-    road_curv,
-    road_crest,
-    road_sec_start,
-    road_sec_sid,
-    table,
-    seg_all,
-    tx_all,
-    ty_all,
-    cu_all,
-    hw_all,
-    x_all,
-    y_all,
-    line_race,
-    line_gate,
-    cfg,
-    lookahead,
-    n_wheels,
-    estate,
-    eistate,
-    etimes,
-    p_s,
-    p_lat,
-    p_herr,
-    p_left,
-    p_right,
-    look,
-    obs_low,
-    obs_high,
-    obs,
-    rew,
-    terms,
-    term,
-    trunc,
-    pos_buf,
-    fwd_buf,
-    sp_buf,
-    vals,
-):
-    """One car of :func:`post_step`."""
-    dt = n_sub * L.DT
+def _reset_car(k, args):
+    """One car of :func:`reset_cars`."""
+    obs_v1, road_on, ph, te, st, en, wo, se, ou = _records(args)
+    state = ph.state
+    table = st.table
+    estate = en.estate
+    eistate = en.eistate
+    etimes = en.etimes
     slot = eistate[k, EI_SLOT]
-    closed = table[slot, S.SL_CLOSED] > 0.5
-    length = table[slot, S.SL_LENGTH]
-    s_prev = estate[k, E_S]
-    _project_car(
-        k,
-        state,
-        table,
-        seg_all,
-        tx_all,
-        ty_all,
-        cu_all,
-        hw_all,
-        x_all,
-        y_all,
-        slot,
-        s_prev,
-        cfg[C_WINDOW],
-        lookahead,
-        pos_buf,
-        fwd_buf,
-        sp_buf,
-        p_s,
-        p_lat,
-        p_herr,
-        p_left,
-        p_right,
-        look,
-    )
-    d = p_s[k] - s_prev
-    if closed:
+    for c in range(estate.shape[1]):
+        estate[k, c] = 0.0
+    for c in range(etimes.shape[1]):
+        etimes[k, c] = np.nan
+    for c in range(eistate.shape[1]):
+        if c != EI_SLOT and c != EI_ROW:
+            eistate[k, c] = 0
+    s0 = table[slot, S.SL_START_S]
+    _project_car(k, state, st, slot, s0, se, wo)
+    d = wo.s[k] - s0
+    if table[slot, S.SL_CLOSED] > 0.5:
+        length = table[slot, S.SL_LENGTH]
         d -= length * math.floor(d / length + 0.5)
-    race_prev = estate[k, E_RACE]
-    race = race_prev + d
-    left = p_left[k]
-    right = p_right[k]
-    off = left < 0.0 or right < 0.0
-    off_dist = -min(left, right)
-    px = state[k, L.POS_X]
-    py = state[k, L.POS_Y]
-    dx = px - estate[k, E_PX]
-    dy = py - estate[k, E_PY]
-    travel = math.sqrt(dx * dx + dy * dy)
+    _keep_position(k, estate, wo, d, d, d, d)
+    estate[k, E_STUCK_REF] = d
+    estate[k, E_FINISH_TIME] = np.nan
+    estate[k, E_PX] = state[k, L.POS_X]
+    estate[k, E_PY] = state[k, L.POS_Y]
+    estate[k, E_TIMED] = table[slot, S.SL_TIMED]
+    eistate[k, EI_OFF] = 1 if (wo.left[k] < 0.0 or wo.right[k] < 0.0) else 0
+    eistate[k, EI_LIMIT_SUB] = int(math.ceil(table[slot, S.SL_TIME_LIMIT] * L.SUBSTEP_HZ - 1e-6))
+    _arm_gate(k, state, table, st.line_gate, slot, 0)
+    return _write_obs(k, obs_v1, road_on, ph, te, st, en, wo, se, ou)
 
-    # ---- credited progress: paid only for distance driven on the road; backward motion
-    # is always charged; running ahead off the road is forfeited, and running ahead of
-    # the credited position by more than the cut allowance is cutting the stage.
+
+@njit(cache=True, _nrt=False)
+def _credit(k, n_sub, env, cfg, d, race, travel, off):
+    """Credited progress: paid only for distance driven on the road; backward motion is always
+    charged; running ahead off the road is forfeited, and running ahead of the credited
+    position by more than the cut allowance is cutting the stage. Returns (pay, credit,
+    off-road travel, cut)."""
+    estate = env.estate
+    eistate = env.eistate
     credit = estate[k, E_CREDIT]
     off_travel = estate[k, E_OFF_TRAVEL]
     pay = 0.0
@@ -828,6 +728,15 @@ def _post_car(
             credit = race
         off_travel = 0.0
         eistate[k, EI_OFF_SUB] = 0
+    return pay, credit, off_travel, cut
+
+
+@njit(cache=True, _nrt=False)
+def _stuck_and_roll(k, n_sub, state, env, cfg, credit):
+    """The furthest credited position, the stuck timer (restarted whenever it grew by
+    ``stuck_progress_m``) and the rolled timer. Returns (best, the body's up z)."""
+    estate = env.estate
+    eistate = env.eistate
     best = max(estate[k, E_BEST], credit)
     if best >= estate[k, E_STUCK_REF] + cfg[C_STUCK_M]:
         estate[k, E_STUCK_REF] = best
@@ -841,11 +750,20 @@ def _post_car(
         eistate[k, EI_ROLL_SUB] += n_sub
     else:
         eistate[k, EI_ROLL_SUB] = 0
+    return best, up_z
 
-    # ---- timing lines: the physics gate times the crossing inside the substep. A car that
-    # may cross several lines in one control step was stepped substep by substep with each
-    # crossing kept as its line's pending time (collect_line_crossings); every line crossed
-    # is timed here, in order, whatever their spacing.
+
+@njit(cache=True, _nrt=False)
+def _time_lines(k, dt, phys, stages, env, cfg, race_prev, race, off, off_dist, cut):
+    """Timing lines: the physics gate times the crossing inside the substep. A car that may
+    cross several lines in one control step was stepped substep by substep with each crossing
+    kept as its line's pending time (:func:`collect_line_crossings`); every line crossed is
+    timed here, in order, whatever their spacing. Returns True when the finish was crossed."""
+    state = phys.state
+    table = stages.table
+    etimes = env.etimes
+    eistate = env.eistate
+    slot = eistate[k, EI_SLOT]
     finished = False
     n_lines = int(table[slot, S.SL_N_LINES])
     li = eistate[k, EI_NEXT_LINE]
@@ -853,7 +771,7 @@ def _post_car(
         lo = int(table[slot, S.SL_LINE_OFF])
         pending = not math.isnan(etimes[k, li])
         while li < n_lines and not cut:
-            lr = line_race[lo + li]
+            lr = stages.line_race[lo + li]
             gt = state[k, L.GATE_TIME]
             crossed = False
             tcross = 0.0
@@ -872,7 +790,7 @@ def _post_car(
                 and race_prev < lr + cfg[C_LINE_MISS]
                 and (not off or off_dist <= cfg[C_OFF_MAX_M])
             ):
-                t1 = istate[k, L.I_SUBSTEPS] * L.DT
+                t1 = phys.istate[k, L.I_SUBSTEPS] * L.DT
                 f = (lr - race_prev) / (race - race_prev)
                 f = _clip(f, 0.0, 1.0)
                 crossed = True
@@ -883,20 +801,25 @@ def _post_car(
             li += 1
             eistate[k, EI_NEXT_LINE] = li
             if li < n_lines:
-                _arm_gate(k, state, table, line_gate, slot, li)
+                _arm_gate(k, state, table, stages.line_gate, slot, li)
             else:
                 finished = True
-                estate[k, E_FINISH_TIME] = tcross
+                env.estate[k, E_FINISH_TIME] = tcross
         if pending:  # crossings not taken are dropped; the next line's gate is armed
             for j in range(li, n_lines):
                 etimes[k, j] = math.nan
             if li < n_lines:
-                _arm_gate(k, state, table, line_gate, slot, li)
+                _arm_gate(k, state, table, stages.line_gate, slot, li)
+    return finished
 
-    # ---- termination
-    prev_end = eistate[k, EI_END]
+
+@njit(cache=True, _nrt=False)
+def _end_code(k, istate, env, cfg, finished, cut, off, off_dist, race, best, up_z):
+    """Why car ``k``'s episode ends this step (END_*), END_NONE while it runs on (and for a
+    car whose episode had already ended)."""
+    eistate = env.eistate
     end = END_NONE
-    if prev_end == END_NONE:
+    if eistate[k, EI_END] == END_NONE:
         if finished:
             end = END_FINISHED
         elif eistate[k, EI_ROLL_SUB] >= cfg[C_ROLL_SUB] and up_z < cfg[C_ROLL_UPZ]:
@@ -911,11 +834,19 @@ def _post_car(
             end = END_STUCK
         elif istate[k, L.I_SUBSTEPS] >= eistate[k, EI_LIMIT_SUB]:
             end = END_TIME_LIMIT
+    return end
 
-    # ---- reward
+
+@njit(cache=True, _nrt=False)
+def _reward(k, dt, actions, env, cfg, out, pay, off, end):
+    """The reward terms, their sum and the terminated / truncated flags; a running car's
+    paid progress and end code are recorded (a car whose episode had ended earns nothing)."""
+    estate = env.estate
+    eistate = env.eistate
+    terms = out.terms
     for t in range(N_TERMS):
         terms[k, t] = 0.0
-    if prev_end == END_NONE:
+    if eistate[k, EI_END] == END_NONE:
         terms[k, T_PROGRESS] = cfg[C_W0 + T_PROGRESS] * pay
         terms[k, T_TIME] = -cfg[C_W0 + T_TIME] * dt
         if off:
@@ -934,79 +865,107 @@ def _post_car(
     r = 0.0
     for t in range(N_TERMS):
         r += terms[k, t]
-    rew[k] = r
+    out.rew[k] = r
     e_now = eistate[k, EI_END]
-    term[k] = e_now != END_NONE and e_now != END_TIME_LIMIT
-    trunc[k] = e_now == END_TIME_LIMIT
+    out.term[k] = e_now != END_NONE and e_now != END_TIME_LIMIT
+    out.trunc[k] = e_now == END_TIME_LIMIT
 
-    # ---- store
-    estate[k, E_S] = p_s[k]
+
+@njit(cache=True, _nrt=False)
+def _keep_position(k, estate, work, race_prev, race, credit, best):
+    """Car ``k``'s projection (``work``) and stage positions into its env state."""
+    estate[k, E_S] = work.s[k]
     estate[k, E_RACE_PREV] = race_prev
     estate[k, E_RACE] = race
     estate[k, E_CREDIT] = credit
     estate[k, E_BEST] = best
-    estate[k, E_LAT] = p_lat[k]
-    estate[k, E_HERR] = p_herr[k]
-    estate[k, E_LEFT] = left
-    estate[k, E_RIGHT] = right
+    estate[k, E_LAT] = work.lat[k]
+    estate[k, E_HERR] = work.herr[k]
+    estate[k, E_LEFT] = work.left[k]
+    estate[k, E_RIGHT] = work.right[k]
+
+
+@njit(cache=True, _nrt=False)
+def _store(k, actions, env, work, race_prev, race, credit, best, off_travel, px, py, off):
+    """Keep this step's projection, progress, position and action for the next one."""
+    estate = env.estate
+    _keep_position(k, estate, work, race_prev, race, credit, best)
     estate[k, E_OFF_TRAVEL] = off_travel
     estate[k, E_PX] = px
     estate[k, E_PY] = py
     for a in range(4):
         estate[k, E_ACT + a] = actions[k, a]
-    eistate[k, EI_OFF] = 1 if off else 0
-    eistate[k, EI_STEPS] += 1
-    return _write_obs(
-        k,
-        state,
-        istate,
-        params,
-        tgrip,
-        tsurf,
-        ttiles,
-        tmeta,
-        obs_v1,
-        road_on,
-        (table, road_z, road_curv, road_crest, road_sec_start, road_sec_sid),
-        estate,
-        eistate,
-        look,
-        lookahead,
-        n_wheels,
-        obs_low,
-        obs_high,
-        obs,
-        vals,
-    )
+    env.eistate[k, EI_OFF] = 1 if off else 0
+    env.eistate[k, EI_STEPS] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _post_car(k, n_sub, actions, args):
+    """One car of :func:`post_step`: project, credit, time, terminate, reward, store,
+    observe (in that order: each reads what the ones before it wrote)."""
+    obs_v1, road_on, ph, te, st, en, wo, se, ou = _records(args)
+    state = ph.state
+    estate = en.estate
+    cfg = se.cfg
+    dt = n_sub * L.DT
+    slot = en.eistate[k, EI_SLOT]
+    closed = st.table[slot, S.SL_CLOSED] > 0.5
+    length = st.table[slot, S.SL_LENGTH]
+    s_prev = estate[k, E_S]
+    _project_car(k, state, st, slot, s_prev, se, wo)
+    d = wo.s[k] - s_prev
+    if closed:
+        d -= length * math.floor(d / length + 0.5)
+    race_prev = estate[k, E_RACE]
+    race = race_prev + d
+    left = wo.left[k]
+    right = wo.right[k]
+    off = left < 0.0 or right < 0.0
+    off_dist = -min(left, right)
+    px = state[k, L.POS_X]
+    py = state[k, L.POS_Y]
+    dx = px - estate[k, E_PX]
+    dy = py - estate[k, E_PY]
+    travel = math.sqrt(dx * dx + dy * dy)
+    pay, credit, off_travel, cut = _credit(k, n_sub, en, cfg, d, race, travel, off)
+    best, up_z = _stuck_and_roll(k, n_sub, state, en, cfg, credit)
+    finished = _time_lines(k, dt, ph, st, en, cfg, race_prev, race, off, off_dist, cut)
+    end = _end_code(k, ph.istate, en, cfg, finished, cut, off, off_dist, race, best, up_z)
+    _reward(k, dt, actions, en, cfg, ou, pay, off, end)
+    _store(k, actions, en, wo, race_prev, race, credit, best, off_travel, px, py, off)
+    return _write_obs(k, obs_v1, road_on, ph, te, st, en, wo, se, ou)
 
 
 @njit(cache=True)
-def post_step(cars, args, scratch):
+def post_step(cars, n_sub, actions, args):
     """After the physics step of cars ``cars``: project, time, reward, terminate, observe.
 
-    ``args`` is the tuple of :func:`_post_car`'s arrays after ``k`` and before the scratch
-    (built in one place, ``RallyCore._post_args``); ``scratch`` holds per-car buffers
-    (positions (N, 2), forwards (N, 2), speeds (N,), observation values (N, D)), allocated once.
-    Returns the number of cars whose observation met a terrain tile not filled yet.
+    ``n_sub`` is the step's substeps, ``actions`` (N, 4) the actions applied, ``args`` as
+    :func:`reset_cars`'. Returns the number of cars whose observation met a terrain tile not
+    filled yet.
     """
-    pos_all, fwd_all, sp_all, vals_all = scratch
     missed = 0
     for ii in range(cars.shape[0]):
-        k = cars[ii]
-        missed += _post_car(
-            k, *args, pos_all[k : k + 1], fwd_all[k : k + 1], sp_all[k : k + 1], vals_all[k]
-        )
+        missed += _post_car(cars[ii], n_sub, actions, args)
     return missed
 
 
 @njit(cache=True, parallel=True)
-def post_step_parallel(cars, args, scratch):
+def post_step_parallel(cars, n_sub, actions, args):
     """As :func:`post_step`, with the cars spread over threads (``prange`` over cars only)."""
-    pos_all, fwd_all, sp_all, vals_all = scratch
+    # a parallel loop cannot take a tuple of tuples: it takes the records one by one
+    obs_v1, road_on, phys, terr, stages, env, work, setup, out = args
     missed = 0
     for ii in prange(cars.shape[0]):
-        k = cars[ii]
-        missed += _post_car(
-            k, *args, pos_all[k : k + 1], fwd_all[k : k + 1], sp_all[k : k + 1], vals_all[k]
+        missed += _post_car_of(
+            cars[ii], n_sub, actions, obs_v1, road_on, phys, terr, stages, env, work, setup, out
         )
     return missed
+
+
+@njit(cache=True, _nrt=False)
+def _post_car_of(k, n_sub, actions, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
+    """:func:`_post_car` from the records one by one (the ``prange`` loop's call: building
+    ``args`` there instead costs about 10 % more per car)."""
+    args = (obs_v1, road_on, phys, terr, stages, env, work, setup, out)
+    return _post_car(k, n_sub, actions, args)

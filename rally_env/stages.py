@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -54,6 +54,30 @@ SL_TERRAIN = 11  # terrain-set row of the slot's terrain
 SL_SEC_OFF = 12  # first row of the slot's sections in the section table
 SL_N_SEC = 13
 N_SL = 14
+
+
+class StageTables(NamedTuple):
+    """The bank's packed tables as the env kernels read them (one record, built by
+    :meth:`StageBank.tables`). ``table`` has a row per slot (columns ``SL_*``: offsets and
+    counts into the other tables, length, timing); the others hold every slot's rows, each
+    slot in a region of its own."""
+
+    table: np.ndarray  # float64 (slots, N_SL)
+    seg: np.ndarray  # float64 (samples, N_SEG_COLS): packed centerline segments (projection)
+    tx: np.ndarray  # float64 (samples,): unit tangent x per sample
+    ty: np.ndarray  # float64 (samples,): unit tangent y
+    curv: np.ndarray  # float64 (samples,): signed curvature (1/m)
+    hw: np.ndarray  # float64 (samples,): road half-width (m)
+    px: np.ndarray  # float64 (samples,): centerline x (m)
+    py: np.ndarray  # float64 (samples,): centerline y (m)
+    line_race: np.ndarray  # float64 (lines,): stage position of each timing line (m)
+    line_gate: np.ndarray  # float64 (lines, 4): each line's gate segment x0, y0, x1, y1
+    z: np.ndarray  # float64 (samples,): elevation (road-ahead observation; else (1,) zeros)
+    wcurv: np.ndarray  # float64 (samples, widths): sharpest curvature ahead per window width
+    wcrest: np.ndarray  # float64 (samples, widths): sharpest crest ahead per window width
+    sec_start: np.ndarray  # float64 (sections,): start of each road section (m)
+    sec_sid: np.ndarray  # int64 (sections,): terrain surface id of each section
+
 
 #: Window widths (m) of the road-ahead tables: the widths of the bins
 #: (:data:`rally_env.spaces.ROAD_AHEAD_BINS_M`).
@@ -398,6 +422,7 @@ class StageBank:
             [_PLACEHOLDER] * n, n_variants=self.n_cars if self.sectioned else 0
         )
         self.version = 0
+        self._tables: tuple[int, tuple] | None = None
         for i, st in enumerate(stages):
             if st is not None:
                 self.set_slot(i, st)
@@ -452,17 +477,25 @@ class StageBank:
     def py(self) -> np.ndarray:
         return self._pts.arrays["py"]
 
-    def road_tables(self) -> tuple[np.ndarray, ...]:
-        """``(z, curv, crest, sec_start, sec_sid)``: what the road-ahead observation reads
-        (per sample: elevation, and per window width the sharpest signed curvature and crest
-        from that sample on; per section: start and terrain surface id). Placeholders when
-        the env has no road-ahead observation."""
+    def tables(self) -> tuple:
+        """Every packed table as one :class:`StageTables` record, as a plain tuple (what the
+        env kernels take; numba reads a plain tuple's types faster than a named one's). Built
+        again only after a slot changed (the arrays move when a region grows). The road-ahead
+        tables are placeholders when the env has no road-ahead observation."""
+        if self._tables is not None and self._tables[0] == self.version:
+            return self._tables[1]
         a = self._ahead.arrays
         nw = len(AHEAD_WIDTHS_M)
         if not self.road_ahead or not len(a["z"]):
-            z = np.zeros(1)
-            return z, np.zeros((1, nw)), np.zeros((1, nw)), self.sec_start, self.sec_sid
-        return a["z"], a["curv"], a["crest"], self.sec_start, self.sec_sid
+            z, wcurv, wcrest = np.zeros(1), np.zeros((1, nw)), np.zeros((1, nw))
+        else:
+            z, wcurv, wcrest = a["z"], a["curv"], a["crest"]
+        ahead = {"z": z, "wcurv": wcurv, "wcrest": wcrest}
+        rec = StageTables(
+            **{f: ahead[f] if f in ahead else getattr(self, f) for f in StageTables._fields}
+        )
+        self._tables = (self.version, tuple(rec))
+        return self._tables[1]
 
     @property
     def sec_start(self) -> np.ndarray:

@@ -285,7 +285,9 @@ class RallyCore:
         peek = np.random.Generator(np.random.PCG64())
         peek.bit_generator.state = rng.bit_generator.state
         seed, diff = S.draw_random_stage(self.config.random_stage, peek)
-        S.prefetch_stage(seed, self.config.random_stage["length_m"], diff, self.bank.sectioned)
+        length = self.config.random_stage["length_m"]
+        if not self.bank.holds(("gen", seed, length, diff)):  # a level already in a slot
+            S.prefetch_stage(seed, length, diff, self.bank.sectioned)
 
     def _draw_randomization(self, k: int, slot: int, rng: np.random.Generator) -> None:
         r = self.config.randomize

@@ -20,6 +20,7 @@ only in grip. The physics then sees per-car, per-section friction exactly, insid
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import OrderedDict
@@ -158,6 +159,7 @@ def draw_random_stage(random_stage: dict[str, Any], rng: np.random.Generator) ->
     return seed, level_difficulty(seed, lo, hi)
 
 
+@functools.lru_cache(maxsize=4096)
 def level_difficulty(seed: int, lo: float, hi: float) -> float:
     """The difficulty of level ``seed`` in [lo, hi] (drawn from the level's own stream)."""
     u = float(np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 1]))).random())
@@ -585,6 +587,11 @@ class StageBank:
         return True
 
     # ------------------------------------------------------------------ random-mode slots
+    def holds(self, key: Any) -> bool:
+        """Whether a slot holds the stage ``key`` names (its next :meth:`acquire` builds
+        nothing)."""
+        return key in self._key_slot
+
     def acquire(self, key: Any, make) -> int:
         """A slot holding the stage ``key`` names (``make()`` builds it when no slot has it),
         with one more reference. Cars on the same stage share its slot, and so its terrain

@@ -109,6 +109,18 @@ def test_levels_are_fixed_stages():
         assert lo <= d <= hi and d == S.level_difficulty(seed, lo, hi)
 
 
+def test_a_level_a_slot_holds_is_not_asked_of_the_prefetch_worker(monkeypatch):
+    # every level held by a slot after the first resets: the worker would only make it again
+    asked = []
+    monkeypatch.setattr(S, "prefetch_stage", lambda *a: asked.append(a))
+    env = RallyVectorEnv(4, stage="random", random_stage={**SHORT, "num_levels": 1})
+    env.reset(seed=0)
+    assert asked == []
+    fresh = RallyEnv(stage="random", random_stage=SHORT)
+    fresh.reset(seed=0)
+    assert len(asked) == 1  # a fresh stage per episode is asked for ahead
+
+
 @pytest.mark.parametrize(
     ("rs", "needle"),
     [

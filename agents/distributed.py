@@ -14,7 +14,7 @@ string (a model as its files' bytes), stages by name, env settings and verificat
 budgets as JSON, replays as their file bytes, and results back as JSON text. Nothing of the
 project is pickled, so a worker reads only formats the project itself versions. Every node needs
 the project installed (``pip install "rally-env[ray]"``, docs/ray.md); ``ray`` is imported only
-here and only when a cluster is asked for.
+when a cluster is asked for (:mod:`rally_env.cluster` connects).
 
 Tasks that die with their worker (a killed process, a lost node) are retried by Ray
 (:data:`TASK_RETRIES`); as every task is a pure function of its inputs, a retried task gives
@@ -35,6 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from rally_env.cluster import RayUnavailableError as RayUnavailableError  # re-exported
+from rally_env.cluster import connect
+
 #: How often Ray re-runs a task whose worker died (system failures only: an exception the
 #: task raises is not retried, as a deterministic task would raise it again).
 TASK_RETRIES = 3
@@ -51,48 +54,6 @@ def add_ray_address(p: Any, what: str) -> None:
         help=f"{what}: 'local' (a Ray started for this run), 'auto' (the cluster this "
         "machine joined) or HOST:PORT; needs the ray extra on every node (docs/ray.md)",
     )
-
-
-class RayUnavailableError(ImportError):
-    """``--ray-address`` was given but Ray is not installed (the ``ray`` extra)."""
-
-
-def _ray():
-    try:
-        import ray
-    except ImportError as e:
-        raise RayUnavailableError(
-            f'--ray-address needs Ray ({e}); pip install "rally-env[ray]" on every node '
-            "(docs/ray.md)"
-        ) from None
-    return ray
-
-
-def connect(address: str) -> Any:
-    """Connect this process to a Ray cluster (once; later calls reuse the connection).
-
-    Args:
-        address: ``"local"`` (a Ray started for this process and stopped with it),
-            ``"auto"`` (the cluster this machine's ``ray start`` joined) or ``HOST:PORT``
-            (a head node's GCS address; ``ray://HOST:PORT`` for Ray Client).
-
-    Returns:
-        The ``ray`` module.
-
-    Raises:
-        RayUnavailableError: Ray is not installed.
-        ValueError: an empty address.
-    """
-    if not isinstance(address, str) or not address.strip():
-        raise ValueError(f"--ray-address must be local, auto or HOST:PORT, got {address!r}")
-    ray = _ray()
-    if not ray.is_initialized():
-        kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
-        if address == "local":
-            ray.init(include_dashboard=False, **kw)
-        else:
-            ray.init(address=address, **kw)
-    return ray
 
 
 # ------------------------------------------------------------------------------ evaluation

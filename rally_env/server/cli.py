@@ -176,10 +176,10 @@ def _cmd_serve(args: Any) -> int:
         ray_address=args.ray_address,
     )
     if args.ray_address is not None:
-        from rally_env.server.pool import connect_ray
+        from rally_env.cluster import connect
 
         try:
-            connect_ray(args.ray_address)
+            connect(args.ray_address)
         except Exception as e:  # no ray, or no cluster at that address
             return _err(f"--ray-address {args.ray_address}: {e}")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")

@@ -253,27 +253,6 @@ class RayWorker:
 RAY_TASK_RETRIES = 2
 
 
-def connect_ray(address: str) -> None:
-    """Connect this server to a Ray cluster (``auto``, ``HOST:PORT``; ``local`` starts one
-    for the server), once.
-
-    Raises:
-        RuntimeError: Ray is not installed (naming the extra).
-    """
-    try:
-        import ray
-    except ImportError as e:
-        raise RuntimeError(
-            f"--ray-address needs Ray ({e}): pip install 'rally-env[ray]' on every node"
-        ) from None
-    if not ray.is_initialized():
-        kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
-        if address == "local":
-            ray.init(include_dashboard=False, **kw)
-        else:
-            ray.init(address=address, **kw)
-
-
 class Verifier:
     """N threads draining the store's queue, each with one worker process, or with
     ``ray_address`` each sending its runs to a Ray cluster, one task per run (the server's
@@ -296,7 +275,9 @@ class Verifier:
 
     def start(self) -> None:
         if self.ray_address is not None and self.n:
-            connect_ray(self.ray_address)
+            from rally_env.cluster import connect
+
+            connect(self.ray_address)
         for i in range(self.n):
             w = Worker(self.limits) if self.ray_address is None else RayWorker(self.limits)
             self.workers.append(w)

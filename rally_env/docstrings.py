@@ -662,10 +662,36 @@ a single env, and the peak RSS of a 1,024-car env on random stages (`--no-rss` s
 it takes a quarter of an hour on a busy machine). Targets (issue 13): random ≥ 70 % of fixed at
 16 and 1,024 cars, a random reset ≤ 5 ms amortized, ≤ 4 GB RSS at 1,024 cars.
 
-Measured on 3 December 2026 on the 2-core development machine while two RL training runs and
-other tests kept the load average at 14–27 (so each process got a fraction of a core; the
-wall-clock figures vary widely between runs, the CPU-time ratios less but still by tens of
-per cent), `python3 benchmarks/bench_env.py --quick --random-only --no-rss`:
+**Quiet machine** (3 December 2026, later; load average 1.0–1.4, nothing else running;
+commit `dbc349a`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, with the
+300-step warm-up, so the 1,024-car rows time resets too):
+
+| cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
+|---|---|---|---|---|---|
+| 16 | 36,424 car-steps/s | 14,951 | 41 % | 41 % | 25 % |
+| 1,024 | 85,660 | 12,974 | 15 % | 25 % | 18 % |
+| 1,024, `num_levels=256` | 85,660 | 67,202 | 78 % | 79 % | 79 % |
+
+Single env: 11,340 steps/s on `opener`, 7,372 on random stages (203 steps per episode): a
+random reset costs **9.63 ms** amortized (CPU of the env's process; 16.65 ms with the worker's).
+So on fresh stages every target but the memory one is missed, by a wide margin at 1,024 cars;
+the level set of 256 stages (cars share stages, their tiles stay baked) passes 70 %. Why the
+fresh-stage rows cannot reach 70 % with these actions: a random-steering car leaves the road
+after about 200 steps (4 ms of physics per car at 16 cars), and its next stage costs about 4 ms
+to generate (on the worker) plus about 4-5 ms of tile baking for the road it drives, 0.8 ms to
+unpickle and about 1 ms to install (in the env): the work per episode is more than twice the
+physics, and two cores cannot hide it. Episodes of a driver that stays on the road are about
+ten times longer (2,700 steps in training), but its car meets new terrain all the way: 32 cars
+driven by the heuristic (the training env of `ppo-general`: road ahead, residual base, zero
+residual) step 14,795 car-steps per CPU second on random stages against 25,645 on `opener`
+(**58 %**, best of 3 interleaved rounds of 600 steps, load 1.2), nearly all of the difference
+tile baking. In training the network costs more than the env either way (docs/agents.md).
+
+The figures below are earlier ones, measured on 3 December 2026 on the 2-core development
+machine while two RL training runs and other tests kept the load average at 14–27 (so each
+process got a fraction of a core; the wall-clock figures vary widely between runs, the
+CPU-time ratios less but still by tens of per cent),
+`python3 benchmarks/bench_env.py --quick --random-only --no-rss`:
 
 | cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
 |---|---|---|---|---|---|

@@ -170,25 +170,25 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:
     """``--ray-address`` for ``rally verify`` and ``rally leaderboard add`` (their parsers
     are rally_env's; the cluster path is here, with Ray)."""
-    if "verify" in sub.choices:
-        v = sub.choices["verify"]
-        add_ray_address(v, "verify the files on a Ray cluster, one task per replay")
-        v.add_argument(
+
+    def add_cluster_options(p: argparse.ArgumentParser, leaderboard: bool) -> None:
+        add_ray_address(p, "verify the files on a Ray cluster, one task per replay")
+        p.add_argument(
             "--task-timeout",
             type=float,
             default=None,
             metavar="S",
             help="with --ray-address: wall-time limit per replay (s, default 600)",
         )
-        v.set_defaults(func=_wrap_verify(v.get_default("func"), leaderboard=False))
+        p.set_defaults(func=_wrap_verify(p.get_default("func"), leaderboard=leaderboard))
+
+    if "verify" in sub.choices:
+        add_cluster_options(sub.choices["verify"], leaderboard=False)
     lb = sub.choices.get("leaderboard")
     if lb is not None:
         for action in lb._actions:
             if isinstance(action, argparse._SubParsersAction) and "add" in action.choices:
-                a = action.choices["add"]
-                add_ray_address(a, "verify the files on a Ray cluster, one task per replay")
-                a.add_argument("--task-timeout", type=float, default=None, metavar="S")
-                a.set_defaults(func=_wrap_verify(a.get_default("func"), leaderboard=True))
+                add_cluster_options(action.choices["add"], leaderboard=True)
 
 
 def _wrap_verify(local: Any, leaderboard: bool) -> Any:

@@ -69,7 +69,7 @@ def _runner_obs_stats(runner: Any) -> tuple[list[float], list[float]] | None:
     """(mean, std) of an env runner's MeanStdFilter, or None (no filter, or nothing seen)."""
     from ray.rllib.connectors.env_to_module import MeanStdFilter
 
-    for c in getattr(runner, "_env_to_module", None).connectors:
+    for c in runner._env_to_module.connectors:
         if isinstance(c, MeanStdFilter) and c._filters:
             rs = next(iter(c._filters.values())).running_stats
             if rs.num_pushes < 2:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Set before anything imports ray: Ray reads this once, at import, and with it unset a driver
 # given ``127.0.0.1:PORT`` rewrites the address to the machine's network address, where a
-# loopback-only cluster does not answer.
+# loopback-only cluster does not answer. The nodes inherit it from this environment.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 
@@ -34,8 +34,6 @@ def _env() -> dict[str, str]:
     # a throwaway cluster on this machine: no token (a token file a local ray.init() left in
     # ~/.ray would otherwise be required by one node and not sent by another)
     env["RAY_AUTH_MODE"] = "disabled"
-    # every node and the driver keep their addresses on loopback (see the module docstring)
-    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     env.setdefault("RALLY_PREFETCH", "0")
     return env
 

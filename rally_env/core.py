@@ -17,6 +17,7 @@ import numpy as np
 
 from physics import VehicleBatch
 from physics import layout as L
+from physics.kernel import set_commands
 from rally_env import info as I
 from rally_env import kernels as K
 from rally_env import stages as S
@@ -336,13 +337,14 @@ class RallyCore:
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray, cars: np.ndarray | None = None) -> None:
         """Step cars (all, or ``cars``) with validated, clipped ``actions`` (N, 4) float64."""
-        st = self.sim.state
-        if cars is None:
-            st[:, L.CMD_STEER : L.CMD_HANDBRAKE + 1] = actions
-            idx = self._all
-        else:
-            st[cars, L.CMD_STEER : L.CMD_HANDBRAKE + 1] = actions[cars]
-            idx = cars
+        idx = self._all if cars is None else cars
+        # the one writer of the command columns (physics' clamp and finiteness check); the
+        # env's own validation (rally_env.actions) already raised for what it would refuse
+        refused = set_commands(
+            self.sim.state, self.sim.istate, actions if cars is None else actions[cars], idx
+        )
+        if refused:
+            raise AssertionError(f"{refused} validated action rows were refused by the physics")
         self._step_physics(cars, idx)
         post = K.post_step_parallel if self.sim.parallel else K.post_step
         if post(idx, self.n_sub, actions, self._kernel_args()):

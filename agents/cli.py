@@ -180,6 +180,14 @@ def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:
             metavar="S",
             help="with --ray-address: wall-time limit per replay (s, default 600)",
         )
+        p.add_argument(
+            "--task-memory-mb",
+            type=float,
+            default=None,
+            metavar="MIB",
+            help="with --ray-address: address space of the process that verifies a replay "
+            "(MiB, default 2048; 0 = no bound)",
+        )
         p.set_defaults(func=_wrap_verify(p.get_default("func"), leaderboard=leaderboard))
 
     if "verify" in sub.choices:
@@ -194,9 +202,11 @@ def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:
 def _wrap_verify(local: Any, leaderboard: bool) -> Any:
     def run(args: argparse.Namespace) -> int:
         if args.ray_address is None:
-            if args.task_timeout is not None:
-                print("rally: error: --task-timeout goes with --ray-address", file=sys.stderr)
-                return 2
+            for opt in ("task_timeout", "task_memory_mb"):
+                if getattr(args, opt) is not None:
+                    flag = "--" + opt.replace("_", "-")
+                    print(f"rally: error: {flag} goes with --ray-address", file=sys.stderr)
+                    return 2
             return local(args)
         return _verify_distributed(args, local, leaderboard)
 
@@ -205,6 +215,7 @@ def _wrap_verify(local: Any, leaderboard: bool) -> Any:
 
 def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool) -> int:
     from agents.distributed import (
+        VERIFY_TASK_MEMORY_MB,
         VERIFY_TASK_TIMEOUT_S,
         RayUnavailableError,
         ReplayInput,
@@ -216,10 +227,16 @@ def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool)
     if not (math.isfinite(timeout) and timeout > 0):
         print(f"rally: error: --task-timeout must be > 0 s, got {timeout}", file=sys.stderr)
         return 2
+    memory = VERIFY_TASK_MEMORY_MB if args.task_memory_mb is None else args.task_memory_mb
+    if not (math.isfinite(memory) and memory >= 0):
+        print(f"rally: error: --task-memory-mb must be >= 0, got {memory}", file=sys.stderr)
+        return 2
     inputs = read_replay_inputs(args.files)
     todo = [x for x in inputs if isinstance(x, ReplayInput)]
     try:
-        done = iter(verify_many(todo, address=args.ray_address, task_timeout_s=timeout))
+        done = iter(
+            verify_many(todo, address=args.ray_address, task_timeout_s=timeout, memory_mb=memory)
+        )
     except (RayUnavailableError, ValueError) as e:
         print(f"rally: error: {e}", file=sys.stderr)
         return 2

@@ -43,6 +43,8 @@ from rally_env.cluster import connect
 TASK_RETRIES = 3
 #: Default wall-time limit of one verification task (s); see :func:`verify_many`.
 VERIFY_TASK_TIMEOUT_S = 600.0
+#: Default memory budget of one verification task (MiB); see :func:`verify_many`.
+VERIFY_TASK_MEMORY_MB = 2048.0
 
 
 def add_ray_address(p: Any, what: str) -> None:
@@ -316,14 +318,25 @@ def evaluate_distributed(
 
 
 # ---------------------------------------------------------------------------- verification
-def verify_job(data: bytes, where: str, budgets_json: str) -> str:
-    """Verify one replay's bytes under the budgets (what a Ray task runs): the report's
-    ``to_dict()`` as JSON. Never raises for bad input (:func:`verify_bytes`)."""
-    from rally_env.replay.budgets import Budgets
-    from rally_env.replay.verify import verify_bytes
+def verify_job(data: bytes, where: str, limits_json: str) -> str:
+    """Verify one replay's bytes (what a Ray task runs): the report's ``to_dict()`` as JSON.
+    Never raises for bad input (:func:`verify_bytes`). The verification runs in a verifier
+    process of this worker's under ``limits_json`` (:func:`rally_env.server.pool.ray_task`:
+    an address-space limit and a time budget); past either the replay is ``unusable`` /
+    ``over_budget``."""
+    from rally_env.replay.verify import VerifyReport
+    from rally_env.server.pool import ray_task
 
-    budgets = Budgets(**json.loads(budgets_json))
-    return json.dumps(verify_bytes(data, budgets, where=where).to_dict())
+    out = ray_task("report", data, limits_json, where)
+    if "report" in out:
+        return json.dumps(out["report"])
+    rep = VerifyReport(
+        accepted=False,
+        status="unusable",
+        reason="over_budget" if out["error"] == "over_budget" else "internal",
+        message=f"{where}: {out.get('message', out['error'])}",
+    )
+    return json.dumps(rep.to_dict())
 
 
 def report_from_dict(doc: dict[str, Any]) -> Any:
@@ -345,6 +358,17 @@ def _timed_out(where: str, limit_s: float) -> Any:
     )
 
 
+def _worker_lost(where: str, e: Exception) -> Any:
+    from rally_env.replay.verify import VerifyReport
+
+    return VerifyReport(
+        accepted=False,
+        status="unusable",
+        reason="over_budget",
+        message=f"{where}: the verification's workers died on the cluster ({type(e).__name__})",
+    )
+
+
 @dataclass(frozen=True)
 class ReplayInput:
     """One replay to verify: its name in messages and its bytes (read once, by the driver)."""
@@ -359,7 +383,7 @@ def verify_many(
     address: str = "local",
     budgets: Any = None,
     task_timeout_s: float = VERIFY_TASK_TIMEOUT_S,
-    memory_mb: float | None = None,
+    memory_mb: float = VERIFY_TASK_MEMORY_MB,
 ) -> list[Any]:
     """Verify replays over the cluster: one task per replay, the same reports as
     :func:`rally_env.replay.verify.verify_bytes` run locally (``elapsed_s`` aside).
@@ -369,26 +393,31 @@ def verify_many(
     time and the terrain before anything is built. Wall time: the driver waits at most
     ``task_timeout_s`` x the number of waves the cluster needs (replays / cluster CPUs,
     rounded up) in all, then cancels what still runs (its worker is killed) and reports
-    it ``unusable`` / ``over_budget``. ``memory_mb`` reserves that much memory per task in Ray's
-    scheduler. A task whose worker dies is retried (:data:`TASK_RETRIES`).
+    it ``unusable`` / ``over_budget``; each task also holds its verification to
+    ``task_timeout_s`` itself. Memory: each task runs the verification in a verifier process
+    of its own whose address space is limited to ``memory_mb`` MiB (``RLIMIT_AS``, as
+    ``rally serve``'s workers; 0 = no bound; also reserved in Ray's scheduler), past which the
+    replay is ``unusable`` / ``over_budget``. A task whose Ray worker dies is retried
+    (:data:`TASK_RETRIES`), then reported ``unusable`` / ``over_budget``.
 
     Returns:
         One :class:`~rally_env.replay.verify.VerifyReport` per replay, in order.
     """
-    from dataclasses import asdict
-
     from rally_env.replay.budgets import DEFAULT_BUDGETS
+    from rally_env.server.pool import TaskLimits, limits_json
 
     budgets = DEFAULT_BUDGETS if budgets is None else budgets
     if not (isinstance(task_timeout_s, (int, float)) and task_timeout_s > 0):
         raise ValueError(f"task timeout must be > 0 s, got {task_timeout_s!r}")
+    if not (isinstance(memory_mb, (int, float)) and math.isfinite(memory_mb) and memory_mb >= 0):
+        raise ValueError(f"task memory must be >= 0 MiB, got {memory_mb!r}")
     ray = connect(address)
     opts: dict[str, Any] = {}
-    if memory_mb is not None:
+    if memory_mb:
         opts["memory"] = int(memory_mb * 1024 * 1024)
     task = _remote(ray, verify_job, **opts)
-    bj = json.dumps(asdict(budgets))
-    refs = [task.remote(r.data, r.where, bj) for r in replays]
+    lj = limits_json(TaskLimits(task_timeout_s, int(memory_mb), budgets))
+    refs = [task.remote(r.data, r.where, lj) for r in replays]
     index = {ref: i for i, ref in enumerate(refs)}
     out: list[Any] = [None] * len(refs)
     pending = list(refs)
@@ -401,7 +430,10 @@ def verify_many(
         done, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, min(left, 5.0)))
         for ref in done:
             i = index[ref]
-            out[i] = report_from_dict(json.loads(ray.get(ref)))
+            try:
+                out[i] = report_from_dict(json.loads(ray.get(ref)))
+            except ray.exceptions.RayError as e:  # its Ray workers died, retries spent
+                out[i] = _worker_lost(replays[i].where, e)
         if pending and time.monotonic() >= deadline:
             for ref in pending:
                 ray.cancel(ref, force=True)

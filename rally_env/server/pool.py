@@ -43,18 +43,21 @@ class TaskFailed(Exception):
         self.reason = reason
 
 
-def run_task(kind: str, payload: bytes, budgets: Budgets) -> dict[str, Any]:
+def run_task(
+    kind: str, payload: bytes, budgets: Budgets, where: str = "<upload>"
+) -> dict[str, Any]:
     """One task of a worker: ``verify`` (the report, and for an accepted run its stored
-    blob and trace) or ``trace``; errors as ``{"error": ...}``, never raised."""
+    blob and trace), ``report`` (the report alone) or ``trace``; errors as
+    ``{"error": ...}``, never raised. ``where`` names the input in messages."""
     from rally_env.replay.format import replay_from_bytes
     from rally_env.replay.verify import verify_bytes
     from rally_env.server.trace import encode, trace_of
 
     try:
-        if kind == "verify":
-            rep = verify_bytes(payload, budgets)
+        if kind in ("verify", "report"):
+            rep = verify_bytes(payload, budgets, where)
             out: dict[str, Any] = {"report": rep}
-            if rep.accepted and rep.finish_time_s is not None:
+            if kind == "verify" and rep.accepted and rep.finish_time_s is not None:
                 replay = replay_from_bytes(payload, "<upload>", budgets)
                 out["blob"] = replay.to_bytes(compress=True)
                 out["trace"] = encode(trace_of(replay, budgets))
@@ -82,25 +85,67 @@ def _worker_main(conn: Any, limits: TaskLimits) -> None:
     conn.send(("ready", os.getpid()))
     while True:
         try:
-            kind, payload = conn.recv()
+            kind, payload, where = conn.recv()
         except (EOFError, OSError):
             return  # the server is gone
-        out = run_task(kind, payload, limits.budgets)
+        out = run_task(kind, payload, limits.budgets, where)
         try:
             conn.send(out)
         except (EOFError, OSError):
             return
 
 
-def ray_task(kind: str, payload: bytes, budgets_json: str) -> dict[str, Any]:
-    """:func:`run_task` as a Ray task runs it: budgets in as JSON, the report out as its
-    ``to_dict()``, so only plain data crosses the cluster (bytes, str, dict)."""
+def ray_task(kind: str, payload: bytes, limits_json: str, where: str = "<upload>") -> dict:
+    """:func:`run_task` as a Ray task runs it, under the same bounds as the local pool: the
+    Ray worker hands the task to a verifier process of its own (:func:`bounded_task`), so
+    ``RLIMIT_AS`` bounds the verification and never Ray's own threads. Limits in as JSON, the
+    report out as its ``to_dict()``, so only plain data crosses the cluster; a task over its
+    budget comes back as ``{"error": "over_budget", "message": ...}``."""
     import json
 
-    out = run_task(kind, payload, Budgets(**json.loads(budgets_json)))
+    doc = json.loads(limits_json)
+    limits = TaskLimits(doc["timeout_s"], doc["memory_mb"], Budgets(**doc["budgets"]))
+    try:
+        out = bounded_task(kind, payload, limits, where)
+    except TaskFailed as e:
+        return {"error": e.reason, "message": str(e)}
     if "report" in out:
         out["report"] = out["report"].to_dict()
     return out
+
+
+def limits_json(limits: TaskLimits) -> str:
+    """``limits`` as :func:`ray_task` reads them."""
+    import dataclasses
+    import json
+
+    return json.dumps(dataclasses.asdict(limits))
+
+
+_TASK_WORKERS: dict[TaskLimits, Worker] = {}
+_TASK_LOCK = threading.Lock()
+
+
+def bounded_task(kind: str, payload: bytes, limits: TaskLimits, where: str) -> dict[str, Any]:
+    """Run one task in this process's worker process for ``limits`` (started on first use,
+    kept for the next task, replaced when it dies or runs over): what a process that must
+    outlive its tasks (a Ray worker) uses to hold each task to the pool's bounds.
+
+    Raises:
+        TaskFailed: over the time or memory budget.
+    """
+    with _TASK_LOCK:
+        w = _TASK_WORKERS.get(limits)
+        if w is None:
+            w = _TASK_WORKERS[limits] = Worker(limits)
+        try:
+            return w.call(kind, payload, where)
+        except RuntimeError as e:  # the process did not start: its budget is the likely cause
+            raise TaskFailed(
+                "over_budget",
+                f"the verifier process did not start under its {limits.memory_mb} MiB memory "
+                f"budget ({e})",
+            ) from None
 
 
 class Worker:
@@ -145,7 +190,7 @@ class Worker:
                 self.conn.close()
         self.proc = None
 
-    def call(self, kind: str, payload: bytes) -> dict[str, Any]:
+    def call(self, kind: str, payload: bytes, where: str = "<upload>") -> dict[str, Any]:
         """Run one task; its result dict.
 
         Raises:
@@ -155,7 +200,7 @@ class Worker:
             self.stop()
             self.start()
         try:
-            self.conn.send((kind, payload))
+            self.conn.send((kind, payload, where))
             if not self.conn.poll(self.limits.timeout_s):
                 self.stop()
                 raise TaskFailed(
@@ -185,17 +230,16 @@ class RayWorker:
     """:class:`Worker`'s interface over a Ray cluster: each call is one Ray task
     (:func:`ray_task`) on any node that has the package installed.
 
-    Bounds: the time budget is the wait for the task, after which it is cancelled (its worker
-    process killed) and the run rejected ``over_budget``; the memory budget is reserved in
-    Ray's scheduler (``memory``), not enforced as an address-space limit, since a Ray worker
-    process outlives its task. A task whose worker dies is retried by Ray up to
-    :data:`RAY_TASK_RETRIES` times, then the run is rejected ``over_budget``.
+    Bounds: the Ray task runs the verification in a worker process of its own under the same
+    limits as the local pool (:func:`bounded_task`: ``RLIMIT_AS`` of ``memory_mb`` MiB, the
+    time budget, a fresh process after a failure); the memory is also reserved in Ray's
+    scheduler (``memory``). The driver waits the time budget plus :data:`RAY_START_SLACK_S`
+    (a node's first task starts its verifier process), then cancels the task. A task whose
+    Ray worker dies is retried by Ray up to :data:`RAY_TASK_RETRIES` times; any of these
+    failures rejects the run ``over_budget``.
     """
 
     def __init__(self, limits: TaskLimits):
-        import dataclasses
-        import json
-
         import ray
 
         self.limits = limits
@@ -204,7 +248,7 @@ class RayWorker:
         if limits.memory_mb:
             opts["memory"] = int(limits.memory_mb) * 1024 * 1024
         self._task = ray.remote(**opts)(ray_task)
-        self._budgets = json.dumps(dataclasses.asdict(limits.budgets))
+        self._limits = limits_json(limits)
 
     def start(self) -> None:
         pass
@@ -215,20 +259,20 @@ class RayWorker:
     def stop(self) -> None:
         pass
 
-    def call(self, kind: str, payload: bytes) -> dict[str, Any]:
+    def call(self, kind: str, payload: bytes, where: str = "<upload>") -> dict[str, Any]:
         """Run one task on the cluster; its result dict (a report as a ``VerifyReport``).
 
         Raises:
-            TaskFailed: over the time budget, or its workers died.
+            TaskFailed: over the time or memory budget, or its workers died.
         """
         from ray.exceptions import GetTimeoutError, RayError
 
         from rally_env.replay.verify import VerifyReport
 
         ray = self._ray
-        ref = self._task.remote(kind, payload, self._budgets)
+        ref = self._task.remote(kind, payload, self._limits, where)
         try:
-            out = ray.get(ref, timeout=self.limits.timeout_s)
+            out = ray.get(ref, timeout=self.limits.timeout_s + RAY_START_SLACK_S)
         except GetTimeoutError:
             ray.cancel(ref, force=True)
             raise TaskFailed(
@@ -239,16 +283,15 @@ class RayWorker:
             raise TaskFailed(
                 "over_budget", f"the verifier died on the cluster ({type(e).__name__})"
             ) from None
-        if out.get("error") == "memory":
-            raise TaskFailed(
-                "over_budget",
-                f"the verification ran out of its {self.limits.memory_mb} MiB memory budget",
-            )
+        if out.get("error") == "over_budget":
+            raise TaskFailed("over_budget", out["message"])
         if "report" in out:
             out["report"] = VerifyReport(**out["report"])
         return out
 
 
+#: Seconds a Ray task may take beyond its time budget to start its verifier process.
+RAY_START_SLACK_S = 300.0
 #: How often Ray re-runs a verification whose worker died (a killed process, a lost node).
 RAY_TASK_RETRIES = 2
 

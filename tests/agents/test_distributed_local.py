@@ -21,6 +21,7 @@ from agents.distributed import (
     read_replay_inputs,
     report_from_dict,
     verify_job,
+    verify_many,
 )
 from agents.evaluate import run_episode
 from agents.policies import make_policy
@@ -29,6 +30,7 @@ from rally_env.env import RallyEnv
 from rally_env.replay import replay_from_bytes
 from rally_env.replay.budgets import Budgets
 from rally_env.replay.verify import verify_bytes
+from rally_env.server.pool import TaskLimits, limits_json
 from tests.rally_env.test_replay import _tamper_action
 from tests.rally_env.test_replay_support import record_run, write_doc
 
@@ -86,19 +88,39 @@ def test_benchmark_refuses_what_a_cluster_cannot_reproduce(capsys):
     assert "order they are driven" in capsys.readouterr().err
 
 
+def _limits(timeout_s=300.0, memory_mb=0, **budgets):
+    return limits_json(TaskLimits(timeout_s, memory_mb, Budgets(**budgets)))
+
+
 def test_verify_job_is_verify_bytes_through_json(tmp_path):
     rp, _ = record_run(seed=2, max_steps=300)
     data = rp.to_bytes()
     budgets = Budgets(max_sim_s=100.0)
-    got = report_from_dict(json.loads(verify_job(data, "x", json.dumps({"max_sim_s": 100.0}))))
+    got = report_from_dict(json.loads(verify_job(data, "x", _limits(max_sim_s=100.0))))
     want = verify_bytes(data, budgets, where="x")
     assert got.accepted and want.accepted
     a, b = got.to_dict(), want.to_dict()
     a.pop("elapsed_s"), b.pop("elapsed_s")
     assert a == b
     # a budget travels: one too small makes the same replay unusable, as locally
-    tight = json.loads(verify_job(data, "x", json.dumps({"max_sim_s": 0.5})))
+    tight = json.loads(verify_job(data, "x", _limits(max_sim_s=0.5)))
     assert tight["status"] == "unusable" and tight["reason"] == "over_budget"
+
+
+def test_verify_job_over_its_memory_or_time_budget_is_unusable_and_the_next_one_runs():
+    # the job verifies in a process of its own, as on a Ray worker: the limits bound that
+    # process, and a failed one is replaced for the next job
+    rp, _ = record_run(seed=2, max_steps=300, stage="gen-987654322")
+    data = rp.to_bytes()
+    for limits, what in (
+        (_limits(memory_mb=1), "1 MiB memory budget"),
+        (_limits(timeout_s=0.01), "0.01 s time budget"),
+    ):
+        out = json.loads(verify_job(data, "x", limits))
+        assert (out["status"], out["reason"]) == ("unusable", "over_budget")
+        assert out["message"].startswith("x: ") and what in out["message"], out["message"]
+        again = json.loads(verify_job(data, "x", _limits(memory_mb=2048)))
+        assert again["status"] == "accepted"
 
 
 @pytest.mark.parametrize(
@@ -142,9 +164,30 @@ def test_verify_several_files_exit_code_and_json(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["status"] == "accepted"
 
 
-def test_task_timeout_needs_a_ray_address(tmp_path, capsys):
-    assert main(["verify", str(tmp_path / "x"), "--task-timeout", "5"]) == 2
-    assert "--ray-address" in capsys.readouterr().err
+@pytest.mark.parametrize("opt", ["--task-timeout", "--task-memory-mb"])
+def test_task_limits_need_a_ray_address(tmp_path, capsys, opt):
+    assert main(["verify", str(tmp_path / "x"), opt, "5"]) == 2
+    err = capsys.readouterr().err
+    assert f"{opt} goes with --ray-address" in err
+
+
+def test_a_bad_task_memory_budget_is_refused_before_connecting(tmp_path, capsys):
+    assert (
+        main(
+            [
+                "verify",
+                str(tmp_path / "x"),
+                "--ray-address",
+                "127.0.0.1:1",
+                "--task-memory-mb",
+                "-1",
+            ]
+        )
+        == 2
+    )
+    assert "--task-memory-mb must be >= 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="task memory"):
+        verify_many([], address="127.0.0.1:1", memory_mb=float("nan"))
 
 
 def test_read_replay_inputs_keeps_order_and_reports_unreadable_files(tmp_path):

@@ -61,3 +61,16 @@ def test_a_run_over_its_time_budget_on_the_cluster_is_rejected(ray_cluster, repl
     limits = TaskLimits(timeout_s=0.01, memory_mb=0)
     got = _verdicts(store, [replay_files[0].read_bytes()], Verifier(store, 1, limits, address))
     assert got[0][:2] == ("rejected", "over_budget")
+
+
+def test_a_run_over_its_memory_budget_on_the_cluster_is_rejected(
+    ray_cluster, replay_files, tmp_path
+):
+    _, address = ray_cluster
+    store = SQLiteStore(tmp_path / "big.sqlite3")
+    blob = replay_files[0].read_bytes()
+    got = _verdicts(store, [blob], Verifier(store, 1, TaskLimits(300.0, 1), address))
+    assert got[0][:2] == ("rejected", "over_budget")
+    # the same run with room to verify is accepted: the worker's limit was put back
+    got = _verdicts(store, [blob], Verifier(store, 1, TaskLimits(300.0, 2048), address))
+    assert got[0][0] == "accepted"

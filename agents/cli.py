@@ -384,6 +384,11 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
+    _print_rllib_summary(summary)
+    return 0
+
+
+def _print_rllib_summary(summary: dict[str, Any]) -> None:
     fe = summary.get("final_eval") or {}
     med = fe.get("median_time_s")
     print(
@@ -392,14 +397,12 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
         f"rate {fe.get('finish_rate', math.nan):.2f}, median stage time "
         f"{math.nan if med is None else med:.2f} s"
     )
-    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.config is not None:  # the recipe names its algorithm
+        return _train_recipe(args)
     if args.algo == "rllib-ppo":
-        if args.config is not None:
-            print("rally train: --config is for the stable-baselines3 path", file=sys.stderr)
-            return 2
         return _cmd_train_rllib(args)
     if args.ray_address or args.num_env_runners is not None or args.envs_per_runner is not None:
         print(
@@ -416,8 +419,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.config is not None:
-        return _train_recipe(args)
     try:
         _check_train_args(args)
     except (FileNotFoundError, ValueError) as e:
@@ -461,6 +462,8 @@ def _train_recipe(args: argparse.Namespace) -> int:
     ]
     if args.set or args.warmstart_steps is not None or vehicle_env_kwargs(args):
         clash.append("set/warmstart-steps/vehicle options")
+    if args.ray_address or args.num_env_runners is not None or args.envs_per_runner is not None:
+        clash.append("ray-address/num-env-runners/envs-per-runner (the recipe's [ray])")
     if clash:
         print(
             f"rally train: --config holds every setting; drop {', '.join(sorted(clash))} "
@@ -474,6 +477,8 @@ def _train_recipe(args: argparse.Namespace) -> int:
         print(f"rally train: {e}", file=sys.stderr)
         return 2
     out = args.out if args.out != "runs/ppo-opener" else None
+    if recipe.algo == "rllib-ppo":
+        return _train_rllib_recipe(recipe, out, args)
     summary = run_recipe(recipe, out=out, progress=not args.no_progress)
     fe = summary.get("final_eval") or {}
     print(
@@ -481,6 +486,30 @@ def _train_recipe(args: argparse.Namespace) -> int:
         f"{summary['model']}; validation: finish rate {fe.get('finish_rate', math.nan):.2f}, "
         f"median score {fe.get('median_score', math.nan):.3f}; curve {summary['learning_curve']}"
     )
+    return 0
+
+
+def _train_rllib_recipe(recipe: Any, out: str | None, args: argparse.Namespace) -> int:
+    from agents.recipe import rllib_train_kwargs
+    from rally_env.paths import check_output_dir
+
+    try:
+        check_output_dir(out or recipe.out, "run.out")
+        from agents.rllib import train_rllib
+    except (FileNotFoundError, ValueError) as e:
+        print(f"rally train: error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(
+            f'rally train: rllib-ppo needs Ray ({e}); pip install "rally-env[ray]"', file=sys.stderr
+        )
+        return 2
+    try:
+        summary = train_rllib(**rllib_train_kwargs(recipe, out), progress=not args.no_progress)
+    except (ValueError, ImportError) as e:
+        print(f"rally train: error: {e}", file=sys.stderr)
+        return 2
+    _print_rllib_summary(summary)
     return 0
 
 

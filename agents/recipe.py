@@ -12,6 +12,13 @@ A recipe holds every setting of a training run, so one command reproduces it fro
     [[phase]]      # a curriculum: env overrides from ``from_step`` on (optional, in order)
     [eval]         # held-out validation stages, how often, the learning curve
 
+An RLlib recipe (``[run] algo = "rllib-ppo"``, docs/ray.md) has ``[run]`` (algo, timesteps,
+seed, out, checkpoint_freq), ``[env]`` (the stage and the other env settings), ``[ray]``
+(``address``, ``num_env_runners``, ``envs_per_runner``), ``[rllib]`` (the keys of
+:data:`agents.rllib.RLLIB_PPO_DEFAULTS`) and ``[eval]`` (``freq``, ``seeds``: the exported
+policy on the training stage); the sections of the stable-baselines3 path are refused there,
+and ``[ray]`` / ``[rllib]`` in a ``ppo`` recipe.
+
 Training runs in phases (one per ``[[phase]]``, or one): each builds the vector env with the
 phase's settings and continues the same model and observation statistics. A warm start
 clones the heuristic driver's actions onto the policy mean (DAgger-style data: the driver
@@ -127,6 +134,17 @@ class EvalSpec:
 
 
 @dataclass(frozen=True)
+class RayRun:
+    """Where an ``rllib-ppo`` recipe trains: the cluster (``"local"``: a Ray started for the
+    run, ``"auto"`` or ``HOST:PORT``), the env-runner actors and the cars of each one's native
+    vector env."""
+
+    address: str = "local"
+    num_env_runners: int = 0
+    envs_per_runner: int = 8
+
+
+@dataclass(frozen=True)
 class Recipe:
     """Every setting of a training run (see the module docstring)."""
 
@@ -144,6 +162,10 @@ class Recipe:
     residual: Residual = field(default_factory=Residual)
     phases: tuple[Phase, ...] = ()
     eval: EvalSpec = field(default_factory=EvalSpec)
+    #: ``rllib-ppo`` only: the cluster, RLlib's hyperparameters, episodes per evaluation
+    ray: RayRun = field(default_factory=RayRun)
+    rllib: dict[str, Any] = field(default_factory=dict)
+    eval_seeds: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -192,19 +214,42 @@ def load_recipe(path: str | Path) -> Recipe:
     return recipe_from_dict(doc, src)
 
 
+#: the algorithms a recipe trains with, and the sections each one reads
+RECIPE_ALGOS = ("ppo", "rllib-ppo")
+_SECTIONS = {
+    "ppo": {"run", "env", "ppo", "warmstart", "residual", "phase", "eval"},
+    "rllib-ppo": {"run", "env", "ray", "rllib", "eval"},
+}
+_RUN_KEYS = {
+    "ppo": {"algo", "timesteps", "n_envs", "seed", "out", "threads", "checkpoint_freq"},
+    "rllib-ppo": {"algo", "timesteps", "seed", "out", "checkpoint_freq"},
+}
+
+
+def _algo(src: str, doc: dict[str, Any]) -> str:
+    run = _table(src, doc, "run")
+    algo = run.get("algo", "ppo")
+    if algo not in RECIPE_ALGOS:
+        raise RecipeError(f"{src}: run.algo must be one of {RECIPE_ALGOS}, got {algo!r}")
+    bad = sorted(set(doc) - _SECTIONS[algo])
+    if bad:
+        other = [b for b in bad if any(b in v for v in _SECTIONS.values())]
+        if other:
+            raise RecipeError(
+                f"{src}: [{'], ['.join(other)}] {'is' if len(other) == 1 else 'are'} not for "
+                f"run.algo = {algo!r} (its sections: {', '.join(sorted(_SECTIONS[algo]))})"
+            )
+        _check_keys(src, "", doc, _SECTIONS[algo])
+    _check_keys(src, "run", run, _RUN_KEYS[algo])
+    return algo
+
+
 def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     """A :class:`Recipe` from the parsed TOML document (every key checked)."""
-    _check_keys(src, "", doc, {"run", "env", "ppo", "warmstart", "residual", "phase", "eval"})
+    algo = _algo(src, doc)
+    if algo == "rllib-ppo":
+        return _rllib_recipe(doc, src)
     run = _table(src, doc, "run")
-    _check_keys(
-        src,
-        "run",
-        run,
-        {"algo", "timesteps", "n_envs", "seed", "out", "threads", "checkpoint_freq"},
-    )
-    algo = run.get("algo", "ppo")
-    if algo != "ppo":
-        raise RecipeError(f"{src}: run.algo must be 'ppo' (the recipes' algorithm), got {algo!r}")
     env = _table(src, doc, "env")
     _check_env(src, "env", env)
     ppo = copy.deepcopy(_table(src, doc, "ppo"))
@@ -288,6 +333,63 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     )
 
 
+def _rllib_recipe(doc: dict[str, Any], src: str) -> Recipe:
+    """An ``rllib-ppo`` recipe (see the module docstring)."""
+    from agents.rllib import RLLIB_PPO_DEFAULTS
+
+    run = _table(src, doc, "run")
+    env = _table(src, doc, "env")
+    _check_env(src, "env", env)
+    ray = _table(src, doc, "ray")
+    _check_keys(src, "ray", ray, {f.name for f in dataclasses.fields(RayRun)})
+    address = ray.get("address", "local")
+    if not isinstance(address, str) or not address:
+        raise RecipeError(f"{src}: ray.address must be 'local', 'auto' or HOST:PORT")
+    rllib = copy.deepcopy(_table(src, doc, "rllib"))
+    _check_keys(src, "rllib", rllib, set(RLLIB_PPO_DEFAULTS))
+    ev = _table(src, doc, "eval")
+    _check_keys(src, "eval", ev, {"freq", "seeds"})
+    return Recipe(
+        source=src,
+        algo="rllib-ppo",
+        timesteps=_int(src, "run.timesteps", run.get("timesteps", 1_000_000), 1),
+        seed=_int(src, "run.seed", run.get("seed", 0)),
+        out=str(run.get("out", "runs/recipe")),
+        checkpoint_freq=_int(src, "run.checkpoint_freq", run.get("checkpoint_freq", 0)),
+        env=env,
+        ray=RayRun(
+            address=address,
+            num_env_runners=_int(src, "ray.num_env_runners", ray.get("num_env_runners", 0)),
+            envs_per_runner=_int(src, "ray.envs_per_runner", ray.get("envs_per_runner", 8), 1),
+        ),
+        rllib=rllib,
+        eval=EvalSpec(freq=_int(src, "eval.freq", ev.get("freq", 0)), stages=0),
+        eval_seeds=_int(src, "eval.seeds", ev.get("seeds", 1), 1),
+    )
+
+
+def rllib_train_kwargs(recipe: Recipe, out: str | Path | None = None) -> dict[str, Any]:
+    """The :func:`agents.rllib.train_rllib` arguments of an ``rllib-ppo`` recipe."""
+    if recipe.algo != "rllib-ppo":
+        raise ValueError(f"{recipe.source}: not an rllib-ppo recipe (run.algo = {recipe.algo!r})")
+    env = dict(recipe.env)
+    stage = env.pop("stage", "opener")
+    return {
+        "stage": stage,
+        "timesteps": recipe.timesteps,
+        "out": str(out or recipe.out),
+        "address": recipe.ray.address,
+        "num_env_runners": recipe.ray.num_env_runners,
+        "envs_per_runner": recipe.ray.envs_per_runner,
+        "seed": recipe.seed,
+        "hyperparams": dict(recipe.rllib),
+        "checkpoint_freq": recipe.checkpoint_freq or None,
+        "eval_seeds": recipe.eval_seeds,
+        "env_kwargs": env or None,
+        "eval_freq": recipe.eval.freq or None,
+    }
+
+
 def _check_env(src: str, where: str, env: dict[str, Any]) -> None:
     """The env settings must build (``RallyConfig`` names any bad one)."""
     from rally_env.config import RallyConfig
@@ -317,7 +419,14 @@ def phase_env(recipe: Recipe, step: int) -> dict[str, Any]:
 
 
 def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = True) -> dict:
-    """Train as the recipe says; returns the summary (also written to ``summary.json``)."""
+    """Train as the recipe says; returns the summary (also written to ``summary.json``).
+    An ``rllib-ppo`` recipe runs with :func:`agents.rllib.train_rllib` instead (its arguments:
+    :func:`rllib_train_kwargs`)."""
+    if recipe.algo != "ppo":
+        raise ValueError(
+            f"{recipe.source}: run_recipe trains the 'ppo' recipes; this one is {recipe.algo!r} "
+            "(agents.rllib.train_rllib(**rllib_train_kwargs(recipe)))"
+        )
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback

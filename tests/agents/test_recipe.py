@@ -16,6 +16,7 @@ from agents.recipe import (
     load_recipe,
     phase_env,
     recipe_from_dict,
+    rllib_train_kwargs,
     score,
     validation_stages,
 )
@@ -59,6 +60,50 @@ def test_the_shipped_recipes_load():
     ],
 )
 def test_bad_recipes_are_refused_with_the_key_named(doc, needle):
+    with pytest.raises(RecipeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        recipe_from_dict(doc, "x.toml")
+
+
+_RL = {"run": {"algo": "rllib-ppo"}}
+
+
+def test_the_rllib_recipe_loads_into_train_rllib_arguments():
+    r = load_recipe(GENERAL.with_name("rllib-opener.toml"))
+    kw = rllib_train_kwargs(r, out="elsewhere")
+    assert kw["stage"] == "opener" and kw["env_kwargs"] is None and kw["out"] == "elsewhere"
+    assert (kw["num_env_runners"], kw["envs_per_runner"], kw["address"]) == (2, 4, "local")
+    assert kw["hyperparams"]["fcnet_hiddens"] == [64, 64] and kw["eval_seeds"] == 5
+    r = recipe_from_dict({**_RL, "env": {"stage": "random", "road_ahead": True}})
+    kw = rllib_train_kwargs(r)
+    assert kw["stage"] == "random" and kw["env_kwargs"] == {"road_ahead": True}
+    assert kw["hyperparams"] == {} and kw["eval_freq"] is None and kw["checkpoint_freq"] is None
+    with pytest.raises(ValueError, match="not an rllib-ppo recipe"):
+        rllib_train_kwargs(load_recipe(GENERAL))
+    from agents.recipe import run_recipe
+
+    with pytest.raises(ValueError, match="run_recipe trains the 'ppo' recipes"):
+        run_recipe(r)
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ({**_RL, "warmstart": {"steps": 10}}, "[warmstart] is not for run.algo = 'rllib-ppo'"),
+        ({**_RL, "ppo": {}, "phase": []}, "[phase], [ppo] are not for"),
+        ({"ray": {"num_env_runners": 2}}, "[ray] is not for run.algo = 'ppo'"),
+        ({"rllib": {"lr": 1e-3}}, "[rllib] is not for run.algo = 'ppo'"),
+        ({**_RL, "rllib": {"learning_rate": 1e-3}}, "unknown key rllib.learning_rate"),
+        ({**_RL, "ray": {"runners": 2}}, "unknown key ray.runners"),
+        ({"run": {"algo": "rllib-ppo", "n_envs": 8}}, "unknown key run.n_envs"),
+        ({**_RL, "ray": {"envs_per_runner": 0}}, "ray.envs_per_runner must be an integer >= 1"),
+        ({**_RL, "ray": {"address": ""}}, "ray.address"),
+        ({**_RL, "eval": {"stages": 20}}, "unknown key eval.stages"),
+        ({**_RL, "env": {"stage": 5}}, "env: stage = 5"),
+        ({**_RL, "env": {"control_hz": 7}}, "control_hz"),
+        ({**_RL, "trainer": {}}, "unknown key trainer"),
+    ],
+)
+def test_bad_rllib_recipes_are_refused_with_the_key_named(doc, needle):
     with pytest.raises(RecipeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
         recipe_from_dict(doc, "x.toml")
 
@@ -206,6 +251,19 @@ def test_train_refuses_config_with_other_settings(tmp_path):
         cwd=ROOT,
     )
     assert res.returncode == 2 and "--config holds every setting" in res.stderr
+
+
+def test_an_rllib_recipe_refuses_the_command_line_s_cluster_settings(tmp_path):
+    rl = GENERAL.with_name("rllib-opener.toml")
+    for extra in (["--num-env-runners", "4"], ["--ray-address", "auto"], ["--stage", "forest"]):
+        res = subprocess.run(
+            [sys.executable, "-m", "rally_env", "train", "--config", str(rl), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
+        assert res.returncode == 2 and "--config holds every setting" in res.stderr, extra
 
 
 def test_frozen_observation_statistics_stay_put_while_rewards_still_scale():

@@ -193,6 +193,21 @@ def episode_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
     return json.dumps(out, allow_nan=False)
 
 
+def reference_job(job_json: str) -> str:
+    """The reference time of one stage for its env's vehicle (``{"stage", "env_kwargs"}`` as
+    JSON), as :func:`agents.evaluate.summarize` computes it; what a Ray task runs, so a
+    distributed evaluation does not compute every stage's reference in the driver.
+
+    Returns:
+        JSON text ``{"reference_time_s": float}``.
+    """
+    from agents.reference import reference_time
+
+    job = json.loads(job_json)
+    vehicle = _check_stage(job["stage"], job["env_kwargs"])
+    return json.dumps({"reference_time_s": reference_time(job["stage"], vehicle=vehicle).time_s})
+
+
 def _check_stage(stage: str, env_kwargs: dict[str, Any]) -> Any:
     """The vehicle of ``stage``'s env (for its summary), checking the name the workers get:
     a library stage or ``gen-<seed>`` (a stage file would have to be on every node).
@@ -233,7 +248,8 @@ def evaluate_distributed(
     action_space: str = "auto",
     progress: bool = False,
 ) -> Any:
-    """:func:`agents.evaluate.evaluate` with one Ray task per (stage, seed) episode.
+    """:func:`agents.evaluate.evaluate` with one Ray task per (stage, seed) episode, and one
+    per stage for its reference time (:func:`reference_job`).
 
     The result equals the local one (every figure, action and telemetry value, and the replays'
     hashes; only ``wall_time_s`` differs) for any agent whose episodes do not depend on each
@@ -291,13 +307,20 @@ def evaluate_distributed(
             "replay": replay_dir is not None,
         }
         refs.append(task.remote(json.dumps(job), model_ref))
+    ref_task = _remote(ray, reference_job)
+    ref_refs = [
+        ref_task.remote(json.dumps({"stage": st, "env_kwargs": env_kwargs})) for st in stage_list
+    ]
     docs = [json.loads(t) for t in ray.get(refs)]
+    ref_times = [float(json.loads(t)["reference_time_s"]) for t in ray.get(ref_refs)]
     par = load_par_times()
     runs, summaries = [], []
     for i, st in enumerate(stage_list):
         sr = [_run_from_doc(d["run"]) for d in docs[i * len(seeds) : (i + 1) * len(seeds)]]
         runs.extend(sr)
-        summaries.append(summarize(st, name, sr, par, vehicle=vehicles[st]))
+        summaries.append(
+            summarize(st, name, sr, par, vehicle=vehicles[st], reference_time_s=ref_times[i])
+        )
         if progress:
             s = summaries[-1]
             print(

@@ -310,16 +310,22 @@ def summarize(
     runs: Sequence[RunResult],
     par: dict[str, float] | None = None,
     vehicle: Any = None,
+    reference_time_s: float | None = None,
 ) -> StageSummary:
     """The figures of one stage. ``vehicle``: the env's vehicle (default the rover); the
-    reference time is computed for it, and par times (the heuristic driver's, with the
+    reference time is computed for it (unless ``reference_time_s`` gives it, as a distributed
+    evaluation's workers computed it), and par times (the heuristic driver's, with the
     Rally-v0 rover) apply only to that rover."""
     from agents.reference import reference_time
     from physics import ROVER
 
     par = load_par_times() if par is None else par
     times = np.array([r.stage_time_s for r in runs if r.finished])
-    ref = reference_time(stage, vehicle=vehicle).time_s
+    ref = (
+        reference_time(stage, vehicle=vehicle).time_s
+        if reference_time_s is None
+        else float(reference_time_s)
+    )
     med = float(np.median(times)) if times.size else math.nan
     best = float(np.min(times)) if times.size else math.nan
     p = par.get(stage, math.nan) if vehicle is None or vehicle == ROVER else math.nan

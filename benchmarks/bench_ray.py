@@ -94,6 +94,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seconds", type=float, default=None, help="per sampling measurement")
     ap.add_argument("--stages", type=int, default=None, help="N of the evaluation")
+    ap.add_argument("--no-sampling", action="store_true", help="only the evaluation and memory")
     args = ap.parse_args()
     seconds = args.seconds or (3.0 if args.quick else 8.0)
     ms = (1, 64) if args.quick else (1, 64, 256)
@@ -105,7 +106,7 @@ def main() -> int:
         print(f"load: {os.getloadavg()}")
         print(f"sampling (best of interleaved rounds, {seconds:.0f} s each), env steps/s:")
         best: dict[str, float] = {}
-        for _ in range(1 if args.quick else 2):
+        for _ in range(0 if args.no_sampling else 1 if args.quick else 2):
             for m in ms:
                 key = f"native vector env, 1 process, M={m}"
                 best[key] = max(best.get(key, 0.0), native_steps_per_s(m, seconds))
@@ -115,13 +116,18 @@ def main() -> int:
         for key, v in best.items():
             print(f"  {key:40s} {v:12,.0f}")
 
+        from agents import reference
         from agents.distributed import evaluate_distributed
         from agents.evaluate import evaluate
 
         spec = f"random:{n_stages}"
+        # the driver computes every stage's reference time (cached per stage): each run
+        # starts without the other's
+        reference._CACHE.clear()
         t0 = time.perf_counter()
         local = evaluate("heuristic", spec, [0])
         t_local = time.perf_counter() - t0
+        reference._CACHE.clear()
         t0 = time.perf_counter()
         dist = evaluate_distributed("heuristic", spec, [0], address=address)
         t_dist = time.perf_counter() - t0

@@ -19,6 +19,7 @@ from agents.distributed import (
     episode_job,
     evaluate_distributed,
     read_replay_inputs,
+    reference_job,
     report_from_dict,
     verify_job,
     verify_many,
@@ -69,6 +70,23 @@ def test_episode_job_equals_the_local_episode_bit_for_bit():
     rp = replay_from_bytes(out["replay"].encode(), out["replay_name"])
     assert out["replay_name"] == rp.default_name()
     assert verify_bytes(out["replay"].encode()).accepted
+
+
+def test_reference_job_equals_the_local_summary_s_reference_bit_for_bit():
+    from agents.evaluate import summarize
+    from agents.reference import reference_time
+    from physics.vehicles import vehicle
+
+    for stage, kw in (("skidpad", {}), ("gen-7", {"version": 1, "vehicle": "rally-car"})):
+        got = json.loads(reference_job(json.dumps({"stage": stage, "env_kwargs": kw})))
+        veh = vehicle(kw["vehicle"]) if kw else None
+        assert got["reference_time_s"] == reference_time(stage, vehicle=veh).time_s
+        runs = [run_episode(make_policy("heuristic"), stage, 0, env=RallyEnv(stage, **SHORT))]
+        assert summarize(stage, "h", runs, vehicle=veh) == summarize(
+            stage, "h", runs, vehicle=veh, reference_time_s=got["reference_time_s"]
+        )
+    with pytest.raises(ValueError, match="no such stage file"):
+        reference_job(json.dumps({"stage": "no-such-stage.toml", "env_kwargs": {}}))
 
 
 def test_benchmark_chunk_job_equals_the_local_chunk_bit_for_bit():

@@ -53,6 +53,16 @@ def two_node_cluster():
     # the nodes (and the workers they start) inherit this environment
     os.environ.update(_env())
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths go in it
+    # Ray's test cluster writes the head's address to ``<system temp>/ray/ray_current_cluster``
+    # whatever ``temp_dir`` says, and does not create that directory: on a machine where Ray
+    # never ran, the cluster fails to start without it
+    try:
+        from ray._common.utils import get_default_ray_temp_dir
+    except ImportError:  # another Ray layout: the same default
+        default_dir = os.path.join(tempfile.gettempdir(), "ray")
+    else:
+        default_dir = get_default_ray_temp_dir()
+    os.makedirs(default_dir, exist_ok=True)
     node = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "temp_dir": temp}
     cluster = None
     try:

@@ -153,3 +153,39 @@ def test_bad_options_are_messages(tmp_path, capsys):
         == 2
     )
     assert "unknown rllib-ppo setting 'nope'" in capsys.readouterr().err
+
+
+def test_a_recipe_file_trains_on_the_cluster(ray_cluster, tmp_path):
+    """``rally train --config`` with an ``rllib-ppo`` recipe: the recipe's settings reach the
+    run (its config.json), the training stage included."""
+    _, address = ray_cluster
+    out = tmp_path / "run"
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(
+        f"""
+[run]
+algo = "rllib-ppo"
+timesteps = 256
+out = "{out}"
+[env]
+stage = "skidpad"
+[ray]
+address = "{address}"
+num_env_runners = 1
+envs_per_runner = 2
+[rllib]
+train_batch_size_per_learner = 256
+minibatch_size = 64
+num_epochs = 1
+fcnet_hiddens = [16, 16]
+[eval]
+seeds = 1
+"""
+    )
+    assert main(["train", "--config", str(recipe), "--no-progress"]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["stage"] == "skidpad" and cfg["ray_address"] == address
+    assert (cfg["num_env_runners"], cfg["envs_per_runner"]) == (1, 2)
+    assert cfg["hyperparams"]["fcnet_hiddens"] == [16, 16]
+    pol = ExportedPolicy(out / "policy" / "policy.json")
+    assert pol(np.zeros((1, int(pol.meta["obs_dim"])), np.float32)).shape == (1, 4)

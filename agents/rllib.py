@@ -41,6 +41,14 @@ RLLIB_PPO_DEFAULTS: dict[str, Any] = {
     "gamma": 0.99,
     "lambda_": 0.95,
     "clip_param": 0.2,
+    # not RLlib's defaults (10.0 and True), which did not learn here: RLlib clips the value
+    # loss (the squared error) at vf_clip_param, and returns here are tens, so with 10 the
+    # critic got no gradient (opener: the return stayed at -21 for 330k steps, the policy
+    # learned to stand still); no KL penalty beside the clip, as stable-baselines3's PPO
+    "vf_clip_param": 1e6,
+    "use_kl_loss": False,
+    # the gradient's global norm clipped at 0.5, as stable-baselines3's PPO (RLlib: no clip)
+    "grad_clip": 0.5,
     "entropy_coeff": 0.0,
     "vf_loss_coeff": 0.5,
     "num_epochs": 10,
@@ -51,7 +59,15 @@ RLLIB_PPO_DEFAULTS: dict[str, Any] = {
     # observations normalised by RLlib's MeanStdFilter (running mean and std, clipped to +-10),
     # as the SB3 path's running statistics do; the export carries the statistics
     "obs_norm": True,
+    # the policy head of a new run, as stable-baselines3 starts its PPO: the mean's weights
+    # scaled by init_pi_scale (means near 0: half throttle, brakes off) and a log std of
+    # init_log_std whatever the input; torch's default init gives means up to about +-1,
+    # i.e. brake or handbrake held from the start, and std 1 (see _init_policy_head)
+    "init_pi_scale": 0.01,
+    "init_log_std": -1.0,
 }
+#: Settings of RLLIB_PPO_DEFAULTS that are not RLlib's: how a new run's policy head starts.
+HEAD_INIT_KEYS = ("init_pi_scale", "init_log_std")
 #: RLlib's MeanStdFilter: ``(obs - mean) / (std + OBS_NORM_EPS)``, clipped to +-OBS_NORM_CLIP.
 OBS_NORM_EPS = 1e-8
 OBS_NORM_CLIP = 10.0
@@ -157,6 +173,10 @@ def ppo_config(
     }
     if not isinstance(hp["obs_norm"], bool):
         raise ValueError(f"rllib-ppo setting obs_norm must be true or false: {hp['obs_norm']!r}")
+    for k in HEAD_INIT_KEYS:
+        v = hp.pop(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"rllib-ppo setting {k} must be a finite number: {v!r}")
     runners: dict[str, Any] = {}
     if hp.pop("obs_norm"):
         runners["env_to_module_connector"] = obs_filter
@@ -175,6 +195,29 @@ def ppo_config(
         .rl_module(rl_module_spec=RLModuleSpec(model_config=model))
         .debugging(seed=int(seed))
     )
+
+
+def _init_policy_head(algo: Any, pi_scale: float, log_std: float) -> None:
+    """Start a new run's policy as stable-baselines3 starts PPO: the Gaussian's mean weights
+    of the pi head's output layer scaled by ``pi_scale`` (and its mean bias zeroed) and its
+    log-std outputs a constant ``log_std`` (zero weights); then the env runners get those
+    weights. The output layer gives ``[mean (4), log std (4)]`` (RLlib's DiagGaussian)."""
+    import torch
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    def init(learner: Any) -> None:
+        last = [m for m in learner.module[DEFAULT_MODULE_ID].pi.modules()]
+        last = [m for m in last if isinstance(m, torch.nn.Linear)][-1]
+        n = last.out_features // 2
+        with torch.no_grad():
+            last.weight[:n].mul_(float(pi_scale))
+            last.bias[:n].zero_()
+            last.weight[n:].zero_()
+            last.bias[n:].fill_(float(log_std))
+
+    for r in algo.learner_group.foreach_learner(init):
+        r.get()  # raises what the learner raised
+    algo.env_runner_group.sync_weights(from_worker_or_learner_group=algo.learner_group)
 
 
 # --------------------------------------------------------------------------------- export
@@ -378,6 +421,8 @@ def train_rllib(
     try:
         if resume is not None:
             algo.restore_from_path(str(Path(resume).resolve()))
+        else:
+            _init_policy_head(algo, hp["init_pi_scale"], hp["init_log_std"])
         steps = 0
         if resume is not None:  # the checkpoint's metrics hold its lifetime step count
             from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME

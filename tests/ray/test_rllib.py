@@ -93,6 +93,27 @@ def test_exported_policy_is_the_modules_mean_action(trained):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_new_run_starts_as_stable_baselines3_does(trained):
+    """The policy head of a new run: means near 0 (half throttle, brakes off) and a log std
+    of -1 whatever the input (torch's default init gave means up to about +-0.4 and RLlib's
+    std 1: the car braked or crawled from the start)."""
+    import torch
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    out, _ = trained
+    module = RLModule.from_checkpoint(next((out / "checkpoint").rglob("default_policy")))
+    obs = np.random.default_rng(1).normal(0, 1, (32, module.observation_space.shape[0]))
+    with torch.no_grad():
+        d = module.forward_inference({"obs": torch.from_numpy(obs.astype(np.float32))})
+    logits = d["action_dist_inputs"].numpy()
+    assert np.abs(logits[:, :4]).max() < 0.05  # one small iteration moves them a little
+    np.testing.assert_allclose(logits[:, 4:], -1.0, atol=0.05)
+    a = ExportedPolicy(out / "policy" / "policy.json")(obs.astype(np.float32))
+    assert np.all(np.abs(a[:, 1] - 0.5) < 0.05) and np.all(a[:, 2:] < 0.05)
+    cfg = json.loads((out / "config.json").read_text())["hyperparams"]
+    assert cfg["vf_clip_param"] == 1e6 and cfg["use_kl_loss"] is False and cfg["grad_clip"] == 0.5
+
+
 def test_exported_policy_evaluates_the_same_locally_and_on_the_cluster(
     ray_cluster, trained, tmp_path
 ):

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.snippet import last_line  # noqa: E402
 from physics import ROVER, VehicleBatch, flat_terrain  # noqa: E402
 
 _START = """
@@ -56,15 +56,7 @@ print(t1 - t0, time.perf_counter() - t1)
 
 
 def _subprocess_seconds(env: dict, script: str = _START) -> list[float]:
-    out = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    return [float(v) for v in out.stdout.strip().splitlines()[-1].split()]
+    return [float(v) for v in last_line(script, env, ROOT).split()]
 
 
 def _batch(n: int, parallel: bool, params=ROVER) -> VehicleBatch:

@@ -17,10 +17,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.snippet import last_line
 
 CHILD_PHYS = r"""
 import json, time, numpy as np
@@ -81,15 +84,7 @@ print(json.dumps({"single env": 200 / best1, "vector 64 cars": 64 * 50 / bestv})
 
 def _run(tree: str, cache: str, child: str) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=tree, NUMBA_CACHE_DIR=cache)
-    out = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", child],
-        env=env,
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(last_line(child, env, tree))
 
 
 def main() -> int:

@@ -356,6 +356,30 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
+    out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
+    return _run_rllib(
+        {
+            "stage": args.stage,
+            "timesteps": args.timesteps,
+            "out": out,
+            "address": args.ray_address or "local",
+            "num_env_runners": args.num_env_runners or 0,
+            "envs_per_runner": args.envs_per_runner or 8,
+            "seed": args.seed,
+            "resume": args.resume,
+            "hyperparams": _parse_sets(args.set),
+            "checkpoint_freq": args.checkpoint_freq,
+            "eval_seeds": args.eval_seeds or 1,
+            "env_kwargs": vehicle_env_kwargs(args) or None,
+            "eval_freq": args.eval_freq,
+        },
+        progress=not args.no_progress,
+    )
+
+
+def _run_rllib(kwargs: dict[str, Any], progress: bool) -> int:
+    """``agents.rllib.train_rllib(**kwargs)`` for ``rally train`` (command line or recipe):
+    a missing Ray or a bad setting is a message and exit code 2; the summary line on success."""
     try:
         from agents.rllib import train_rllib
     except ImportError as e:
@@ -363,32 +387,11 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
             f'rally train: rllib-ppo needs Ray ({e}); pip install "rally-env[ray]"', file=sys.stderr
         )
         return 2
-    out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
     try:
-        summary = train_rllib(
-            args.stage,
-            timesteps=args.timesteps,
-            out=out,
-            address=args.ray_address or "local",
-            num_env_runners=args.num_env_runners or 0,
-            envs_per_runner=args.envs_per_runner or 8,
-            seed=args.seed,
-            resume=args.resume,
-            hyperparams=_parse_sets(args.set),
-            checkpoint_freq=args.checkpoint_freq,
-            eval_seeds=args.eval_seeds or 1,
-            env_kwargs=vehicle_env_kwargs(args) or None,
-            progress=not args.no_progress,
-            eval_freq=args.eval_freq,
-        )
+        summary = train_rllib(**kwargs, progress=progress)
     except (ValueError, ImportError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
-    _print_rllib_summary(summary)
-    return 0
-
-
-def _print_rllib_summary(summary: dict[str, Any]) -> None:
     fe = summary.get("final_eval") or {}
     med = fe.get("median_time_s")
     print(
@@ -397,6 +400,7 @@ def _print_rllib_summary(summary: dict[str, Any]) -> None:
         f"rate {fe.get('finish_rate', math.nan):.2f}, median stage time "
         f"{math.nan if med is None else med:.2f} s"
     )
+    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -495,22 +499,10 @@ def _train_rllib_recipe(recipe: Any, out: str | None, args: argparse.Namespace) 
 
     try:
         check_output_dir(out or recipe.out, "run.out")
-        from agents.rllib import train_rllib
     except (FileNotFoundError, ValueError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
-    except ImportError as e:
-        print(
-            f'rally train: rllib-ppo needs Ray ({e}); pip install "rally-env[ray]"', file=sys.stderr
-        )
-        return 2
-    try:
-        summary = train_rllib(**rllib_train_kwargs(recipe, out), progress=not args.no_progress)
-    except (ValueError, ImportError) as e:
-        print(f"rally train: error: {e}", file=sys.stderr)
-        return 2
-    _print_rllib_summary(summary)
-    return 0
+    return _run_rllib(rllib_train_kwargs(recipe, out), progress=not args.no_progress)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

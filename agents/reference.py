@@ -536,6 +536,11 @@ class ReferenceProfile:
 _CACHE: dict[tuple[str, str, str], ReferenceProfile] = {}
 
 
+def clear_reference_cache() -> None:
+    """Forget the reference runs :func:`reference_time` has cached (for timing it afresh)."""
+    _CACHE.clear()
+
+
 def reference_time(
     stage: Any, line: str = "racing", vehicle: VehicleParams | None = None
 ) -> ReferenceProfile:

@@ -61,8 +61,8 @@ RLLIB_PPO_DEFAULTS: dict[str, Any] = {
     "obs_norm": True,
     # the policy head of a new run, as stable-baselines3 starts its PPO: the mean's weights
     # scaled by init_pi_scale (means near 0: half throttle, brakes off) and a log std of
-    # init_log_std whatever the input; torch's default init gives means up to about +-1,
-    # i.e. brake or handbrake held from the start, and std 1 (see _init_policy_head)
+    # init_log_std whatever the input; torch's default init gave means of about +-0.4 (brake
+    # or handbrake held, or little throttle, from the start) and std 1 (see _init_policy_head)
     "init_pi_scale": 0.01,
     "init_log_std": -1.0,
 }
@@ -197,6 +197,18 @@ def ppo_config(
     )
 
 
+def _start(algo: Any, resume: str | None, hp: dict[str, Any]) -> int:
+    """Restore the checkpoint ``resume`` and return its lifetime env steps (its metrics hold
+    them), or start a new run's policy head (:func:`_init_policy_head`) and return 0."""
+    if resume is None:
+        _init_policy_head(algo, hp["init_pi_scale"], hp["init_log_std"])
+        return 0
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    algo.restore_from_path(str(Path(resume).resolve()))
+    return int(algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))
+
+
 def _init_policy_head(algo: Any, pi_scale: float, log_std: float) -> None:
     """Start a new run's policy as stable-baselines3 starts PPO: the Gaussian's mean weights
     of the pi head's output layer scaled by ``pi_scale`` (and its mean bias zeroed) and its
@@ -206,8 +218,8 @@ def _init_policy_head(algo: Any, pi_scale: float, log_std: float) -> None:
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     def init(learner: Any) -> None:
-        last = [m for m in learner.module[DEFAULT_MODULE_ID].pi.modules()]
-        last = [m for m in last if isinstance(m, torch.nn.Linear)][-1]
+        pi = learner.module[DEFAULT_MODULE_ID].pi
+        last = [m for m in pi.modules() if isinstance(m, torch.nn.Linear)][-1]
         n = last.out_features // 2
         with torch.no_grad():
             last.weight[:n].mul_(float(pi_scale))
@@ -419,16 +431,7 @@ def train_rllib(
     algo = config.build_algo()
     t0 = time.perf_counter()
     try:
-        if resume is not None:
-            algo.restore_from_path(str(Path(resume).resolve()))
-        else:
-            _init_policy_head(algo, hp["init_pi_scale"], hp["init_log_std"])
-        steps = 0
-        if resume is not None:  # the checkpoint's metrics hold its lifetime step count
-            from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
-
-            key = (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
-            steps = int(algo.metrics.peek(key, default=0))
+        steps = _start(algo, resume, hp)
         fields = ["iteration", "env_steps", "episode_return_mean", "wall_time_s", "steps_per_s"]
         new = not (out / "progress.csv").exists()
         next_ckpt = checkpoint_freq

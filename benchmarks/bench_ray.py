@@ -116,18 +116,18 @@ def main() -> int:
         for key, v in best.items():
             print(f"  {key:40s} {v:12,.0f}")
 
-        from agents import reference
         from agents.distributed import evaluate_distributed
         from agents.evaluate import evaluate
+        from agents.reference import clear_reference_cache
 
         spec = f"random:{n_stages}"
         # the driver computes every stage's reference time (cached per stage): each run
         # starts without the other's
-        reference._CACHE.clear()
+        clear_reference_cache()
         t0 = time.perf_counter()
         local = evaluate("heuristic", spec, [0])
         t_local = time.perf_counter() - t0
-        reference._CACHE.clear()
+        clear_reference_cache()
         t0 = time.perf_counter()
         dist = evaluate_distributed("heuristic", spec, [0], address=address)
         t_dist = time.perf_counter() - t0

@@ -1521,10 +1521,12 @@ def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, 
     :class:`physics.terrain.TerrainSet`; ``save``/``isave`` (len(cars), row width) are scratch
     rows; ``miss`` (len(cars),) receives -1 or the tile a car still needs (see _step_car).
     ``ext, ws, arc`` are :func:`model_switches` of the cars' model (all cars of one call share
-    it).
+    it). Returns how many cars still need a tile (``miss >= 0``), so the caller needs no array
+    scan on the usual step that needs none.
     """
     for ii in range(cars.shape[0]):
         _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc)
+    return _count_missed(miss)
 
 
 @njit(cache=True, parallel=True)
@@ -1532,6 +1534,17 @@ def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, 
     """As :func:`step_cars`, with the cars spread over threads (``prange`` over cars only)."""
     for ii in prange(cars.shape[0]):
         _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc)
+    return _count_missed(miss)
+
+
+@njit(cache=True, _nrt=False)
+def _count_missed(miss):
+    """How many of ``miss`` are a tile (>= 0) rather than -1."""
+    n = 0
+    for ii in range(miss.shape[0]):
+        if miss[ii] >= 0:
+            n += 1
+    return n
 
 
 @njit(cache=True, _nrt=False)

@@ -280,7 +280,7 @@ class VehicleBatch:
                 if self._save.shape[0] < m:
                     self._scratch(m)
                 miss = self._miss[:m]
-                fn(
+                if fn(
                     self.state,
                     self.istate,
                     self.params,
@@ -292,9 +292,8 @@ class VehicleBatch:
                     self._isave[:m],
                     miss,
                     *switches,
-                )
-                missed = np.flatnonzero(miss >= 0)
-                if len(missed):
+                ):
+                    missed = np.flatnonzero(miss >= 0)
                     bad.append(np.stack([group[missed], miss[missed]], axis=1))
             if not bad:
                 return

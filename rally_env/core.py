@@ -356,10 +356,9 @@ class RallyCore:
         inside its substep (bit-identical physics: a step of n substeps is n steps of one)."""
         b = self.bank
         near = self._near[: len(idx)]
-        K.lines_within_reach(
+        if not K.lines_within_reach(
             idx, self.sim.state, self.estate, self.eistate, b.table, b.line_race, self.dt, near
-        )
-        if not near.any():
+        ):
             self.sim.step(self.n_sub, cars)
             return
         multi = idx[near]

@@ -678,7 +678,8 @@ def _new_requests(
 ) -> np.ndarray:
     """The distinct (base row, tile) of requests (row, tile) whose tile is in its grid and not
     filled, sorted by base row then tile. (NumPy, not compiled: it runs once per fill, and a
-    compiled sort would add seconds to every first start.)"""
+    compiled sort would add seconds to every first start. The pairs are deduplicated as one
+    int64 key each, ``base * 2**32 + tile``: ``np.unique`` over rows costs ten times as much.)"""
     base = variant_base[req[:, 0]]
     lin = req[:, 1]
     n_tiles = meta[base, TM_TNX].astype(np.int64) * meta[base, TM_TNY].astype(np.int64)
@@ -686,8 +687,11 @@ def _new_requests(
     base = base[ok]
     lin = lin[ok]
     todo = tiles[meta[base, TM_TABLE].astype(np.int64) + lin] < 0
-    keep = np.stack([base[todo], lin[todo]], axis=1).astype(np.int64)
-    return np.unique(keep, axis=0).reshape(-1, 2)
+    key = np.unique((base[todo].astype(np.int64) << 32) | lin[todo])
+    out = np.empty((len(key), 2), np.int64)
+    out[:, 0] = key >> 32
+    out[:, 1] = key & 0xFFFFFFFF
+    return out
 
 
 @njit(cache=True)

@@ -173,3 +173,19 @@ def test_variant_rows_share_heights_with_their_own_grip():
     assert ts.grip[2, 0] == 1.0  # unchanged by the refused calls
     with pytest.raises(TerrainError):
         TerrainSet([a], n_variants=-1)
+
+
+def test_fill_requests_are_deduplicated_sorted_and_limited_to_unfilled_grid_tiles():
+    from physics.terrain import _new_requests
+
+    a, b = _noise_terrain(n=90, seed=1), _noise_terrain(n=57, seed=2)
+    ts = TerrainSet([a, b], n_variants=1)
+    ts.set_variant(2, 0, np.array([0.5, 0.5]))  # row 2 reads base 0's tiles
+    n0 = tile_grid(a.shape)[0] * tile_grid(a.shape)[1]
+    ts.fill_requests(np.array([[0, 1]]))  # tile 1 of base 0 is filled already
+    req = np.array([[1, 3], [0, 2], [2, 2], [0, 1], [1, 3], [0, n0], [0, -1], [2, 0], [1, 0]])
+    got = _new_requests(ts.tiles, ts.meta, ts._variant_base, req)
+    np.testing.assert_array_equal(got, [[0, 0], [0, 2], [1, 0], [1, 3]])
+    assert got.dtype == np.int64 and got.shape == (4, 2)
+    assert _new_requests(ts.tiles, ts.meta, ts._variant_base, req[3:4]).shape == (0, 2)
+    assert ts.fill_requests(req) == 4 and ts.tiles_in_use == 5

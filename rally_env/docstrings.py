@@ -662,6 +662,26 @@ a single env, and the peak RSS of a 1,024-car env on random stages (`--no-rss` s
 it takes a quarter of an hour on a busy machine). Targets (issue 13): random ≥ 70 % of fixed at
 16 and 1,024 cars, a random reset ≤ 5 ms amortized, ≤ 4 GB RSS at 1,024 cars.
 
+**4 December 2026** (a quiet machine: load average 0.5 before the run, nothing else running;
+commit `a778f1e`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`):
+
+| cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
+|---|---|---|---|---|---|
+| 16 | 66,962 car-steps/s | 24,841 | 37 % | 37 % | 22 % |
+| 1,024 | 126,860 | 18,661 | 15 % | 22 % | 16 % |
+| 1,024, `num_levels=256` | 126,860 | 97,330 | 77 % | 76 % | 76 % |
+
+Single env: 24,973 steps/s on `opener`, 13,814 on random stages (208 steps per episode): a
+random reset costs **6.72 ms** amortized (6.45 ms of the env process's CPU, 11.75 ms with the
+worker's). This machine steps faster than the one of the figures below, so compare ratios,
+not rates. What changed since: the terrain fill deduplicates its requests as one int64 key
+each (`np.unique` over rows had cost ten times as much). Measured alone, in alternating
+subprocesses (two rounds each of `bench_random_vector(16, 3.0)` and `bench_random_single(3.0)`
+from this benchmark), 16 cars went from 35 % and 39 % of fixed-stage car-steps/s to 44 % and
+42 %; the amortized reset read 5.84 and 4.47 ms before and 3.84 and 5.47 ms after, so that
+figure moves more from run to run than with the change. The targets stay missed at 16 and
+1,024 cars; the reset cost lies around the 5 ms target, on either side of it from run to run.
+
 **Quiet machine** (3 December 2026, later; load average 1.0–1.4, nothing else running;
 commit `dbc349a`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, with the
 300-step warm-up, so the 1,024-car rows time resets too):

@@ -213,7 +213,7 @@ class RallyCore:
                 )
             slots[i] = slot
             self._draw_randomization(k, slot, rng)
-            if bank.mode == "random":
+            if bank.mode == "random" and S.prefetch_useful(self.n):
                 self._prefetch_next(rng)
         self._widen_times()
         rows = np.array(

@@ -162,6 +162,12 @@ class Prefetcher:
                 self._ready[key] = made
 
     # ------------------------------------------------------------------------ the API
+    @property
+    def capacity(self) -> int:
+        """Answers kept for a later :meth:`take` (the oldest untaken one goes first). Asking
+        for more stages than this ahead of their use only makes stages nobody takes."""
+        return 2 * self.max_pending
+
     def request(
         self, seed: int, length_m: float, difficulty: float, sectioned: bool = False
     ) -> None:
@@ -183,7 +189,7 @@ class Prefetcher:
                 self._fail()
                 return
             self._pending.add(key)
-            while len(self._ready) > 2 * self.max_pending:  # nobody took these
+            while len(self._ready) > self.capacity:  # nobody took these
                 self._ready.pop(next(iter(self._ready)))
 
     def take(

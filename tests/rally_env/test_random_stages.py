@@ -121,6 +121,22 @@ def test_a_level_a_slot_holds_is_not_asked_of_the_prefetch_worker(monkeypatch):
     assert len(asked) == 1  # a fresh stage per episode is asked for ahead
 
 
+def test_an_env_with_more_cars_than_the_worker_keeps_answers_for_asks_for_none(monkeypatch):
+    # a car takes its stage at its next reset: with more cars than answers kept, the answer
+    # has been dropped by then (a 1,024-car env took one answer in a whole benchmark run)
+    from tracks.prefetch import PREFETCHER
+
+    asked = []
+    monkeypatch.setattr(S, "prefetch_stage", lambda *a: asked.append(a))
+    monkeypatch.setattr(PREFETCHER, "max_pending", 2)  # keeps 4 answers
+    env = RallyVectorEnv(5, stage="random", random_stage=SHORT)
+    env.reset(seed=0)
+    assert asked == []
+    env = RallyVectorEnv(4, stage="random", random_stage=SHORT)
+    env.reset(seed=0)
+    assert len(asked) == 4
+
+
 @pytest.mark.parametrize(
     ("rs", "needle"),
     [

@@ -197,6 +197,10 @@ class RallyCore:
                 self.rngs[k] = np.random.Generator(np.random.PCG64(ss))
             elif self.rngs[k] is None:
                 self.rngs[k] = np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
+        if bank.mode == "random" and len(cars) > 1 and not S.prefetch_useful(self.n):
+            self._share_generation(cars)
+        for i, k in enumerate(cars):
+            k = int(k)
             rng = self.rngs[k]
             if bank.mode == "fixed":
                 slot = 0
@@ -283,12 +287,25 @@ class RallyCore:
     def _prefetch_next(self, rng: np.random.Generator) -> None:
         """Ask for the stage the car's next reset will draw (its stream decides it; nothing
         draws from it before then unless that reset is seeded anew)."""
-        peek = np.random.Generator(np.random.PCG64())
-        peek.bit_generator.state = rng.bit_generator.state
-        seed, diff = S.draw_random_stage(self.config.random_stage, peek)
+        seed, diff = self._peek_stage(rng)
         length = self.config.random_stage["length_m"]
         if not self.bank.holds(("gen", seed, length, diff)):  # a level already in a slot
             S.prefetch_stage(seed, length, diff, self.bank.sectioned)
+
+    def _peek_stage(self, rng: np.random.Generator) -> tuple[int, float]:
+        """The (seed, difficulty) the car's next stage draw from ``rng`` gives, without
+        drawing."""
+        peek = np.random.Generator(np.random.PCG64())
+        peek.bit_generator.state = rng.bit_generator.state
+        return S.draw_random_stage(self.config.random_stage, peek)
+
+    def _share_generation(self, cars: np.ndarray) -> None:
+        """Cars reset together, too many for stages asked ahead (see
+        :func:`rally_env.stages.prefetch_useful`): the worker makes the second half of the
+        stages they draw while this process makes the first half in place, on the core the
+        physics threads leave idle during resets. Where a stage is made never changes it."""
+        for k in cars[(len(cars) + 1) // 2 :]:
+            self._prefetch_next(self.rngs[int(k)])
 
     def _draw_randomization(self, k: int, slot: int, rng: np.random.Generator) -> None:
         r = self.config.randomize

@@ -131,10 +131,15 @@ def test_an_env_with_more_cars_than_the_worker_keeps_answers_for_asks_for_none(m
     monkeypatch.setattr(PREFETCHER, "max_pending", 2)  # keeps 4 answers
     env = RallyVectorEnv(5, stage="random", random_stage=SHORT)
     env.reset(seed=0)
-    assert asked == []
+    # none for later resets; only cars 3 and 4 of this one, which the worker makes while the
+    # env makes the stages of cars 0-2 (no reset of a car asks for its next stage)
+    seeds = [env.core.stage_name(k).split("-")[1] for k in (3, 4)]  # gen-<seed>-<len>-<d>
+    assert [str(a[0]) for a in asked] == seeds
+    env.reset(seed=1)
+    assert len(asked) == 4  # the same split at every reset of several cars
     env = RallyVectorEnv(4, stage="random", random_stage=SHORT)
     env.reset(seed=0)
-    assert len(asked) == 4
+    assert len(asked) == 4 + 4  # each car asks for its next stage
 
 
 @pytest.mark.parametrize(

@@ -605,8 +605,11 @@ autoreset_mode=...)`.
   With `"random"` every car has its own generated stage; a reset rewrites only that car's
   slot, its terrain fills tile by tile (8 x 8 nodes) as the car reaches it, and a worker
   process (`python -m tracks.prefetch`, one per Python process; `RALLY_PREFETCH=0` turns it
-  off) generates the stage each car will draw next. Where a stage is made never changes it.
-  Figures: Speed, below.
+  off) generates the stage each car will draw next. It keeps 64 answers: an env with more
+  cars than that asks for nothing ahead (a car's stage would be dropped before the car came
+  back for it); there, the cars a step resets together split their stages' generation with
+  the worker instead (it makes the second half while the env makes the first). Where a stage
+  is made never changes it. Figures: Speed, below.
 
 ## State API
 
@@ -681,6 +684,23 @@ from this benchmark), 16 cars went from 35 % and 39 % of fixed-stage car-steps/s
 42 %; the amortized reset read 5.84 and 4.47 ms before and 3.84 and 5.47 ms after, so that
 figure moves more from run to run than with the change. The targets stay missed at 16 and
 1,024 cars; the reset cost lies around the 5 ms target, on either side of it from run to run.
+
+**The prefetch worker at 1,024 cars** (4 December 2026). A profile of the 1,024-car random
+env found every stage generated in place: each car asked the worker for its next stage at its
+reset, the worker kept 64 answers, and by the time a car came back about as many resets as
+there are cars had pushed its answer out (one answer was taken in a whole benchmark run). The
+env paid for the requests (pipe writes of about 2 ms each in the profile), for unpickling the
+unused answers, and for the worker's CPU beside its physics threads. Now an env with more cars than
+the worker keeps answers for asks for none ahead (`rally_env.stages.prefetch_useful`), and
+the cars one step resets together (about five at 1,024 cars) share their stages'
+generation with the worker, on the core the physics threads leave idle during resets.
+Alternating subprocesses on a quiet machine, two rounds each of `bench_random_vector(1024,
+3.0, rounds=2)` from this benchmark: random stages 26,420 and 25,429 car-steps/s before,
+29,365 and 30,215 after (+11 to +19 %); against the fixed stage 15-18 % before, 18-21 %
+after; per CPU second with the worker's CPU counted, 17-19 % before, 22-26 % after. Still
+far from 70 %. Where the rest goes (cProfile, 60 steps of 1,024 cars after 300 warm-up steps):
+filling the tiles cars reach 0.55 s (serial, in the env's thread), the physics and post-step
+kernels 0.47 s, generating stages in place about 0.4 s.
 
 **Quiet machine** (3 December 2026, later; load average 1.0–1.4, nothing else running;
 commit `dbc349a`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, with the

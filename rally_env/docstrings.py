@@ -700,7 +700,12 @@ Alternating subprocesses on a quiet machine, two rounds each of `bench_random_ve
 after; per CPU second with the worker's CPU counted, 17-19 % before, 22-26 % after. Still
 far from 70 %. Where the rest goes (cProfile, 60 steps of 1,024 cars after 300 warm-up steps):
 filling the tiles cars reach 0.55 s (serial, in the env's thread), the physics and post-step
-kernels 0.47 s, generating stages in place about 0.4 s.
+kernels 0.47 s, generating stages in place about 0.4 s. Tried and not kept: baking the tiles of
+different stages on two threads (the bake releasing the interpreter lock, a helper thread
+taking half of each fill's stages). Nearly every tile of a 1,024-car step comes in fills
+of two or more stages, but the time in the fills fell only from 0.29-0.32 s to 0.21-0.27 s
+per 40 steps, within the run-to-run spread of the whole step; the physics threads (numba's
+OpenMP layer) do not leave the second core free enough.
 
 **Quiet machine** (3 December 2026, later; load average 1.0–1.4, nothing else running;
 commit `dbc349a`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, with the

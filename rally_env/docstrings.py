@@ -707,6 +707,20 @@ of two or more stages, but the time in the fills fell only from 0.29-0.32 s to 0
 per 40 steps, within the run-to-run spread of the whole step; the physics threads (numba's
 OpenMP layer) do not leave the second core free enough.
 
+After all of these (commit `8e1c0f6`, load average 0.5, the same command as the first table
+of this day):
+
+| cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
+|---|---|---|---|---|---|
+| 16 | 72,311 car-steps/s | 26,501 | 37 % | 37 % | 21 % |
+| 1,024 | 138,184 | 24,461 | 18 % | 27 % | 23 % |
+| 1,024, `num_levels=256` | 138,184 | 116,681 | 84 % | 84 % | 84 % |
+
+Single env: 30,085 steps/s on `opener`, 18,906 on random stages (205 steps per episode): a
+random reset costs **4.03 ms** amortized (3.97 ms of the env process's CPU, 8.12 ms with the
+worker's), under the 5 ms target in this run, over it in the first run of the day (6.72 ms).
+The 16- and 1,024-car targets (70 %) are missed.
+
 **Quiet machine** (3 December 2026, later; load average 1.0–1.4, nothing else running;
 commit `dbc349a`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, with the
 300-step warm-up, so the 1,024-car rows time resets too):

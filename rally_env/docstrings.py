@@ -719,7 +719,10 @@ of this day):
 Single env: 30,085 steps/s on `opener`, 18,906 on random stages (205 steps per episode): a
 random reset costs **4.03 ms** amortized (3.97 ms of the env process's CPU, 8.12 ms with the
 worker's), under the 5 ms target in this run, over it in the first run of the day (6.72 ms).
-The 16- and 1,024-car targets (70 %) are missed.
+With five rounds instead of three (`bench_random_single(3.0, rounds=5)`, three runs in fresh
+processes, load average 0.6): 2.89, 4.03 and 3.30 ms amortized (2.87, 4.01 and 3.22 ms of
+the env process's CPU; 6.46, 8.34 and 7.48 ms with the worker's). So the single env's reset
+target is met here, the worker's CPU aside; the 16- and 1,024-car targets (70 %) are missed.
 
 **Quiet machine** (3 December 2026, later; load average 1.0–1.4, nothing else running;
 commit `dbc349a`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, with the

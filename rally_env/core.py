@@ -197,7 +197,8 @@ class RallyCore:
                 self.rngs[k] = np.random.Generator(np.random.PCG64(ss))
             elif self.rngs[k] is None:
                 self.rngs[k] = np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
-        if bank.mode == "random" and len(cars) > 1 and not S.prefetch_useful(self.n):
+        ahead = bank.mode == "random" and S.prefetch_useful(self.n)
+        if bank.mode == "random" and not ahead and len(cars) > 1:
             self._share_generation(cars)
         for i, k in enumerate(cars):
             k = int(k)
@@ -217,7 +218,7 @@ class RallyCore:
                 )
             slots[i] = slot
             self._draw_randomization(k, slot, rng)
-            if bank.mode == "random" and S.prefetch_useful(self.n):
+            if ahead:
                 self._prefetch_next(rng)
         self._widen_times()
         rows = np.array(

@@ -285,13 +285,13 @@ class RallyCore:
             out,
         )
 
-    def _prefetch_next(self, rng: np.random.Generator) -> None:
+    def _prefetch_next(self, rng: np.random.Generator, prebake: bool = True) -> None:
         """Ask for the stage the car's next reset will draw (its stream decides it; nothing
         draws from it before then unless that reset is seeded anew)."""
         seed, diff = self._peek_stage(rng)
         length = self.config.random_stage["length_m"]
         if not self.bank.holds(("gen", seed, length, diff)):  # a level already in a slot
-            S.prefetch_stage(seed, length, diff, self.bank.sectioned)
+            S.prefetch_stage(seed, length, diff, self.bank.sectioned, prebake)
 
     def _peek_stage(self, rng: np.random.Generator) -> tuple[int, float]:
         """The (seed, difficulty) the car's next stage draw from ``rng`` gives, without
@@ -304,9 +304,10 @@ class RallyCore:
         """Cars reset together, too many for stages asked ahead (see
         :func:`rally_env.stages.prefetch_useful`): the worker makes the second half of the
         stages they draw while this process makes the first half in place, on the core the
-        physics threads leave idle during resets. Where a stage is made never changes it."""
+        physics threads leave idle during resets. Where a stage is made never changes it.
+        (Without start tiles baked by the worker: this process waits for these answers.)"""
         for k in cars[(len(cars) + 1) // 2 :]:
-            self._prefetch_next(self.rngs[int(k)])
+            self._prefetch_next(self.rngs[int(k)], prebake=False)
 
     def _draw_randomization(self, k: int, slot: int, rng: np.random.Generator) -> None:
         r = self.config.randomize

@@ -148,11 +148,13 @@ def prefetch_useful(n_cars: int) -> bool:
     return n_cars <= PREFETCHER.capacity
 
 
-def prefetch_stage(seed: int, length_m: float, difficulty: float, sectioned: bool = False) -> None:
-    """Ask the prefetch worker for a generated stage (and its terrain source) a car will need
-    soon."""
+def prefetch_stage(
+    seed: int, length_m: float, difficulty: float, sectioned: bool = False, prebake: bool = True
+) -> None:
+    """Ask the prefetch worker for a generated stage (and its terrain source, with its start
+    tiles baked if ``prebake``) a car will need soon."""
     if ("gen", int(seed), float(length_m), float(difficulty)) not in _STAGE_CACHE:
-        PREFETCHER.request(seed, length_m, difficulty, sectioned)
+        PREFETCHER.request(seed, length_m, difficulty, sectioned, prebake)
 
 
 def draw_random_stage(random_stage: dict[str, Any], rng: np.random.Generator) -> tuple[int, float]:

@@ -46,6 +46,15 @@ from tracks.stage import FEATURE_JUMP, Stage
 
 #: Ground margin around the stage's bounding box (m).
 MARGIN_M = 60.0
+#: :meth:`StageTerrain.start_tiles`: the road from the start line to this far beyond it (m)...
+START_AHEAD_M = 40.0
+#: ...and this far beyond its edges (m): a car's reach and the physics' fill margin.
+START_PAD_M = 6.0
+_NONE_BAKED = (
+    np.empty(0, np.int64),
+    np.empty((0, TILE_W * TILE_W)),
+    np.empty((0, TILE_W * TILE_W), np.int8),
+)
 #: Distance over which the large-scale ground noise fades in beyond the berm (m).
 AMBIENT_RAMP_M = 20.0
 #: Ground-following field: coarse cell (m), softening length and reach of the inverse-distance
@@ -920,26 +929,94 @@ class StageTerrain:
             self.grip = _surf.GRIP.copy()
             self.section_ids = np.zeros(len(stage.path.section_start_m), np.int64)
         self._lock = threading.Lock()
+        self._baked = _NONE_BAKED
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         del state["_lock"]
+        # The ground field travels as its computed cells only (few, near the road): the rest
+        # of the grid is NaN, and a whole copy would be most of a pickled stage's bytes.
         g = self._geo.g
-        if np.isnan(g).all():  # nothing computed yet: travel without the ground field
-            state["_geo"] = self._geo._replace(g=np.zeros((0, 0)))
-            state["_g_shape"] = g.shape
+        done = np.flatnonzero(~np.isnan(g.ravel()))
+        state["_geo"] = self._geo._replace(g=np.zeros((0, 0)))
+        state["_g_cells"] = (g.shape, done, g.ravel()[done])
         return state
 
     def __setstate__(self, state: dict) -> None:
-        shape = state.pop("_g_shape", None)
+        cells = state.pop("_g_cells", None)
+        shape = state.pop("_g_shape", None)  # pickles from before 4 December
         self.__dict__.update(state)
-        if shape is not None:
+        if cells is not None:
+            shape, done, values = cells
+            g = np.full(shape, np.nan)
+            g.ravel()[done] = values
+            self._geo = self._geo._replace(g=g)
+        elif shape is not None:
             self._geo = self._geo._replace(g=np.full(shape, np.nan))
+        if "_baked" not in state:
+            self._baked = _NONE_BAKED
         self._lock = threading.Lock()
 
-    def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:
-        """Bake tiles ``(m, 2)`` int64 (tx, ty) into ``(m, TILE_W**2)`` heights / surfaces."""
+    def start_tiles(self, ahead_m: float = START_AHEAD_M, pad_m: float = START_PAD_M) -> np.ndarray:
+        """Tiles ``(m, 2)`` (tx, ty) a car starting on this stage meets first: those within
+        the half width + ``pad_m`` of the centerline from the start line to ``ahead_m``
+        beyond it (ascending by ``ty * tiles_x + tx``)."""
+        p = self.stage.path
+        s0 = self.stage.start_s_m
+        s = np.arange(s0, min(s0 + ahead_m, float(p.s_m[-1])) + 1.0, 2.0)
+        x = np.interp(s, p.s_m, p.x_m)
+        y = np.interp(s, p.s_m, p.y_m)
+        r = (np.interp(s, p.s_m, p.half_width_m) + pad_m) / self.cell_m
         ny, nx = self.shape
+        tnx = (nx - 1) // TILE + 1
+        fx = (x - self.x0_m) / self.cell_m
+        fy = (y - self.y0_m) / self.cell_m
+        keys = []
+        for a, b, rr in zip(fx, fy, r, strict=True):
+            i0, i1 = (np.clip([a - rr, a + rr], 0, nx - 1) // TILE).astype(np.int64)
+            j0, j1 = (np.clip([b - rr, b + rr], 0, ny - 1) // TILE).astype(np.int64)
+            ii, jj = np.meshgrid(np.arange(i0, i1 + 1), np.arange(j0, j1 + 1))
+            keys.append((jj * tnx + ii).ravel())
+        lin = np.unique(np.concatenate(keys)) if keys else np.empty(0, np.int64)
+        return np.stack([lin % tnx, lin // tnx], axis=1)
+
+    def prebake(self, tiles: np.ndarray) -> None:
+        """Bake tiles ``(m, 2)`` (tx, ty) now and keep them: :meth:`fill_tiles` hands them over
+        instead of baking them again (the prefetch worker does this for :meth:`start_tiles`,
+        on a core the env is not using)."""
+        tiles = np.ascontiguousarray(tiles, np.int64).reshape(-1, 2)
+        tnx = (self.shape[1] - 1) // TILE + 1
+        keys = tiles[:, 1] * tnx + tiles[:, 0]
+        order = np.argsort(keys, kind="stable")
+        keys, tiles = keys[order], tiles[order]
+        h = np.empty((len(tiles), TILE_W * TILE_W))
+        s = np.empty((len(tiles), TILE_W * TILE_W), np.int8)
+        ny, nx = self.shape
+        with self._lock:
+            _fill_tiles(self._geo, tiles, nx, ny, self.sectioned, h, s)
+            self._baked = (keys, h, s)
+
+    def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:
+        """Bake tiles ``(m, 2)`` int64 (tx, ty) into ``(m, TILE_W**2)`` heights / surfaces
+        (tiles :meth:`prebake` made are copied)."""
+        ny, nx = self.shape
+        keys, h, s = self._baked
+        if len(keys):
+            want = tiles[:, 1] * ((nx - 1) // TILE + 1) + tiles[:, 0]
+            at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+            hit = keys[at] == want
+            if hit.any():
+                heights[hit] = h[at[hit]]
+                surfaces[hit] = s[at[hit]]
+                rest = np.flatnonzero(~hit)
+                if len(rest):
+                    hr = np.empty((len(rest), heights.shape[1]))
+                    sr = np.empty((len(rest), surfaces.shape[1]), np.int8)
+                    with self._lock:
+                        _fill_tiles(self._geo, tiles[rest], nx, ny, self.sectioned, hr, sr)
+                    heights[rest] = hr
+                    surfaces[rest] = sr
+                return
         with self._lock:
             _fill_tiles(self._geo, tiles, nx, ny, self.sectioned, heights, surfaces)
 

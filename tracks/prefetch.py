@@ -3,8 +3,9 @@
 Generating a stage (``tracks.generate``) takes a few milliseconds of Python and numba work. An
 env on ``stage="random"`` knows which stage a car will get at its next reset (the car's random
 stream decides it, and nothing else draws from that stream in between), so it can ask for that
-stage (and its terrain source, :class:`tracks.bake.StageTerrain`, without any tile baked) while
-the car is still driving. :class:`Prefetcher` sends those requests to one worker
+stage (and its terrain source, :class:`tracks.bake.StageTerrain`, with the tiles around the
+start line already baked: :meth:`~tracks.bake.StageTerrain.start_tiles`) while the car is
+still driving. :class:`Prefetcher` sends those requests to one worker
 process (``python -m tracks.prefetch``: a second core works while the env steps) and hands the
 stage over when it is asked for; a stage that was not asked for, or is not ready, is simply
 generated in place. A stage is a pure function of its arguments, so where it was made never
@@ -169,10 +170,17 @@ class Prefetcher:
         return 2 * self.max_pending
 
     def request(
-        self, seed: int, length_m: float, difficulty: float, sectioned: bool = False
+        self,
+        seed: int,
+        length_m: float,
+        difficulty: float,
+        sectioned: bool = False,
+        prebake: bool = True,
     ) -> None:
         """Start making ``generate(seed, length_m, difficulty)`` and its terrain source
-        (:class:`tracks.bake.StageTerrain`, section-labelled or not) unless on their way."""
+        (:class:`tracks.bake.StageTerrain`, section-labelled or not) unless on their way;
+        with ``prebake``, the source comes with its start tiles baked (worth it when the
+        worker has time to spare, not when the env waits for the answer)."""
         key = (int(seed), float(length_m), float(difficulty), bool(sectioned))
         with self._lock:
             if self.disabled:
@@ -182,7 +190,7 @@ class Prefetcher:
                 return
             if len(self._pending) >= self.max_pending or not self._start():
                 return
-            b = pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
+            b = pickle.dumps((key, bool(prebake)), protocol=pickle.HIGHEST_PROTOCOL)
             try:
                 os.write(self._fd_in, _LEN.pack(len(b)) + b)
             except OSError:
@@ -233,16 +241,19 @@ class Prefetcher:
 
 
 def _worker(inp: BinaryIO, out: BinaryIO) -> None:
-    """The worker's loop: read (seed, length, difficulty, sectioned), answer (key, (stage,
-    source)) or (key, None) if the stage cannot be generated."""
+    """The worker's loop: read ((seed, length, difficulty, sectioned), prebake), answer
+    (key, (stage, source)) or (key, None) if the stage cannot be generated."""
     while True:
         try:
-            key = _recv(inp)
+            key, prebake = _recv(inp)
         except EOFError:
             return
         try:
             stage = generate(key[0], length_m=key[1], difficulty=key[2])
-            made: tuple[Stage, StageTerrain] | None = (stage, StageTerrain(stage, sectioned=key[3]))
+            source = StageTerrain(stage, sectioned=key[3])
+            if prebake:
+                source.prebake(source.start_tiles())
+            made: tuple[Stage, StageTerrain] | None = (stage, source)
         except Exception:
             made = None
         _send(out, (key, made))

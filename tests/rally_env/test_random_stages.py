@@ -138,9 +138,11 @@ def test_an_env_with_more_cars_than_the_worker_keeps_answers_for_asks_none_ahead
     assert [a[0] for a in asked] == seeds.tolist()
     env.reset(seed=1)
     assert len(asked) == 4  # the same split at every reset of several cars
+    assert not any(a[4] for a in asked)  # the env waits for these: no start tiles baked
     env = RallyVectorEnv(4, stage="random", random_stage=SHORT)
     env.reset(seed=0)
     assert len(asked) == 4 + 4  # each car asks for its next stage
+    assert all(a[4] for a in asked[4:])  # well ahead: the worker bakes its start tiles too
 
 
 @pytest.mark.parametrize(
@@ -219,5 +221,12 @@ def test_prefetcher_hands_over_the_stage_generate_makes():
         want = StageTerrain(local, sectioned=True).to_terrain().digest()
         assert src.to_terrain().digest() == want
         assert p.take(1, 500.0, 0.4) is None  # never asked for
+        assert len(src._baked[0]) == len(src.start_tiles()) > 0  # start tiles came baked
+        p.request(78, 500.0, 0.4, False, prebake=False)
+        for _ in range(400):
+            made = p.take(78, 500.0, 0.4, False)
+            if made is not None:
+                break
+        assert made is not None and len(made[1]._baked[0]) == 0
     finally:
         p.shutdown()

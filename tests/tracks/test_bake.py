@@ -4,6 +4,7 @@ surfaces, features, determinism and the cache."""
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -250,8 +251,11 @@ def test_section_labels_golden():
     assert StageTerrain(st, sectioned=True).to_terrain().digest() == GOLDEN_OPENER_SECTIONED
 
 
-def _check_tiles(stage, sectioned, rng):
+def _check_tiles(stage, sectioned, rng, prebaked=False):
     src = StageTerrain(stage, sectioned=sectioned)
+    if prebaked:  # as the prefetch worker hands it over: start tiles baked, then pickled
+        src.prebake(src.start_tiles())
+        src = pickle.loads(pickle.dumps(src, protocol=pickle.HIGHEST_PROTOCOL))
     dense = src.to_terrain() if sectioned else tracks.bake(stage)
     ts = TerrainSet([src])
     p = stage.path
@@ -260,6 +264,9 @@ def _check_tiles(stage, sectioned, rng):
     ts.fill_around(np.zeros(len(s), np.int64), x, y, 35.0)  # road, berm, blend and ground
     tnx, tny = tile_grid(src.shape)
     ts.fill_linear(0, rng.integers(0, tnx * tny, 40))  # and anywhere on the grid
+    if prebaked:
+        start = src.start_tiles()
+        ts.fill_linear(0, start[:, 1] * tnx + start[:, 0])
     ny, nx = src.shape
     filled = np.flatnonzero(ts.tiles[: tnx * tny] >= 0)
     assert len(filled) > 40
@@ -291,3 +298,53 @@ def test_tiles_baked_alone_equal_the_whole_bake(make):
     rng = np.random.default_rng(abs(hash(stage.name)) % 2**32)
     _check_tiles(stage, False, rng)
     _check_tiles(stage, True, rng)
+    _check_tiles(stage, False, rng, prebaked=True)
+    _check_tiles(stage, True, rng, prebaked=True)
+
+
+def test_start_tiles_cover_the_road_from_the_start_line():
+    """The tiles a prebake makes hold the start pose and the road 40 m beyond it, edges
+    and a margin included, and nothing far from it."""
+    stage = tracks.generate(5)
+    src = StageTerrain(stage)
+    tiles = src.start_tiles()
+    tnx = tile_grid(src.shape)[0]
+    lin = set((tiles[:, 1] * tnx + tiles[:, 0]).tolist())
+    p = stage.path
+    for s in np.arange(stage.start_s_m, stage.start_s_m + 40.0, 1.0):
+        x, y = p.point_at(np.array([s]))
+        for dx, dy in ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)):
+            off = float(np.interp(s, p.s_m, p.half_width_m)) + 5.0
+            i = int((x[0] + dx * off - src.x0_m) / src.cell_m) // TILE
+            j = int((y[0] + dy * off - src.y0_m) / src.cell_m) // TILE
+            assert j * tnx + i in lin
+    far = np.hypot(
+        tiles[:, 0] * TILE * src.cell_m + src.x0_m - stage.start_pose[0],
+        tiles[:, 1] * TILE * src.cell_m + src.y0_m - stage.start_pose[1],
+    )
+    assert far.max() < 40.0 + 30.0
+
+
+def test_a_pickled_source_carries_its_ground_cells_and_prebaked_tiles():
+    """Only the computed ground cells travel (not the NaN rest of the grid), and a prebaked
+    tile is handed over, not baked again."""
+    stage = tracks.generate(9)
+    src = StageTerrain(stage)
+    tiles = src.start_tiles()
+    src.prebake(tiles)
+    g = src._geo.g
+    assert 0 < np.isfinite(g).sum() < g.size // 10
+    blob = pickle.dumps(src, protocol=pickle.HIGHEST_PROTOCOL)
+    assert len(blob) < len(pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL)) + 200_000
+    back = pickle.loads(blob)
+    np.testing.assert_array_equal(back._geo.g, g)  # NaN where not computed, on both sides
+    back._geo = back._geo._replace(g=np.full_like(g, -1e9))  # a bake would now read garbage
+    h = np.empty((len(tiles), TILE_NODES))
+    s = np.empty((len(tiles), TILE_NODES), np.int8)
+    back.fill_tiles(tiles, h, s)
+    fresh = StageTerrain(stage)
+    h2 = np.empty_like(h)
+    s2 = np.empty_like(s)
+    fresh.fill_tiles(tiles, h2, s2)
+    np.testing.assert_array_equal(h, h2)
+    np.testing.assert_array_equal(s, s2)

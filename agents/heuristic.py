@@ -47,6 +47,7 @@ import numpy as np
 from numba import njit
 
 from physics import ROVER, VehicleParams
+from physics.jit import njit_inner
 from physics.mathx import atan2x
 from rally_env.spaces import (
     CURVATURE_SCALE_PER_M,
@@ -253,7 +254,7 @@ def _vehicle_constants(vehicle: VehicleParams) -> list[float]:
     ]
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _corner_speed(a0: float, kappa: float, vc: float) -> float:
     """Speed v (m/s) with ``v^2 kappa = a0 / (1 + (v / vc)^2)``."""
     k = max(abs(kappa), 1e-6)
@@ -263,7 +264,7 @@ def _corner_speed(a0: float, kappa: float, vc: float) -> float:
     return math.sqrt(max(u, 0.0))
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _ramp(x: float, x0: float, x1: float) -> float:
     """0 up to ``x0``, 1 from ``x1``, linear between."""
     if x <= x0:

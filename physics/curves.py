@@ -57,6 +57,7 @@ from numba import njit
 
 from physics import layout as L
 from physics.errors import ParameterError
+from physics.jit import njit_inner
 
 __all__ = [
     "DEFAULT_TIRE_SET",
@@ -163,7 +164,7 @@ def family_eval(p, k, base, x, sel):
     return curve_eval(p, k, c0 + (n - 1) * L.CURVE_SIZE, x)
 
 
-@njit(cache=True, inline="always", _nrt=False)
+@njit_inner(inline="always", _nrt=False)
 def _curve_seg(p, k, off, a):
     """Curve at ``a`` >= 0: (value, slope, segment start, segment end) of its linear piece."""
     n = int(p[k, off])

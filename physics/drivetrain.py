@@ -25,6 +25,7 @@ from numba import njit
 
 from physics import layout as L
 from physics.errors import ParameterError, as_finite
+from physics.jit import njit_inner
 
 #: Rev limit (rpm) column (defined in physics/layout.py).
 PX_REV_LIMIT = L.PX_REV_LIMIT
@@ -332,7 +333,7 @@ RALLY_CAR_DRIVETRAIN = Drivetrain(
 
 
 # ---------------------------------------------------------------------- numba helpers
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _curve_torque_nm(p: np.ndarray, k: int, r: float) -> float:
     """Curve torque (N m) at ``r`` rpm (``r`` >= idle), held past the last point; no rev cut."""
     n = int(p[k, L.PX_N_TORQUE])

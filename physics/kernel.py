@@ -58,6 +58,7 @@ from physics.drivetrain import (
     engine_rpm_from_wheels,
     update_gearbox,
 )
+from physics.jit import njit_inner
 from physics.mathx import atan2x, sincosx
 from physics.terrain import collect_missing, sample_height, sample_height_grad, tile_at
 
@@ -76,7 +77,7 @@ _ZERO9 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def rotation_of(s, k):
     """Body->world rotation matrix of car ``k`` from its quaternion, row-major (r00 .. r22)."""
     qw = s[k, L.QUAT_W]
@@ -125,7 +126,7 @@ def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
     return f if f > 0.0 else 0.0
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _lateral_remainder(fx, fy_des, fmax):
     """The lateral force opposing ``fy_des`` (the curve's demand), within what the
     longitudinal force ``fx`` leaves of the friction circle of radius ``fmax``."""
@@ -140,7 +141,7 @@ def _lateral_remainder(fx, fy_des, fmax):
     return fy
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _wheel_speed_tire(
     p, k, om, fmax, vlong, vlat, radius, inv_i, td, tb, abs_on, hold, m_u, dt, g_long, g_lat, consts
 ):
@@ -269,7 +270,7 @@ def _wheel_speed_tire(
     return fx, fy, kappa, alpha, om_n, power
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _wear(p, k, s, w, energy_j):
     """Tire wear from sliding energy: the seed's tireMul, floored."""
     rate = p[k, L.PX_WEAR_RATE]
@@ -279,7 +280,7 @@ def _wear(p, k, s, w, energy_j):
         s[k, L.SXW_WEAR + w] = v if v > lo else lo
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _impact(p, k, s, speed):
     """A touchdown or body impact at ``speed`` (m/s, approach): the seed's gripDmgFactor."""
     if speed > s[k, L.SX_MAX_IMPACT]:
@@ -293,14 +294,14 @@ def _impact(p, k, s, speed):
         s[k, L.SX_DAMAGE] = v if v > lo else lo
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, slide_j, dt):
     """Write one loaded wheel's readings (forces, usage, slip, spin) and its wear."""
     _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt)
     _wear(p, k, s, w, slide_j)
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt):
     """Write one loaded wheel's readings: forces, usage of the circle, slip, spin."""
     s[k, L.WL_SLIP_ANGLE + w] = alpha
@@ -313,7 +314,7 @@ def _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt):
     s[k, L.WL_SLIP_RATIO + w] = kappa
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _differentials(p, k, s, nw, dt, tq_front, tq_rear):
     """Limited-slip and locked differentials pull driven wheels' rim speeds together.
 
@@ -363,7 +364,7 @@ def _differentials(p, k, s, nw, dt, tq_front, tq_rear):
         _couple(p, k, s, nw, dt, 1, vmid - vmeans1, c, ctyp == L.DIFF_LIMITED, abs(tq_rear), -n1)
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _couple(p, k, s, nw, dt, group, target, c, limited, cap, mode):
     """Relax the group's driven wheels toward ``target`` rim speed (mode 1.0), or shift them all
     by a share of ``target`` (mode = -n: the centre differential moving a whole axle of n)."""
@@ -390,7 +391,7 @@ def _couple(p, k, s, nw, dt, group, target, c, limited, cap, mode):
         s[k, L.WL_OMEGA + w] -= dd / r
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _vehicle_extras(p, k, s, motion, grounded, drive, acc, dt):
     """Whole-vehicle terms of extended vehicles: the arcade model's lumped forces, drift
     assist, two-wheeler lean stabilisation and the coupling differentials.
@@ -467,7 +468,7 @@ def _vehicle_extras(p, k, s, motion, grounded, drive, acc, dt):
     return tqx, tqz, fbx, fby
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _steer(p, s, k, dt):
     """Steering slews toward ``cmd * lock`` at the steering rate. Returns the new angle."""
     target = s[k, L.CMD_STEER] * p[k, L.P_STEER_LOCK]
@@ -483,7 +484,7 @@ def _steer(p, s, k, dt):
     return delta
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _motor_force(p, k, speed, v):
     """The electric drive's full-throttle force (N) at ``speed`` = |v| (m/s): force-limited,
     then power-limited, fading to zero over the band below top speed as ``v`` nears it."""
@@ -500,7 +501,7 @@ def _motor_force(p, k, speed, v):
     return fd
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _drivetrain(p, s, ist, k, nw, nd, ndf, om_mean, r_sum, ws):
     """Engine and gearbox of a drivetrain vehicle: the engine speed from the driven wheels'
     mean spin, a gear change, the engine torque at the throttle split per driven wheel (the
@@ -600,7 +601,7 @@ def _drive(p, s, ist, k, nw, vbx, ext, ws):
     return fdrive, fdrive_full, thr_left, thr_right, tq_front, tq_rear
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _ground_contact(s, k, w, ter, tid, rot, aw, reach, nsub, inv_dt):
     """Contact of wheel ``w``: a ray from its anchor ``aw`` (world) along the chassis -z axis
     meets the heightfield's tangent plane under the anchor.
@@ -645,7 +646,7 @@ def _ground_contact(s, k, w, ter, tid, rot, aw, reach, nsub, inv_dt):
     return -1, h, pen, dhdt, dhdt_pred
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _soft_pull(p, k, pen, sep, kcw):
     """The weak spring that pulls a wheel down within ``soft_gap_min..max`` of air gap, unless
     it lifts off faster than the gate (a jump). Returns (acts, force per unit mass <= 0)."""
@@ -665,7 +666,7 @@ def _soft_pull(p, k, pen, sep, kcw):
     return False, 0.0
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _suspension(p, s, ist, k, ter, rot, pos, vz, omega, dt, ext):
     """Pass 1, per wheel: ground contact, then the spring-damper load ``m (K pen - C v_sep)``
     (push only, the spring limited by travel) or, in the air gap, the soft pull.
@@ -793,7 +794,7 @@ def _suspension(p, s, ist, k, ter, rot, pos, vz, omega, dt, ext):
     return -1, fbz, tqx, tqy, fsus, n_driven, total_load, hmax, dmat, (s0, s1, s2)
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _anti_roll_bars(p, s, k, tqx, tqy):
     """Anti-roll bars (extended): move load from the more to the less compressed wheel of an
     axle's pair. Returns the roll and pitch torques with their effect added."""
@@ -830,7 +831,7 @@ def _anti_roll_bars(p, s, k, tqx, tqy):
     return tqx, tqy
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _wheel_in_air(p, s, k, w, drv_t, brake, hb, dt, ws):
     """An unloaded wheel: no tire force. Under the wheel-speed model the drive spins it and
     the brake stops it; otherwise it keeps its spin."""
@@ -860,7 +861,7 @@ def _wheel_in_air(p, s, k, w, drv_t, brake, hb, dt, ws):
     s[k, L.WL_SPIN + w] += s[k, L.WL_OMEGA + w] * dt
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _direct_tire(p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, consts):
     """The direct model's loaded wheel: the longitudinal force straight from the drive
     (capped at ``drive_cap`` of the circle) and the brakes (service brake at ``abs_fraction``,
@@ -909,7 +910,7 @@ def _direct_tire(p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, consts)
     return fx, fy, alpha, fx_drive
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _wheel_speed_wheel(p, s, k, w, load, fm, vel, g_wheel, drv_t, brakes, stop_scale, cfg):
     """The wheel-speed model's loaded wheel: its brake and drive torques (traction control
     caps the drive at ``drive_cap`` of the circle), the low-speed hold, then the implicit
@@ -969,7 +970,7 @@ def _wheel_speed_wheel(p, s, k, w, load, fm, vel, g_wheel, drv_t, brakes, stop_s
     return fx, fy, alpha, pw_slide
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _wheel_speed_cfg(p, k, dt):
     """The wheel-speed model's per-car constants (see :func:`_wheel_speed_wheel`)."""
     ws_consts = (
@@ -982,7 +983,7 @@ def _wheel_speed_cfg(p, k, dt):
     return ws_consts, tc_on, p[k, L.PX_LOW_SPEED], p[k, L.P_DRIVE_CAP], dt
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _wheel_drive(p, k, w, radius, drive, n_driven, throttle_share):
     """Extended vehicles: wheel ``w``'s drive, as (force N, torque N m): the drivetrain's torque
     for its axle, skid steer's share at its side's throttle, else the flat drive's share."""
@@ -1003,7 +1004,7 @@ def _wheel_drive(p, k, w, radius, drive, n_driven, throttle_share):
     return drv_f, drv_t
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
     """Pass 2, per wheel: its drive share, then its tire forces under the car's model, applied
     at the contact patch below the CG (so pitch and roll, and with them load transfer, come
@@ -1155,7 +1156,7 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
     return fbx, fby, tqx, tqy, tqz, n_grounded, rear_alpha, n_rear
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _body_contact(p, s, k, ter, tid, rot, pos, motion, hmax, acc, dt, ext):
     """Chassis box corners below the terrain get a penalty contact with Coulomb friction, so a
     rolled car lies on its roof. Corners higher than ``hmax`` (the highest ground under a
@@ -1232,7 +1233,7 @@ def _body_contact(p, s, k, ter, tid, rot, pos, motion, hmax, acc, dt, ext):
     return -1, (fbx, fby, fbz, tqx, tqy, tqz)
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _integrate_velocities(p, k, rot, vel, omega, acc, dt):
     """Semi-implicit Euler, velocity half: gravity (world -z) joins the body-frame forces,
     then linear velocity (world) and Euler's equations for the body rates.
@@ -1266,7 +1267,7 @@ def _integrate_velocities(p, k, rot, vel, omega, acc, dt):
     return vx, vy, vz, wx, wy, wz
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _implicit_damping(p, k, rot, vel, omega, dmat, svec, fsus, dt):
     """The suspension's spring share and implicit damping on the coupled heave / roll / pitch
     velocities: ``(M + dt D) u' = M u`` over u = (world vz, roll rate, pitch rate), the
@@ -1316,7 +1317,7 @@ def _implicit_damping(p, k, rot, vel, omega, dmat, svec, fsus, dt):
     return vx, vy, vz, wx, wy
 
 
-@njit(cache=True, _nrt=False, forceinline=True)
+@njit_inner(_nrt=False, forceinline=True)
 def _integrate_pose(s, ist, k, vel, omega, dt):
     """Semi-implicit Euler, position half: the new velocities move the CG and turn the
     quaternion (renormalised); then the timing gate: a right-to-left crossing of the segment
@@ -1371,7 +1372,7 @@ def _integrate_pose(s, ist, k, vel, omega, dt):
     ist[k, L.I_SUBSTEPS] += 1
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _substep(k, s, ist, p, ter, dt, ext, ws, arc):
     """One substep of car ``k``, phase by phase. Returns -1, or the tile it needed that its
     terrain has not filled yet (the car's row is then left half-stepped: the caller restores
@@ -1471,7 +1472,7 @@ def _substep(k, s, ist, p, ter, dt, ext, ws, arc):
     return -1
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc):
     """``n_substeps`` substeps of car ``k``. If a substep needs a tile its terrain has not
     filled, the car is put back as it was before this call and ``miss[ii]`` names the tile
@@ -1537,7 +1538,7 @@ def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, 
     return _count_missed(miss)
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _count_missed(miss):
     """How many of ``miss`` are a tile (>= 0) rather than -1."""
     n = 0

@@ -16,6 +16,8 @@ import math
 
 from numba import njit
 
+from physics.jit import njit_inner
+
 PI = 3.141592653589793
 HALF_PI = 1.5707963267948966
 TWO_PI = 6.283185307179586
@@ -36,7 +38,7 @@ _AT9 = -3.65315727442169155270e-02
 _AT10 = 1.62858201153657823623e-02
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _atan_pos(t: float) -> float:
     """atan(t) for t >= 0: one division and eleven multiply-adds (the fdlibm scheme)."""
     if t < 0.4375:
@@ -91,7 +93,7 @@ def atan2x(y: float, x: float) -> float:
     return a
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _sin_poly(x: float) -> float:
     """sin(x) for |x| <= pi/4 (Taylor series to x^17, Horner form)."""
     x2 = x * x
@@ -107,7 +109,7 @@ def _sin_poly(x: float) -> float:
     return x * p
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _cos_poly(x: float) -> float:
     """cos(x) for |x| <= pi/4 (Taylor series to x^18, Horner form)."""
     x2 = x * x

@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from physics.errors import TerrainError
+from physics.jit import njit_inner
 
 #: Maximum number of surface ids a terrain may use (ids 0 .. MAX_SURFACES-1).
 MAX_SURFACES = 16
@@ -505,7 +506,7 @@ class TerrainSet:
 
 
 # --------------------------------------------------------------------------------- kernels
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _axis(f, n):
     """Nearest node of a grid coordinate (clamped to the grid; NaN reads as 0) and the
     quadratic B-spline weights of its three nodes."""
@@ -520,7 +521,7 @@ def _axis(f, n):
     return i, 0.5 * a * a, 0.75 - u * u, 0.5 * b * b
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _tile_base(tiles, meta, tid, xc, yc):
     """Pool index of node (xc, yc) of terrain ``tid``, or ``-1 - tile`` if its tile is not
     filled (``tile = ty * tiles_x + tx``)."""
@@ -533,7 +534,7 @@ def _tile_base(tiles, meta, tid, xc, yc):
     return slot * TILE_NODES + (yc - ty * TILE + 1) * TILE_W + (xc - tx * TILE + 1)
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def sample_height(heights, tiles, meta, tid, x, y):
     """Terrain height (m) at world (x, y) on terrain ``tid``; NaN if its tile is not filled.
 
@@ -556,7 +557,7 @@ def sample_height(heights, tiles, meta, tid, x, y):
     return wy0 * h0 + wy1 * h1 + wy2 * h2
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def tile_at(meta, tid, x, y):
     """Linear index of the tile holding the node nearest (x, y) on terrain ``tid``."""
     inv = meta[tid, TM_INV_CELL]
@@ -565,7 +566,7 @@ def tile_at(meta, tid, x, y):
     return (yc // TILE) * int(meta[tid, TM_TNX]) + xc // TILE
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def sample_height_grad(heights, tiles, meta, tid, x, y):
     """(height, dh/dx, dh/dy, node) of the B-spline surface of :func:`sample_height`.
 
@@ -644,7 +645,7 @@ def _heights_many(heights, tiles, meta, tid, xs, ys, out):
         out[k] = sample_height(heights, tiles, meta, tid, xs[k], ys[k])
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def collect_missing(tiles, meta, tid, x, y, radius, out, n):
     """Append (tid, tile) to ``out[n:]`` for every tile within ``radius`` (m) of (x, y) that is
     not filled; returns the new count (which may pass ``out``'s length: the rest is dropped)."""

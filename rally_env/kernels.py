@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from physics import layout as L
+from physics.jit import njit_inner
 from physics.kernel import rotation_of
 from physics.terrain import TM_TABLE, sample_surface, tile_at
 from rally_env import stages as S
@@ -222,7 +223,7 @@ class StepOut(NamedTuple):
     trunc: np.ndarray  # bool (N,): truncated
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _records(args):
     """The entry points' ``args`` with its records named (copies nothing)."""
     obs_v1, road_on, phys, terr, stages, env, work, setup, out = args
@@ -239,7 +240,7 @@ def _records(args):
     )
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _project_car(k, state, stages, slot, s_prev, setup, work):
     """Project car ``k`` onto its slot's path (warm start ``s_prev``) into ``work``'s rows."""
     table = stages.table
@@ -283,7 +284,7 @@ def _project_car(k, state, stages, slot, s_prev, setup, work):
     )
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _clip(v, lo, hi):
     if v < lo:
         return lo
@@ -292,7 +293,7 @@ def _clip(v, lo, hi):
     return v
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _write_obs(k, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
     """Car ``k``'s observation into ``out.obs[k]`` (clipped to the bounds), through
     ``work.vals[k]``.
@@ -379,7 +380,7 @@ def _write_obs(k, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
     return missed
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i):
     """The fields Rally-v1 adds after v0's (see :class:`rally_env.spaces.ObsLayout`).
 
@@ -422,7 +423,7 @@ def _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i):
     return i, missed
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _sample_index(u, n, closed):
     """Index of the sample at ``u`` samples along a slot's path (loops wrap, open paths: -1
     past the end)."""
@@ -435,7 +436,7 @@ def _sample_index(u, n, closed):
     return j if j < n else -1
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
     """The road-ahead block (see :class:`rally_env.spaces.ObsLayout`, ``road_ahead=True``):
     per bin ahead of the car's projected position the sharpest curvature and crest, the
@@ -490,7 +491,7 @@ def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
     return i + 1
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _look_point(k, state, look, q):
     """(finite, x, y): lookahead point ``q`` of car ``k`` back in the world frame."""
     qw = state[k, L.QUAT_W]
@@ -544,12 +545,12 @@ def refresh_obs(cars, args):
     return missed
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _refresh_car(k, args):
     return _write_obs(k, *_records(args))
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _arm_gate(k, state, table, line_gate, slot, line):
     g = int(table[slot, S.SL_LINE_OFF]) + line
     state[k, L.GATE_X0] = line_gate[g, 0]
@@ -592,7 +593,7 @@ def lines_within_reach(cars, state, estate, eistate, table, line_race, dt, out):
     return anyone
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _gate_fraction(state, k):
     """Where in the last substep the CG segment (PREV -> POS) crossed car ``k``'s armed gate
     right to left, as a fraction of the substep, or -1: the physics' own gate test
@@ -663,7 +664,7 @@ def reset_cars(cars, args):
     return missed
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _reset_car(k, args):
     """One car of :func:`reset_cars`."""
     obs_v1, road_on, ph, te, st, en, wo, se, ou = _records(args)
@@ -698,7 +699,7 @@ def _reset_car(k, args):
     return _write_obs(k, obs_v1, road_on, ph, te, st, en, wo, se, ou)
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _credit(k, n_sub, env, cfg, d, race, travel, off):
     """Credited progress: paid only for distance driven on the road; backward motion is always
     charged; running ahead off the road is forfeited, and running ahead of the credited
@@ -735,7 +736,7 @@ def _credit(k, n_sub, env, cfg, d, race, travel, off):
     return pay, credit, off_travel, cut
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _stuck_and_roll(k, n_sub, state, env, cfg, credit):
     """The furthest credited position, the stuck timer (restarted whenever it grew by
     ``stuck_progress_m``) and the rolled timer. Returns (best, the body's up z)."""
@@ -757,7 +758,7 @@ def _stuck_and_roll(k, n_sub, state, env, cfg, credit):
     return best, up_z
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _time_lines(k, dt, phys, stages, env, cfg, race_prev, race, off, off_dist, cut):
     """Timing lines: the physics gate times the crossing inside the substep. A car that may
     cross several lines in one control step was stepped substep by substep with each crossing
@@ -817,7 +818,7 @@ def _time_lines(k, dt, phys, stages, env, cfg, race_prev, race, off, off_dist, c
     return finished
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _end_code(k, istate, env, cfg, finished, cut, off, off_dist, race, best, up_z):
     """Why car ``k``'s episode ends this step (END_*), END_NONE while it runs on (and for a
     car whose episode had already ended)."""
@@ -841,7 +842,7 @@ def _end_code(k, istate, env, cfg, finished, cut, off, off_dist, race, best, up_
     return end
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _reward(k, dt, actions, env, cfg, out, pay, off, end):
     """The reward terms, their sum and the terminated / truncated flags; a running car's
     paid progress and end code are recorded (a car whose episode had ended earns nothing)."""
@@ -875,7 +876,7 @@ def _reward(k, dt, actions, env, cfg, out, pay, off, end):
     out.trunc[k] = e_now == END_TIME_LIMIT
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _keep_position(k, estate, work, race_prev, race, credit, best):
     """Car ``k``'s projection (``work``) and stage positions into its env state."""
     estate[k, E_S] = work.s[k]
@@ -889,7 +890,7 @@ def _keep_position(k, estate, work, race_prev, race, credit, best):
     estate[k, E_RIGHT] = work.right[k]
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _store(k, actions, env, work, race_prev, race, credit, best, off_travel, px, py, off):
     """Keep this step's projection, progress, position and action for the next one."""
     estate = env.estate
@@ -903,7 +904,7 @@ def _store(k, actions, env, work, race_prev, race, credit, best, off_travel, px,
     env.eistate[k, EI_STEPS] += 1
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _post_car(k, n_sub, actions, args):
     """One car of :func:`post_step`: project, credit, time, terminate, reward, store,
     observe (in that order: each reads what the ones before it wrote)."""
@@ -967,7 +968,7 @@ def post_step_parallel(cars, n_sub, actions, args):
     return missed
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _post_car_of(k, n_sub, actions, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
     """:func:`_post_car` from the records one by one (the ``prange`` loop's call: building
     ``args`` there instead costs about 10 % more per car)."""

@@ -16,11 +16,13 @@ import math
 import numpy as np
 from numba import njit
 
+from physics.jit import njit_inner
+
 #: Dense sub-step (m of chord parameter) used to measure arc length before resampling.
 DENSE_STEP_M = 0.125
 
 
-@njit(cache=True)
+@njit_inner
 def _natural_second_derivs(t, y):
     """Second derivatives of the natural cubic spline through (t[i], y[i]), Thomas algorithm."""
     n = t.shape[0]
@@ -50,7 +52,7 @@ def _natural_second_derivs(t, y):
     return m
 
 
-@njit(cache=True)
+@njit_inner
 def _solve_tridiag(lower, diag, upper, rhs):
     """Solve a (non-cyclic) tridiagonal system; inputs are not modified."""
     n = diag.shape[0]
@@ -69,7 +71,7 @@ def _solve_tridiag(lower, diag, upper, rhs):
     return x
 
 
-@njit(cache=True)
+@njit_inner
 def _periodic_second_derivs(t, y, period):
     """Second derivatives of the periodic cubic spline through n distinct knots.
 
@@ -119,7 +121,7 @@ def _periodic_second_derivs(t, y, period):
     return m
 
 
-@njit(cache=True)
+@njit_inner
 def _eval(t_lo, h, y0, y1, m0, m1, tq):
     """Value, first and second derivative of one cubic spline interval at parameter tq."""
     u = tq - t_lo
@@ -366,7 +368,7 @@ def first_overlap(x, y, hw, closed, clearance):
     return -1, -1, 0.0
 
 
-@njit(cache=True)
+@njit_inner
 def fan_project(ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, open_start=False, open_end=False):
     """Continuous projection of a point onto one centerline segment.
 

@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from physics.jit import njit_inner
 from physics.terrain import TILE, TILE_W, Terrain
 from tracks import surfaces as _surf
 from tracks._geometry import fan_project
@@ -128,7 +129,7 @@ class _Geo(NamedTuple):
     prm: np.ndarray  # (_N_PRM,) scalars
 
 
-@njit(cache=True)
+@njit_inner
 def _hash01(ix, iy, seed):
     """Uniform value in [-1, 1) from integer lattice coordinates (32-bit integer hash)."""
     a = ix & _M32
@@ -140,12 +141,12 @@ def _hash01(ix, iy, seed):
     return (h & 0xFFFFFF) * (2.0 / 16777216.0) - 1.0
 
 
-@njit(cache=True)
+@njit_inner
 def _fade(t):
     return t * t * t * (t * (t * 6.0 - 15.0) + 10.0)
 
 
-@njit(cache=True)
+@njit_inner
 def value_noise(x, y, scale, seed):
     """Smooth value noise in [-1, 1] with lattice spacing ``scale`` metres (quintic fade)."""
     fx = x / scale
@@ -165,7 +166,7 @@ def value_noise(x, y, scale, seed):
     return ab + (cd - ab) * v
 
 
-@njit(cache=True)
+@njit_inner
 def _fbm3(x, y, s0, seed):
     """Three octaves (s0, s0/2, s0/4 m) weighted 4:2:1, normalised to [-1, 1]."""
     n = 4.0 * value_noise(x, y, s0, seed)
@@ -174,7 +175,7 @@ def _fbm3(x, y, s0, seed):
     return n / 7.0
 
 
-@njit(cache=True)
+@njit_inner
 def _sstep(u):
     if u <= 0.0:
         return 0.0
@@ -183,7 +184,7 @@ def _sstep(u):
     return u * u * (3.0 - 2.0 * u)
 
 
-@njit(cache=True)
+@njit_inner
 def feature_z(kind, params, s):
     """Elevation offset of the features at arc length s (same arithmetic as the path's)."""
     out = 0.0
@@ -292,7 +293,7 @@ def _csr(lo_x, hi_x, lo_y, hi_y, bsize, nbx, nby):
     return count, items
 
 
-@njit(cache=True)
+@njit_inner
 def _gather(start, items, nbx, bx0, bx1, by0, by1, n_items):
     """Sorted, distinct items of the buckets [bx0, bx1] x [by0, by1]."""
     mark = np.zeros(n_items, np.bool_)
@@ -315,7 +316,7 @@ def _gather(start, items, nbx, bx0, bx1, by0, by1, n_items):
 
 
 # ----------------------------------------------------------------------- the ground field
-@njit(cache=True)
+@njit_inner
 def _ground_cells(geo, ci0, ci1, cj0, cj1):
     """Fill the not yet computed cells [ci0, ci1] x [cj0, cj1] of the ground-following field.
 
@@ -345,7 +346,7 @@ def _ground_cells(geo, ci0, ci1, cj0, cj1):
             )
 
 
-@njit(cache=True)
+@njit_inner
 def _ground_block(geo, ci0, ci1, cj0, cj1):
     g = geo.g
     prm = geo.prm
@@ -410,7 +411,7 @@ def _ground_block(geo, ci0, ci1, cj0, cj1):
 
 
 # -------------------------------------------------------------------------- node values
-@njit(cache=True)
+@njit_inner
 def _span(idx, lo, hi):
     """[a, b) of the positions of ``idx`` (ascending grid indices, maybe repeated at the
     edges) that can lie in [lo, hi]: direct for a run of consecutive indices, else all."""
@@ -422,7 +423,7 @@ def _span(idx, lo, hi):
     return a, max(a, b)
 
 
-@njit(cache=True)
+@njit_inner
 def _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
     """For every node (rows x cols): the closest segment within the band (Euclidean; drives
     the fade-in of the ambient noise) and the fan projection with the smallest |offset|
@@ -499,7 +500,7 @@ _CHUNK = 4
 _PRUNED_MAX_NODES = 4096
 
 
-@njit(cache=True)
+@njit_inner
 def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
     """What :func:`_nearest` computes, node by node, skipping whole chunks of candidates that
     cannot matter.

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from physics.jit import njit_inner
 from physics.mathx import atan2x
 from tracks._geometry import fan_project
 from tracks.errors import ProjectionError
@@ -76,7 +77,7 @@ def pack_path(path: StagePath) -> np.ndarray:
     return seg
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _seg_dist2(seg, j, px, py):
     wx = px - seg[j, SEG_AX]
     wy = py - seg[j, SEG_AY]
@@ -92,7 +93,7 @@ def _seg_dist2(seg, j, px, py):
     return dx * dx + dy * dy, t
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def closest_segment(seg, px, py, lo, hi, closed):
     """Closest segment (Euclidean, clamped foot) among indices ``lo..hi`` (inclusive,
     wrapping modulo n for loops). Returns (index, t, distance^2, position in the window).
@@ -125,7 +126,7 @@ FAN_RATIO = 1.01
 FAN_SLACK_M = 0.01
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def fan_segment(seg, tx, ty, px, py, lo, hi, closed, open_ends):
     """Fan winner among segments ``lo..hi`` (indices wrap modulo n when ``closed``).
 
@@ -171,7 +172,7 @@ def fan_segment(seg, tx, ty, px, py, lo, hi, closed, open_ends):
     return best_j, best_t, best_lat, best_w
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
     """Segment, foot parameter and lateral offset of a point (warm start, global fallback).
 
@@ -207,7 +208,7 @@ def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
     return j, t, (-lat if cr < 0.0 else lat)
 
 
-@njit(cache=True, _nrt=False)
+@njit_inner(_nrt=False)
 def _lerp(a, i, t):
     return a[i] + (a[i + 1] - a[i]) * t
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from physics.jit import njit_inner
 from tracks import surfaces as _surf
 
 #: Tile edge in pixels, a power of two (each tile stores TILE + 1 samples per side: a shared
@@ -205,7 +206,7 @@ def bake_background(stage, terrain, ppm: float = 8.0, radius_m: float = 80.0) ->
     )
 
 
-@njit(cache=True)
+@njit_inner
 def _hash01(i: int, j: int) -> float:
     """A repeatable pseudo-random value in [-1, 1) per integer sample position."""
     h = (i * 374761393 + j * 668265263) & 0xFFFFFFFF
@@ -480,7 +481,7 @@ def sample_view(
             )
 
 
-@njit(cache=True, error_model="numpy")
+@njit_inner(error_model="numpy")
 def _sample_block(
     frame,
     py0,

@@ -1,0 +1,50 @@
+"""How the project declares compiled functions that only other compiled functions call.
+
+``numba.njit`` gives every compiled function two wrappers so Python can call it: a CPython
+wrapper (unboxing each argument, boxing the result) and a C-callable one. A helper that only
+kernels call never uses them, yet building them and carrying their code through every kernel
+that links the helper in took about a fifth of a first start with an empty numba cache (the
+wrappers were 9.7 MB of the 23.3 MB of LLVM IR the first ``Rally-v0`` step compiled).
+
+:func:`njit_inner` compiles a helper without them. Its dispatcher refuses a call from Python
+with a :class:`TypeError` (without a wrapper such a call would crash the interpreter); numba
+still types and links it into the kernels that call it exactly as before, so the machine
+code, and every result, is the same. With ``NUMBA_DISABLE_JIT=1`` it returns the Python
+function, like ``njit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from numba import config
+from numba.core.registry import CPUDispatcher
+
+
+class InnerDispatcher(CPUDispatcher):
+    """A dispatcher for compiled code only: calling it from Python raises :class:`TypeError`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        f = self.py_func
+        raise TypeError(
+            f"{f.__module__}.{f.__qualname__} is compiled for calls from compiled code only "
+            "(it has no Python wrapper); call it from an @njit function"
+        )
+
+
+def njit_inner(fn: Callable | None = None, **options: Any) -> Any:
+    """``@njit(cache=True, **options)`` for a helper Python never calls (see the module
+    docstring): ``@njit_inner`` or ``@njit_inner(_nrt=False, forceinline=True)``."""
+
+    def deco(f: Callable) -> Any:
+        if config.DISABLE_JIT:
+            return f
+        opts = {"nopython": True, "boundscheck": None, **options}
+        opts["no_cpython_wrapper"] = True
+        opts["no_cfunc_wrapper"] = True
+        d = InnerDispatcher(py_func=f, locals={}, targetoptions=opts)
+        d.enable_caching()
+        return d
+
+    return deco(fn) if fn is not None else deco

@@ -20,6 +20,7 @@ from physics import layout as L
 from physics.kernel import set_commands
 from rally_env import info as I
 from rally_env import kernels as K
+from rally_env import precompile
 from rally_env import stages as S
 from rally_env.config import RallyConfig, randomized_vehicle
 from rally_env.errors import StateError
@@ -58,6 +59,8 @@ class RallyCore:
     """
 
     def __init__(self, config: RallyConfig, n_cars: int, parallel: bool | None = None):
+        par = int(n_cars) >= 64 if parallel is None else bool(parallel)
+        precompile.start(config, par)  # an empty numba cache: the step kernels on another core
         self.config = config
         self.n = int(n_cars)
         self.n_sub = config.substeps
@@ -69,7 +72,6 @@ class RallyCore:
         )
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
-        par = self.n >= 64 if parallel is None else bool(parallel)
         self.sim = VehicleBatch(self.n, config.vehicle, self.bank.terrains, parallel=par)
         self.base_params_row = config.vehicle.pack()
         n = self.n
@@ -235,12 +237,29 @@ class RallyCore:
         self.sim.reset(poses, cars=cars, terrain_ids=rows)
         self.actions[cars] = 0.0
         self.ever_reset[cars] = True
+        self._await_precompile(cars)
         if K.reset_cars(cars, self._kernel_args()):
             self._fill_lookahead(cars)
         self.rew[cars] = 0.0
         self.terms[cars] = 0.0
         self.term[cars] = False
         self.trunc[cars] = False
+
+    def _await_precompile(self, cars: np.ndarray) -> None:
+        """The first reset of a process whose numba cache lacked the step kernels: wait for
+        the worker compiling them (:mod:`rally_env.precompile`) if they are this env's, after
+        compiling a threaded env's post-step kernel here meanwhile."""
+        threaded = self.sim.parallel
+        if not precompile.running(threaded):
+            return
+        args = self._kernel_args()
+        if not precompile.matches((cars, args), threaded):
+            precompile.wait(threaded, useful=False)
+            return
+        if threaded:
+            post = (self._all, self.n_sub, self.actions, args)
+            precompile.compile_beside(K.post_step_parallel, post)
+        precompile.wait(threaded)
 
     def _fill_lookahead(self, cars: np.ndarray) -> None:
         """Fill the terrain tiles under the cars' lookahead points that were not filled yet

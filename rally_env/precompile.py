@@ -1,0 +1,325 @@
+"""Compile the reset and step kernels in a second process while the first env is built.
+
+With an empty numba cache, the first ``Rally-v0`` make + reset + step compiles about a
+hundred functions, one after another on one core: the stage and its terrain (geometry, the
+terrain index, the tile bake), then the reset and step kernels. The second half does not need
+the first, only the argument types of its calls, and those are the same for every default env
+(:data:`SIGNATURES`, recorded from a real ``Rally-v0`` reset and step by :func:`record`). So
+the first env of a process starts ``python -m rally_env.precompile``, which compiles those
+kernels into numba's cache on the other core, while this process loads the stage and bakes its
+first tiles; the env waits for the worker (:func:`wait`) just before its first reset kernel,
+which then loads from the cache.
+
+Nothing here changes what runs: the cache holds exactly what this process would have compiled
+(same source, same types, same flags). The worker starts only when it can help: the JIT is
+on, ``RALLY_PRECOMPILE`` is not ``0``, the process may use two cores or more, the signatures
+were recorded with this numba version, the platform has ``fcntl``, and the kernels are not in
+the cache yet. Processes sharing a cache (a subprocess vector env) share one worker through a
+lock file. If the worker fails or is slow (:data:`WAIT_S`), the env compiles what it still
+needs itself.
+
+``python -m rally_env.precompile --record`` rewrites the signature file (a test checks that it
+matches what a ``Rally-v0`` env compiles).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+#: The kernels a worker compiles for each kind of env: the first reset's and step's entry
+#: points that loading and baking the stage do not use. A threaded env's post-step kernel is
+#: compiled by the env itself during its first reset, beside the worker (:func:`compile_beside`).
+SERIAL = (
+    ("rally_env.kernels", "reset_cars"),
+    ("rally_env.info", "_fill_cars"),
+    ("rally_env.actions", "_clip_rows"),
+    ("physics.kernel", "set_commands"),
+    ("rally_env.kernels", "lines_within_reach"),
+    ("physics.kernel", "missing_tiles"),
+    ("physics.kernel", "step_cars"),
+    ("rally_env.kernels", "post_step"),
+)
+THREADED = (*SERIAL[:-2], ("physics.kernel", "step_cars_parallel"))
+KERNELS = {"serial": SERIAL, "threaded": THREADED}
+#: Their argument types in a default env (``Rally-v0``; a 4-car threaded vector env), pickled
+#: numba types, and what of the config decides them (:func:`fingerprint`).
+SIGNATURES = Path(__file__).with_name("precompile_signatures.pkl")
+#: How long an env waits for the worker before compiling by itself (s).
+WAIT_S = 300.0
+
+_lock = threading.Lock()
+_procs: dict[str, subprocess.Popen] = {}
+_started: set[str] = set()
+_others: set[str] = set()  # kinds whose worker another process runs (it holds the lock)
+
+
+def fingerprint(config: Any) -> tuple:
+    """What of an env config decides the kernels' argument types: the observation version,
+    the road-ahead block, and whether the vehicle is an extended one."""
+    return (int(config.version), bool(config.road_ahead), bool(config.vehicle.extended))
+
+
+def _disabled() -> bool:
+    from numba import config
+
+    flag = os.environ.get("RALLY_PRECOMPILE", "1").strip().lower()
+    return bool(config.DISABLE_JIT) or flag in ("0", "false", "no", "off")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _load_signatures(kind: str = "serial") -> list[tuple[Any, list[Any]]] | None:
+    """[(dispatcher, [argument types, ...]), ...] of a kind of env, or None if unusable here."""
+    data = _load_file()
+    if data is None:
+        return None
+    try:
+        out = []
+        for (mod, name), sigs in zip(KERNELS[kind], data["signatures"][kind], strict=True):
+            out.append((getattr(importlib.import_module(mod), name), list(sigs)))
+        return out
+    except Exception:
+        return None
+
+
+def _load_file() -> dict | None:
+    import numba
+
+    try:
+        with open(SIGNATURES, "rb") as f:
+            data = pickle.load(f)
+    except Exception:
+        return None
+    return data if data.get("numba") == numba.__version__ else None
+
+
+def _cached(disp: Any, sig: Any) -> bool:
+    """Whether numba's cache holds ``disp`` for ``sig`` (True when it cannot tell)."""
+    try:
+        return disp._cache.load_overload(sig, disp.targetctx) is not None
+    except Exception:
+        return True
+
+
+def _lock_path(kind: str = "serial") -> str:
+    import numba
+
+    key = "|".join(
+        (
+            kind,
+            str(Path(__file__).resolve().parent),
+            os.environ.get("NUMBA_CACHE_DIR", ""),
+            numba.__version__,
+            sys.version,
+        )
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"rally-precompile-{digest}.lock")
+
+
+def _try_lock(path: str) -> int | None:
+    """An fd holding the exclusive lock on ``path``, or None if another process holds it."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _unlock(fd: int) -> None:
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def start(config: Any, threaded: bool = False) -> bool:
+    """Start the worker for an env of ``config`` (threaded or not) if it can help (see the
+    module docstring); once per process and kind. Returns whether a worker (this process's
+    or another's) is compiling that kind's kernels."""
+    kind = "threaded" if threaded else "serial"
+    with _lock:
+        if kind in _started:
+            return kind in _procs or kind in _others
+        _started.add(kind)
+        try:
+            import fcntl  # noqa: F401
+        except ImportError:
+            return False
+        if _disabled() or _cores() < 2:  # on one core the worker would only compete
+            return False
+        data = _load_file()
+        if data is None or tuple(data.get("fingerprint", ())) != fingerprint(config):
+            return False  # the recorded types are not this env's
+        kernels = _load_signatures(kind)
+        if kernels is None or _cached(kernels[-1][0], kernels[-1][1][0]):  # a warm cache
+            return False
+        fd = _try_lock(_lock_path(kind))
+        if fd is None:  # another process's worker is compiling into the same cache
+            _others.add(kind)
+            return True
+        _unlock(fd)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env["RALLY_PREFETCH"] = "0"
+        env["RALLY_PRECOMPILE"] = "0"
+        try:
+            _procs[kind] = subprocess.Popen(
+                [sys.executable, "-m", "rally_env.precompile", kind],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+        except Exception:
+            return False
+        return True
+
+
+def running(threaded: bool = False) -> bool:
+    """Whether :func:`wait` has a worker to wait for."""
+    kind = "threaded" if threaded else "serial"
+    with _lock:
+        return kind in _procs or kind in _others
+
+
+def compile_beside(disp: Any, args: tuple) -> None:
+    """Compile ``disp`` for ``args`` now, while a worker compiles the rest (so both cores
+    work); the call that follows finds it compiled. Argument types as a call would give."""
+    import numba
+
+    disp.compile(tuple(numba.typeof(a) for a in args))
+
+
+def matches(args: tuple, threaded: bool = False) -> bool:
+    """Whether ``args`` of the first reset kernel have the recorded types (else the worker
+    compiles kernels this env does not use: see :func:`wait`)."""
+    import numba
+
+    kernels = _load_signatures("threaded" if threaded else "serial")
+    if not kernels:
+        return False
+    return tuple(numba.typeof(a) for a in args) in [tuple(s) for s in kernels[0][1]]
+
+
+def wait(threaded: bool = False, timeout: float = WAIT_S, useful: bool = True) -> None:
+    """Wait (up to ``timeout`` s) for the worker :func:`start` found or started for this kind
+    of env; with ``useful=False`` only stop waiting for it (its kernels are not this env's)."""
+    kind = "threaded" if threaded else "serial"
+    with _lock:
+        proc = _procs.pop(kind, None)
+        other = kind in _others
+        _others.discard(kind)
+    if not useful:
+        if proc is not None:
+            proc.kill()
+        return
+    deadline = time.monotonic() + timeout
+    if proc is not None:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            return  # compile what is still missing here; the worker finishes on its own
+    if proc is not None or other:
+        try:
+            path = _lock_path(kind)
+            while time.monotonic() < deadline:
+                fd = _try_lock(path)
+                if fd is not None:
+                    _unlock(fd)
+                    return
+                time.sleep(0.05)
+        except Exception:
+            return
+
+
+def compile_all(kind: str = "serial") -> int:
+    """Compile every recorded signature of a kind of env (into the cache); returns how many."""
+    kernels = _load_signatures(kind)
+    if kernels is None:
+        return 0
+    n = 0
+    for disp, sigs in kernels:
+        for sig in sigs:
+            disp.compile(sig)
+            n += 1
+    return n
+
+
+def record(path: Path = SIGNATURES) -> None:
+    """Write the argument types of the kernels of a default ``Rally-v0`` env's first reset
+    and step, and of a 4-car threaded vector env's (what :func:`compile_all` compiles)."""
+    import gymnasium as gym
+    import numba
+    import numpy as np
+
+    import rally_env  # noqa: F401  (registers the env ids)
+    from rally_env.vector import RallyVectorEnv
+
+    env = gym.make("Rally-v0")
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    vec = RallyVectorEnv(num_envs=4, parallel=True)
+    vec.reset(seed=0)
+    vec.step(np.stack([vec.single_action_space.sample() for _ in range(4)]))
+    sigs: dict[str, list] = {}
+    for kind, kernels in KERNELS.items():
+        sigs[kind] = []
+        for mod, name in kernels:
+            disp = getattr(importlib.import_module(mod), name)
+            if not disp.signatures:
+                raise RuntimeError(f"{mod}.{name} was not compiled by the {kind} env")
+            sigs[kind].append(list(disp.signatures))
+    data = {
+        "numba": numba.__version__,
+        "fingerprint": fingerprint(env.unwrapped.config),
+        "signatures": sigs,
+    }
+    env.close()
+    vec.close()
+    with open(path, "wb") as f:
+        pickle.dump(data, f, protocol=4)
+
+
+def _main(argv: list[str]) -> int:
+    if argv[1:] == ["--record"]:
+        record()
+        return 0
+    kind = argv[1] if len(argv) > 1 and argv[1] in KERNELS else "serial"
+    fd = None
+    try:
+        import fcntl
+
+        fd = os.open(_lock_path(kind), os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # one worker per cache and kind at a time
+    except Exception:
+        fd = None
+    try:
+        compile_all(kind)
+    finally:
+        if fd is not None:
+            _unlock(fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv))

@@ -605,11 +605,14 @@ autoreset_mode=...)`.
   With `"random"` every car has its own generated stage; a reset rewrites only that car's
   slot, its terrain fills tile by tile (8 x 8 nodes) as the car reaches it, and a worker
   process (`python -m tracks.prefetch`, one per Python process; `RALLY_PREFETCH=0` turns it
-  off) generates the stage each car will draw next. It keeps 64 answers: an env with more
+  off) generates the stage each car will draw next, with the tiles of its first 40 m of road
+  (edges and 6 m beyond) already baked, so the env bakes only what the car reaches after
+  them. It keeps 64 answers: an env with more
   cars than that asks for nothing ahead (a car's stage would be dropped before the car came
   back for it); there, the cars a step resets together split their stages' generation with
-  the worker instead (it makes the second half while the env makes the first). Where a stage
-  is made never changes it. Figures: Speed, below.
+  the worker instead (it makes the second half while the env makes the first; without
+  baking start tiles, as the env waits for those answers). Where a stage or a tile is made
+  never changes it. Figures: Speed, below.
 
 ## State API
 
@@ -723,6 +726,18 @@ With five rounds instead of three (`bench_random_single(3.0, rounds=5)`, three r
 processes, load average 0.6): 2.89, 4.03 and 3.30 ms amortized (2.87, 4.01 and 3.22 ms of
 the env process's CPU; 6.46, 8.34 and 7.48 ms with the worker's). So the single env's reset
 target is met here, the worker's CPU aside; the 16- and 1,024-car targets (70 %) are missed.
+
+**Start tiles baked by the worker** (4 December, later; commit `1ad9e73`). A car on a fresh
+stage bakes about 34 tiles in an episode of this benchmark (about 210 steps), and a
+worker-made stage now comes with the tiles of its first 40 m of road baked
+(`StageTerrain.start_tiles`, `StageTerrain.prebake`: the same kernel on the same nodes, so the
+same bits; the ground field travels as its computed cells, a few hundred of 60,000). 16 cars,
+3,000 steps after a 300-step warm-up, counted: the env's process baked 3,082 tiles itself
+instead of 7,638 (every one of 226 stages came from the worker). Its CPU time, six runs
+each, alternating with the commit before: best 1.38 s against 1.52 s (-9 %; 1.38-1.65 s
+against 1.52-2.01 s). The worker pays about 1.2 ms more per stage, on its own core. A 1,024-car
+env, which waits for the worker's answers, asks for stages without start tiles: with them it
+was slower (26.0 and 28.7 thousand car-steps/s against 31.9 and 32.4).
 
 **Quiet machine** (3 December 2026, later; load average 1.0–1.4, nothing else running;
 commit `dbc349a`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, with the

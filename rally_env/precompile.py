@@ -4,7 +4,8 @@ With an empty numba cache, the first ``Rally-v0`` make + reset + step compiles a
 hundred functions, one after another on one core: the stage and its terrain (geometry, the
 terrain index, the tile bake), then the reset and step kernels. The second half does not need
 the first, only the argument types of its calls, and those are the same for every default env
-(:data:`SIGNATURES`, recorded from a real ``Rally-v0`` reset and step by :func:`record`). So
+(:data:`SIGNATURES`, recorded from a real ``Rally-v0`` reset and step by
+:mod:`rally_env.precompile_record`). So
 the first env of a process starts ``python -m rally_env.precompile``, which compiles those
 kernels into numba's cache on the other core, while this process loads the stage and bakes its
 first tiles; the env waits for the worker (:func:`wait`) just before its first reset kernel,
@@ -18,8 +19,8 @@ the cache yet. Processes sharing a cache (a subprocess vector env) share one wor
 lock file. If the worker fails or is slow (:data:`WAIT_S`), the env compiles what it still
 needs itself.
 
-``python -m rally_env.precompile --record`` rewrites the signature file (a test checks that it
-matches what a ``Rally-v0`` env compiles).
+``python -m rally_env.precompile_record`` rewrites the signature file (a test checks that it
+matches what the default envs compile).
 """
 
 from __future__ import annotations
@@ -265,45 +266,7 @@ def compile_all(kind: str = "serial") -> int:
     return n
 
 
-def record(path: Path = SIGNATURES) -> None:
-    """Write the argument types of the kernels of a default ``Rally-v0`` env's first reset
-    and step, and of a 4-car threaded vector env's (what :func:`compile_all` compiles)."""
-    import gymnasium as gym
-    import numba
-    import numpy as np
-
-    import rally_env  # noqa: F401  (registers the env ids)
-    from rally_env.vector import RallyVectorEnv
-
-    env = gym.make("Rally-v0")
-    env.reset(seed=0)
-    env.step(env.action_space.sample())
-    vec = RallyVectorEnv(num_envs=4, parallel=True)
-    vec.reset(seed=0)
-    vec.step(np.stack([vec.single_action_space.sample() for _ in range(4)]))
-    sigs: dict[str, list] = {}
-    for kind, kernels in KERNELS.items():
-        sigs[kind] = []
-        for mod, name in kernels:
-            disp = getattr(importlib.import_module(mod), name)
-            if not disp.signatures:
-                raise RuntimeError(f"{mod}.{name} was not compiled by the {kind} env")
-            sigs[kind].append(list(disp.signatures))
-    data = {
-        "numba": numba.__version__,
-        "fingerprint": fingerprint(env.unwrapped.config),
-        "signatures": sigs,
-    }
-    env.close()
-    vec.close()
-    with open(path, "wb") as f:
-        pickle.dump(data, f, protocol=4)
-
-
 def _main(argv: list[str]) -> int:
-    if argv[1:] == ["--record"]:
-        record()
-        return 0
     kind = argv[1] if len(argv) > 1 and argv[1] in KERNELS else "serial"
     fd = None
     try:

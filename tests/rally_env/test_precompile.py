@@ -36,7 +36,7 @@ def _skip_other_numba(data):
     if data["numba"] != numba.__version__:
         pytest.skip(
             f"recorded with numba {data['numba']}, this is {numba.__version__}: the worker "
-            "stays off here (python -m rally_env.precompile --record re-records)"
+            "stays off here (python -m rally_env.precompile_record re-records)"
         )
 
 
@@ -59,7 +59,7 @@ def test_the_recorded_signatures_are_what_the_default_envs_compile():
             for sig in sigs:
                 assert sig in disp.signatures, (
                     f"{mod}.{name}: a default {kind} env no longer compiles the recorded "
-                    "signature; run python -m rally_env.precompile --record"
+                    "signature; run python -m rally_env.precompile_record"
                 )
 
 

@@ -739,6 +739,19 @@ against 1.52-2.01 s). The worker pays about 1.2 ms more per stage, on its own co
 env, which waits for the worker's answers, asks for stages without start tiles: with them it
 was slower (26.0 and 28.7 thousand car-steps/s against 31.9 and 32.4).
 
+The same command as the first table of this day, after this change (commit `ca22ade`, load
+average 0.6 before the run):
+
+| cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
+|---|---|---|---|---|---|
+| 16 | 76,958 car-steps/s | 30,799 | 40 % | 43 % | 22 % |
+| 1,024 | 167,940 | 31,842 | 19 % | 28 % | 23 % |
+| 1,024, `num_levels=256` | 167,940 | 137,161 | 82 % | 81 % | 81 % |
+
+Single env: 31,637 steps/s on `opener`, 21,333 on random stages (206 steps per episode): a
+random reset costs **3.14 ms** amortized (2.94 ms of the env process's CPU, 8.41 ms with the
+worker's). The 70 % targets at 16 and 1,024 cars stay missed; the reset is under 5 ms.
+
 **Quiet machine** (3 December 2026, later; load average 1.0–1.4, nothing else running;
 commit `dbc349a`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, with the
 300-step warm-up, so the 1,024-car rows time resets too):

@@ -110,9 +110,12 @@ def _load_file() -> dict | None:
 
 
 def _cached(disp: Any, sig: Any) -> bool:
-    """Whether numba's cache holds ``disp`` for ``sig`` (True when it cannot tell)."""
+    """Whether numba's cache index lists ``disp`` for ``sig`` (True when it cannot tell). Reads
+    the index only: loading the compiled code to find out took 0.44 s of a warm start."""
     try:
-        return disp._cache.load_overload(sig, disp.targetctx) is not None
+        cache = disp._cache
+        key = cache._index_key(sig, disp.targetctx.codegen())
+        return key in cache._cache_file._load_index()
     except Exception:
         return True
 

@@ -111,6 +111,8 @@ def test_the_worker_fills_an_empty_cache_with_every_recorded_kernel(tmp_path):
     assert run(["-m", "rally_env.precompile", "serial"]).returncode == 0
     assert run(["-m", "rally_env.precompile", "threaded"]).returncode == 0
     assert run(["-c", _CHECK]).stdout.split() == ["True", n]
+    again = "from rally_env import precompile as P; print(P.compile_all('threaded'))"
+    assert run(["-c", again]).stdout.split() == ["0"]  # nothing loaded only to be dropped
 
 
 @pytest.fixture

@@ -665,10 +665,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from agents.evaluate import EvalResult, evaluate, format_table
     from agents.policies import SHIPPED, shipped_policy_path
     from agents.reference import reference_time
+    from rally_env import precompile
+    from rally_env.config import RallyConfig
 
     t0 = time.perf_counter()
     stage = args.stage
     out = Path(args.out)
+    # an empty numba cache: the env's step kernels compile on the other core from now on,
+    # beside the reference solver's here (rally_env.precompile)
+    precompile.start(RallyConfig.build(stage=stage))
     ref = reference_time(stage)
     cen = reference_time(stage, "centerline")
     print(

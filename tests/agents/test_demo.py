@@ -25,3 +25,26 @@ def test_demo_quick(tmp_path, capsys):
         return
     videos = list(tmp_path.glob("*.mp4"))
     assert len(videos) == 1 and videos[0].stat().st_size > 1000
+
+
+def test_demo_starts_the_precompile_worker_before_it_compiles_anything(tmp_path, monkeypatch):
+    """With an empty numba cache the env's step kernels compile on another core from the
+    demo's first line, beside the reference solver (rally_env.precompile)."""
+    import pytest
+
+    import agents.reference
+    from rally_env import precompile
+
+    calls = []
+    monkeypatch.setattr(
+        precompile, "start", lambda config, threaded=False: calls.append(("start", config.stage))
+    )
+
+    def reference_time(*a, **k):
+        calls.append(("reference",))
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(agents.reference, "reference_time", reference_time)
+    with pytest.raises(RuntimeError, match="stop here"):
+        main(["demo", "--quick", "--out", str(tmp_path)])
+    assert calls == [("start", "opener"), ("reference",)]

@@ -60,7 +60,8 @@ class RallyCore:
 
     def __init__(self, config: RallyConfig, n_cars: int, parallel: bool | None = None):
         par = int(n_cars) >= 64 if parallel is None else bool(parallel)
-        precompile.start(config, par)  # an empty numba cache: the step kernels on another core
+        # an empty numba cache: the step kernels compile on another core (until the first reset)
+        self._precompiling = precompile.start(config, par)
         self.config = config
         self.n = int(n_cars)
         self.n_sub = config.substeps
@@ -249,6 +250,9 @@ class RallyCore:
         """The first reset of a process whose numba cache lacked the step kernels: wait for
         the worker compiling them (:mod:`rally_env.precompile`) if they are this env's, after
         compiling a threaded env's post-step kernel here meanwhile."""
+        if not self._precompiling:
+            return
+        self._precompiling = False
         threaded = self.sim.parallel
         if not precompile.running(threaded):
             return

@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit
 
 from physics.jit import njit_inner
-from physics.terrain import TILE, TILE_W, Terrain
+from physics.terrain import TILE, TILE_W, Terrain, tile_grid
 from tracks import surfaces as _surf
 from tracks._geometry import fan_project
 from tracks.projection import FAN_RATIO, FAN_SLACK_M
@@ -969,7 +969,7 @@ class StageTerrain:
         y = np.interp(s, p.s_m, p.y_m)
         r = (np.interp(s, p.s_m, p.half_width_m) + pad_m) / self.cell_m
         ny, nx = self.shape
-        tnx = (nx - 1) // TILE + 1
+        tnx = tile_grid(self.shape)[0]
         fx = (x - self.x0_m) / self.cell_m
         fy = (y - self.y0_m) / self.cell_m
         keys = []
@@ -986,38 +986,36 @@ class StageTerrain:
         instead of baking them again (the prefetch worker does this for :meth:`start_tiles`,
         on a core the env is not using)."""
         tiles = np.ascontiguousarray(tiles, np.int64).reshape(-1, 2)
-        tnx = (self.shape[1] - 1) // TILE + 1
-        keys = tiles[:, 1] * tnx + tiles[:, 0]
+        keys = tiles[:, 1] * tile_grid(self.shape)[0] + tiles[:, 0]
         order = np.argsort(keys, kind="stable")
         keys, tiles = keys[order], tiles[order]
         h = np.empty((len(tiles), TILE_W * TILE_W))
         s = np.empty((len(tiles), TILE_W * TILE_W), np.int8)
-        ny, nx = self.shape
-        with self._lock:
-            _fill_tiles(self._geo, tiles, nx, ny, self.sectioned, h, s)
-            self._baked = (keys, h, s)
+        self._bake(tiles, h, s)
+        self._baked = (keys, h, s)
 
     def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:
         """Bake tiles ``(m, 2)`` int64 (tx, ty) into ``(m, TILE_W**2)`` heights / surfaces
         (tiles :meth:`prebake` made are copied)."""
-        ny, nx = self.shape
         keys, h, s = self._baked
-        if len(keys):
-            want = tiles[:, 1] * ((nx - 1) // TILE + 1) + tiles[:, 0]
-            at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-            hit = keys[at] == want
-            if hit.any():
-                heights[hit] = h[at[hit]]
-                surfaces[hit] = s[at[hit]]
-                rest = np.flatnonzero(~hit)
-                if len(rest):
-                    hr = np.empty((len(rest), heights.shape[1]))
-                    sr = np.empty((len(rest), surfaces.shape[1]), np.int8)
-                    with self._lock:
-                        _fill_tiles(self._geo, tiles[rest], nx, ny, self.sectioned, hr, sr)
-                    heights[rest] = hr
-                    surfaces[rest] = sr
-                return
+        if not len(keys):
+            self._bake(tiles, heights, surfaces)
+            return
+        want = tiles[:, 1] * tile_grid(self.shape)[0] + tiles[:, 0]
+        at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        hit = keys[at] == want
+        heights[hit] = h[at[hit]]
+        surfaces[hit] = s[at[hit]]
+        rest = np.flatnonzero(~hit)
+        if len(rest):
+            hr = np.empty((len(rest), heights.shape[1]))
+            sr = np.empty((len(rest), surfaces.shape[1]), np.int8)
+            self._bake(tiles[rest], hr, sr)
+            heights[rest] = hr
+            surfaces[rest] = sr
+
+    def _bake(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:
+        ny, nx = self.shape
         with self._lock:
             _fill_tiles(self._geo, tiles, nx, ny, self.sectioned, heights, surfaces)
 

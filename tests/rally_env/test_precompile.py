@@ -73,6 +73,7 @@ def test_the_post_step_kernel_compiled_beside_the_worker_is_the_one_a_step_calls
 
     _skip_other_numba(_recorded())
     compiled = []
+    monkeypatch.setattr(P, "start", lambda config, threaded=False: True)
     monkeypatch.setattr(P, "running", lambda threaded=False: True)
     monkeypatch.setattr(P, "wait", lambda *a, **k: None)
     monkeypatch.setattr(P, "compile_beside", lambda d, args: compiled.append((d, args)))

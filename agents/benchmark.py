@@ -366,10 +366,9 @@ def benchmark_chunks(
 # ------------------------------------------------------------------------------- baseline
 def heuristic_fingerprint() -> dict[str, Any]:
     """The heuristic settings a baseline was made with (compared when it is loaded)."""
-    from agents.heuristic import HeuristicParams
+    from agents.heuristic import fingerprint
 
-    p = HeuristicParams()
-    return {k: getattr(p, k) for k in HeuristicParams.__dataclass_fields__}
+    return fingerprint()
 
 
 def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:

@@ -15,11 +15,20 @@ Each control step, for every car:
    and the driver commits: it plans to brake harder, trusts more of the grip at speed, and
    assumes the blind corner only as tight as the tightest corner it has seen on this stage
    so far (its memory), so a straight that has shown no corner is driven flat out.
-3. **Steering.** Pure pursuit on the lookahead points at a distance that grows with speed,
+3. **The road ahead.** When the observation has the road-ahead block (``road_ahead=True``,
+   which the driver asks for: its ``env_kwargs``), the blind corner moves out to 600 m. Each
+   bin of the block (its sharpest corner and lowest grip) beyond the lookahead points sets a
+   corner speed reached by braking from where that corner is: a corner sharper than the bin
+   held a step before has just come in over the bin's far end, and the driver follows it in
+   from there (its memory), else it may be anywhere in the bin and is taken at the bin's near
+   end. Every corner is taken on the lowest grip the road shows up to it, and the committed
+   driver plans to brake at ``ahead_commit_brake_factor`` (it now arrives faster). Without
+   the block (or with ``read_ahead=False``) the driver is the blind one above.
+4. **Steering.** Pure pursuit on the lookahead points at a distance that grows with speed,
    with yaw-rate damping against the path's rate and the front wheels kept within a
    slip-angle margin of the front axle's direction of travel (steering past the tire's peak
    only ploughs); a target behind the car (a spin) gets full lock towards it.
-4. **Pedals.** A PI controller on the speed error gives throttle or brake, both capped by what
+5. **Pedals.** A PI controller on the speed error gives throttle or brake, both capped by what
    the measured lateral acceleration leaves of the friction circle; an oversteering car gets
    no brake and little throttle; below a walking pace it may always drive on.
 
@@ -33,8 +42,8 @@ functions come from :mod:`physics.mathx`, so the actions are the same on every p
 Usage::
 
     drv = HeuristicDriver()
-    drv.reset(n_cars)                # per-episode memory (PI integrator, tightest corner)
-    actions = drv(obs)               # obs (N, 59) or (59,) -> actions (N, 4) or (4,)
+    drv.reset(n_cars)                # per-episode memory (PI integrator, corners seen)
+    actions = drv(obs)               # obs (N, D) or (D,) -> actions (N, 4) or (4,)
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ from rally_env.spaces import (
     DEFAULT_LAYOUT,
     EDGE_SCALE_M,
     LATERAL_SPEED_SCALE_MPS,
+    ROAD_AHEAD_BINS_M,
     SPEED_SCALE_MPS,
     YAW_RATE_SCALE_RADPS,
     ObsLayout,
@@ -69,6 +79,18 @@ READ_WIDTHS = frozenset(
 LOOK_M = np.array(DEFAULT_LAYOUT.lookahead_m, np.float64)
 _NK = LOOK_M.shape[0]
 _WHEELS = ("FL", "FR", "RL", "RR")
+#: Near and far ends (m) of the road-ahead bins.
+_BINS = np.array(ROAD_AHEAD_BINS_M, np.float64)
+_TAGS = [f"{a:g}_{b:g}m" for a, b in ROAD_AHEAD_BINS_M]
+#: Per observation width with a road-ahead block: the columns of its curvature then grip bins.
+_AHEAD_COLS = {
+    lay.size: np.array(
+        [lay.index[f"ahead_curv_{t}"] for t in _TAGS]
+        + [lay.index[f"ahead_grip_{t}"] for t in _TAGS],
+        np.int64,
+    )
+    for lay in (ObsLayout(4, version=v, road_ahead=True) for v in (0, 1))
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +134,8 @@ class HeuristicParams:
         oversteer_throttle: the throttle cap while oversteering.
         low_speed_mps, low_speed_throttle: below this speed (m/s) the throttle may always
             reach this (recovering from a spin or off the road).
+        ahead_commit_brake_factor: the fully committed driver's brake factor when it reads
+            the road-ahead block (``commit_brake_factor`` is the blind one's).
     """
 
     corner_factor: float = 0.9
@@ -146,6 +170,7 @@ class HeuristicParams:
     oversteer_throttle: float = 0.3
     low_speed_mps: float = 6.0
     low_speed_throttle: float = 0.4
+    ahead_commit_brake_factor: float = 0.52
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -229,7 +254,9 @@ _SCALES = np.array(
 # per-car memory columns
 S_INTEGRAL = 0  # integrated speed error (m)
 S_KMAX = 1  # tightest road curvature seen on this stage (1/m)
-N_STATE = 2
+S_BIN_K = 2  # per road-ahead bin: its sharpest curvature at the last step (observation units)
+S_BIN_AT = S_BIN_K + len(ROAD_AHEAD_BINS_M)  # per bin: how far ahead that corner is at least (m)
+N_STATE = S_BIN_AT + len(ROAD_AHEAD_BINS_M)
 # per-car diagnostics (``plan``)
 D_TARGET = 0  # speed target (m/s)
 D_BLIND = 1  # the blind-corner speed limit (m/s)
@@ -274,8 +301,69 @@ def _ramp(x: float, x0: float, x1: float) -> float:
     return (x - x0) / (x1 - x0)
 
 
+@njit_inner(_nrt=False)
+def _ahead_target(k, obs, oi, sc, look, ahead, bins, c, mem, car):
+    """Speed target and blind-corner limit (m/s) of car ``k`` from its observation's
+    road-ahead block: each
+    lookahead point's corner on the lowest grip up to it, each bin's sharpest corner beyond the
+    points on the lowest grip up to that bin, and a ``blind_min_radius_m`` corner (committed:
+    the tightest seen) just beyond the last bin; each reached by braking at ``bf`` of the grip
+    less the grade. Updates the car's bin memory (where each bin's sharpest corner is).
+
+    Args:
+        ahead: (N, 2 B) the bins' curvature (observation units) then their lowest grip.
+        bins: (B, 2) near and far end of each bin (m).
+        car: ``(mu_far, grade, margin, vcs, bf, qc, ds)``: the grip here (mu), the grade's
+            deceleration (m/s^2), the entry margin (m), the corner speed of the grip's fall
+            (m/s), the brake factor, the commitment and the distance driven since the last
+            step (m).
+    """
+    mu_far, grade, margin, vcs, bf, qc, ds = car
+    nk = look.shape[0]
+    nb = bins.shape[0]
+    mu_base = c[_C_MU]
+    grav = c[_C_G]
+    tgt = c[_C_VMAX]
+    for j in range(nk):
+        mu_j = mu_far  # the lowest grip of the road from here to the point
+        for i in range(nb):
+            if bins[i, 0] < look[j]:
+                mu_j = min(mu_j, mu_base * max(ahead[k, nb + i], 0.3))
+        vc = _corner_speed(c[_C_CF] * mu_j * grav, obs[k, oi[_O_LX + 2 * nk + j]] * sc[4], vcs)
+        b = max(bf * mu_j * grav - grade, 0.1 * mu_j * grav)
+        tgt = min(tgt, math.sqrt(vc * vc + 2.0 * b * max(look[j] - margin, 0.0)))
+    gmin = mu_far
+    for j in range(nb):
+        # where in its bin the sharpest corner is: a sharper one than the bin held at the last
+        # step has just come in over the bin's far end; the same one has come closer by the
+        # distance driven; else it may be anywhere in the bin
+        kj = ahead[k, j]
+        at = bins[j, 0]
+        if kj == mem[k, S_BIN_K + j]:
+            at = max(mem[k, S_BIN_AT + j] - ds, at)
+        elif abs(kj) > abs(mem[k, S_BIN_K + j]):
+            at = max(bins[j, 1] - ds, at)
+        mem[k, S_BIN_K + j] = kj
+        mem[k, S_BIN_AT + j] = at
+        mem[k, S_KMAX] = max(mem[k, S_KMAX], abs(kj) * sc[4])
+        gmin = min(gmin, mu_base * max(ahead[k, nb + j], 0.3))
+        if bins[j, 1] <= look[nk - 1]:
+            continue  # the lookahead points show this stretch point by point
+        vc = _corner_speed(c[_C_CF] * gmin * grav, kj * sc[4], vcs)
+        b = max(bf * gmin * grav - grade, 0.1 * gmin * grav)
+        tgt = min(tgt, math.sqrt(vc * vc + 2.0 * b * max(at - margin, 0.0)))
+    reach = max(bins[nb - 1, 1] + 10.0 - margin, 0.0)
+    b = max(bf * gmin * grav - grade, 0.1 * gmin * grav)
+    rb = min(max(1.0 / max(mem[k, S_KMAX], 1e-9), c[_C_BRMIN]), c[_C_BRMAX])
+    vb = _corner_speed(c[_C_CF] * gmin * grav, 1.0 / c[_C_BRMIN], vcs)
+    v_blind = math.sqrt(vb * vb + 2.0 * b * reach)
+    vb = _corner_speed(c[_C_CF] * gmin * grav, 1.0 / rb, vcs)
+    v_blind += qc * (math.sqrt(vb * vb + 2.0 * b * reach) - v_blind)
+    return min(tgt, v_blind), v_blind
+
+
 @njit(cache=True)
-def _drive(obs, oi, sc, look, c, mem, out, diag):
+def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
     """One control step for every car.
 
     Args:
@@ -287,6 +375,9 @@ def _drive(obs, oi, sc, look, c, mem, out, diag):
         mem: (N, N_STATE) per-car memory, updated.
         out: (N, 4) float32 actions, written.
         diag: (N, N_DIAG) diagnostics, written.
+        ahead: (N, 2 B) float32 road-ahead bins (see :func:`_ahead_target`), or (N, 0)
+            for an observation without them (or a driver that does not read them).
+        bins: (B, 2) near and far end of each road-ahead bin (m).
     """
     n = obs.shape[0]
     nk = look.shape[0]
@@ -339,7 +430,24 @@ def _drive(obs, oi, sc, look, c, mem, out, diag):
         vb = _corner_speed(a0, 1.0 / rb, 1e9)
         bb = max(c[_C_QBF] * mu_far * grav - grade, 0.1 * mu_far * grav)
         v_blind += qc * (math.sqrt(vb * vb + 2.0 * bb * reach) - v_blind)
-        tgt = min(tgt, v_blind)
+        if ahead.shape[1] > 0:
+            # the road-ahead block replaces the blind corner (same tuning, one brake factor
+            # for the committed driver, who now sees every corner coming from 600 m)
+            bf = c[_C_BF] + qc * (c[_C_AQBF] - c[_C_BF])
+            tgt, v_blind = _ahead_target(
+                k,
+                obs,
+                oi,
+                sc,
+                look,
+                ahead,
+                bins,
+                c,
+                mem,
+                (mu_far, grade, margin, vcs, bf, qc, max(vf, 0.0) * dt),
+            )
+        else:
+            tgt = min(tgt, v_blind)
         # -------------------------------------------------------------------- steering
         ld = min(max(v * c[_C_PT], c[_C_PMIN]), c[_C_PMAX])
         j1 = nk - 1
@@ -438,6 +546,7 @@ _C_OR = _C["oversteer_rate"]
 _C_OT = _C["oversteer_throttle"]
 _C_LS = _C["low_speed_mps"]
 _C_LT = _C["low_speed_throttle"]
+_C_AQBF = _C["ahead_commit_brake_factor"]
 _C_MU = _C["mu_base"]
 _C_G = _C["g_mps2"]
 _C_WB = _C["wheelbase_m"]
@@ -450,19 +559,33 @@ _C_FB = _C["brake_force_n"]
 
 
 class HeuristicDriver:
-    """Curvature speed target with a blind-corner assumption, pure pursuit and PI pedals
-    (deterministic, batched).
+    """Curvature speed target with a blind-corner assumption or the road ahead, pure pursuit
+    and PI pedals (deterministic, batched).
 
     Args:
         params: the driver's tuning (default :class:`HeuristicParams`).
         vehicle: the vehicle it drives (default :data:`physics.ROVER`, RallyDirect-v0's); its
             friction, gravity, wheelbase, front axle, steering lock, mass, drive force, power
             and brake force go into the speed target, the steering and the pedal limits.
+        read_ahead: read the road-ahead block when the observation has one (and ask for it:
+            :attr:`env_kwargs`); ``False`` is the blind driver on any observation.
     """
 
     name = "heuristic"
 
-    def __init__(self, params: HeuristicParams | None = None, vehicle: VehicleParams | None = None):
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """The observation settings the driver asks for (:func:`agents.policies.policy_env_kwargs`):
+        the road-ahead block when it reads it."""
+        return {"road_ahead": True} if self.read_ahead else {}
+
+    def __init__(
+        self,
+        params: HeuristicParams | None = None,
+        vehicle: VehicleParams | None = None,
+        read_ahead: bool = True,
+    ):
+        self.read_ahead = bool(read_ahead)
         self.params = params or HeuristicParams()
         self.vehicle = vehicle or ROVER
         self._c = np.array(
@@ -475,6 +598,8 @@ class HeuristicDriver:
     def _fresh(self, n: int) -> np.ndarray:
         m = np.zeros((n, N_STATE))
         m[:, S_KMAX] = 1.0 / self.params.blind_max_radius_m
+        m[:, S_BIN_K:S_BIN_AT] = np.inf  # no bin seen yet: its corner may be anywhere in it
+        m[:, S_BIN_AT:] = _BINS[:, 0]
         return m
 
     def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:
@@ -495,6 +620,10 @@ class HeuristicDriver:
                 f"{DEFAULT_LAYOUT.size}-value observation (or a four-wheel layout that begins "
                 f"with it: widths {sorted(READ_WIDTHS)}), got an array of shape {np.shape(obs)}"
             )
+        if self.read_ahead and o.shape[1] in _AHEAD_COLS:
+            ahead = np.ascontiguousarray(o[:, _AHEAD_COLS[o.shape[1]]], dtype=np.float32)
+        else:
+            ahead = np.zeros((o.shape[0], 0), np.float32)
         o = np.ascontiguousarray(o[:, : DEFAULT_LAYOUT.size], dtype=np.float32)
         n = o.shape[0]
         if mem is None:
@@ -504,17 +633,17 @@ class HeuristicDriver:
         if self._diag.shape[0] != n:
             self._diag = np.zeros((n, N_DIAG))
         out = np.zeros((n, 4), np.float32)
-        _drive(o, _OBS, _SCALES, LOOK_M, self._c, mem, out, self._diag)
+        _drive(o, _OBS, _SCALES, LOOK_M, self._c, mem, out, self._diag, ahead, _BINS)
         return out, self._diag, single
 
     def __call__(self, obs: Any) -> np.ndarray:
         """Actions (N, 4) float32 ``[steer, throttle, brake, handbrake]`` for observations
-        (N, 59); a single (59,) observation gives (4,)."""
+        (N, D) (D one of :data:`READ_WIDTHS`); a single (D,) observation gives (4,)."""
         out, _, single = self._run(obs, None)
         return out[0] if single else out
 
     def plan(self, obs: Any) -> dict[str, np.ndarray]:
-        """What the driver makes of observations (N, 59), its memory unchanged: per car
+        """What the driver makes of observations (N, D), its memory unchanged: per car
         (N,) the actions (N, 4), the speed target and the blind-corner limit (m/s), the
         committed driver's blind-corner radius (m), the commitment (0..1) and the pursuit
         arc's curvature (1/m)."""
@@ -532,8 +661,18 @@ class HeuristicDriver:
         }
 
     def target_speed(self, obs: Any) -> np.ndarray:
-        """(N,) speed target (m/s) for observations (N, 59), memory unchanged."""
+        """(N,) speed target (m/s) for observations (N, D), memory unchanged."""
         return self.plan(obs)["target_speed_mps"]
+
+
+def fingerprint(driver: HeuristicDriver | None = None) -> dict[str, Any]:
+    """The settings of a driver (default: the ``--agent heuristic`` one) that its stage times
+    depend on: its :class:`HeuristicParams` and whether it reads the road ahead. The par times
+    and the benchmark baseline record them, and a baseline made with others is not used."""
+    d = driver or HeuristicDriver()
+    out: dict[str, Any] = {f.name: getattr(d.params, f.name) for f in fields(HeuristicParams)}
+    out["read_ahead"] = d.read_ahead
+    return out
 
 
 def heuristic_policy(env: object = None, params: HeuristicParams | None = None) -> HeuristicDriver:

@@ -65,8 +65,12 @@ def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
     return y
 
 
-#: Base drivers a residual policy may act on top of (``rally_meta.json`` ``"residual"``).
-RESIDUAL_BASES = ("heuristic",)
+#: Base drivers a residual policy may act on top of (``rally_meta.json`` ``"residual"``):
+#: ``"heuristic"`` is the heuristic driver reading only RallyDirect-v0's fields (it assumes a
+#: blind corner beyond the 100 m of lookahead points, as it did when ``ppo-general`` was
+#: trained on top of it); ``"heuristic-ahead"`` is the driver that also reads the road-ahead
+#: block when the observation has it (:class:`agents.heuristic.HeuristicDriver`'s default).
+RESIDUAL_BASES = ("heuristic", "heuristic-ahead")
 
 
 def residual_action(base: np.ndarray, a: np.ndarray, scale: float) -> np.ndarray:
@@ -96,7 +100,7 @@ class ResidualDriver:
         self.base, self.scale = residual_meta({"residual": {"base": base, "scale": scale}}) or ()
         from agents.heuristic import HeuristicDriver
 
-        self.driver = HeuristicDriver()  # the one base of RESIDUAL_BASES
+        self.driver = HeuristicDriver(read_ahead=self.base == "heuristic-ahead")
 
     def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:
         self.driver.reset(n, mask)

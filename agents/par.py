@@ -70,17 +70,15 @@ def write_par_times(
     """
     import tracks
     from agents.evaluate import PAR_TIMES_PATH
-    from agents.heuristic import HeuristicParams
+    from agents.heuristic import fingerprint
     from agents.reference import reference_time
 
     times = compute_par_times(stages)
     p = Path(path) if path else PAR_TIMES_PATH
     doc = {
-        "about": "heuristic driver (agents.heuristic, default HeuristicParams) stage times, "
-        "reset seed 0; written by `rally par` / `python -m agents.par`",
-        "heuristic_params": {
-            k: getattr(HeuristicParams(), k) for k in HeuristicParams.__dataclass_fields__
-        },
+        "about": "heuristic driver (agents.heuristic, default settings: it reads the road "
+        "ahead) stage times, reset seed 0; written by `rally par` / `python -m agents.par`",
+        "heuristic_params": fingerprint(),
         "par_time_s": times,
         "reference_time_s": {k: round(reference_time(k).time_s, 2) for k in times},
     }

@@ -142,7 +142,8 @@ def policy_env_kwargs(policy: Any, env_kwargs: dict[str, Any] | None = None) -> 
     for k, v in (getattr(policy, "env_kwargs", None) or {}).items():
         if k in out and out[k] != v:
             raise ValueError(
-                f"the agent was trained with {k}={v!r}; it cannot drive an env with {k}={out[k]!r}"
+                f"the agent drives with {k}={v!r} (its observation settings); it cannot "
+                f"drive an env with {k}={out[k]!r}"
             )
         out[k] = v
     return out

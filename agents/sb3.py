@@ -255,7 +255,7 @@ def collect_heuristic(
 
     nd = DEFAULT_LAYOUT.size
     venv = RallyVectorEnv(n_envs, autoreset_mode="SameStep", stage=stage, **env_kwargs)
-    drv = HeuristicDriver()
+    drv = HeuristicDriver(read_ahead=False)  # the teacher reads RallyDirect-v0's fields only
     rng = np.random.default_rng(seed)
     obs, _ = venv.reset(seed=seed)
     drv.reset(n_envs)

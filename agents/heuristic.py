@@ -136,6 +136,10 @@ class HeuristicParams:
             reach this (recovering from a spin or off the road).
         ahead_commit_brake_factor: the fully committed driver's brake factor when it reads
             the road-ahead block (``commit_brake_factor`` is the blind one's).
+        ahead_wide_from_m, ahead_wide_to_m, ahead_wide_corner_speed_mps,
+            ahead_wide_brake_factor: reading the road ahead, as the road's width grows over
+            this range (m) the uncommitted driver's ``corner_speed_mps`` and ``brake_factor``
+            rise to these (m/s, fraction of mu g).
     """
 
     corner_factor: float = 0.9
@@ -171,6 +175,10 @@ class HeuristicParams:
     low_speed_mps: float = 6.0
     low_speed_throttle: float = 0.4
     ahead_commit_brake_factor: float = 0.52
+    ahead_wide_from_m: float = 9.75
+    ahead_wide_to_m: float = 10.5
+    ahead_wide_corner_speed_mps: float = 40.0
+    ahead_wide_brake_factor: float = 0.37
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -186,6 +194,7 @@ class HeuristicParams:
             "blind_radius_m",
             "blind_min_radius_m",
             "pursuit_min_m",
+            "ahead_wide_corner_speed_mps",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"HeuristicParams.{name} must be > 0, got {getattr(self, name)!r}")
@@ -193,6 +202,11 @@ class HeuristicParams:
             raise ValueError(
                 f"HeuristicParams.blind_max_radius_m ({self.blind_max_radius_m}) must be >= "
                 f"blind_min_radius_m ({self.blind_min_radius_m})"
+            )
+        if self.ahead_wide_to_m <= self.ahead_wide_from_m:
+            raise ValueError(
+                f"HeuristicParams.ahead_wide_to_m ({self.ahead_wide_to_m}) must be > "
+                f"ahead_wide_from_m ({self.ahead_wide_from_m})"
             )
         if self.commit_wide_to_m <= self.commit_wide_from_m:
             raise ValueError(
@@ -434,6 +448,11 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
             # the road-ahead block replaces the blind corner (same tuning, one brake factor
             # for the committed driver, who now sees every corner coming from 600 m)
             bf = c[_C_BF] + qc * (c[_C_AQBF] - c[_C_BF])
+            # a road a little narrower than the committed driver's leaves room enough, with
+            # every corner in view, for more grip at speed and harder braking
+            qw = _ramp(width, c[_C_AW0], c[_C_AW1]) * (1.0 - qc)
+            vcs += qw * (c[_C_AWCS] - vcs)
+            bf += qw * (c[_C_AWBF] - bf)
             tgt, v_blind = _ahead_target(
                 k,
                 obs,
@@ -547,6 +566,10 @@ _C_OT = _C["oversteer_throttle"]
 _C_LS = _C["low_speed_mps"]
 _C_LT = _C["low_speed_throttle"]
 _C_AQBF = _C["ahead_commit_brake_factor"]
+_C_AW0 = _C["ahead_wide_from_m"]
+_C_AW1 = _C["ahead_wide_to_m"]
+_C_AWCS = _C["ahead_wide_corner_speed_mps"]
+_C_AWBF = _C["ahead_wide_brake_factor"]
 _C_MU = _C["mu_base"]
 _C_G = _C["g_mps2"]
 _C_WB = _C["wheelbase_m"]

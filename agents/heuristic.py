@@ -376,6 +376,52 @@ def _ahead_target(k, obs, oi, sc, look, ahead, bins, c, mem, car):
     return min(tgt, v_blind), v_blind
 
 
+@njit_inner(_nrt=False)
+def _steer(k, obs, oi, look, c, car):
+    """Steering (in [-1, 1]) of car ``k`` and the curvature of its pursuit arc (1/m): pure
+    pursuit on the lookahead points, yaw-rate damping, the front wheels kept near the front
+    axle's direction of travel, full lock towards a target behind the car.
+
+    Args:
+        car: ``(v, vf, vl, yaw, lock)``: speed, forward and leftward speed (m/s), yaw rate
+            (rad/s) and the steering lock (rad).
+    """
+    v, vf, vl, yaw, lock = car
+    nk = look.shape[0]
+    ld = min(max(v * c[_C_PT], c[_C_PMIN]), c[_C_PMAX])
+    j1 = nk - 1
+    for j in range(1, nk):
+        if look[j] >= ld:
+            j1 = j
+            break
+    d0 = look[j1 - 1]
+    d1 = look[j1]
+    u = min(max((ld - d0) / (d1 - d0), 0.0), 1.0)
+    x0 = obs[k, oi[_O_LX + j1 - 1]] * d0
+    x1 = obs[k, oi[_O_LX + j1]] * d1
+    y0 = obs[k, oi[_O_LX + nk + j1 - 1]] * d0
+    y1 = obs[k, oi[_O_LX + nk + j1]] * d1
+    if ld <= look[0]:
+        tx = obs[k, oi[_O_LX]] * look[0]
+        ty = obs[k, oi[_O_LX + nk]] * look[0]
+    else:
+        tx = x0 + u * (x1 - x0)
+        ty = y0 + u * (y1 - y0)
+    # pure pursuit: curvature of the arc to the target point = 2 y / d^2
+    curv = 2.0 * ty / max(tx * tx + ty * ty, 1.0)
+    delta = atan2x(c[_C_WB] * curv, 1.0)
+    # damp the yaw rate beyond what the path needs (stops fishtailing on loose ground)
+    delta -= c[_C_YD] * (yaw - v * curv)
+    # keep the front wheels near the front axle's direction of travel
+    if vf > 3.0:
+        beta_f = atan2x(vl + c[_C_FA] * yaw, max(vf, 1.0))
+        delta = min(max(delta, beta_f - c[_C_FS]), beta_f + c[_C_FS])
+    # the target behind the car (spun round): full lock towards it
+    if tx < 0.0:
+        delta = lock if ty + 1e-9 >= 0.0 else -lock
+    return min(max(delta / lock, -1.0), 1.0), curv
+
+
 @njit(cache=True)
 def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
     """One control step for every car.
@@ -468,38 +514,7 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
         else:
             tgt = min(tgt, v_blind)
         # -------------------------------------------------------------------- steering
-        ld = min(max(v * c[_C_PT], c[_C_PMIN]), c[_C_PMAX])
-        j1 = nk - 1
-        for j in range(1, nk):
-            if look[j] >= ld:
-                j1 = j
-                break
-        d0 = look[j1 - 1]
-        d1 = look[j1]
-        u = min(max((ld - d0) / (d1 - d0), 0.0), 1.0)
-        x0 = obs[k, oi[_O_LX + j1 - 1]] * d0
-        x1 = obs[k, oi[_O_LX + j1]] * d1
-        y0 = obs[k, oi[_O_LX + nk + j1 - 1]] * d0
-        y1 = obs[k, oi[_O_LX + nk + j1]] * d1
-        if ld <= look[0]:
-            tx = obs[k, oi[_O_LX]] * look[0]
-            ty = obs[k, oi[_O_LX + nk]] * look[0]
-        else:
-            tx = x0 + u * (x1 - x0)
-            ty = y0 + u * (y1 - y0)
-        # pure pursuit: curvature of the arc to the target point = 2 y / d^2
-        curv = 2.0 * ty / max(tx * tx + ty * ty, 1.0)
-        delta = atan2x(c[_C_WB] * curv, 1.0)
-        # damp the yaw rate beyond what the path needs (stops fishtailing on loose ground)
-        delta -= c[_C_YD] * (yaw - v * curv)
-        # keep the front wheels near the front axle's direction of travel
-        if vf > 3.0:
-            beta_f = atan2x(vl + c[_C_FA] * yaw, max(vf, 1.0))
-            delta = min(max(delta, beta_f - c[_C_FS]), beta_f + c[_C_FS])
-        # the target behind the car (spun round): full lock towards it
-        if tx < 0.0:
-            delta = lock if ty + 1e-9 >= 0.0 else -lock
-        steer = min(max(delta / lock, -1.0), 1.0)
+        steer, curv = _steer(k, obs, oi, look, c, (v, vf, vl, yaw, lock))
         # ---------------------------------------------------------------------- pedals
         err = tgt - v
         integ = min(max(mem[k, S_INTEGRAL] + err * dt, -c[_C_ILIM]), c[_C_ILIM])

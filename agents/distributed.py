@@ -271,7 +271,7 @@ def evaluate_distributed(
     import sys
 
     from agents.evaluate import EvalResult, load_par_times, resolve_stages, summarize
-    from agents.policies import make_policy, policy_name
+    from agents.policies import make_policy, policy_env_kwargs, policy_name
 
     _check_agent(agent)
     seeds = [int(s) for s in seeds]
@@ -281,12 +281,13 @@ def evaluate_distributed(
     bad = [s for s in stage_list if not isinstance(s, str)]
     if bad:
         raise ValueError(f"a distributed evaluation takes stages by name, got {bad[0]!r}")
-    env_kwargs = dict(env_kwargs or {})
-    json.dumps(env_kwargs)  # settings travel as JSON: refuse anything else now
     model = _model_bytes(agent)
     # the agent is built here once: a bad spec fails before any task, and names the runs
     pol = make_policy(agent, seed=seeds[0], action_space=action_space)
     name = agent_name or policy_name(pol, agent)
+    # as evaluate does: the env gets the observation the agent asks for (e.g. road_ahead)
+    env_kwargs = policy_env_kwargs(pol, env_kwargs)
+    json.dumps(env_kwargs)  # settings travel as JSON: refuse anything else now
     vehicles = {st: _check_stage(st, env_kwargs) for st in stage_list}
     t0 = time.perf_counter()
     ray = connect(address)

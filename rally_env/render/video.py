@@ -269,7 +269,9 @@ def render_episode(
         seed: reset seed.
         fps: video frame rate; frames are drawn at this rate in simulated time, poses
             interpolated between control steps.
-        env_kwargs: more ``Rally-v0`` arguments (``control_hz``, ``vehicle``, ...).
+        env_kwargs: more ``Rally-v0`` arguments (``control_hz``, ``vehicle``, ...). The
+            observation settings the policy asks for (its ``env_kwargs`` attribute, e.g. the
+            heuristic's road ahead) are added where these do not set them.
         width, height, camera, zoom: the renderer's frame and camera.
         max_seconds: stop after this much simulated time.
         gif: also write a short GIF: a path, or ``True`` for ``path`` with ``.gif``.
@@ -293,16 +295,23 @@ def render_episode(
 
         kw = dict(env_kwargs or {})
         env = RallyEnv(stage=stage, **kw)
-    u = env.unwrapped
-    core = u.core
+    if isinstance(policy, (str, Path)):
+        policy, _ = load_agent(str(policy), env, seed=seed)
+    if own_env:
+        asked = {**(getattr(policy, "env_kwargs", None) or {}), **kw}
+        if asked != kw:
+            # the observation the agent asks for (e.g. the road ahead) where env_kwargs do not
+            # say otherwise, as `rally record` does
+            env.close()
+            env = RallyEnv(stage=stage, **asked)
     if hasattr(policy, "predict"):
         model = policy
 
         def policy(obs, _m=model):
             return _m.predict(obs, deterministic=True)[0]
 
-    elif isinstance(policy, (str, Path)):
-        policy, _ = load_agent(str(policy), env, seed=seed)
+    u = env.unwrapped
+    core = u.core
     renderer = EnvRenderer(
         "rgb_array", fps, width=width, height=height, camera=camera, zoom=zoom, ghosts=ghosts
     )

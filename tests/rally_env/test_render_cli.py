@@ -126,6 +126,28 @@ def test_render_episode_one_call(tmp_path, sprint):
     assert res.sim_time_s / res.wall_time_s > 1.0  # faster than real time
 
 
+def test_render_episode_gives_the_policy_the_observation_it_asks_for(tmp_path, sprint):
+    from rally_env.spaces import ObsLayout
+
+    class AsksForTheRoadAhead:
+        def __init__(self):
+            self.env_kwargs = {"road_ahead": True}
+            self.widths = set()
+
+        def __call__(self, obs):
+            self.widths.add(np.shape(obs)[-1])
+            return np.array([0.0, 1.0, 0.0, 0.0], np.float32)
+
+    kw = dict(stage=sprint, seed=0, fps=12, width=96, height=64)
+    pol = AsksForTheRoadAhead()
+    render_episode(pol, tmp_path / "a.mp4", **kw)
+    assert pol.widths == {ObsLayout(4, road_ahead=True).size}
+    # settings the caller gives win
+    pol = AsksForTheRoadAhead()
+    render_episode(pol, tmp_path / "b.mp4", env_kwargs={"road_ahead": False}, **kw)
+    assert pol.widths == {ObsLayout(4).size}
+
+
 def test_video_writer_rejects_bad_frames(tmp_path):
     with VideoWriter(tmp_path / "x.mp4", fps=10) as w:
         w.write(np.zeros((31, 41, 3), np.uint8))  # odd sizes are padded for yuv420p

@@ -81,14 +81,11 @@ _NK = LOOK_M.shape[0]
 _WHEELS = ("FL", "FR", "RL", "RR")
 #: Near and far ends (m) of the road-ahead bins.
 _BINS = np.array(ROAD_AHEAD_BINS_M, np.float64)
-_TAGS = [f"{a:g}_{b:g}m" for a, b in ROAD_AHEAD_BINS_M]
 #: Per observation width with a road-ahead block: the columns of its curvature then grip bins.
 _AHEAD_COLS = {
-    lay.size: np.array(
-        [lay.index[f"ahead_curv_{t}"] for t in _TAGS]
-        + [lay.index[f"ahead_grip_{t}"] for t in _TAGS],
-        np.int64,
-    )
+    lay.size: np.concatenate(
+        [np.arange(lay.size)[lay.groups[g]] for g in ("ahead_curv", "ahead_grip")]
+    ).astype(np.int64)
     for lay in (ObsLayout(4, version=v, road_ahead=True) for v in (0, 1))
 }
 
@@ -316,21 +313,76 @@ def _ramp(x: float, x0: float, x1: float) -> float:
 
 
 @njit_inner(_nrt=False)
-def _ahead_target(k, obs, oi, sc, look, ahead, bins, c, mem, car):
-    """Speed target and blind-corner limit (m/s) of car ``k`` from its observation's
-    road-ahead block: each
-    lookahead point's corner on the lowest grip up to it, each bin's sharpest corner beyond the
-    points on the lowest grip up to that bin, and a ``blind_min_radius_m`` corner (committed:
-    the tightest seen) just beyond the last bin; each reached by braking at ``bf`` of the grip
-    less the grade. Updates the car's bin memory (where each bin's sharpest corner is).
+def _points_target(k, obs, oi, sc, look, ahead, bins, c, car):
+    """Speed target (m/s) of car ``k`` from its lookahead points: each point's corner speed
+    (the usable grip falling with speed from ``vcs``), reached by braking at ``bf`` of the
+    grip less the grade after the entry margin, on the grip here or, with a road-ahead block,
+    on the lowest grip the block shows up to the point.
+
+    Args:
+        ahead, bins: as for :func:`_drive` (``ahead`` (N, 0): no block).
+        car: ``(mu_far, grade, margin, vcs, bf)``: the grip here (mu), the grade's
+            deceleration (m/s^2), the entry margin (m), the corner speed of the grip's fall
+            (m/s) and the brake factor.
+    """
+    mu_far, grade, margin, vcs, bf = car
+    nk = look.shape[0]
+    nb = ahead.shape[1] // 2
+    mu_base = c[_C_MU]
+    grav = c[_C_G]
+    tgt = c[_C_VMAX]
+    for j in range(nk):
+        mu_j = mu_far
+        for i in range(nb):
+            if bins[i, 0] < look[j]:
+                mu_j = min(mu_j, mu_base * max(ahead[k, nb + i], 0.3))
+        vc = _corner_speed(c[_C_CF] * mu_j * grav, obs[k, oi[_O_LX + 2 * nk + j]] * sc[4], vcs)
+        b = max(bf * mu_j * grav - grade, 0.1 * mu_j * grav)
+        tgt = min(tgt, math.sqrt(vc * vc + 2.0 * b * max(look[j] - margin, 0.0)))
+    return tgt
+
+
+@njit_inner(_nrt=False)
+def _blind_corner(k, look, c, mem, car):
+    """The blind driver's corner just beyond the lookahead points: cautious, a fixed corner on
+    poor grip; committed, as tight as the tightest corner seen on this stage. Returns its speed
+    limit (m/s) and the committed driver's radius (m).
+
+    Args:
+        car: ``(mu_far, grade, margin, qc)``: the grip here (mu), the grade's deceleration
+            (m/s^2), the entry margin (m) and the commitment.
+    """
+    mu_far, grade, margin, qc = car
+    nk = look.shape[0]
+    mu_base = c[_C_MU]
+    grav = c[_C_G]
+    reach = max(look[nk - 1] + 10.0 - margin, 0.0)
+    mu_b = min(mu_far, mu_base * c[_C_BGRIP])
+    vb = _corner_speed(c[_C_CF] * mu_b * grav, 1.0 / c[_C_BR], c[_C_CSPEED])
+    bb = max(c[_C_BBF] * mu_b * grav - grade, 0.1 * mu_b * grav)
+    v_blind = math.sqrt(vb * vb + 2.0 * bb * reach)
+    rb = 1.0 / max(mem[k, S_KMAX], 1e-9)
+    rb = min(max(rb, c[_C_BRMIN]), c[_C_BRMAX])
+    vb = _corner_speed(c[_C_CF] * mu_far * grav, 1.0 / rb, 1e9)
+    bb = max(c[_C_QBF] * mu_far * grav - grade, 0.1 * mu_far * grav)
+    v_blind += qc * (math.sqrt(vb * vb + 2.0 * bb * reach) - v_blind)
+    return v_blind, rb
+
+
+@njit_inner(_nrt=False)
+def _bins_target(k, sc, look, ahead, bins, c, mem, car):
+    """Speed target (m/s) of car ``k`` from its observation's road-ahead block beyond the
+    lookahead points: each bin's sharpest corner on the lowest grip up to that bin, braked
+    for from where that corner is, and a ``blind_min_radius_m`` corner (committed: the
+    tightest seen) just beyond the last bin; each reached by braking at ``bf`` of the grip
+    less the grade. Updates the car's bin memory (where each bin's sharpest corner is) and
+    returns the target, the blind-corner limit (m/s) and the committed driver's radius (m).
 
     Args:
         ahead: (N, 2 B) the bins' curvature (observation units) then their lowest grip.
         bins: (B, 2) near and far end of each bin (m).
-        car: ``(mu_far, grade, margin, vcs, bf, qc, ds)``: the grip here (mu), the grade's
-            deceleration (m/s^2), the entry margin (m), the corner speed of the grip's fall
-            (m/s), the brake factor, the commitment and the distance driven since the last
-            step (m).
+        car: ``(mu_far, grade, margin, vcs, bf, qc, ds)``: as for :func:`_points_target`,
+            then the commitment and the distance driven since the last step (m).
     """
     mu_far, grade, margin, vcs, bf, qc, ds = car
     nk = look.shape[0]
@@ -338,14 +390,6 @@ def _ahead_target(k, obs, oi, sc, look, ahead, bins, c, mem, car):
     mu_base = c[_C_MU]
     grav = c[_C_G]
     tgt = c[_C_VMAX]
-    for j in range(nk):
-        mu_j = mu_far  # the lowest grip of the road from here to the point
-        for i in range(nb):
-            if bins[i, 0] < look[j]:
-                mu_j = min(mu_j, mu_base * max(ahead[k, nb + i], 0.3))
-        vc = _corner_speed(c[_C_CF] * mu_j * grav, obs[k, oi[_O_LX + 2 * nk + j]] * sc[4], vcs)
-        b = max(bf * mu_j * grav - grade, 0.1 * mu_j * grav)
-        tgt = min(tgt, math.sqrt(vc * vc + 2.0 * b * max(look[j] - margin, 0.0)))
     gmin = mu_far
     for j in range(nb):
         # where in its bin the sharpest corner is: a sharper one than the bin held at the last
@@ -373,7 +417,7 @@ def _ahead_target(k, obs, oi, sc, look, ahead, bins, c, mem, car):
     v_blind = math.sqrt(vb * vb + 2.0 * b * reach)
     vb = _corner_speed(c[_C_CF] * gmin * grav, 1.0 / rb, vcs)
     v_blind += qc * (math.sqrt(vb * vb + 2.0 * b * reach) - v_blind)
-    return min(tgt, v_blind), v_blind
+    return min(tgt, v_blind), v_blind, rb
 
 
 @njit_inner(_nrt=False)
@@ -435,7 +479,7 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
         mem: (N, N_STATE) per-car memory, updated.
         out: (N, 4) float32 actions, written.
         diag: (N, N_DIAG) diagnostics, written.
-        ahead: (N, 2 B) float32 road-ahead bins (see :func:`_ahead_target`), or (N, 0)
+        ahead: (N, 2 B) float32 road-ahead bins (see :func:`_bins_target`), or (N, 0)
             for an observation without them (or a driver that does not read them).
         bins: (B, 2) near and far end of each road-ahead bin (m).
     """
@@ -468,41 +512,24 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
         qc = _ramp(width, c[_C_QW0], c[_C_QW1])
         mu_far = min(mu, mu_base * c[_C_FARCAP])
         grade = pitch * grav  # + pitch = nose down
-        a0 = c[_C_CF] * mu_far * grav
         vcs = c[_C_CSPEED] + qc * (c[_C_QCS] - c[_C_CSPEED])
-        bf = c[_C_BF] + qc * (c[_C_QBF] - c[_C_BF])
-        b = max(bf * mu_far * grav - grade, 0.1 * mu_far * grav)
         margin = c[_C_EM] + c[_C_ES] * v
-        tgt = c[_C_VMAX]
-        for j in range(nk):
-            vc = _corner_speed(a0, obs[k, oi[_O_LX + 2 * nk + j]] * sc[4], vcs)
-            va = math.sqrt(vc * vc + 2.0 * b * max(look[j] - margin, 0.0))
-            tgt = min(tgt, va)
-        # the blind corner just beyond the lookahead: cautious, a fixed corner on poor grip;
-        # committed, as tight as the tightest corner seen on this stage
-        reach = max(look[nk - 1] + 10.0 - margin, 0.0)
-        mu_b = min(mu_far, mu_base * c[_C_BGRIP])
-        vb = _corner_speed(c[_C_CF] * mu_b * grav, 1.0 / c[_C_BR], c[_C_CSPEED])
-        bb = max(c[_C_BBF] * mu_b * grav - grade, 0.1 * mu_b * grav)
-        v_blind = math.sqrt(vb * vb + 2.0 * bb * reach)
-        rb = 1.0 / max(mem[k, S_KMAX], 1e-9)
-        rb = min(max(rb, c[_C_BRMIN]), c[_C_BRMAX])
-        vb = _corner_speed(a0, 1.0 / rb, 1e9)
-        bb = max(c[_C_QBF] * mu_far * grav - grade, 0.1 * mu_far * grav)
-        v_blind += qc * (math.sqrt(vb * vb + 2.0 * bb * reach) - v_blind)
-        if ahead.shape[1] > 0:
+        reads_ahead = ahead.shape[1] > 0
+        if reads_ahead:
             # the road-ahead block replaces the blind corner (same tuning, one brake factor
-            # for the committed driver, who now sees every corner coming from 600 m)
+            # for the committed driver, who now sees every corner coming from 600 m); a road
+            # a little narrower than the committed driver's leaves room enough, with every
+            # corner in view, for more grip at speed and harder braking
             bf = c[_C_BF] + qc * (c[_C_AQBF] - c[_C_BF])
-            # a road a little narrower than the committed driver's leaves room enough, with
-            # every corner in view, for more grip at speed and harder braking
             qw = _ramp(width, c[_C_AW0], c[_C_AW1]) * (1.0 - qc)
             vcs += qw * (c[_C_AWCS] - vcs)
             bf += qw * (c[_C_AWBF] - bf)
-            tgt, v_blind = _ahead_target(
+        else:
+            bf = c[_C_BF] + qc * (c[_C_QBF] - c[_C_BF])
+        tgt = _points_target(k, obs, oi, sc, look, ahead, bins, c, (mu_far, grade, margin, vcs, bf))
+        if reads_ahead:
+            t_bins, v_blind, rb = _bins_target(
                 k,
-                obs,
-                oi,
                 sc,
                 look,
                 ahead,
@@ -511,7 +538,9 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
                 mem,
                 (mu_far, grade, margin, vcs, bf, qc, max(vf, 0.0) * dt),
             )
+            tgt = min(tgt, t_bins)
         else:
+            v_blind, rb = _blind_corner(k, look, c, mem, (mu_far, grade, margin, qc))
             tgt = min(tgt, v_blind)
         # -------------------------------------------------------------------- steering
         steer, curv = _steer(k, obs, oi, look, c, (v, vf, vl, yaw, lock))

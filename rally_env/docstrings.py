@@ -367,10 +367,26 @@ def ids_table() -> str:
 
 def env_markdown() -> str:
     """The whole of ``docs/env.md`` (see the comment at its top to regenerate it)."""
+    return "".join(
+        f()
+        for f in (
+            _md_head,
+            _md_observations,
+            _md_episodes,
+            _md_vector_state,
+            _md_speed,
+            _md_speed_history,
+            _md_versions,
+        )
+    )
+
+
+def _md_head() -> str:
+    """``docs/env.md``: the title, the ids and the action space."""
     from rally_env.spaces import discrete_table_markdown
 
-    lay = DEFAULT_LAYOUT
-    return f"""# The Gymnasium environment: `RallyDirect-v0` and `RallyWheelSpeed-v1`
+    return f"""\
+# The Gymnasium environment: `RallyDirect-v0` and `RallyWheelSpeed-v1`
 
 <!-- Generated from the constants the code uses by
 `python3 -c "from rally_env.docstrings import env_markdown as m; print(m(), end='')" > docs/env.md`;
@@ -423,6 +439,13 @@ lists are accepted.
 
 {discrete_table_markdown()}
 
+"""
+
+
+def _md_observations() -> str:
+    """``docs/env.md``: the observation space and the wheel-speed model."""
+    lay = DEFAULT_LAYOUT
+    return f"""\
 ## Observation space
 
 `Box(shape=({lay.size},), float32)`, finite bounds, values clipped into them and scaled to
@@ -490,6 +513,12 @@ through `make_vec`). What changes against `RallyDirect-v0`:
   library vehicle by
   name (with its planet), other vehicles by their fields.
 
+"""
+
+
+def _md_episodes() -> str:
+    """``docs/env.md``: rewards, the episode end and the info dict."""
+    return f"""\
 ## Rewards
 
 The reward is the sum of named terms, each weighted from `reward_weights` (a
@@ -565,6 +594,12 @@ randomization on, every step also carries the episode's drawn values as
 The keys before this contract (`stage`, `end_reason`, `reward_terms`, `randomization`) are gone:
 see CHANGELOG.md.
 
+"""
+
+
+def _md_vector_state() -> str:
+    """``docs/env.md``: the arguments, the vector env, the state API and domain randomization."""
+    return f"""\
 ## Arguments
 
 {args_table()}
@@ -650,6 +685,12 @@ grip multipliers sharing the stage's heightfield. The physics' `surface_ids` rea
 section ids; the observation's `grip_*` fields hold the car's randomized grip. The drawn values
 are reported on every step as `info["randomization_<name>"]` (see Info).
 
+"""
+
+
+def _md_speed() -> str:
+    """``docs/env.md``: the speed section: the benchmark and the random-stage figures."""
+    return """\
 ## Speed
 
 `python3 benchmarks/bench_env.py` prints and writes (`out/bench_env.json`) single-env steps/s
@@ -727,6 +768,12 @@ processes, load average 0.6): 2.89, 4.03 and 3.30 ms amortized (2.87, 4.01 and 3
 the env process's CPU; 6.46, 8.34 and 7.48 ms with the worker's). So the single env's reset
 target is met here, the worker's CPU aside; the 16- and 1,024-car targets (70 %) are missed.
 
+"""
+
+
+def _md_speed_history() -> str:
+    """``docs/env.md``: the random-stage figures of earlier runs."""
+    return """\
 **Start tiles baked by the worker** (4 December, later; commit `1ad9e73`). A car on a fresh
 stage bakes about 34 tiles in an episode of this benchmark (about 210 steps), and a
 worker-made stage now comes with the tiles of its first 40 m of road baked
@@ -824,6 +871,12 @@ place (about 3 ms on an idle core). Under heavy load the worker competes with th
 same cores, so prefetching buys less than on a quiet machine: every request that wakes it
 can hand it the env's core for a few milliseconds.
 
+"""
+
+
+def _md_versions() -> str:
+    """``docs/env.md``: the version history."""
+    return """\
 ## Version history
 
 - `Rally-v0`, now `RallyDirect-v0`: initial version (physics layout v1, stage format v1).

@@ -119,159 +119,17 @@ class ObsLayout:
         self.version = int(version)
         if self.version not in (0, 1):
             raise ValueError(f"ObsLayout version must be 0 or 1, got {version!r}")
-        B = OBS_BOUND
         rows: list[tuple[str, str, str, float, float]] = []
 
-        def add(name, group, desc, lo=-B, hi=B):
+        def add(name, group, desc, lo=-OBS_BOUND, hi=OBS_BOUND):
             rows.append((name, group, desc, lo, hi))
 
-        add("speed", "speed", f"speed (norm of the CG velocity) / {SPEED_SCALE_MPS:g} m/s", 0.0, B)
-        add("v_forward", "v_forward", f"body-frame forward velocity / {SPEED_SCALE_MPS:g} m/s")
-        add(
-            "v_left",
-            "v_left",
-            f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s",
-        )
-        add("yaw_rate", "yaw_rate", f"yaw rate (+ left) / {YAW_RATE_SCALE_RADPS:g} rad/s")
-        add("pitch", "pitch", "sin(pitch), + nose down (ISO 8855)", -1.0, 1.0)
-        add("roll", "roll", "sin(roll) cos(pitch), + right side down (ISO 8855)", -1.0, 1.0)
         labels = wheel_labels(self.n_wheels)
-        for w in labels:
-            add(f"slip_angle_{w}", "slip_angle", f"slip angle / {SLIP_ANGLE_SCALE_RAD:g} rad")
-        for w in labels:
-            add(f"slip_ratio_{w}", "slip_ratio", f"slip ratio / {SLIP_RATIO_SCALE:g}")
-        for w in labels:
-            add(f"load_{w}", "load", "normal load / static load (m g / wheels)", 0.0, B)
-        for w in labels:
-            add(f"grounded_{w}", "grounded", "1 if the wheel carries load, else 0", 0.0, 1.0)
-        for w in labels:
-            add(f"grip_{w}", "grip", "grip multiplier of the surface under the wheel", 0.0, 2.0)
-        add(
-            "heading_error",
-            "heading_error",
-            "car heading minus road heading / pi (+ left)",
-            -1.0,
-            1.0,
-        )
-        add(
-            "lateral_offset",
-            "lateral_offset",
-            "signed offset from the centerline (+ left) / half width",
-        )
-        add(
-            "left_edge",
-            "left_edge",
-            f"distance to the left edge (+ on the road) / {EDGE_SCALE_M:g} m",
-        )
-        add(
-            "right_edge",
-            "right_edge",
-            f"distance to the right edge (+ on the road) / {EDGE_SCALE_M:g} m",
-        )
-        for d in self.lookahead_m:
-            tag = f"{d:g}m"
-            add(
-                f"look_x_{tag}",
-                "lookahead",
-                f"centerline point {d:g} m ahead: forward (car frame) / {d:g} m",
-            )
-            add(
-                f"look_y_{tag}",
-                "lookahead",
-                f"centerline point {d:g} m ahead: left (car frame) / {d:g} m",
-            )
-            add(
-                f"look_curv_{tag}",
-                "lookahead",
-                f"road curvature {d:g} m ahead (+ left) x {CURVATURE_SCALE_PER_M:g} m",
-            )
-        for name, lo in zip(ACTION_NAMES, ACTION_LOW, strict=True):
-            add(f"prev_{name}", "prev_action", f"previous action: {name}", float(lo), 1.0)
-        add(
-            "progress",
-            "progress",
-            "stage position / stage length (0 at the start, 1 at the finish)",
-            -1.0,
-            2.0,
-        )
+        _v0_fields(add, labels, self.lookahead_m)
         if self.version >= 1:
-            add(
-                "engine_rpm",
-                "engine_rpm",
-                "engine speed / rev limit (0 without a drivetrain)",
-                0.0,
-                2.0,
-            )
-            add(
-                "gear",
-                "gear",
-                f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)",
-                -1.0,
-                1.0,
-            )
-            for w in labels:
-                add(
-                    f"tire_wear_{w}",
-                    "tire_wear",
-                    "tire grip multiplier from wear (1 = new)",
-                    0.0,
-                    1.0,
-                )
-            add("damage", "damage", "grip multiplier from damage (1 = undamaged)", 0.0, 1.0)
-            for w in labels:
-                add(
-                    f"wheel_speed_{w}",
-                    "wheel_speed",
-                    f"wheel rim speed (spin x radius, + forward) / {WHEEL_SPEED_SCALE_MPS:g} m/s",
-                )
-            for d in self.lookahead_m:
-                add(
-                    f"look_grip_{d:g}m",
-                    "look_grip",
-                    f"grip multiplier of the surface at the centerline point {d:g} m ahead",
-                    0.0,
-                    2.0,
-                )
-
+            _v1_fields(add, labels, self.lookahead_m)
         if self.road_ahead:
-            bins = [f"{a:g}_{b:g}m" for a, b in ROAD_AHEAD_BINS_M]
-            for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
-                add(
-                    f"ahead_curv_{tag}",
-                    "ahead_curv",
-                    f"sharpest road curvature {a:g}-{b:g} m ahead (signed, + left) x "
-                    f"{CURVATURE_SCALE_PER_M:g} m",
-                )
-            for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
-                add(
-                    f"ahead_crest_{tag}",
-                    "ahead_crest",
-                    f"sharpest crest {a:g}-{b:g} m ahead: -d2z/ds2 x {CREST_SCALE_M:g} m "
-                    "(0 for dips; a jump's lip reads high)",
-                    0.0,
-                    B,
-                )
-            for (_a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
-                add(
-                    f"ahead_elev_{tag}",
-                    "ahead_elev",
-                    f"road elevation {b:g} m ahead minus here / {ELEVATION_SCALE_M:g} m",
-                )
-            for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
-                add(
-                    f"ahead_grip_{tag}",
-                    "ahead_grip",
-                    f"lowest road surface grip {a:g}-{b:g} m ahead",
-                    0.0,
-                    2.0,
-                )
-            add(
-                "to_finish",
-                "to_finish",
-                f"distance to the finish / {TO_FINISH_SCALE_M:g} m (1 from there on)",
-                0.0,
-                1.0,
-            )
+            _road_ahead_fields(add)
         self.fields = tuple(
             ObsField(i, n, g, d, float(lo), float(hi)) for i, (n, g, d, lo, hi) in enumerate(rows)
         )
@@ -347,6 +205,166 @@ class ObsLayout:
                     f"| {f.index} | `{f.name}` | {f.description} | {f.low:g} | {f.high:g} |"
                 )
         return "\n".join(lines)
+
+
+def _v0_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
+    """The Rally-v0 fields: motion, per-wheel state, the road here and ahead, the previous
+    action, progress."""
+    B = OBS_BOUND
+    add("speed", "speed", f"speed (norm of the CG velocity) / {SPEED_SCALE_MPS:g} m/s", 0.0, B)
+    add("v_forward", "v_forward", f"body-frame forward velocity / {SPEED_SCALE_MPS:g} m/s")
+    add(
+        "v_left",
+        "v_left",
+        f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s",
+    )
+    add("yaw_rate", "yaw_rate", f"yaw rate (+ left) / {YAW_RATE_SCALE_RADPS:g} rad/s")
+    add("pitch", "pitch", "sin(pitch), + nose down (ISO 8855)", -1.0, 1.0)
+    add("roll", "roll", "sin(roll) cos(pitch), + right side down (ISO 8855)", -1.0, 1.0)
+    for w in labels:
+        add(f"slip_angle_{w}", "slip_angle", f"slip angle / {SLIP_ANGLE_SCALE_RAD:g} rad")
+    for w in labels:
+        add(f"slip_ratio_{w}", "slip_ratio", f"slip ratio / {SLIP_RATIO_SCALE:g}")
+    for w in labels:
+        add(f"load_{w}", "load", "normal load / static load (m g / wheels)", 0.0, B)
+    for w in labels:
+        add(f"grounded_{w}", "grounded", "1 if the wheel carries load, else 0", 0.0, 1.0)
+    for w in labels:
+        add(f"grip_{w}", "grip", "grip multiplier of the surface under the wheel", 0.0, 2.0)
+    add(
+        "heading_error",
+        "heading_error",
+        "car heading minus road heading / pi (+ left)",
+        -1.0,
+        1.0,
+    )
+    add(
+        "lateral_offset",
+        "lateral_offset",
+        "signed offset from the centerline (+ left) / half width",
+    )
+    add(
+        "left_edge",
+        "left_edge",
+        f"distance to the left edge (+ on the road) / {EDGE_SCALE_M:g} m",
+    )
+    add(
+        "right_edge",
+        "right_edge",
+        f"distance to the right edge (+ on the road) / {EDGE_SCALE_M:g} m",
+    )
+    for d in lookahead_m:
+        tag = f"{d:g}m"
+        add(
+            f"look_x_{tag}",
+            "lookahead",
+            f"centerline point {d:g} m ahead: forward (car frame) / {d:g} m",
+        )
+        add(
+            f"look_y_{tag}",
+            "lookahead",
+            f"centerline point {d:g} m ahead: left (car frame) / {d:g} m",
+        )
+        add(
+            f"look_curv_{tag}",
+            "lookahead",
+            f"road curvature {d:g} m ahead (+ left) x {CURVATURE_SCALE_PER_M:g} m",
+        )
+    for name, lo in zip(ACTION_NAMES, ACTION_LOW, strict=True):
+        add(f"prev_{name}", "prev_action", f"previous action: {name}", float(lo), 1.0)
+    add(
+        "progress",
+        "progress",
+        "stage position / stage length (0 at the start, 1 at the finish)",
+        -1.0,
+        2.0,
+    )
+
+
+def _v1_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
+    """Rally-v1's fields after v0's: the drivetrain, wear, damage, wheel speeds and the
+    surface grip ahead."""
+    add(
+        "engine_rpm",
+        "engine_rpm",
+        "engine speed / rev limit (0 without a drivetrain)",
+        0.0,
+        2.0,
+    )
+    add(
+        "gear",
+        "gear",
+        f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)",
+        -1.0,
+        1.0,
+    )
+    for w in labels:
+        add(
+            f"tire_wear_{w}",
+            "tire_wear",
+            "tire grip multiplier from wear (1 = new)",
+            0.0,
+            1.0,
+        )
+    add("damage", "damage", "grip multiplier from damage (1 = undamaged)", 0.0, 1.0)
+    for w in labels:
+        add(
+            f"wheel_speed_{w}",
+            "wheel_speed",
+            f"wheel rim speed (spin x radius, + forward) / {WHEEL_SPEED_SCALE_MPS:g} m/s",
+        )
+    for d in lookahead_m:
+        add(
+            f"look_grip_{d:g}m",
+            "look_grip",
+            f"grip multiplier of the surface at the centerline point {d:g} m ahead",
+            0.0,
+            2.0,
+        )
+
+
+def _road_ahead_fields(add) -> None:
+    """The road-ahead block (``road_ahead=True``): per distance bin, the sharpest curvature,
+    the sharpest crest, the elevation and the lowest grip; then the distance to the finish."""
+    B = OBS_BOUND
+    bins = [f"{a:g}_{b:g}m" for a, b in ROAD_AHEAD_BINS_M]
+    for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
+        add(
+            f"ahead_curv_{tag}",
+            "ahead_curv",
+            f"sharpest road curvature {a:g}-{b:g} m ahead (signed, + left) x "
+            f"{CURVATURE_SCALE_PER_M:g} m",
+        )
+    for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
+        add(
+            f"ahead_crest_{tag}",
+            "ahead_crest",
+            f"sharpest crest {a:g}-{b:g} m ahead: -d2z/ds2 x {CREST_SCALE_M:g} m "
+            "(0 for dips; a jump's lip reads high)",
+            0.0,
+            B,
+        )
+    for (_a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
+        add(
+            f"ahead_elev_{tag}",
+            "ahead_elev",
+            f"road elevation {b:g} m ahead minus here / {ELEVATION_SCALE_M:g} m",
+        )
+    for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
+        add(
+            f"ahead_grip_{tag}",
+            "ahead_grip",
+            f"lowest road surface grip {a:g}-{b:g} m ahead",
+            0.0,
+            2.0,
+        )
+    add(
+        "to_finish",
+        "to_finish",
+        f"distance to the finish / {TO_FINISH_SCALE_M:g} m (1 from there on)",
+        0.0,
+        1.0,
+    )
 
 
 _AHEAD_DESC = {

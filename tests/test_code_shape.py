@@ -30,8 +30,6 @@ ALLOWED: dict[str, str] = {
     "physics/kernel.py::step_cars_parallel": _WIDE_ENTRY,
     "tracks/projection.py::project_batch": "numba kernel (called from Python and from the env "
     "kernels) taking a path's tables and its outputs one by one",
-    "tracks/render.py::render_stage": "one long drawing routine, not split yet",
-    "rally_env/docstrings.py::env_markdown": "writes the env's reference page, not split yet",
     "rally_env/info.py::_fill_cars": _WIDE_ENTRY + "; it could take the env kernels' records",
     "rally_env/render/background.py::_bake_tiles": _WIDE_ENTRY + " (terrain and view tables)",
     "rally_env/render/background.py::sample_view": _WIDE_ENTRY + " (view and terrain)",
@@ -41,7 +39,6 @@ ALLOWED: dict[str, str] = {
     "rally_env/render/raster.py::draw_marks": _WIDE_ENTRY + " (the marks and the view)",
     "rally_env/render/video.py::render_episode": "public keyword arguments of the video API",
     "rally_env/server/app.py::create_app": "the server's routes are nested in the app factory",
-    "rally_env/spaces.py::ObsLayout.__init__": "one block per observation field, not split yet",
     "agents/rllib.py::train_rllib": "public keyword arguments of the RLlib trainer",
     "agents/sb3.py::train": "public keyword arguments of the SB3 trainer (and a long body)",
 }

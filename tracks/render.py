@@ -54,6 +54,27 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
+class _MapView:
+    """Where a stage map's metres land in its (supersampled) image."""
+
+    def __init__(self, stage: Stage, size: int, title: bool):
+        self.ss = 2  # supersampling
+        self.W = self.H = size * self.ss
+        self.top = int(0.11 * self.H) if title else 0
+        p = stage.path
+        pad = float(np.max(p.half_width_m)) + 25.0
+        xmin, xmax = float(p.x_m.min()) - pad, float(p.x_m.max()) + pad
+        ymin, ymax = float(p.y_m.min()) - pad, float(p.y_m.max()) + pad
+        self.map_h = self.H - self.top
+        self.mpp = max((xmax - xmin) / self.W, (ymax - ymin) / self.map_h)  # metres per pixel
+        cx, cy = 0.5 * (xmin + xmax), 0.5 * (ymin + ymax)
+        self.vx0 = cx - 0.5 * self.W * self.mpp
+        self.vy1 = cy + 0.5 * self.map_h * self.mpp
+
+    def px(self, x, y):
+        return ((x - self.vx0) / self.mpp, self.top + (self.vy1 - y) / self.mpp)
+
+
 def render_stage(stage: Stage, size: int = 720, title: bool = True):
     """Draw a stage map.
 
@@ -67,23 +88,28 @@ def render_stage(stage: Stage, size: int = 720, title: bool = True):
     """
     from PIL import Image, ImageDraw
 
-    ss = 2  # supersampling
-    W = H = size * ss
-    top = int(0.11 * H) if title else 0
-    p = stage.path
-    pad = float(np.max(p.half_width_m)) + 25.0
-    xmin, xmax = float(p.x_m.min()) - pad, float(p.x_m.max()) + pad
-    ymin, ymax = float(p.y_m.min()) - pad, float(p.y_m.max()) + pad
-    map_h = H - top
-    mpp = max((xmax - xmin) / W, (ymax - ymin) / map_h)  # metres per pixel
-    cx, cy = 0.5 * (xmin + xmax), 0.5 * (ymin + ymax)
-    vx0 = cx - 0.5 * W * mpp
-    vy1 = cy + 0.5 * map_h * mpp
+    v = _MapView(stage, size, title)
+    img_arr = np.full((v.H, v.W, 3), 24, np.uint8)
+    img_arr[v.top :] = np.asarray(_terrain_view(stage, v))
+    img = Image.fromarray(img_arr)
+    draw = ImageDraw.Draw(img)
+    fnt = _font(13 * v.ss)
+    _draw_road(draw, stage, v)
+    _draw_marks(draw, stage, v, fnt)
+    _draw_scale(draw, v, fnt)
+    if title:
+        _draw_title(draw, stage, v, fnt)
+    return img.resize((size, size), Image.LANCZOS)
 
-    cell = float(min(4.0, max(1.0, math.floor(mpp * ss))))
+
+def _terrain_view(stage: Stage, v: _MapView):
+    """The baked terrain, elevation-coloured and hill-shaded, resampled into the map (dimmed
+    outside the baked grid)."""
+    from PIL import Image
+
+    cell = float(min(4.0, max(1.0, math.floor(v.mpp * v.ss))))
     terr = bake(stage, cell_m=cell)
     h = terr.heights_m
-    # elevation colour + hill shade on the terrain grid
     gy, gx = np.gradient(h, terr.cell_m)
     az, alt = math.radians(315.0), math.radians(40.0)
     lx, ly, lz = math.cos(alt) * math.cos(az), math.cos(alt) * math.sin(az), math.sin(alt)
@@ -98,28 +124,26 @@ def render_stage(stage: Stage, size: int = 720, title: bool = True):
     off = terr.surface_ids == _surf.OFFROAD_ID
     rgb[~off] = rgb[~off] * 0.9
     rgb = np.clip(rgb, 0, 255).astype(np.uint8)
-    # resample the terrain image into the view (bilinear), dim outside the baked grid
+    # resample the terrain image into the view (bilinear)
     ny_t = h.shape[0]
     timg = Image.fromarray(np.ascontiguousarray(rgb[::-1]))
     y_top = terr.y0_m + (ny_t - 1) * terr.cell_m
-    k = mpp / terr.cell_m
-    affine = (k, 0.0, (vx0 - terr.x0_m) / terr.cell_m, 0.0, k, (y_top - vy1) / terr.cell_m)
+    k = v.mpp / terr.cell_m
+    affine = (k, 0.0, (v.vx0 - terr.x0_m) / terr.cell_m, 0.0, k, (y_top - v.vy1) / terr.cell_m)
     fill = tuple(int(c) for c in rgb.reshape(-1, 3).mean(axis=0) * 0.55)
-    view = timg.transform((W, map_h), Image.AFFINE, affine, resample=Image.BILINEAR, fillcolor=fill)
-    img_arr = np.full((H, W, 3), 24, np.uint8)
-    img_arr[top:] = np.asarray(view)
-    img = Image.fromarray(img_arr)
-    draw = ImageDraw.Draw(img)
+    return timg.transform(
+        (v.W, v.map_h), Image.AFFINE, affine, resample=Image.BILINEAR, fillcolor=fill
+    )
 
-    def px(x, y):
-        return ((x - vx0) / mpp, top + (vy1 - y) / mpp)
 
-    # road: dark outline then the surface colour
+def _draw_road(draw, stage: Stage, v: _MapView) -> None:
+    """The road: a dark outline, then each sample's surface colour."""
+    p, px, ss = stage.path, v.px, v.ss
     nx_, ny_ = -p.ty, p.tx
     hw = p.half_width_m
-    w_px = 2.0 * float(np.median(hw)) / mpp
+    w_px = 2.0 * float(np.median(hw)) / v.mpp
     if w_px >= 4.0:
-        for grow, col in ((1.5 * ss * mpp, (30, 22, 18)), (0.0, None)):
+        for grow, col in ((1.5 * ss * v.mpp, (30, 22, 18)), (0.0, None)):
             lxs, lys = p.x_m + nx_ * (hw + grow), p.y_m + ny_ * (hw + grow)
             rxs, rys = p.x_m - nx_ * (hw + grow), p.y_m - ny_ * (hw + grow)
             for i in range(p.n_samples - 1):
@@ -141,58 +165,33 @@ def render_stage(stage: Stage, size: int = 720, title: bool = True):
                 width=int(3 * ss),
             )
 
+
+def _label(draw, at, text: str, fill, fnt) -> None:
+    draw.text(at, text, fill=fill, font=fnt, stroke_width=2, stroke_fill=(0, 0, 0))
+
+
+def _draw_marks(draw, stage: Stage, v: _MapView, fnt) -> None:
+    """Checkpoints, features, the start and finish lines and the direction arrow."""
+    p, px, ss = stage.path, v.px, v.ss
+
     def across(s, col, width, ext=1.8):
         x, y = p.point_at(s)
         tx, ty = p.tangent_at(s)
-        r = max(float(p.half_width_at(s)) * ext, 7.0 * ss * mpp)
+        r = max(float(p.half_width_at(s)) * ext, 7.0 * ss * v.mpp)
         a = px(float(x - ty * r), float(y + tx * r))
         b = px(float(x + ty * r), float(y - tx * r))
         draw.line([a, b], fill=col, width=width)
         return a, b
 
-    fnt = _font(13 * ss)
     for k, c in enumerate(stage.checkpoints_m):
         a, _ = across(c, (250, 220, 40), 3 * ss)
-        draw.text(
-            (a[0] + 3 * ss, a[1] - 8 * ss),
-            str(k + 1),
-            fill=(250, 230, 80),
-            font=fnt,
-            stroke_width=2,
-            stroke_fill=(0, 0, 0),
-        )
-    # features
+        _label(draw, (a[0] + 3 * ss, a[1] - 8 * ss), str(k + 1), (250, 230, 80), fnt)
     for f in stage.features:
-        x, y = p.point_at(f.s_m)
-        tx, ty = p.tangent_at(f.s_m)
-        off = float(p.half_width_at(f.s_m)) + 9.0 * ss * mpp
-        qx, qy = px(float(x - ty * off), float(y + tx * off))
-        r = 6 * ss
-        if f.kind == "jump":
-            draw.polygon(
-                [(qx, qy - r), (qx - r, qy + r * 0.8), (qx + r, qy + r * 0.8)],
-                fill=(255, 130, 20),
-                outline=(0, 0, 0),
-            )
-        else:
-            sgn = -1 if f.kind == "crest" else 1
-            col = (255, 255, 255) if f.kind == "crest" else (120, 200, 255)
-            draw.line(
-                [
-                    (qx - r, qy - sgn * r * 0.5),
-                    (qx, qy + sgn * r * 0.6),
-                    (qx + r, qy - sgn * r * 0.5),
-                ],
-                fill=col,
-                width=2 * ss,
-            )
-    # start / finish
+        _draw_feature(draw, stage, v, f)
     if not stage.closed:
         a, b = across(stage.finish_s_m, (255, 255, 255), 5 * ss)
         n_chk = 6
-        for k in range(n_chk):
-            if k % 2 == 0:
-                continue
+        for k in range(1, n_chk, 2):  # the chequers
             t0, t1 = k / n_chk, (k + 1) / n_chk
             draw.line(
                 [
@@ -202,26 +201,13 @@ def render_stage(stage: Stage, size: int = 720, title: bool = True):
                 fill=(0, 0, 0),
                 width=5 * ss,
             )
-        draw.text(
-            (b[0] + 3 * ss, b[1] - 8 * ss),
-            "F",
-            fill=(255, 255, 255),
-            font=fnt,
-            stroke_width=2,
-            stroke_fill=(0, 0, 0),
-        )
+        _label(draw, (b[0] + 3 * ss, b[1] - 8 * ss), "F", (255, 255, 255), fnt)
     a, b = across(stage.start_s_m, (40, 220, 60), 5 * ss)
-    draw.text(
-        (b[0] + 3 * ss, b[1] - 8 * ss),
-        "S" if not stage.closed else "S/F",
-        fill=(120, 255, 120),
-        font=fnt,
-        stroke_width=2,
-        stroke_fill=(0, 0, 0),
-    )
+    start = "S" if not stage.closed else "S/F"
+    _label(draw, (b[0] + 3 * ss, b[1] - 8 * ss), start, (120, 255, 120), fnt)
     # direction arrow just after the start
     s_arrow = stage.start_s_m + min(40.0, 0.05 * p.length_m)
-    x0, y0 = p.point_at(stage.start_s_m + 8 * ss * mpp)
+    x0, y0 = p.point_at(stage.start_s_m + 8 * ss * v.mpp)
     x1, y1 = p.point_at(s_arrow)
     a0, a1 = px(float(x0), float(y0)), px(float(x1), float(y1))
     draw.line([a0, a1], fill=(40, 220, 60), width=2 * ss)
@@ -236,47 +222,68 @@ def render_stage(stage: Stage, size: int = 720, title: bool = True):
         fill=(40, 220, 60),
     )
 
-    # scale bar
-    target = W * mpp * 0.22
-    nice = max(v for v in (10, 20, 50, 100, 200, 250, 500, 1000, 2000) if v <= max(target, 10))
-    bl = nice / mpp
-    yb = H - 14 * ss
+
+def _draw_feature(draw, stage: Stage, v: _MapView, f) -> None:
+    """A jump (orange triangle), crest (white chevron) or dip (blue chevron) beside the road."""
+    p, ss = stage.path, v.ss
+    x, y = p.point_at(f.s_m)
+    tx, ty = p.tangent_at(f.s_m)
+    off = float(p.half_width_at(f.s_m)) + 9.0 * ss * v.mpp
+    qx, qy = v.px(float(x - ty * off), float(y + tx * off))
+    r = 6 * ss
+    if f.kind == "jump":
+        draw.polygon(
+            [(qx, qy - r), (qx - r, qy + r * 0.8), (qx + r, qy + r * 0.8)],
+            fill=(255, 130, 20),
+            outline=(0, 0, 0),
+        )
+        return
+    sgn = -1 if f.kind == "crest" else 1
+    col = (255, 255, 255) if f.kind == "crest" else (120, 200, 255)
+    draw.line(
+        [(qx - r, qy - sgn * r * 0.5), (qx, qy + sgn * r * 0.6), (qx + r, qy - sgn * r * 0.5)],
+        fill=col,
+        width=2 * ss,
+    )
+
+
+def _draw_scale(draw, v: _MapView, fnt) -> None:
+    target = v.W * v.mpp * 0.22
+    nice = max(x for x in (10, 20, 50, 100, 200, 250, 500, 1000, 2000) if x <= max(target, 10))
+    bl = nice / v.mpp
+    ss = v.ss
+    yb = v.H - 14 * ss
     draw.rectangle(
         [10 * ss, yb - 4 * ss, 10 * ss + bl, yb], fill=(255, 255, 255), outline=(0, 0, 0)
     )
-    draw.text(
-        (14 * ss + bl, yb - 12 * ss),
-        f"{nice} m",
-        fill=(255, 255, 255),
-        font=fnt,
-        stroke_width=2,
-        stroke_fill=(0, 0, 0),
-    )
+    _label(draw, (14 * ss + bl, yb - 12 * ss), f"{nice} m", (255, 255, 255), fnt)
 
-    if title:
-        draw.rectangle([0, 0, W, top], fill=(24, 20, 18))
-        big = _font(20 * ss)
-        if stage.closed:
-            info = f"{p.length_m:,.0f} m lap x {stage.laps}"
-        else:
-            info = f"{stage.timed_length_m:,.0f} m"
-        zr = float(p.z_m.max() - p.z_m.min())
-        draw.text((10 * ss, 6 * ss), stage.name, fill=(255, 236, 210), font=big)
-        draw.text(
-            (10 * ss, 32 * ss),
-            f"{info}   rise {zr:.0f} m   width {_w(2 * float(hw.min()), 2 * float(hw.max()))}",
-            fill=(210, 200, 190),
-            font=fnt,
-        )
-        xl = 10 * ss
-        yl = 52 * ss
-        for name in stage.surfaces_used:
-            sf = _surf.by_name(name)
-            draw.rectangle([xl, yl, xl + 12 * ss, yl + 12 * ss], fill=sf.color, outline=(0, 0, 0))
-            label = f"{sf.label} {sf.mu:.2f}"
-            draw.text((xl + 16 * ss, yl - 1 * ss), label, fill=(230, 220, 210), font=fnt)
-            xl += int(draw.textlength(label, font=fnt)) + 30 * ss
-    return img.resize((size, size), Image.LANCZOS)
+
+def _draw_title(draw, stage: Stage, v: _MapView, fnt) -> None:
+    """The title bar: name, length, rise, width, and the surfaces' legend."""
+    p, ss, hw = stage.path, v.ss, stage.path.half_width_m
+    draw.rectangle([0, 0, v.W, v.top], fill=(24, 20, 18))
+    big = _font(20 * ss)
+    if stage.closed:
+        info = f"{p.length_m:,.0f} m lap x {stage.laps}"
+    else:
+        info = f"{stage.timed_length_m:,.0f} m"
+    zr = float(p.z_m.max() - p.z_m.min())
+    draw.text((10 * ss, 6 * ss), stage.name, fill=(255, 236, 210), font=big)
+    draw.text(
+        (10 * ss, 32 * ss),
+        f"{info}   rise {zr:.0f} m   width {_w(2 * float(hw.min()), 2 * float(hw.max()))}",
+        fill=(210, 200, 190),
+        font=fnt,
+    )
+    xl = 10 * ss
+    yl = 52 * ss
+    for name in stage.surfaces_used:
+        sf = _surf.by_name(name)
+        draw.rectangle([xl, yl, xl + 12 * ss, yl + 12 * ss], fill=sf.color, outline=(0, 0, 0))
+        label = f"{sf.label} {sf.mu:.2f}"
+        draw.text((xl + 16 * ss, yl - 1 * ss), label, fill=(230, 220, 210), font=fnt)
+        xl += int(draw.textlength(label, font=fnt)) + 30 * ss
 
 
 def _w(lo: float, hi: float) -> str:

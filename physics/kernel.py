@@ -142,20 +142,20 @@ def _lateral_remainder(fx, fy_des, fmax):
 
 
 @njit_inner(_nrt=False)
-def _wheel_speed_tire(
-    p, k, om, fmax, vlong, vlat, radius, inv_i, td, tb, abs_on, hold, m_u, dt, g_long, g_lat, consts
-):
+def _wheel_speed_tire(p, k, wheel, fmax, vel, torque, m_u, dt, grav, consts):
     """One wheel of the wheel-speed model over one substep.
 
     Args:
-        om: wheel angular speed at the start of the substep (rad/s).
-        fmax: friction-circle radius mu N (N). vlong, vlat: contact-patch velocity in the wheel
-            frame (m/s). td: drive torque (N m, signed). tb: brake + rolling-resistance torque
-            magnitude (N m). abs_on: the ABS may release this wheel's brake. hold: the
-            low-speed hold applies (parked: no drive, a brake on, slow). m_u: the wheel's useful
-            mass, load / total load x vehicle mass (kg). g_long, g_lat: gravity's acceleration
-            along the wheel's axes (m/s^2). inv_i: 1 / wheel inertia. consts: (slip-ratio floor,
-            ABS slip ratio, clamps off, 1 / dt) of the car.
+        wheel: (om, radius, inv_i): wheel angular speed at the start of the substep (rad/s),
+            rolling radius (m), 1 / wheel inertia.
+        fmax: friction-circle radius mu N (N).
+        vel: (vlong, vlat): contact-patch velocity in the wheel frame (m/s).
+        torque: (td, tb, abs_on, hold): drive torque (N m, signed); brake + rolling-resistance
+            torque magnitude (N m); the ABS may release this wheel's brake; the low-speed hold
+            applies (parked: no drive, a brake on, slow).
+        m_u: the wheel's useful mass, load / total load x vehicle mass (kg).
+        grav: (g_long, g_lat): gravity's acceleration along the wheel's axes (m/s^2).
+        consts: (slip-ratio floor, ABS slip ratio, clamps off, 1 / dt) of the car.
 
     Returns:
         (fx, fy, slip ratio, slip angle, new wheel speed, slip power in W).
@@ -169,6 +169,10 @@ def _wheel_speed_tire(
     at what would stop the contact's slip velocity within the step on the wheel's useful mass,
     so no force can flip the slip's sign (the sign-flip divergence of explicit tire forces).
     """
+    om, radius, inv_i = wheel
+    vlong, vlat = vel
+    td, tb, abs_on, hold = torque
+    g_long, g_lat = grav
     eps_sr, ks, no_clamps, inv_dt = consts
     alpha = atan2x(vlat, abs(vlong) + p[k, L.P_SLIP_EPS])
     sel = abs(alpha)
@@ -295,8 +299,11 @@ def _impact(p, k, s, speed):
 
 
 @njit_inner(_nrt=False)
-def _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, slide_j, dt):
-    """Write one loaded wheel's readings (forces, usage, slip, spin) and its wear."""
+def _apply_tire(p, k, s, w, forces, slip, slide_j, dt):
+    """Write one loaded wheel's readings and its wear: ``forces`` (fx, fy, fmax, mu) and
+    ``slip`` (slip angle, slip ratio, wheel speed), see :func:`_write_tire`."""
+    fx, fy, fmax, mu = forces
+    alpha, kappa, om = slip
     _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt)
     _wear(p, k, s, w, slide_j)
 
@@ -948,23 +955,16 @@ def _wheel_speed_wheel(p, s, k, w, load, fm, vel, g_wheel, drv_t, brakes, stop_s
     fx, fy, kappa, alpha, om, pw_slide = _wheel_speed_tire(
         p,
         k,
-        s[k, L.WL_OMEGA + w],
+        (s[k, L.WL_OMEGA + w], radius, p[k, L.pxw(w, L.PXW_INV_INERTIA)]),
         fmax,
-        vlong,
-        vlat,
-        radius,
-        p[k, L.pxw(w, L.PXW_INV_INERTIA)],
-        drv_t,
-        tbw,
-        brake > 0.0 and not hb_on,
-        hold,
+        (vlong, vlat),
+        (drv_t, tbw, brake > 0.0 and not hb_on, hold),
         m_u,
         dt,
-        g_wheel[0],
-        g_wheel[1],
+        (g_wheel[0], g_wheel[1]),
         ws_consts,
     )
-    _apply_tire(p, k, s, w, fx, fy, fmax, mu, alpha, kappa, om, pw_slide * dt, dt)
+    _apply_tire(p, k, s, w, (fx, fy, fmax, mu), (alpha, kappa, om), pw_slide * dt, dt)
     s[k, L.SXW_DRIVE_TQ + w] = drv_t
     s[k, L.SXW_BRAKE_TQ + w] = tbw
     return fx, fy, alpha, pw_slide
@@ -1112,7 +1112,7 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
         if arc is not None:
             # the lumped model applies its forces at the CG; the wheel only rolls
             alpha = atan2x(vlat, abs(vlong) + eps)
-            _apply_tire(p, k, s, w, 0.0, 0.0, fmax, mu, alpha, 0.0, vlong / radius, 0.0, dt)
+            _apply_tire(p, k, s, w, (0.0, 0.0, fmax, mu), (alpha, 0.0, vlong / radius), 0.0, dt)
             continue
         if ws is not None:
             fx, fy, alpha, pw_slide = _wheel_speed_wheel(
@@ -1473,10 +1473,12 @@ def _substep(k, s, ist, p, ter, dt, ext, ws, arc):
 
 
 @njit_inner(_nrt=False)
-def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc):
+def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, scratch, ext, ws, arc):
     """``n_substeps`` substeps of car ``k``. If a substep needs a tile its terrain has not
     filled, the car is put back as it was before this call and ``miss[ii]`` names the tile
-    (else -1), so the caller can fill it and step the car again."""
+    (else -1), so the caller can fill it and step the car again. ``scratch`` is
+    ``(save, isave, miss)``: the rows the car's state is saved in, and the missed tiles."""
+    save, isave, miss = scratch
     ns = s.shape[1]
     ni = ist.shape[1]
     for c in range(ns):
@@ -1525,16 +1527,18 @@ def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, 
     it). Returns how many cars still need a tile (``miss >= 0``), so the caller needs no array
     scan on the usual step that needs none.
     """
+    scratch = (save, isave, miss)
     for ii in range(cars.shape[0]):
-        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc)
+        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, scratch, ext, ws, arc)
     return _count_missed(miss)
 
 
 @njit(cache=True, parallel=True)
 def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, arc):
     """As :func:`step_cars`, with the cars spread over threads (``prange`` over cars only)."""
+    scratch = (save, isave, miss)
     for ii in prange(cars.shape[0]):
-        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, save, isave, miss, ext, ws, arc)
+        _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, scratch, ext, ws, arc)
     return _count_missed(miss)
 
 

@@ -21,11 +21,7 @@ MAX_LINES = 150
 MAX_PARAMS = 12
 
 _WIDE_ENTRY = "a numba entry point called from Python: it takes the batch's arrays one by one"
-_PHYSICS = "the fused physics substep's helper; the substep split (issue 16) will narrow it"
 ALLOWED: dict[str, str] = {
-    "physics/kernel.py::_wheel_speed_tire": _PHYSICS,
-    "physics/kernel.py::_apply_tire": _PHYSICS,
-    "physics/kernel.py::_step_car": _PHYSICS,
     "physics/kernel.py::step_cars": _WIDE_ENTRY,
     "physics/kernel.py::step_cars_parallel": _WIDE_ENTRY,
     "tracks/projection.py::project_batch": "numba kernel (called from Python and from the env "

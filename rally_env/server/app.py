@@ -124,14 +124,19 @@ def _fmt_time(t: Any) -> str:
 def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
     """The ASGI app over ``store``; verification starts with the app (lifespan)."""
     cfg = config or ServerConfig()
-    verifier = Verifier(store, cfg.workers, cfg.limits, cfg.ray_address)
-    token_rl = SharedRateLimiter(store, "token", *cfg.token_rate)
-    addr_rl = SharedRateLimiter(store, "address", *cfg.address_rate)
     jinja = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(["html"], default=True),
     )
     jinja.filters["t"] = _fmt_time
+    ctx = _Ctx(
+        store,
+        cfg,
+        Verifier(store, cfg.workers, cfg.limits, cfg.ray_address),
+        SharedRateLimiter(store, "token", *cfg.token_rate),
+        SharedRateLimiter(store, "address", *cfg.address_rate),
+        jinja,
+    )
 
     from contextlib import asynccontextmanager
 
@@ -143,11 +148,11 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
             n = await run_in_threadpool(store.requeue_verifying)
             if n:
                 log.warning("requeued %d runs that were verifying when the server stopped", n)
-        verifier.start()
+        ctx.verifier.start()
         try:
             yield
         finally:
-            await run_in_threadpool(verifier.stop)
+            await run_in_threadpool(ctx.verifier.stop)
 
     app = FastAPI(
         title="rally-env leaderboard",
@@ -158,8 +163,127 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         redoc_url=None,
         openapi_url="/api/v1/openapi.json",
     )
-    app.state.store, app.state.verifier, app.state.config = store, verifier, cfg
+    app.state.store, app.state.verifier, app.state.config = store, ctx.verifier, cfg
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    for add in (_error_handlers, _upload_route, _run_routes, _stage_routes, _page_routes):
+        add(app, ctx)
+    return app
+
+
+@dataclass
+class _Ctx:
+    """What the routes of one app share."""
+
+    store: Store
+    cfg: ServerConfig
+    verifier: Verifier
+    token_rl: SharedRateLimiter
+    addr_rl: SharedRateLimiter
+    jinja: Environment
+
+    def db(self, fn, *args, **kwargs):
+        """Run a blocking store call in the thread pool."""
+        return run_in_threadpool(fn, *args, **kwargs)
+
+    async def submission(self, run_id: str) -> dict[str, Any]:
+        if not ID_RE.match(run_id):
+            raise ApiError(400, "bad_run_id", "a run id is 32 lowercase hexadecimal digits")
+        d = await self.db(self.store.submission, run_id)
+        if d is None:
+            raise ApiError(404, "not_found", f"no run {run_id}")
+        return d
+
+    def board(self, stage: str, rules: str, limit: int, versions: str) -> list[Any]:
+        digest = _stage(stage).digest() if (versions == "current" and stage in _library()) else None
+        rules_arg = None if rules == "all" else rules
+        return self.store.best(stage, digest, rules_arg, limit)
+
+    def stages(self) -> list[dict[str, Any]]:
+        names = list(_library())
+        names += [n for n in self.store.stage_names() if n not in names]
+        out = []
+        for n in names:
+            lib = n in _library()
+            best = self.board(n, "standard", 1, "current")
+            out.append(
+                {
+                    "name": n,
+                    "library": lib,
+                    "length_m": round(float(_stage(n).timed_length_m), 1) if lib else None,
+                    "description": _stage(n).description if lib else "",
+                    "record": best[0].to_dict() if best else None,
+                    "board": f"/api/v1/boards/{n}",
+                    "map": f"/api/v1/stages/{n}/map" if lib else None,
+                }
+            )
+        return out
+
+    def page(self, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        return HTMLResponse(self.jinja.get_template(name).render(**ctx), status_code=status)
+
+
+def _public(d: dict[str, Any]) -> dict[str, Any]:
+    """A submission as the API shows it."""
+    rep = d.get("report") or {}
+    run = d.get("run")
+    out = {
+        "id": d["id"],
+        "status": d["status"],
+        "player": d["player"],
+        "submitted_utc": d["submitted_utc"],
+        "verdict_utc": d["verdict_utc"],
+        "reason": d["reason"],
+        "message": d["message"],
+        "step": d["step"],
+        "run_id": d["run_id"],
+        "verdict": rep.get("status"),
+        "stage": (run or {}).get("stage") or rep.get("stage") or None,
+        "finish_time_s": (run or {}).get("finish_time_s"),
+    }
+    if run is not None:
+        out["run"] = run
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _library() -> tuple[str, ...]:
+    import tracks
+
+    return tuple(tracks.list_stages())
+
+
+@functools.lru_cache(maxsize=64)
+def _stage(name: str) -> Any:
+    import tracks
+
+    return tracks.load_stage(name)
+
+
+@functools.lru_cache(maxsize=64)
+def _map(name: str) -> dict[str, Any]:
+    from rally_env.server.trace import stage_geometry
+
+    return stage_geometry(_stage(name), step_m=8.0)
+
+
+def _stage_name(stage: str) -> str:
+    if not STAGE_RE.match(stage):
+        raise ApiError(400, "bad_stage", "a stage name is lowercase letters, digits, . _ -")
+    return stage
+
+
+def _svg_path(geom: dict[str, Any], w: float = 240, h: float = 160) -> dict[str, Any]:
+    xs, ys = geom["x"], geom["y"]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    s = min((w - 10) / max(x1 - x0, 1e-6), (h - 10) / max(y1 - y0, 1e-6))
+    pts = " ".join(
+        f"{5 + (x - x0) * s:.1f},{h - 5 - (y - y0) * s:.1f}" for x, y in zip(xs, ys, strict=True)
+    )
+    return {"points": pts, "w": w, "h": h}
+
+
+def _error_handlers(app: FastAPI, ctx: _Ctx) -> None:
+    """Errors as JSON under /api/, as the error page elsewhere."""
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, e: ApiError):
@@ -170,7 +294,7 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
         if request.url.path.startswith("/api/"):
             return _err(e.status_code, code, str(e.detail))
-        page = jinja.get_template("error.html").render(status=e.status_code, message=e.detail)
+        page = ctx.jinja.get_template("error.html").render(status=e.status_code, message=e.detail)
         return HTMLResponse(page, status_code=e.status_code)
 
     @app.exception_handler(RequestValidationError)
@@ -181,10 +305,10 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
             parts.append(f"{loc}: {err.get('msg', 'invalid')}")
         return _err(400, "bad_request", "; ".join(parts) or "invalid request")
 
-    def db(fn, *args, **kwargs):
-        return run_in_threadpool(fn, *args, **kwargs)
 
-    # ----------------------------------------------------------------------- uploads
+def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
+    """POST /api/v1/runs: a replay upload, after the rate limits and the token."""
+
     @app.post(
         "/api/v1/runs",
         status_code=202,
@@ -215,7 +339,7 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         """The body is the replay file (``.rrp.json.gz`` or JSON) as
         ``application/octet-stream``; ``Authorization: Bearer <token>``."""
         addr = request.client.host if request.client else "-"
-        wait = await db(addr_rl.take, addr)
+        wait = await ctx.db(ctx.addr_rl.take, addr)
         if wait:
             raise ApiError(
                 429,
@@ -230,11 +354,11 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         token = token.strip()
         if scheme.lower() != "bearer" or not TOKEN_RE.match(token):
             raise ApiError(401, "bad_token", "the token is malformed")
-        found = await db(store.token_id, token)
+        found = await ctx.db(ctx.store.token_id, token)
         if found is None:
             raise ApiError(401, "bad_token", "unknown or revoked token")
         token_id, token_name = found
-        wait = await db(token_rl.take, token_id)
+        wait = await ctx.db(ctx.token_rl.take, token_id)
         if wait:
             raise ApiError(
                 429,
@@ -249,24 +373,24 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
                 "bad_player",
                 "player: 1-40 printable characters, no leading or trailing spaces",
             )
-        limit = cfg.max_upload_bytes
+        limit = ctx.cfg.max_upload_bytes
         length = request.headers.get("content-length")
         if length is not None:
             if not length.isdigit():
                 raise ApiError(400, "bad_request", "Content-Length is not a number")
             if int(length) > limit:
                 raise ApiError(413, "too_large", f"the upload is over the {limit} byte limit")
-        body = await _read_body(request, limit, cfg.body_timeout_s)
+        body = await _read_body(request, limit, ctx.cfg.body_timeout_s)
         try:
-            sub_id = await db(store.submit, body, token_id, addr, name, cfg.max_queue)
+            sub_id = await ctx.db(ctx.store.submit, body, token_id, addr, name, ctx.cfg.max_queue)
         except QueueFull as e:
             raise ApiError(
                 503,
                 "queue_full",
                 f"{e}; retry later",
-                {"Retry-After": str(cfg.retry_after_s)},
+                {"Retry-After": str(ctx.cfg.retry_after_s)},
             ) from None
-        verifier.notify()
+        ctx.verifier.notify()
         url = f"/api/v1/runs/{sub_id}"
         return JSONResponse(
             {"id": sub_id, "status": "queued", "url": url, "page": f"/runs/{sub_id}"},
@@ -274,46 +398,22 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
             headers={"Location": url},
         )
 
-    # ------------------------------------------------------------------------- reads
-    async def _submission(run_id: str) -> dict[str, Any]:
-        if not ID_RE.match(run_id):
-            raise ApiError(400, "bad_run_id", "a run id is 32 lowercase hexadecimal digits")
-        d = await db(store.submission, run_id)
-        if d is None:
-            raise ApiError(404, "not_found", f"no run {run_id}")
-        return d
 
-    def _public(d: dict[str, Any]) -> dict[str, Any]:
-        rep = d.get("report") or {}
-        run = d.get("run")
-        out = {
-            "id": d["id"],
-            "status": d["status"],
-            "player": d["player"],
-            "submitted_utc": d["submitted_utc"],
-            "verdict_utc": d["verdict_utc"],
-            "reason": d["reason"],
-            "message": d["message"],
-            "step": d["step"],
-            "run_id": d["run_id"],
-            "verdict": rep.get("status"),
-            "stage": (run or {}).get("stage") or rep.get("stage") or None,
-            "finish_time_s": (run or {}).get("finish_time_s"),
-        }
-        if run is not None:
-            out["run"] = run
-        return out
+def _run_routes(app: FastAPI, ctx: _Ctx) -> None:
+    """A submission's status, its replay and its re-simulated trace."""
 
     @app.get("/api/v1/runs/{run_id}", summary="A submission's status and verdict")
     async def get_run(run_id: str) -> JSONResponse:
         """``status`` is ``queued``, ``verifying``, ``accepted`` or ``rejected`` (then
         ``reason``, ``message`` and ``step`` say why)."""
-        return JSONResponse(_public(await _submission(run_id)))
+        return JSONResponse(_public(await ctx.submission(run_id)))
 
     @app.get("/api/v1/runs/{run_id}/replay", summary="An accepted run's replay file")
     async def get_replay(run_id: str) -> Response:
-        d = await _submission(run_id)
-        blob = await db(store.replay_blob, d["run_id"]) if d["status"] == "accepted" else None
+        d = await ctx.submission(run_id)
+        blob = (
+            await ctx.db(ctx.store.replay_blob, d["run_id"]) if d["status"] == "accepted" else None
+        )
         if blob is None:
             raise ApiError(404, "not_found", f"run {run_id} has no accepted replay")
         name = f"{d['run_id']}.rrp.json.gz"
@@ -327,82 +427,38 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
     async def get_trace(run_id: str, request: Request) -> Response:
         """Per control step: ``t``, ``x``, ``y``, ``heading``, ``speed``, ``progress``; the
         split and finish times and the stage geometry; from the server's re-simulation."""
-        d = await _submission(run_id)
+        d = await ctx.submission(run_id)
         if d["status"] != "accepted":
             raise ApiError(404, "not_found", f"run {run_id} is not accepted ({d['status']})")
         rid = d["run_id"]
-        data = await db(store.trace, rid)
+        data = await ctx.db(ctx.store.trace, rid)
         if data is None:
-            blob = await db(store.replay_blob, rid)
+            blob = await ctx.db(ctx.store.replay_blob, rid)
             try:
-                data = await db(verifier.trace, blob)
+                data = await ctx.db(ctx.verifier.trace, blob)
             except TaskFailed as e:
                 raise ApiError(503, "trace_failed", str(e)) from None
-            await db(store.put_trace, rid, data)
+            await ctx.db(ctx.store.put_trace, rid, data)
         headers = {"Cache-Control": "public, max-age=86400"}
         if "gzip" in request.headers.get("accept-encoding", ""):
             headers["Content-Encoding"] = "gzip"
             return Response(data, media_type="application/json", headers=headers)
         return Response(gzip.decompress(data), media_type="application/json", headers=headers)
 
-    @functools.lru_cache(maxsize=256)
-    def _library() -> tuple[str, ...]:
-        import tracks
 
-        return tuple(tracks.list_stages())
-
-    @functools.lru_cache(maxsize=64)
-    def _stage(name: str) -> Any:
-        import tracks
-
-        return tracks.load_stage(name)
-
-    @functools.lru_cache(maxsize=64)
-    def _map(name: str) -> dict[str, Any]:
-        from rally_env.server.trace import stage_geometry
-
-        return stage_geometry(_stage(name), step_m=8.0)
-
-    def _stage_name(stage: str) -> str:
-        if not STAGE_RE.match(stage):
-            raise ApiError(400, "bad_stage", "a stage name is lowercase letters, digits, . _ -")
-        return stage
-
-    def _board(stage: str, rules: str, limit: int, versions: str) -> list[Any]:
-        digest = _stage(stage).digest() if (versions == "current" and stage in _library()) else None
-        rules_arg = None if rules == "all" else rules
-        return store.best(stage, digest, rules_arg, limit)
-
-    def _stages() -> list[dict[str, Any]]:
-        names = list(_library())
-        names += [n for n in store.stage_names() if n not in names]
-        out = []
-        for n in names:
-            lib = n in _library()
-            best = _board(n, "standard", 1, "current")
-            out.append(
-                {
-                    "name": n,
-                    "library": lib,
-                    "length_m": round(float(_stage(n).timed_length_m), 1) if lib else None,
-                    "description": _stage(n).description if lib else "",
-                    "record": best[0].to_dict() if best else None,
-                    "board": f"/api/v1/boards/{n}",
-                    "map": f"/api/v1/stages/{n}/map" if lib else None,
-                }
-            )
-        return out
+def _stage_routes(app: FastAPI, ctx: _Ctx) -> None:
+    """The stages, their maps and boards, and the health check."""
 
     @app.get("/api/v1/stages", summary="The stages, each with its standard-rules record")
     async def get_stages() -> JSONResponse:
-        return JSONResponse(await db(_stages))
+        return JSONResponse(await ctx.db(ctx.stages))
 
     @app.get("/api/v1/stages/{stage}/map", summary="A library stage's geometry")
     async def get_map(stage: str) -> JSONResponse:
         _stage_name(stage)
         if stage not in _library():
             raise ApiError(404, "not_found", f"no library stage {stage}")
-        return JSONResponse(await db(_map, stage))
+        return JSONResponse(await ctx.db(_map, stage))
 
     @app.get("/api/v1/boards/{stage}", summary="A stage's board, fastest first")
     async def get_board(
@@ -414,35 +470,25 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         _stage_name(stage)
         if not RULES_RE.match(rules):
             raise ApiError(400, "bad_request", "rules: standard, all or a 16-digit rules digest")
-        entries = await db(_board, stage, rules, limit, versions)
+        entries = await ctx.db(ctx.board, stage, rules, limit, versions)
         return JSONResponse(
             {"stage": stage, "rules": rules, "entries": [e.to_dict() for e in entries]}
         )
 
     @app.get("/api/v1/health", summary="Queue and board counts")
     async def health() -> JSONResponse:
-        return JSONResponse({"ok": True, **(await db(store.counts))})
+        return JSONResponse({"ok": True, **(await ctx.db(ctx.store.counts))})
 
-    # -------------------------------------------------------------------------- pages
-    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
-        return HTMLResponse(jinja.get_template(name).render(**ctx), status_code=status)
 
-    def _svg_path(geom: dict[str, Any], w: float = 240, h: float = 160) -> dict[str, Any]:
-        xs, ys = geom["x"], geom["y"]
-        x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
-        s = min((w - 10) / max(x1 - x0, 1e-6), (h - 10) / max(y1 - y0, 1e-6))
-        pts = " ".join(
-            f"{5 + (x - x0) * s:.1f},{h - 5 - (y - y0) * s:.1f}"
-            for x, y in zip(xs, ys, strict=True)
-        )
-        return {"points": pts, "w": w, "h": h}
+def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
+    """The HTML pages: the index, a stage's board, a run."""
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index_page() -> HTMLResponse:
-        stages = await db(_stages)
+        stages = await ctx.db(ctx.stages)
         for s in stages:
-            s["svg"] = _svg_path(await db(_map, s["name"])) if s["library"] else None
-        return page("index.html", stages=stages)
+            s["svg"] = _svg_path(await ctx.db(_map, s["name"])) if s["library"] else None
+        return ctx.page("index.html", stages=stages)
 
     @app.get("/stages/{stage}", response_class=HTMLResponse, include_in_schema=False)
     async def stage_page(
@@ -453,29 +499,29 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         _stage_name(stage)
         if not RULES_RE.match(rules):
             raise ApiError(400, "bad_request", "rules: standard, all or a rules digest")
-        entries = await db(_board, stage, rules, limit, "current")
+        entries = await ctx.db(ctx.board, stage, rules, limit, "current")
         lib = stage in _library()
         if not entries and not lib:
             raise StarletteHTTPException(404, f"no stage {stage}")
-        svg = _svg_path(await db(_map, stage), 480, 320) if lib else None
-        return page("stage.html", stage=stage, entries=entries, rules=rules, svg=svg)
+        svg = _svg_path(await ctx.db(_map, stage), 480, 320) if lib else None
+        return ctx.page("stage.html", stage=stage, entries=entries, rules=rules, svg=svg)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
     async def run_page(run_id: str, ghosts: str = Query("", max_length=200)) -> HTMLResponse:
         if not ID_RE.match(run_id):
             raise StarletteHTTPException(400, "a run id is 32 lowercase hexadecimal digits")
-        d = await db(store.submission, run_id)
+        d = await ctx.db(ctx.store.submission, run_id)
         if d is None:
             raise StarletteHTTPException(404, f"no run {run_id}")
         run = d.get("run")
         ghost_ids: list[str] = [g for g in ghosts.split(",") if ID_RE.match(g)][:3]
         record = None
         if run is not None:
-            board = await db(store.best, run["stage"], run["stage_digest"], run["rules"], 4)
+            board = await ctx.db(ctx.store.best, run["stage"], run["stage_digest"], run["rules"], 4)
             record = board[0].run_id if board else None
             if not ghosts:
                 ghost_ids = [e.run_id for e in board if e.run_id != run["run_id"]][:3]
-        return page(
+        return ctx.page(
             "run.html",
             sub=_public(d),
             run=run,
@@ -490,8 +536,6 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
                 }
             ),
         )
-
-    return app
 
 
 async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:

@@ -442,80 +442,35 @@ def sample_view(
     dxu = rx * inv * s
     dyu = ry * inv * s
     half = 0.0 if bilinear else 0.5
+    cam = (cx, cy, ux, uy, rx, ry, inv, ax, ay)
+    grid = (ox, oy, s, half, dxu, dyu, lim_u, lim_v)
+    crs = (coarse, cx0, cy0, ccell, cnx, cny)
     # blocks of BLOCK x BLOCK pixels: a rotated view then reads a small, cache-resident patch
     for by0 in range(0, h, BLOCK):
         for bx0 in range(0, w, BLOCK):
             _sample_block(
                 frame,
-                by0,
-                min(by0 + BLOCK, h),
-                bx0,
-                min(bx0 + BLOCK, w),
-                cx,
-                cy,
-                ux,
-                uy,
-                rx,
-                ry,
-                inv,
-                ax,
-                ay,
-                ox,
-                oy,
-                s,
-                half,
-                dxu,
-                dyu,
-                lim_u,
-                lim_v,
-                tile_index,
-                pool,
-                coarse,
-                cx0,
-                cy0,
-                ccell,
-                cnx,
-                cny,
+                (by0, min(by0 + BLOCK, h), bx0, min(bx0 + BLOCK, w)),
+                cam,
+                grid,
+                (tile_index, pool),
+                crs,
                 void_rgb,
                 bilinear,
             )
 
 
 @njit_inner(error_model="numpy")
-def _sample_block(
-    frame,
-    py0,
-    py1,
-    px0,
-    px1,
-    cx,
-    cy,
-    ux,
-    uy,
-    rx,
-    ry,
-    inv,
-    ax,
-    ay,
-    ox,
-    oy,
-    s,
-    half,
-    dxu,
-    dyu,
-    lim_u,
-    lim_v,
-    tile_index,
-    pool,
-    coarse,
-    cx0,
-    cy0,
-    ccell,
-    cnx,
-    cny,
-    void_rgb,
-    bilinear,
-):
+def _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear):
+    """Fill the pixels ``block`` (py0, py1, px0, px1) of ``frame`` (see :func:`sample_view`):
+    ``cam`` (cx, cy, ux, uy, rx, ry, 1 / ppm, ax, ay) is the camera, ``grid`` (ox, oy, ppm,
+    half, dxu, dyu, lim_u, lim_v) the tile samples' frame, ``tiles`` (tile_index, pool) the
+    tiles, ``crs`` (coarse, cx0, cy0, ccell, cnx, cny) the coarse colours."""
+    py0, py1, px0, px1 = block
+    cx, cy, ux, uy, rx, ry, inv, ax, ay = cam
+    ox, oy, s, half, dxu, dyu, lim_u, lim_v = grid
+    tile_index, pool = tiles
+    coarse, cx0, cy0, ccell, cnx, cny = crs
     for py in range(py0, py1):
         oyp = ay - (py + 0.5)
         oxp = px0 + 0.5 - ax

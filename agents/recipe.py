@@ -430,7 +430,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
-    from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+    from stable_baselines3.common.vec_env import VecMonitor
 
     from agents import sb3
     from agents.models import obs_env_kwargs, obs_norm_meta, write_meta
@@ -456,9 +456,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
         )
         return VecMonitor(v)
 
-    venv = VecNormalize(
-        make_env(0), norm_obs=True, norm_reward=True, clip_obs=10.0, gamma=hp["gamma"]
-    )
+    venv = sb3.normalized(make_env(0), hp["gamma"])
     tb = str(out / "tb") if sb3._has_tensorboard() else None
     model = PPO("MlpPolicy", venv, seed=recipe.seed, device="cpu", tensorboard_log=tb, **hp)
     if recipe.residual.spec() is not None:  # start from the base driver: a zero residual
@@ -508,13 +506,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
             continue
         if i > 0:  # a new phase: a new env with the same statistics
             old = venv
-            venv = VecNormalize(
-                make_env(model.num_timesteps),
-                norm_obs=True,
-                norm_reward=True,
-                clip_obs=10.0,
-                gamma=hp["gamma"],
-            )
+            venv = sb3.normalized(make_env(model.num_timesteps), hp["gamma"])
             venv.obs_rms = old.obs_rms
             venv.ret_rms = old.ret_rms
             old.close()

@@ -411,23 +411,11 @@ def train(
             venv = VecNormalize.load(str(vn_path), venv)
             venv.training = True
         else:
-            venv = VecNormalize(
-                venv,
-                norm_obs=td["norm_obs"],
-                norm_reward=td["norm_reward"],
-                clip_obs=td["clip_obs"],
-                gamma=hp["gamma"],
-            )
+            venv = normalized(venv, hp["gamma"])
         model = cls.load(str(resume), env=venv, device="cpu", tensorboard_log=tb)
         reset_num = False
     else:
-        venv = VecNormalize(
-            venv,
-            norm_obs=td["norm_obs"],
-            norm_reward=td["norm_reward"],
-            clip_obs=td["clip_obs"],
-            gamma=hp["gamma"],
-        )
+        venv = normalized(venv, hp["gamma"])
         model = cls(
             "MlpPolicy", venv, seed=seed, device="cpu", verbose=verbose, tensorboard_log=tb, **hp
         )
@@ -481,6 +469,20 @@ def train(
     _write_json(out / "summary.json", summary)
     venv.close()
     return summary
+
+
+def normalized(venv: Any, gamma: float) -> Any:
+    """``venv`` behind a fresh ``VecNormalize`` with the training defaults."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    td = TRAIN_DEFAULTS
+    return VecNormalize(
+        venv,
+        norm_obs=td["norm_obs"],
+        norm_reward=td["norm_reward"],
+        clip_obs=td["clip_obs"],
+        gamma=gamma,
+    )
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ ALLOWED: dict[str, str] = {
     "rally_env/render/raster.py::draw_marks": _WIDE_ENTRY + " (the marks and the view)",
     "rally_env/render/video.py::render_episode": "public keyword arguments of the video API",
     "agents/rllib.py::train_rllib": "public keyword arguments of the RLlib trainer",
-    "agents/sb3.py::train": "public keyword arguments of the SB3 trainer (and a long body)",
+    "agents/sb3.py::train": "public keyword arguments of the SB3 trainer",
 }
 
 

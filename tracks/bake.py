@@ -653,9 +653,15 @@ def _candidates(geo, c_lo, c_hi, r_lo, r_hi):
 
 
 @njit(cache=True)
-def _bake_nodes(geo, cols, rows, heights, surf):
+def _bake_nodes(geo, cols, rows, heights, surf, any_size):
     """Heights and surface ids of the nodes ``rows x cols`` (grid indices, ascending; repeats
-    allowed) into ``heights`` / ``surf`` (len(rows), len(cols))."""
+    allowed) into ``heights`` / ``surf`` (len(rows), len(cols)).
+
+    ``any_size`` is a compile-time switch (``None`` or ``True``, see
+    :func:`physics.kernel.model_switches`): ``None`` compiles the pruned nearest-segment scan
+    only, for blocks of at most ``_PRUNED_MAX_NODES`` nodes (tiles), so an env's first bake
+    does not compile the whole-grid scan it never runs; ``True`` picks the scan by the
+    block's size."""
     prm = geo.prm
     nr = rows.shape[0]
     nc = cols.shape[0]
@@ -670,7 +676,9 @@ def _bake_nodes(geo, cols, rows, heights, surf):
     fan_d = np.full((nr, nc), np.inf)
     fan_j = np.full((nr, nc), -1, np.int64)
     fan_t = np.zeros((nr, nc))
-    if nr * nc <= _PRUNED_MAX_NODES:
+    if any_size is None:
+        _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
+    elif nr * nc <= _PRUNED_MAX_NODES:
         _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
     else:
         _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
@@ -836,7 +844,9 @@ def _section_nodes(geo, cols, rows, out):
 @njit(cache=True)
 def _fill_tiles(geo, tiles, nx, ny, sectioned, heights, surf):
     """Bake tiles (rows (tx, ty)) into (m, TILE_W * TILE_W) blocks: the tile's TILE x TILE
-    nodes plus a one-node apron, grid indices clamped at the grid's edge."""
+    nodes plus a one-node apron, grid indices clamped at the grid's edge. ``sectioned`` is a
+    compile-time switch, ``None`` or ``True`` (label the nodes with their section): a stage
+    without section labels does not compile the labelling."""
     cols = np.empty(TILE_W, np.int64)
     rows = np.empty(TILE_W, np.int64)
     h = np.empty((TILE_W, TILE_W))
@@ -845,8 +855,8 @@ def _fill_tiles(geo, tiles, nx, ny, sectioned, heights, surf):
         for q in range(TILE_W):
             cols[q] = min(max(tiles[m, 0] * TILE - 1 + q, 0), nx - 1)
             rows[q] = min(max(tiles[m, 1] * TILE - 1 + q, 0), ny - 1)
-        _bake_nodes(geo, cols, rows, h, s)
-        if sectioned:
+        _bake_nodes(geo, cols, rows, h, s, None)
+        if sectioned is not None:
             _section_nodes(geo, cols, rows, s)
         for r in range(TILE_W):
             for c in range(TILE_W):
@@ -1017,7 +1027,8 @@ class StageTerrain:
     def _bake(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:
         ny, nx = self.shape
         with self._lock:
-            _fill_tiles(self._geo, tiles, nx, ny, self.sectioned, heights, surfaces)
+            sec = True if self.sectioned else None  # a compile-time switch (see _fill_tiles)
+            _fill_tiles(self._geo, tiles, nx, ny, sec, heights, surfaces)
 
     def bake_region(self, i0: int, i1: int, j0: int, j1: int) -> tuple[np.ndarray, np.ndarray]:
         """Dense heights (float64) and surface ids (int8) of nodes [j0, j1) x [i0, i1)."""
@@ -1030,7 +1041,7 @@ class StageTerrain:
             cols = np.arange(i0, i1, dtype=np.int64)
             rows = np.arange(j0, j1, dtype=np.int64)
             with self._lock:
-                _bake_nodes(self._geo, cols, rows, h, s)
+                _bake_nodes(self._geo, cols, rows, h, s, True)
                 if self.sectioned:
                     _section_nodes(self._geo, cols, rows, s)
         return h, s
@@ -1077,7 +1088,8 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin)
     nbx = (nx - 1) // SEG_BUCKET + 1
     nby = (ny - 1) // SEG_BUCKET + 1
-    bstart, bitems = _csr(win[:, 0], win[:, 1], win[:, 2], win[:, 3], SEG_BUCKET, nbx, nby)
+    wt = np.ascontiguousarray(win.T)  # contiguous columns: _csr compiles for one layout
+    bstart, bitems = _csr(wt[0], wt[1], wt[2], wt[3], SEG_BUCKET, nbx, nby)
     # the ground field's coarse grid and its centerline samples
     gnx = int(math.ceil((nx - 1) * cell / GROUND_CELL_M)) + 2
     gny = int(math.ceil((ny - 1) * cell / GROUND_CELL_M)) + 2

@@ -47,14 +47,14 @@ class LineFollower:
         steer_lock_rad: float = 0.55,
         max_speed_mps: float = 40.0,
     ):
-        from rally_env import spaces as S
+        from rally_env import spaces
 
         if layout is None:
-            layout = S.ObsLayout(4)
+            layout = spaces.ObsLayout(4)
         ix = layout.index
         self._speed = ix["speed"]
-        self._speed_scale = S.SPEED_SCALE_MPS
-        self._curv_scale = S.CURVATURE_SCALE_PER_M
+        self._speed_scale = spaces.SPEED_SCALE_MPS
+        self._curv_scale = spaces.CURVATURE_SCALE_PER_M
         self._d = np.array(layout.lookahead_m, np.float64)
         self._lx = np.array([ix[f"look_x_{d:g}m"] for d in layout.lookahead_m])
         self._ly = np.array([ix[f"look_y_{d:g}m"] for d in layout.lookahead_m])

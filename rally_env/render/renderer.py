@@ -629,11 +629,11 @@ class Renderer:
             p = self.stage.path
             xs, ys = to_px(p.x_m, p.y_m)
             pts = list(zip(xs.tolist(), ys.tolist(), strict=True))
-            from tracks import surfaces as S
+            from tracks import surfaces
 
             pg.draw.lines(s, (20, 16, 14), self.stage.closed, pts, max(3, round(4 * k)))
             for i in range(len(pts) - 1):
-                colr = S.SURFACES[int(p.surface[i])].color
+                colr = surfaces.SURFACES[int(p.surface[i])].color
                 pg.draw.line(s, colr, pts[i], pts[i + 1], max(1, round(2 * k)))
 
             def mark(sv, colr):

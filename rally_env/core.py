@@ -74,7 +74,6 @@ class RallyCore:
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
         self.sim = VehicleBatch(self.n, config.vehicle, self.bank.terrains, parallel=par)
-        self.base_params_row = config.vehicle.pack()
         n = self.n
         self.estate = np.zeros((n, K.N_E), np.float64)
         self.eistate = np.zeros((n, K.N_EI), np.int64)

@@ -664,8 +664,3 @@ def _surface_grip(path: Any, s: np.ndarray) -> np.ndarray:
     ids = np.asarray(path.section_surface)
     k = np.clip(np.searchsorted(starts, np.asarray(s, dtype=np.float64), side="right") - 1, 0, None)
     return grip[ids[k]]
-
-
-def reference_times(stage: Any, vehicle: VehicleParams | None = None) -> dict[str, float]:
-    """``{"racing": t, "centerline": t}`` reference stage times (s)."""
-    return {ln: reference_time(stage, ln, vehicle).time_s for ln in ("racing", "centerline")}

@@ -982,13 +982,19 @@ class StageTerrain:
         tnx = tile_grid(self.shape)[0]
         fx = (x - self.x0_m) / self.cell_m
         fy = (y - self.y0_m) / self.cell_m
-        keys = []
-        for a, b, rr in zip(fx, fy, r, strict=True):
-            i0, i1 = (np.clip([a - rr, a + rr], 0, nx - 1) // TILE).astype(np.int64)
-            j0, j1 = (np.clip([b - rr, b + rr], 0, ny - 1) // TILE).astype(np.int64)
-            ii, jj = np.meshgrid(np.arange(i0, i1 + 1), np.arange(j0, j1 + 1))
-            keys.append((jj * tnx + ii).ravel())
-        lin = np.unique(np.concatenate(keys)) if keys else np.empty(0, np.int64)
+        if not len(s):
+            return np.empty((0, 2), np.int64)
+        # each sample's box of tiles, [i0, i1] x [j0, j1]; their union, as one array pass
+        i0 = (np.clip(fx - r, 0, nx - 1) // TILE).astype(np.int64)
+        i1 = (np.clip(fx + r, 0, nx - 1) // TILE).astype(np.int64)
+        j0 = (np.clip(fy - r, 0, ny - 1) // TILE).astype(np.int64)
+        j1 = (np.clip(fy + r, 0, ny - 1) // TILE).astype(np.int64)
+        di = np.arange(int((i1 - i0).max()) + 1)
+        dj = np.arange(int((j1 - j0).max()) + 1)
+        ii = i0[:, None, None] + di[None, None, :]
+        jj = j0[:, None, None] + dj[None, :, None]
+        inside = (ii <= i1[:, None, None]) & (jj <= j1[:, None, None])
+        lin = np.unique((jj * tnx + ii)[inside])
         return np.stack([lin % tnx, lin // tnx], axis=1)
 
     def prebake(self, tiles: np.ndarray) -> None:

@@ -11,6 +11,13 @@ with a :class:`TypeError` (without a wrapper such a call would crash the interpr
 still types and links it into the kernels that call it exactly as before, so the machine
 code, and every result, is the same. With ``NUMBA_DISABLE_JIT=1`` it returns the Python
 function, like ``njit``.
+
+Literal arguments: numba types a constant passed to a compiled function (``f(x, 0)``,
+``f(x, False)``, and even a loop-carried ``n = 0`` handed on as ``n = f(n, ...)``) as a
+*literal* type, and compiles ``f`` once for that literal and again for the plain ``int64`` or
+``bool`` of its other calls. Where a helper is called both ways, the project passes
+``np.int64(0)`` or ``np.bool_(False)`` instead (a plain type), so the helper compiles once; the
+results are the same.
 """
 
 from __future__ import annotations

@@ -1575,7 +1575,7 @@ def missing_tiles(s, ist, p, tiles, meta, cars, horizon_s, margin_m, out):
     filled yet: those within reach + 1.2 x speed x horizon + ``margin_m`` of each car. Rows
     ``(terrain, tile)`` into ``out``; returns the count (it may pass ``out``'s length). A tile
     missed anyway only costs the car a second try (see :func:`_step_car`)."""
-    n = 0
+    n = np.int64(0)  # not a literal 0: collect_missing compiles once (see physics.jit)
     for ii in range(cars.shape[0]):
         k = cars[ii]
         vx = s[k, L.VEL_X]
@@ -1671,7 +1671,8 @@ def place_cars(s, ist, p, heights, tiles, meta, cars, poses, terrain_ids):
         s[k, L.QUAT_Z] = sh
         # ride height from wheel 0's geometry minus the static sag of an even load split
         nw = int(p[k, L.P_N_WHEELS])
-        ride = -(p[k, L.pw(0, L.PW_Z)] - p[k, L.pw(0, L.PW_REST)] - p[k, L.pw(0, L.PW_RADIUS)])
+        w0 = np.int64(0)  # not a literal: L.pw compiles once (see physics.jit)
+        ride = -(p[k, L.pw(w0, L.PW_Z)] - p[k, L.pw(w0, L.PW_REST)] - p[k, L.pw(w0, L.PW_RADIUS)])
         ext = p[k, L.P_EXTENDED] > 0.5
         if ext:
             # per-wheel springs: the static sag of wheel 0 from its static load

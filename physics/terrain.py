@@ -697,7 +697,7 @@ def _new_requests(
 
 @njit(cache=True)
 def _missing_tiles(tiles, meta, rows, xs, ys, rad, out):
-    n = 0
+    n = np.int64(0)  # not a literal 0: collect_missing compiles once (see physics.jit)
     for k in range(xs.shape[0]):
         n = collect_missing(tiles, meta, rows[k], xs[k], ys[k], rad[k], out, n)
     return n

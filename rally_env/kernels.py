@@ -695,7 +695,7 @@ def _reset_car(k, args):
     estate[k, E_TIMED] = table[slot, S.SL_TIMED]
     eistate[k, EI_OFF] = 1 if (wo.left[k] < 0.0 or wo.right[k] < 0.0) else 0
     eistate[k, EI_LIMIT_SUB] = int(math.ceil(table[slot, S.SL_TIME_LIMIT] * L.SUBSTEP_HZ - 1e-6))
-    _arm_gate(k, state, table, st.line_gate, slot, 0)
+    _arm_gate(k, state, table, st.line_gate, slot, np.int64(0))  # not a literal: one compile
     return _write_obs(k, obs_v1, road_on, ph, te, st, en, wo, se, ou)
 
 

@@ -483,11 +483,8 @@ def _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
                     best[r, c] = d2
                     best_j[r, c] = j
                     best_t[r, c] = t
-                # no open ends: False, as a runtime bool (j >= 0), so this call and the
-                # projection's share one compiled fan_project (a literal False is another)
-                inside, tf, lat = fan_project(
-                    ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, j < 0, j < 0
-                )
+                no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
+                inside, tf, lat = fan_project(ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, no, no)
                 if inside:
                     al = abs(lat)
                     if al < fan_d[r, c]:
@@ -610,8 +607,9 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
                         b_t = t
                         bound = (FAN_RATIO * math.sqrt(d2) + FAN_SLACK_M) * (1.0 + 1e-9) + 1e-9
                         thr2 = bound * bound
-                    inside, tf, lat = fan_project(  # no open ends (see _nearest)
-                        ax, ay, ex, ey, tx[j], ty[j], tx[j + 1], ty[j + 1], px, py, j < 0, j < 0
+                    no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
+                    inside, tf, lat = fan_project(
+                        ax, ay, ex, ey, tx[j], ty[j], tx[j + 1], ty[j + 1], px, py, no, no
                     )
                     if inside:
                         al = abs(lat)

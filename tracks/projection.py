@@ -199,7 +199,8 @@ def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
         at_hi = w == hi - lo and (closed or hi < n - 1)
         if j >= 0 and not (at_lo or at_hi):
             return j, t, lat
-    j, t, lat, _ = fan_segment(seg, tx, ty, px, py, 0, n - 1, False, not closed)
+    # the whole path as an open one; np.int64 / np.bool_, not literals: one fan_segment compile
+    j, t, lat, _ = fan_segment(seg, tx, ty, px, py, np.int64(0), n - 1, np.bool_(False), not closed)
     if j >= 0:
         return j, t, lat
     j, t, d2, _ = closest_segment(seg, px, py, 0, n - 1, False)

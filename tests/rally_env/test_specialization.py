@@ -107,6 +107,37 @@ def test_a_dense_or_sectioned_bake_is_its_own_specialization():
     assert out["fill_tiles"] == ["bool", "none"]
 
 
+COLD = """
+import gc
+import gymnasium as gym
+import rally_env  # noqa: F401
+from numba.core.registry import CPUDispatcher
+
+env = gym.make("Rally-v0")
+env.reset(seed=0)
+env.step(env.action_space.sample())
+for d in gc.get_objects():
+    if isinstance(d, CPUDispatcher) and len(d.signatures) > 1:
+        f = d.py_func
+        print(f"{f.__module__}.{f.__qualname__}", [str(t) for t in d.signatures])
+print("done")
+"""
+
+
+def test_a_first_rally_v0_step_compiles_no_function_twice(tmp_path):
+    # an empty numba cache and no precompile worker: this process compiles everything the
+    # first step needs, and no function for two argument types (a literal 0 or False passed
+    # to a helper its other callers give an int64 or a bool compiles it again: physics.jit)
+    env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_CACHE_DIR=str(tmp_path), RALLY_PRECOMPILE="0")
+    out = subprocess.run(
+        [sys.executable, "-c", COLD], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "done"
+    assert lines[:-1] == []
+
+
 def test_another_model_is_its_own_specialization():
     # the control: the listing does see a second model when one is used
     out = _run("control")

@@ -368,6 +368,22 @@ def first_overlap(x, y, hw, closed, clearance):
     return -1, -1, 0.0
 
 
+@njit_inner(_nrt=False)
+def seg_foot(wx, wy, ex, ey, inv_l2):
+    """The point ``w`` (relative to a segment's start) against the segment ``e`` (its end
+    minus its start, ``inv_l2`` = 1 / |e|^2): (squared distance to the segment, the foot's
+    parameter along it clamped to [0, 1]). The one point-to-segment distance of the stage
+    projection and the terrain bake."""
+    t = (wx * ex + wy * ey) * inv_l2
+    if t < 0.0:
+        t = 0.0
+    elif t > 1.0:
+        t = 1.0
+    dx = wx - t * ex
+    dy = wy - t * ey
+    return dx * dx + dy * dy, t
+
+
 @njit_inner
 def fan_project(ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, open_start=False, open_end=False):
     """Continuous projection of a point onto one centerline segment.

@@ -41,7 +41,7 @@ from numba import njit
 from physics.jit import njit_inner
 from physics.terrain import TILE, TILE_W, Terrain, tile_grid
 from tracks import surfaces as _surf
-from tracks._geometry import fan_project
+from tracks._geometry import fan_project, seg_foot
 from tracks.projection import FAN_RATIO, FAN_SLACK_M
 from tracks.stage import FEATURE_JUMP, Stage
 
@@ -469,14 +469,7 @@ def _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
                     continue
                 px = x0 + gi * cell
                 wx = px - ax
-                t = (wx * ex + wy * ey) * il2
-                if t < 0.0:
-                    t = 0.0
-                elif t > 1.0:
-                    t = 1.0
-                dx = wx - t * ex
-                dy = wy - t * ey
-                d2 = dx * dx + dy * dy
+                d2, t = seg_foot(wx, wy, ex, ey, il2)
                 if d2 >= band2:
                     continue
                 if d2 < best[r, c]:
@@ -591,14 +584,7 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
                     ey = sey[q]
                     wy = py - ay
                     wx = px - ax
-                    t = (wx * ex + wy * ey) * sil[q]
-                    if t < 0.0:
-                        t = 0.0
-                    elif t > 1.0:
-                        t = 1.0
-                    dx = wx - t * ex
-                    dy = wy - t * ey
-                    d2 = dx * dx + dy * dy
+                    d2, t = seg_foot(wx, wy, ex, ey, sil[q])
                     if d2 >= band2:
                         continue
                     if d2 < b_d2 or (d2 == b_d2 and j < b_j):
@@ -807,14 +793,7 @@ def _section_nodes(geo, cols, rows, out):
                 if gi < swin[j, 0] or gi > swin[j, 1]:
                     continue
                 wx = x0 + gi * cell - ax
-                t = (wx * ex + wy * ey) * il2
-                if t < 0.0:
-                    t = 0.0
-                elif t > 1.0:
-                    t = 1.0
-                dx = wx - t * ex
-                dy = wy - t * ey
-                d2 = dx * dx + dy * dy
+                d2, t = seg_foot(wx, wy, ex, ey, il2)
                 if d2 < best[r, c]:
                     best[r, c] = d2
                     best_j[r, c] = j

@@ -44,7 +44,7 @@ from numba import njit
 
 from physics.jit import njit_inner
 from physics.mathx import atan2x
-from tracks._geometry import fan_project
+from tracks._geometry import fan_project, seg_foot
 from tracks.errors import ProjectionError
 from tracks.stage import Stage, StagePath
 
@@ -81,16 +81,7 @@ def pack_path(path: StagePath) -> np.ndarray:
 def _seg_dist2(seg, j, px, py):
     wx = px - seg[j, SEG_AX]
     wy = py - seg[j, SEG_AY]
-    ex = seg[j, SEG_EX]
-    ey = seg[j, SEG_EY]
-    t = (wx * ex + wy * ey) * seg[j, SEG_INV_L2]
-    if t < 0.0:
-        t = 0.0
-    elif t > 1.0:
-        t = 1.0
-    dx = wx - t * ex
-    dy = wy - t * ey
-    return dx * dx + dy * dy, t
+    return seg_foot(wx, wy, seg[j, SEG_EX], seg[j, SEG_EY], seg[j, SEG_INV_L2])
 
 
 @njit_inner(_nrt=False)

@@ -8,8 +8,10 @@ the first, only the argument types of its calls, and those are the same for ever
 :mod:`rally_env.precompile_record`). So
 the first env of a process starts ``python -m rally_env.precompile``, which compiles those
 kernels into numba's cache on the other core, while this process loads the stage and bakes its
-first tiles; the env waits for the worker (:func:`wait`) just before its first reset kernel,
-which then loads from the cache.
+first tiles. When the env reaches its first reset kernel (:func:`wait`) before the worker is
+done, it compiles the worker's last kernels itself, from the end of the list back, until the
+two meet (each kernel is claimed through a lock file, so none is compiled twice); then it
+waits for the worker's last kernel and loads the rest from the cache.
 
 Nothing here changes what runs: the cache holds exactly what this process would have compiled
 (same source, same types, same flags). The worker starts only when it can help: the JIT is
@@ -136,6 +138,13 @@ def _lock_path(kind: str = "serial") -> str:
     return os.path.join(tempfile.gettempdir(), f"rally-precompile-{digest}.lock")
 
 
+def _claim(kind: str, i: int) -> int | None:
+    """The claim on the ``i``-th kernel of a kind (an fd holding its lock file), or None if
+    another process holds it: the worker and the env waiting for it compile from the two
+    ends of the list and never both compile one kernel (:func:`compile_all`, :func:`share`)."""
+    return _try_lock(f"{_lock_path(kind)}.{i}")
+
+
 def _try_lock(path: str) -> int | None:
     """An fd holding the exclusive lock on ``path``, or None if another process holds it."""
     import fcntl
@@ -238,6 +247,11 @@ def wait(threaded: bool = False, timeout: float = WAIT_S, useful: bool = True) -
             proc.kill()
         return
     deadline = time.monotonic() + timeout
+    if proc is not None or other:
+        try:
+            share(threaded)
+        except Exception:
+            pass  # the worker's and this env's own compiles still cover every kernel
     if proc is not None:
         try:
             proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
@@ -258,17 +272,60 @@ def wait(threaded: bool = False, timeout: float = WAIT_S, useful: bool = True) -
 
 def compile_all(kind: str = "serial") -> int:
     """Compile every recorded signature of a kind of env that the cache lacks (into the
-    cache); returns how many."""
+    cache), first to last; returns how many. Stops at a kernel another process has claimed:
+    an env that reached its wait compiles from the last kernel back (:func:`share`)."""
     kernels = _load_signatures(kind)
     if kernels is None:
         return 0
     n = 0
-    for disp, sigs in kernels:
+    for i, (disp, sigs) in enumerate(kernels):
+        done = _compile_claimed(kind, i, disp, sigs)
+        if done is None:
+            break
+        n += done
+    return n
+
+
+def share(threaded: bool = False) -> int:
+    """Compile, in this process, the kernels at the end of the worker's list that nobody has
+    compiled or claimed yet, last first, until meeting the worker (a kernel in the cache or
+    claimed); returns how many signatures. An env calls this when it reaches the worker's
+    kernels before the worker is done, so both cores compile until the list is done."""
+    kind = "threaded" if threaded else "serial"
+    kernels = _load_signatures(kind)
+    if kernels is None:
+        return 0
+    n = 0
+    for i in range(len(kernels) - 1, -1, -1):
+        disp, sigs = kernels[i]
+        if all(_cached(disp, sig) for sig in sigs):
+            break  # the worker compiles first to last: it has been here
+        done = _compile_claimed(kind, i, disp, sigs)
+        if done is None:
+            break
+        n += done
+    return n
+
+
+def _compile_claimed(kind: str, i: int, disp: Any, sigs: list[Any]) -> int | None:
+    """Compile the signatures of kernel ``i`` that the cache lacks, holding its claim; None if
+    another process holds the claim."""
+    try:
+        fd = _claim(kind, i)
+    except Exception:
+        fd = -1  # no lock files here: compile without a claim
+    if fd is None:
+        return None
+    try:
+        n = 0
         for sig in sigs:
             if not _cached(disp, sig):  # loading one only to drop it can take 0.4 s
                 disp.compile(sig)
                 n += 1
-    return n
+        return n
+    finally:
+        if fd >= 0:
+            _unlock(fd)
 
 
 def _main(argv: list[str]) -> int:

@@ -116,6 +116,57 @@ def test_the_worker_fills_an_empty_cache_with_every_recorded_kernel(tmp_path):
     assert run(["-c", again]).stdout.split() == ["0"]  # nothing loaded only to be dropped
 
 
+_CACHED = textwrap.dedent(
+    """
+    from rally_env import precompile as P
+    print("".join("1" if all(P._cached(d, s) for s in sigs) else "0"
+                  for d, sigs in P._load_signatures("serial")))
+    """
+)
+
+
+def _claimed_run(tmp_path, monkeypatch, claim: int, code: list[str]) -> tuple[str, str]:
+    """Hold the claim on serial kernel ``claim`` of a fresh cache while a process runs
+    ``code``; (its last output line, which kernels the cache then holds as 0/1)."""
+    _skip_other_numba(_recorded())
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # the claims' lock files name it
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def run(args):
+        out = subprocess.run(
+            [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+    fd = P._claim("serial", claim)
+    assert fd is not None
+    try:
+        last = run(code)
+    finally:
+        P._unlock(fd)
+    return last, run(["-c", _CACHED])
+
+
+@pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
+def test_the_worker_stops_at_a_kernel_the_env_claimed(tmp_path, monkeypatch):
+    # the env compiles from the end of the list back and holds each kernel's claim meanwhile:
+    # the worker, first to last, compiles up to it and leaves the rest to the env
+    _, cached = _claimed_run(tmp_path, monkeypatch, 1, ["-m", "rally_env.precompile", "serial"])
+    assert cached == "1" + "0" * (len(P.SERIAL) - 1)
+
+
+@pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
+def test_an_env_compiles_the_last_kernels_until_it_meets_the_worker(tmp_path, monkeypatch):
+    # the worker holds the claim on the last kernel but one: the env's share compiles the
+    # last kernel only, then stops there (and waits for the worker)
+    n = len(P.SERIAL)
+    code = ["-c", "from rally_env import precompile as P; print(P.share(False))"]
+    last, cached = _claimed_run(tmp_path, monkeypatch, n - 2, code)
+    assert last == "1"
+    assert cached == "0" * (n - 1) + "1"
+
+
 @pytest.fixture
 def fresh_module(monkeypatch):
     monkeypatch.setattr(P, "_cores", lambda: 2)

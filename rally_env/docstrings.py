@@ -709,6 +709,24 @@ a single env, and the peak RSS of a 1,024-car env on random stages (`--no-rss` s
 it takes a quarter of an hour on a busy machine). Targets (issue 13): random ≥ 70 % of fixed at
 16 and 1,024 cars, a random reset ≤ 5 ms amortized, ≤ 4 GB RSS at 1,024 cars.
 
+**5 December 2026** (commit `c2bba3f` and after; load average 1.3 before the run;
+`python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`):
+
+| cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
+|---|---|---|---|---|---|
+| 16 | 74,469 car-steps/s | 35,088 | 47 % | 47 % | 25 % |
+| 1,024 | 168,446 | 31,656 | 19 % | 28 % | 23 % |
+| 1,024, `num_levels=256` | 168,446 | 128,776 | 76 % | 76 % | 76 % |
+
+Single env: 31,087 steps/s on `opener`, 21,934 on random stages (205 steps per episode): a
+random reset costs **2.75 ms** amortized (2.66 ms of the env process's CPU, 7.35 ms with the
+worker's). What changed: the prefetch worker spends about 5 ms on each stage it makes, and
+at 16 cars the env waits for it. Finding a stage's start tiles (`StageTerrain.start_tiles`)
+took 0.83 ms of that in a meshgrid per sample; it is one array pass now (0.063 ms, the same
+tiles). The same command at the commit before (`5ebdeef`) and after, alternating: 16 cars
+43 % before, 49 % after; 1,024 cars 18 % both (that env asks for no start tiles). The 70 %
+targets stay missed.
+
 **4 December 2026** (a quiet machine: load average 0.5 before the run, nothing else running;
 commit `a778f1e`; `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`):
 

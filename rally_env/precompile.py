@@ -42,17 +42,25 @@ from typing import Any
 #: The kernels a worker compiles for each kind of env: the first reset's and step's entry
 #: points that loading and baking the stage do not use. A threaded env's post-step kernel is
 #: compiled by the env itself during its first reset, beside the worker (:func:`compile_beside`).
-SERIAL = (
-    ("rally_env.kernels", "reset_cars"),
+#: The worker goes first to last; an env that reaches its first reset kernel before the worker
+#: is done takes kernels from the end back (:func:`share`). So the big kernels come first and
+#: the small ones last: the env then takes small pieces of what is left, and the two finish
+#: together instead of one waiting through a 3-4 s kernel the other started.
+_BIG = (("rally_env.kernels", "reset_cars"),)
+_SMALL = (
     ("rally_env.info", "_fill_cars"),
     ("rally_env.actions", "_clip_rows"),
     ("physics.kernel", "set_commands"),
     ("rally_env.kernels", "lines_within_reach"),
     ("physics.kernel", "missing_tiles"),
+)
+SERIAL = (
+    *_BIG,
     ("physics.kernel", "step_cars"),
     ("rally_env.kernels", "post_step"),
+    *_SMALL,
 )
-THREADED = (*SERIAL[:-2], ("physics.kernel", "step_cars_parallel"))
+THREADED = (*_BIG, ("physics.kernel", "step_cars_parallel"), *_SMALL)
 KERNELS = {"serial": SERIAL, "threaded": THREADED}
 #: Their argument types in a default env (``Rally-v0``; a 4-car threaded vector env), pickled
 #: numba types, and what of the config decides them (:func:`fingerprint`).
@@ -184,7 +192,7 @@ def start(config: Any, threaded: bool = False) -> bool:
         if data is None or tuple(data.get("fingerprint", ())) != fingerprint(config):
             return False  # the recorded types are not this env's
         kernels = _load_signatures(kind)
-        if kernels is None or _cached(kernels[-1][0], kernels[-1][1][0]):  # a warm cache
+        if kernels is None or all(_cached(d, sigs[0]) for d, sigs in kernels):  # a warm cache
             return False
         fd = _try_lock(_lock_path(kind))
         if fd is None:  # another process's worker is compiling into the same cache

@@ -103,6 +103,13 @@ _BY = 24
 _N_PRM = 25
 
 
+#: The _Geo fields a pickled StageTerrain leaves out (the stage's centerline columns, rebuilt
+#: from the stage) and the index tables it sends as int32 (see StageTerrain.__getstate__).
+_PATH_COLUMNS = ("x", "y", "tx", "ty", "zb", "z")
+_INDEX_TABLES = ("win", "swin", "bstart", "bitems", "sstart", "sitems", "sci", "scj")
+_I32 = np.iinfo(np.int32)
+
+
 class _Geo(NamedTuple):
     """The arrays of a :class:`StageTerrain` as the kernels take them."""
 
@@ -928,13 +935,33 @@ class StageTerrain:
         # of the grid is NaN, and a whole copy would be most of a pickled stage's bytes.
         g = self._geo.g
         done = np.flatnonzero(~np.isnan(g.ravel()))
-        state["_geo"] = self._geo._replace(g=np.zeros((0, 0)))
+        geo = self._geo._replace(g=np.zeros((0, 0)))
+        # The centerline columns are the stage's own (rebuilt from it on loading), and the
+        # index tables travel as int32 where their values fit: a prefetched stage is read
+        # and unpickled by the env's process, and its bytes are most of that cost.
+        geo = geo._replace(**dict.fromkeys(_PATH_COLUMNS))
+        narrow = {}
+        for k in _INDEX_TABLES:
+            a = getattr(geo, k)
+            if a.size == 0 or (a.min() >= _I32.min and a.max() <= _I32.max):
+                narrow[k] = a.astype(np.int32)
+        state["_geo"] = geo._replace(**narrow)
         state["_g_cells"] = (g.shape, done, g.ravel()[done])
         return state
 
     def __setstate__(self, state: dict) -> None:
         cells = state.pop("_g_cells", None)
         shape = state.pop("_g_shape", None)  # pickles from before 4 December
+        geo = state["_geo"]
+        if geo.x is None:  # the centerline columns and int64 index tables, as _pack has them
+            p = state["stage"].path
+            f64 = np.ascontiguousarray
+            cols = (p.x_m, p.y_m, p.tx, p.ty, p.z_base_m, p.z_m)
+            geo = geo._replace(
+                **{k: f64(c, np.float64) for k, c in zip(_PATH_COLUMNS, cols, strict=True)}
+            )
+            geo = geo._replace(**{k: getattr(geo, k).astype(np.int64) for k in _INDEX_TABLES})
+            state["_geo"] = geo
         self.__dict__.update(state)
         if cells is not None:
             shape, done, values = cells

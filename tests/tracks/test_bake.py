@@ -348,3 +348,20 @@ def test_a_pickled_source_carries_its_ground_cells_and_prebaked_tiles():
     fresh.fill_tiles(tiles, h2, s2)
     np.testing.assert_array_equal(h, h2)
     np.testing.assert_array_equal(s, s2)
+
+
+@pytest.mark.parametrize("sectioned", [False, True])
+def test_a_pickled_source_loads_with_the_same_kernel_arrays(sectioned):
+    """The pickle leaves out the stage's centerline columns and sends the index tables as
+    int32; loading rebuilds every kernel array with its dtype, contiguity and values (the
+    bake compiles for those types), and the centerline columns are the stage's again."""
+    stage = tracks.generate(21, difficulty=0.7)
+    src = StageTerrain(stage, sectioned=sectioned)
+    src.prebake(src.start_tiles())
+    stage_back, back = pickle.loads(pickle.dumps((stage, src), protocol=pickle.HIGHEST_PROTOCOL))
+    for name in src._geo._fields:
+        a, b = getattr(src._geo, name), getattr(back._geo, name)
+        assert b.dtype == a.dtype and b.shape == a.shape and b.flags.c_contiguous, name
+        np.testing.assert_array_equal(b, a, err_msg=name)
+    np.testing.assert_array_equal(back._geo.x, stage_back.path.x_m)
+    assert back.stage is stage_back

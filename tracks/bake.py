@@ -437,6 +437,7 @@ def _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
     (continuous s and offset: drives the road height, the berm and the surface). See
     tracks._geometry.fan_project. Candidates in ascending order, first minimum wins."""
     prm = geo.prm
+    no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
     x = geo.x
     y = geo.y
     tx = geo.tx
@@ -483,7 +484,6 @@ def _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
                     best[r, c] = d2
                     best_j[r, c] = j
                     best_t[r, c] = t
-                no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
                 inside, tf, lat = fan_project(ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, no, no)
                 if inside:
                     al = abs(lat)
@@ -512,6 +512,7 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
     to the lower segment index as in the ascending scan, so the result is bit-identical.
     """
     prm = geo.prm
+    no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
     x = geo.x
     y = geo.y
     tx = geo.tx
@@ -600,7 +601,6 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
                         b_t = t
                         bound = (FAN_RATIO * math.sqrt(d2) + FAN_SLACK_M) * (1.0 + 1e-9) + 1e-9
                         thr2 = bound * bound
-                    no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
                     inside, tf, lat = fan_project(
                         ax, ay, ex, ey, tx[j], ty[j], tx[j + 1], ty[j + 1], px, py, no, no
                     )
@@ -669,9 +669,7 @@ def _bake_nodes(geo, cols, rows, heights, surf, any_size):
     fan_d = np.full((nr, nc), np.inf)
     fan_j = np.full((nr, nc), -1, np.int64)
     fan_t = np.zeros((nr, nc))
-    if any_size is None:
-        _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
-    elif nr * nc <= _PRUNED_MAX_NODES:
+    if any_size is None or nr * nc <= _PRUNED_MAX_NODES:
         _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
     else:
         _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
@@ -954,12 +952,7 @@ class StageTerrain:
         shape = state.pop("_g_shape", None)  # pickles from before 4 December
         geo = state["_geo"]
         if geo.x is None:  # the centerline columns and int64 index tables, as _pack has them
-            p = state["stage"].path
-            f64 = np.ascontiguousarray
-            cols = (p.x_m, p.y_m, p.tx, p.ty, p.z_base_m, p.z_m)
-            geo = geo._replace(
-                **{k: f64(c, np.float64) for k, c in zip(_PATH_COLUMNS, cols, strict=True)}
-            )
+            geo = geo._replace(**_path_columns(state["stage"].path))
             geo = geo._replace(**{k: getattr(geo, k).astype(np.int64) for k in _INDEX_TABLES})
             state["_geo"] = geo
         self.__dict__.update(state)
@@ -1086,12 +1079,20 @@ def section_grip(stage: Stage) -> tuple[np.ndarray, np.ndarray]:
     return grip, ids.astype(np.int64)
 
 
+def _path_columns(p) -> dict[str, np.ndarray]:
+    """The stage path's centerline columns as the kernels take them (_PATH_COLUMNS)."""
+    cols = (p.x_m, p.y_m, p.tx, p.ty, p.z_base_m, p.z_m)
+    return {
+        k: np.ascontiguousarray(c, np.float64) for k, c in zip(_PATH_COLUMNS, cols, strict=True)
+    }
+
+
 def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, ny: int) -> _Geo:
     p = stage.path
     ts = stage.terrain
     f64 = np.ascontiguousarray
-    x = f64(p.x_m, np.float64)
-    y = f64(p.y_m, np.float64)
+    cols = _path_columns(p)
+    x, y, z = cols["x"], cols["y"], cols["z"]
     hw = f64(p.half_width_m, np.float64)
     band = _max0(hw) + ts.berm_width_m + ts.blend_m + AMBIENT_RAMP_M
     n_seg = x.shape[0] - 1
@@ -1106,7 +1107,6 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     gnx = int(math.ceil((nx - 1) * cell / GROUND_CELL_M)) + 2
     gny = int(math.ceil((ny - 1) * cell / GROUND_CELL_M)) + 2
     stride = max(1, int(GROUND_STRIDE_M / p.ds_m))
-    z = f64(p.z_m, np.float64)
     idx = np.arange(0, x.shape[0], stride)
     zbg = _strided_mean(z, stride)
     big_q = GROUND_REACH_M * GROUND_REACH_M + GROUND_SOFT_M * GROUND_SOFT_M
@@ -1146,12 +1146,7 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     prm[_BX] = nbx
     prm[_BY] = nby
     return _Geo(
-        x=x,
-        y=y,
-        tx=f64(p.tx, np.float64),
-        ty=f64(p.ty, np.float64),
-        zb=f64(p.z_base_m, np.float64),
-        z=z,
+        **cols,
         hw=hw,
         sec_start=f64(p.section_start_m, np.float64),
         sec_surf=f64(p.section_surface, np.int8),

@@ -109,6 +109,7 @@ def test_a_dense_or_sectioned_bake_is_its_own_specialization():
 
 COLD = """
 import gc
+import sys
 import gymnasium as gym
 import rally_env  # noqa: F401
 from numba.core.registry import CPUDispatcher
@@ -120,6 +121,10 @@ for d in gc.get_objects():
     if isinstance(d, CPUDispatcher) and len(d.signatures) > 1:
         f = d.py_func
         print(f"{f.__module__}.{f.__qualname__}", [str(t) for t in d.signatures])
+bake = sys.modules["tracks.bake"]
+for d in (bake._nearest, bake._section_nodes):  # what the tile bake's switches leave out
+    if d.signatures:
+        print("compiled", d.py_func.__qualname__)
 print("done")
 """
 
@@ -127,7 +132,8 @@ print("done")
 def test_a_first_rally_v0_step_compiles_no_function_twice(tmp_path):
     # an empty numba cache and no precompile worker: this process compiles everything the
     # first step needs, and no function for two argument types (a literal 0 or False passed
-    # to a helper its other callers give an int64 or a bool compiles it again: physics.jit)
+    # to a helper its other callers give an int64 or a bool compiles it again: physics.jit),
+    # nor the whole-grid scan or the section labelling the tile bake does not run
     env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_CACHE_DIR=str(tmp_path), RALLY_PRECOMPILE="0")
     out = subprocess.run(
         [sys.executable, "-c", COLD], env=env, capture_output=True, text=True, cwd=ROOT

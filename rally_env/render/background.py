@@ -239,8 +239,6 @@ def _bake_tiles(
     ms,
 ):
     n = TILE + 1
-    ny, nx = tshade.shape
-    nseg = px.shape[0] - 1
     hw_max = 0.0
     for i in range(phw.shape[0]):
         hw_max = max(hw_max, phw[i])
@@ -252,153 +250,179 @@ def _bake_tiles(
     sid = np.empty((n, n), np.int64)
     col = np.empty((n, n, 3))
     shd = np.empty((n, n))
+    near = (best, lat, sv, hwv, sid)
+    path = (px, py, ps, phw, psurf)
     for k in range(slots.shape[0]):
-        ty = slots[k, 0]
-        tx = slots[k, 1]
-        u0 = tx * TILE
-        v0 = ty * TILE
+        u0 = slots[k, 1] * TILE
+        v0 = slots[k, 0] * TILE
         wx0 = ox + u0 * mps
         wy0 = oy + v0 * mps
-        # terrain colour (bilinear over the heightfield nodes)
-        for b in range(n):
-            wy = wy0 + b * mps
-            fy = (wy - ty0) / tcell
-            fy = min(max(fy, 0.0), ny - 1.000001)
-            j = int(fy)
-            ry = fy - j
-            for a in range(n):
-                wx = wx0 + a * mps
-                fx = (wx - tx0) / tcell
-                fx = min(max(fx, 0.0), nx - 1.000001)
-                i = int(fx)
-                rx = fx - i
-                w00 = (1 - rx) * (1 - ry)
-                w10 = rx * (1 - ry)
-                w01 = (1 - rx) * ry
-                w11 = rx * ry
-                for c in range(3):
-                    col[b, a, c] = (
-                        tcol[j, i, c] * w00
-                        + tcol[j, i + 1, c] * w10
-                        + tcol[j + 1, i, c] * w01
-                        + tcol[j + 1, i + 1, c] * w11
-                    )
-                shd[b, a] = (
-                    tshade[j, i] * w00
-                    + tshade[j, i + 1] * w10
-                    + tshade[j + 1, i] * w01
-                    + tshade[j + 1, i + 1] * w11
+        _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, tx0, ty0, tcell)
+        _tile_nearest(near, wx0, wy0, mps, path, reach, closed)
+        _tile_composite(pool[k], u0, v0, mps, col, shd, near, palette, (mkind, ms), length, closed)
+
+
+@njit_inner
+def _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, tx0, ty0, tcell):
+    """A tile's terrain colour and shade (bilinear over the heightfield nodes); resets
+    ``best`` (no centerline point found yet)."""
+    n = TILE + 1
+    ny, nx = tshade.shape
+    for b in range(n):
+        wy = wy0 + b * mps
+        fy = (wy - ty0) / tcell
+        fy = min(max(fy, 0.0), ny - 1.000001)
+        j = int(fy)
+        ry = fy - j
+        for a in range(n):
+            wx = wx0 + a * mps
+            fx = (wx - tx0) / tcell
+            fx = min(max(fx, 0.0), nx - 1.000001)
+            i = int(fx)
+            rx = fx - i
+            w00 = (1 - rx) * (1 - ry)
+            w10 = rx * (1 - ry)
+            w01 = (1 - rx) * ry
+            w11 = rx * ry
+            for c in range(3):
+                col[b, a, c] = (
+                    tcol[j, i, c] * w00
+                    + tcol[j, i + 1, c] * w10
+                    + tcol[j + 1, i, c] * w01
+                    + tcol[j + 1, i + 1, c] * w11
                 )
-                best[b, a] = 1e30
-        # nearest point on the centerline polyline, per sample, over the segments near the tile
-        wx1 = wx0 + TILE * mps
-        wy1 = wy0 + TILE * mps
-        for s in range(nseg):
-            ax, ay = px[s], py[s]
-            bx, by = px[s + 1], py[s + 1]
-            if max(ax, bx) + reach < wx0 or min(ax, bx) - reach > wx1:
-                continue
-            if max(ay, by) + reach < wy0 or min(ay, by) - reach > wy1:
-                continue
-            dx = bx - ax
-            dy = by - ay
-            dd = dx * dx + dy * dy
-            if dd <= 0.0:
-                continue
-            a0 = max(0, int((min(ax, bx) - reach - wx0) / mps))
-            a1 = min(n - 1, int((max(ax, bx) + reach - wx0) / mps) + 1)
-            b0 = max(0, int((min(ay, by) - reach - wy0) / mps))
-            b1 = min(n - 1, int((max(ay, by) + reach - wy0) / mps) + 1)
-            for b in range(b0, b1 + 1):
-                qy = wy0 + b * mps - ay
-                for a in range(a0, a1 + 1):
-                    qx = wx0 + a * mps - ax
-                    t = (qx * dx + qy * dy) / dd
-                    t = min(max(t, 0.0), 1.0)
-                    ex = qx - t * dx
-                    ey = qy - t * dy
-                    d2 = ex * ex + ey * ey
-                    if d2 < best[b, a]:
-                        best[b, a] = d2
-                        d = math.sqrt(d2)
-                        cr = dx * qy - dy * qx
-                        lat[b, a] = d if cr >= 0.0 else -d
-                        sv[b, a] = ps[s] + t * (ps[s + 1] - ps[s])
-                        hwv[b, a] = phw[s] + t * (phw[s + 1] - phw[s])
-                        sid[b, a] = psurf[s]
-                        if not closed and ((s == 0 and t <= 0.0) or (s == nseg - 1 and t >= 1.0)):
-                            hwv[b, a] = -100.0  # beyond the path's ends: square ends, no road
-        # composite
-        ppm = 1.0 / mps
-        out = pool[k]
-        for b in range(n):
-            for a in range(n):
-                g = _hash01(u0 + a, v0 + b)
-                r0 = col[b, a, 0]
-                g0 = col[b, a, 1]
-                b0c = col[b, a, 2]
-                gain = 1.0 + 0.05 * g
-                if best[b, a] < 1e29:
-                    dl = abs(lat[b, a])
-                    hw = hwv[b, a]
-                    beyond = dl - hw
-                    if beyond < _SHOULDER_M:
-                        # shoulder: darker ground close to the edge
-                        f = max(beyond, 0.0) / _SHOULDER_M
-                        gain *= 0.72 + 0.28 * f
-                    cov = min(max((hw - dl) * ppm + 0.5, 0.0), 1.0)
-                    if cov > 0.0:
-                        sidx = sid[b, a]
-                        lit = 0.78 + 0.34 * shd[b, a]
-                        rg = 1.0 + 0.035 * g
-                        if hw > 2.0 * _RUT_OFFSET_M:
-                            rd = abs(dl - _RUT_OFFSET_M)
-                            if rd < _RUT_HALF_M:
-                                rg *= 1.0 - 0.08 * (1.0 - rd / _RUT_HALF_M)
-                        rr = palette[sidx, 0] * lit * rg
-                        rgc = palette[sidx, 1] * lit * rg
-                        rb = palette[sidx, 2] * lit * rg
-                        r0 = r0 * gain * (1.0 - cov) + rr * cov
-                        g0 = g0 * gain * (1.0 - cov) + rgc * cov
-                        b0c = b0c * gain * (1.0 - cov) + rb * cov
-                        gain = 1.0
-                    # lines across the road
-                    if dl < hw + 0.6:
-                        lcov = min(max((hw + 0.6 - dl) * ppm, 0.0), 1.0)
-                        for m in range(mkind.shape[0]):
-                            ds = sv[b, a] - ms[m]
-                            if closed:
-                                ds -= length * math.floor(ds / length + 0.5)
-                            kind = mkind[m]
-                            lr = -1.0
-                            lg = 0.0
-                            lb = 0.0
-                            if kind == MARK_START:
-                                if abs(ds) < 0.35:
-                                    lr, lg, lb = 240.0, 240.0, 235.0
-                            elif kind == MARK_FINISH:
-                                if 0.0 <= ds < 2.0:
-                                    q = int(math.floor(ds / 1.0)) + int(
-                                        math.floor((lat[b, a] + 50.0) / 1.0)
-                                    )
-                                    if q % 2 == 0:
-                                        lr, lg, lb = 245.0, 245.0, 245.0
-                                    else:
-                                        lr, lg, lb = 20.0, 20.0, 20.0
-                            else:
-                                if abs(ds) < 0.3 and int(math.floor((lat[b, a] + 50.0) / 0.8)) % 2:
-                                    lr, lg, lb = 250.0, 212.0, 40.0
-                            if lr >= 0.0:
-                                r0 = r0 * gain * (1.0 - lcov) + lr * lcov
-                                g0 = g0 * gain * (1.0 - lcov) + lg * lcov
-                                b0c = b0c * gain * (1.0 - lcov) + lb * lcov
-                                gain = 1.0
-                r0 *= gain
-                g0 *= gain
-                b0c *= gain
-                out[b, a, 0] = np.uint8(min(max(r0, 0.0), 255.0))
-                out[b, a, 1] = np.uint8(min(max(g0, 0.0), 255.0))
-                out[b, a, 2] = np.uint8(min(max(b0c, 0.0), 255.0))
+            shd[b, a] = (
+                tshade[j, i] * w00
+                + tshade[j, i + 1] * w10
+                + tshade[j + 1, i] * w01
+                + tshade[j + 1, i + 1] * w11
+            )
+            best[b, a] = 1e30
+
+
+@njit_inner
+def _tile_nearest(near, wx0, wy0, mps, path, reach, closed):
+    """The nearest point on the centerline polyline per tile sample, over the segments near
+    the tile: ``near`` (squared distance, signed offset, s, half width, surface id)."""
+    best, lat, sv, hwv, sid = near
+    px, py, ps, phw, psurf = path
+    n = TILE + 1
+    nseg = px.shape[0] - 1
+    wx1 = wx0 + TILE * mps
+    wy1 = wy0 + TILE * mps
+    for s in range(nseg):
+        ax, ay = px[s], py[s]
+        bx, by = px[s + 1], py[s + 1]
+        if max(ax, bx) + reach < wx0 or min(ax, bx) - reach > wx1:
+            continue
+        if max(ay, by) + reach < wy0 or min(ay, by) - reach > wy1:
+            continue
+        dx = bx - ax
+        dy = by - ay
+        dd = dx * dx + dy * dy
+        if dd <= 0.0:
+            continue
+        a0 = max(0, int((min(ax, bx) - reach - wx0) / mps))
+        a1 = min(n - 1, int((max(ax, bx) + reach - wx0) / mps) + 1)
+        b0 = max(0, int((min(ay, by) - reach - wy0) / mps))
+        b1 = min(n - 1, int((max(ay, by) + reach - wy0) / mps) + 1)
+        for b in range(b0, b1 + 1):
+            qy = wy0 + b * mps - ay
+            for a in range(a0, a1 + 1):
+                qx = wx0 + a * mps - ax
+                t = (qx * dx + qy * dy) / dd
+                t = min(max(t, 0.0), 1.0)
+                ex = qx - t * dx
+                ey = qy - t * dy
+                d2 = ex * ex + ey * ey
+                if d2 < best[b, a]:
+                    best[b, a] = d2
+                    d = math.sqrt(d2)
+                    cr = dx * qy - dy * qx
+                    lat[b, a] = d if cr >= 0.0 else -d
+                    sv[b, a] = ps[s] + t * (ps[s + 1] - ps[s])
+                    hwv[b, a] = phw[s] + t * (phw[s + 1] - phw[s])
+                    sid[b, a] = psurf[s]
+                    if not closed and ((s == 0 and t <= 0.0) or (s == nseg - 1 and t >= 1.0)):
+                        hwv[b, a] = -100.0  # beyond the path's ends: square ends, no road
+
+
+@njit_inner
+def _tile_composite(out, u0, v0, mps, col, shd, near, palette, marks, length, closed):
+    """A tile's pixels: ground, shoulder, road surface with ruts, and the lines across the
+    road (``marks``: kinds and positions)."""
+    best, lat, sv, hwv, sid = near
+    mkind, ms = marks
+    n = TILE + 1
+    ppm = 1.0 / mps
+    for b in range(n):
+        for a in range(n):
+            g = _hash01(u0 + a, v0 + b)
+            r0 = col[b, a, 0]
+            g0 = col[b, a, 1]
+            b0c = col[b, a, 2]
+            gain = 1.0 + 0.05 * g
+            if best[b, a] < 1e29:
+                dl = abs(lat[b, a])
+                hw = hwv[b, a]
+                beyond = dl - hw
+                if beyond < _SHOULDER_M:
+                    # shoulder: darker ground close to the edge
+                    f = max(beyond, 0.0) / _SHOULDER_M
+                    gain *= 0.72 + 0.28 * f
+                cov = min(max((hw - dl) * ppm + 0.5, 0.0), 1.0)
+                if cov > 0.0:
+                    sidx = sid[b, a]
+                    lit = 0.78 + 0.34 * shd[b, a]
+                    rg = 1.0 + 0.035 * g
+                    if hw > 2.0 * _RUT_OFFSET_M:
+                        rd = abs(dl - _RUT_OFFSET_M)
+                        if rd < _RUT_HALF_M:
+                            rg *= 1.0 - 0.08 * (1.0 - rd / _RUT_HALF_M)
+                    rr = palette[sidx, 0] * lit * rg
+                    rgc = palette[sidx, 1] * lit * rg
+                    rb = palette[sidx, 2] * lit * rg
+                    r0 = r0 * gain * (1.0 - cov) + rr * cov
+                    g0 = g0 * gain * (1.0 - cov) + rgc * cov
+                    b0c = b0c * gain * (1.0 - cov) + rb * cov
+                    gain = 1.0
+                # lines across the road
+                if dl < hw + 0.6:
+                    lcov = min(max((hw + 0.6 - dl) * ppm, 0.0), 1.0)
+                    for m in range(mkind.shape[0]):
+                        ds = sv[b, a] - ms[m]
+                        if closed:
+                            ds -= length * math.floor(ds / length + 0.5)
+                        kind = mkind[m]
+                        lr = -1.0
+                        lg = 0.0
+                        lb = 0.0
+                        if kind == MARK_START:
+                            if abs(ds) < 0.35:
+                                lr, lg, lb = 240.0, 240.0, 235.0
+                        elif kind == MARK_FINISH:
+                            if 0.0 <= ds < 2.0:
+                                q = int(math.floor(ds / 1.0)) + int(
+                                    math.floor((lat[b, a] + 50.0) / 1.0)
+                                )
+                                if q % 2 == 0:
+                                    lr, lg, lb = 245.0, 245.0, 245.0
+                                else:
+                                    lr, lg, lb = 20.0, 20.0, 20.0
+                        else:
+                            if abs(ds) < 0.3 and int(math.floor((lat[b, a] + 50.0) / 0.8)) % 2:
+                                lr, lg, lb = 250.0, 212.0, 40.0
+                        if lr >= 0.0:
+                            r0 = r0 * gain * (1.0 - lcov) + lr * lcov
+                            g0 = g0 * gain * (1.0 - lcov) + lg * lcov
+                            b0c = b0c * gain * (1.0 - lcov) + lb * lcov
+                            gain = 1.0
+            r0 *= gain
+            g0 *= gain
+            b0c *= gain
+            out[b, a, 0] = np.uint8(min(max(r0, 0.0), 255.0))
+            out[b, a, 1] = np.uint8(min(max(g0, 0.0), 255.0))
+            out[b, a, 2] = np.uint8(min(max(b0c, 0.0), 255.0))
 
 
 @njit(cache=True, error_model="numpy")

@@ -486,8 +486,8 @@ def _train_recipe(args: argparse.Namespace) -> int:
     summary = run_recipe(recipe, out=out, progress=not args.no_progress)
     fe = summary.get("final_eval") or {}
     print(
-        f"trained {summary['timesteps']} steps ({summary['env_steps_per_s']:.0f} steps/s) -> "
-        f"{summary['model']}; validation: finish rate {fe.get('finish_rate', math.nan):.2f}, "
+        f"trained {summary['env_steps']} env steps ({summary['env_steps_per_s']:.0f} env steps/s)"
+        f" -> {summary['model']}; validation: finish rate {fe.get('finish_rate', math.nan):.2f}, "
         f"median score {fe.get('median_score', math.nan):.3f}; curve {summary['learning_curve']}"
     )
     return 0

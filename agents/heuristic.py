@@ -275,6 +275,11 @@ D_RADIUS = 2  # radius of the committed driver's blind corner (m)
 D_COMMIT = 3  # commitment, 0..1
 D_PATH_CURV = 4  # curvature of the pursuit arc (1/m)
 N_DIAG = 5
+#: What a per-car tuning (``driver(obs, tune=...)``, (N, 3)) multiplies, in its column order:
+#: the speed plan's corner factor (the share of the lateral grip it uses), the speed of the
+#: grip's fall (``corner_speed_mps`` and its wide-road and committed forms) and the brake
+#: factors it plans with. All ones is the driver as tuned, to the bit.
+TUNE_FIELDS = ("corner_factor", "corner_speed", "brake_factor")
 
 
 def _vehicle_constants(vehicle: VehicleParams) -> list[float]:
@@ -321,11 +326,11 @@ def _points_target(k, obs, oi, sc, look, ahead, bins, c, car):
 
     Args:
         ahead, bins: as for :func:`_drive` (``ahead`` (N, 0): no block).
-        car: ``(mu_far, grade, margin, vcs, bf)``: the grip here (mu), the grade's
+        car: ``(mu_far, grade, margin, vcs, bf, cf)``: the grip here (mu), the grade's
             deceleration (m/s^2), the entry margin (m), the corner speed of the grip's fall
-            (m/s) and the brake factor.
+            (m/s), the brake factor and the corner factor.
     """
-    mu_far, grade, margin, vcs, bf = car
+    mu_far, grade, margin, vcs, bf, cf = car
     nk = look.shape[0]
     nb = ahead.shape[1] // 2
     mu_base = c[_C_MU]
@@ -336,7 +341,7 @@ def _points_target(k, obs, oi, sc, look, ahead, bins, c, car):
         for i in range(nb):
             if bins[i, 0] < look[j]:
                 mu_j = min(mu_j, mu_base * max(ahead[k, nb + i], 0.3))
-        vc = _corner_speed(c[_C_CF] * mu_j * grav, obs[k, oi[_O_LX + 2 * nk + j]] * sc[4], vcs)
+        vc = _corner_speed(cf * mu_j * grav, obs[k, oi[_O_LX + 2 * nk + j]] * sc[4], vcs)
         b = max(bf * mu_j * grav - grade, 0.1 * mu_j * grav)
         tgt = min(tgt, math.sqrt(vc * vc + 2.0 * b * max(look[j] - margin, 0.0)))
     return tgt
@@ -349,22 +354,23 @@ def _blind_corner(k, look, c, mem, car):
     limit (m/s) and the committed driver's radius (m).
 
     Args:
-        car: ``(mu_far, grade, margin, qc)``: the grip here (mu), the grade's deceleration
-            (m/s^2), the entry margin (m) and the commitment.
+        car: ``(mu_far, grade, margin, qc, cf, tv, tb)``: the grip here (mu), the grade's
+            deceleration (m/s^2), the entry margin (m), the commitment, the corner factor
+            and the multipliers of the corner speed and the brake factors (:data:`TUNE_FIELDS`).
     """
-    mu_far, grade, margin, qc = car
+    mu_far, grade, margin, qc, cf, tv, tb = car
     nk = look.shape[0]
     mu_base = c[_C_MU]
     grav = c[_C_G]
     reach = max(look[nk - 1] + 10.0 - margin, 0.0)
     mu_b = min(mu_far, mu_base * c[_C_BGRIP])
-    vb = _corner_speed(c[_C_CF] * mu_b * grav, 1.0 / c[_C_BR], c[_C_CSPEED])
-    bb = max(c[_C_BBF] * mu_b * grav - grade, 0.1 * mu_b * grav)
+    vb = _corner_speed(cf * mu_b * grav, 1.0 / c[_C_BR], c[_C_CSPEED] * tv)
+    bb = max(c[_C_BBF] * tb * mu_b * grav - grade, 0.1 * mu_b * grav)
     v_blind = math.sqrt(vb * vb + 2.0 * bb * reach)
     rb = 1.0 / max(mem[k, S_KMAX], 1e-9)
     rb = min(max(rb, c[_C_BRMIN]), c[_C_BRMAX])
-    vb = _corner_speed(c[_C_CF] * mu_far * grav, 1.0 / rb, 1e9)
-    bb = max(c[_C_QBF] * mu_far * grav - grade, 0.1 * mu_far * grav)
+    vb = _corner_speed(cf * mu_far * grav, 1.0 / rb, 1e9)
+    bb = max(c[_C_QBF] * tb * mu_far * grav - grade, 0.1 * mu_far * grav)
     v_blind += qc * (math.sqrt(vb * vb + 2.0 * bb * reach) - v_blind)
     return v_blind, rb
 
@@ -381,10 +387,11 @@ def _bins_target(k, sc, look, ahead, bins, c, mem, car):
     Args:
         ahead: (N, 2 B) the bins' curvature (observation units) then their lowest grip.
         bins: (B, 2) near and far end of each bin (m).
-        car: ``(mu_far, grade, margin, vcs, bf, qc, ds)``: as for :func:`_points_target`,
-            then the commitment and the distance driven since the last step (m).
+        car: ``(mu_far, grade, margin, vcs, bf, cf, qc, ds)``: as for
+            :func:`_points_target`, then the commitment and the distance driven since the
+            last step (m).
     """
-    mu_far, grade, margin, vcs, bf, qc, ds = car
+    mu_far, grade, margin, vcs, bf, cf, qc, ds = car
     nk = look.shape[0]
     nb = bins.shape[0]
     mu_base = c[_C_MU]
@@ -407,15 +414,15 @@ def _bins_target(k, sc, look, ahead, bins, c, mem, car):
         gmin = min(gmin, mu_base * max(ahead[k, nb + j], 0.3))
         if bins[j, 1] <= look[nk - 1]:
             continue  # the lookahead points show this stretch point by point
-        vc = _corner_speed(c[_C_CF] * gmin * grav, kj * sc[4], vcs)
+        vc = _corner_speed(cf * gmin * grav, kj * sc[4], vcs)
         b = max(bf * gmin * grav - grade, 0.1 * gmin * grav)
         tgt = min(tgt, math.sqrt(vc * vc + 2.0 * b * max(at - margin, 0.0)))
     reach = max(bins[nb - 1, 1] + 10.0 - margin, 0.0)
     b = max(bf * gmin * grav - grade, 0.1 * gmin * grav)
     rb = min(max(1.0 / max(mem[k, S_KMAX], 1e-9), c[_C_BRMIN]), c[_C_BRMAX])
-    vb = _corner_speed(c[_C_CF] * gmin * grav, 1.0 / c[_C_BRMIN], vcs)
+    vb = _corner_speed(cf * gmin * grav, 1.0 / c[_C_BRMIN], vcs)
     v_blind = math.sqrt(vb * vb + 2.0 * b * reach)
-    vb = _corner_speed(c[_C_CF] * gmin * grav, 1.0 / rb, vcs)
+    vb = _corner_speed(cf * gmin * grav, 1.0 / rb, vcs)
     v_blind += qc * (math.sqrt(vb * vb + 2.0 * b * reach) - v_blind)
     return min(tgt, v_blind), v_blind, rb
 
@@ -467,7 +474,7 @@ def _steer(k, obs, oi, look, c, car):
 
 
 @njit(cache=True)
-def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
+def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
     """One control step for every car.
 
     Args:
@@ -482,8 +489,11 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
         ahead: (N, 2 B) float32 road-ahead bins (see :func:`_bins_target`), or (N, 0)
             for an observation without them (or a driver that does not read them).
         bins: (B, 2) near and far end of each road-ahead bin (m).
+        tune: (N, 3) per-car multipliers of the speed plan's corner factor, corner speed and
+            brake factors (:data:`TUNE_FIELDS`), or (N, 0) for none (the tuning as it is).
     """
     n = obs.shape[0]
+    tuned = tune.shape[1] > 0
     nk = look.shape[0]
     mu_base = c[_C_MU]
     grav = c[_C_G]
@@ -509,6 +519,10 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
             if ak > mem[k, S_KMAX]:
                 mem[k, S_KMAX] = ak
         # ---------------------------------------------------------------- speed target
+        tc, tv, tb = 1.0, 1.0, 1.0  # x 1.0 is exact: untuned, the plan is bit for bit the same
+        if tuned:
+            tc, tv, tb = tune[k, 0], tune[k, 1], tune[k, 2]
+        cf = c[_C_CF] * tc
         qc = _ramp(width, c[_C_QW0], c[_C_QW1])
         mu_far = min(mu, mu_base * c[_C_FARCAP])
         grade = pitch * grav  # + pitch = nose down
@@ -526,7 +540,11 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
             bf += qw * (c[_C_AWBF] - bf)
         else:
             bf = c[_C_BF] + qc * (c[_C_QBF] - c[_C_BF])
-        tgt = _points_target(k, obs, oi, sc, look, ahead, bins, c, (mu_far, grade, margin, vcs, bf))
+        vcs *= tv
+        bf *= tb
+        tgt = _points_target(
+            k, obs, oi, sc, look, ahead, bins, c, (mu_far, grade, margin, vcs, bf, cf)
+        )
         if reads_ahead:
             t_bins, v_blind, rb = _bins_target(
                 k,
@@ -536,11 +554,11 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins):
                 bins,
                 c,
                 mem,
-                (mu_far, grade, margin, vcs, bf, qc, max(vf, 0.0) * dt),
+                (mu_far, grade, margin, vcs, bf, cf, qc, max(vf, 0.0) * dt),
             )
             tgt = min(tgt, t_bins)
         else:
-            v_blind, rb = _blind_corner(k, look, c, mem, (mu_far, grade, margin, qc))
+            v_blind, rb = _blind_corner(k, look, c, mem, (mu_far, grade, margin, qc, cf, tv, tb))
             tgt = min(tgt, v_blind)
         # -------------------------------------------------------------------- steering
         steer, curv = _steer(k, obs, oi, look, c, (v, vf, vl, yaw, lock))
@@ -677,7 +695,9 @@ class HeuristicDriver:
         else:
             self._mem[np.asarray(mask, bool)] = self._fresh(1)[0]
 
-    def _run(self, obs: Any, mem: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, bool]:
+    def _run(
+        self, obs: Any, mem: np.ndarray | None, tune: Any = None
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
         o = np.asarray(obs)
         single = o.ndim == 1
         o = np.atleast_2d(o)
@@ -699,14 +719,22 @@ class HeuristicDriver:
             mem = self._mem
         if self._diag.shape[0] != n:
             self._diag = np.zeros((n, N_DIAG))
+        if tune is None:
+            tune = np.zeros((n, 0))
+        else:
+            tune = np.ascontiguousarray(np.broadcast_to(tune, (n, len(TUNE_FIELDS))), np.float64)
+            if not (np.isfinite(tune).all() and (tune > 0.0).all()):
+                raise ValueError(f"the driver's tuning multipliers must be finite and > 0: {tune}")
         out = np.zeros((n, 4), np.float32)
-        _drive(o, _OBS, _SCALES, LOOK_M, self._c, mem, out, self._diag, ahead, _BINS)
+        _drive(o, _OBS, _SCALES, LOOK_M, self._c, mem, out, self._diag, ahead, _BINS, tune)
         return out, self._diag, single
 
-    def __call__(self, obs: Any) -> np.ndarray:
+    def __call__(self, obs: Any, tune: Any = None) -> np.ndarray:
         """Actions (N, 4) float32 ``[steer, throttle, brake, handbrake]`` for observations
-        (N, D) (D one of :data:`READ_WIDTHS`); a single (D,) observation gives (4,)."""
-        out, _, single = self._run(obs, None)
+        (N, D) (D one of :data:`READ_WIDTHS`); a single (D,) observation gives (4,).
+        ``tune``: per-car multipliers (N, 3) (or (3,) for all cars) of the speed plan's
+        :data:`TUNE_FIELDS`; ``None`` is the driver as tuned."""
+        out, _, single = self._run(obs, None, tune)
         return out[0] if single else out
 
     def plan(self, obs: Any) -> dict[str, np.ndarray]:

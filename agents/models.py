@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -71,6 +71,44 @@ def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
 #: trained on top of it); ``"heuristic-ahead"`` is the driver that also reads the road-ahead
 #: block when the observation has it (:class:`agents.heuristic.HeuristicDriver`'s default).
 RESIDUAL_BASES = ("heuristic", "heuristic-ahead")
+#: What a residual policy's outputs move: ``"action"``, the base driver's four actions
+#: (:func:`residual_action`); ``"tuning"``, the base driver's speed plan, each output ``a``
+#: multiplying one of :data:`agents.heuristic.TUNE_FIELDS` by ``exp(scale * a)``.
+RESIDUAL_KINDS = ("action", "tuning")
+#: The longest a residual policy may hold its outputs (control steps).
+MAX_HOLD = 200
+#: Outputs of a ``"tuning"`` residual (``len(agents.heuristic.TUNE_FIELDS)``, tested).
+TUNING_OUTPUTS = 3
+
+
+class ResidualSpec(NamedTuple):
+    """A residual policy's settings (``rally_meta.json``'s ``"residual"``).
+
+    Attributes:
+        base: the base driver (:data:`RESIDUAL_BASES`).
+        scale: how far an output of 1 moves the base (see :data:`RESIDUAL_KINDS`).
+        kind: what the outputs move (:data:`RESIDUAL_KINDS`).
+        hold: the policy decides every ``hold`` control steps of an episode (from its first)
+            and its outputs hold in between; the base driver acts at every step.
+    """
+
+    base: str
+    scale: float
+    kind: str = "action"
+    hold: int = 1
+
+    @property
+    def n_outputs(self) -> int:
+        """Width of the policy's output (its action box, ``[-1, 1]^n``)."""
+        return 4 if self.kind == "action" else TUNING_OUTPUTS
+
+    def to_meta(self) -> dict[str, Any]:
+        """The metadata entry (``kind`` and ``hold`` only when not the defaults, so an
+        action residual's entry is what it was before they existed)."""
+        d: dict[str, Any] = {"base": self.base, "scale": self.scale}
+        if self.kind != "action" or self.hold != 1:
+            d.update(kind=self.kind, hold=self.hold)
+        return d
 
 
 def residual_action(base: np.ndarray, a: np.ndarray, scale: float) -> np.ndarray:
@@ -88,32 +126,78 @@ def residual_action(base: np.ndarray, a: np.ndarray, scale: float) -> np.ndarray
 
 class ResidualDriver:
     """The base driver of a residual policy, beside the network: ``act(obs, a)`` is the env
-    action for observations ``obs`` (N, D) and the network's outputs ``a`` (N, 4)
-    (:func:`residual_action`); the base keeps its per-episode memory, so call ``reset``
-    at the start of episodes, as for any policy.
+    action for observations ``obs`` (N, D) and the network's outputs ``a`` (N, n_outputs);
+    the base keeps its per-episode memory, so call ``reset`` at the start of episodes, as
+    for any policy.
+
+    With ``hold`` > 1 a car takes the network's outputs at the first step of its episode
+    and every ``hold`` steps after, and keeps them in between (``act`` ignores the others).
+    A vector env that steps ``hold`` times per policy step instead sets them with
+    :meth:`hold_outputs` and steps with :meth:`base_act`.
 
     Raises:
-        ValueError: an unknown base or a scale outside (0, 2].
+        ValueError: an unknown base or kind, a scale outside (0, 2] or a bad hold.
     """
 
-    def __init__(self, base: str, scale: float):
-        self.base, self.scale = residual_meta({"residual": {"base": base, "scale": scale}}) or ()
+    def __init__(self, base: str, scale: float, kind: str = "action", hold: int = 1):
+        meta = {"residual": {"base": base, "scale": scale, "kind": kind, "hold": hold}}
+        self.spec = residual_meta(meta)
+        assert self.spec is not None
+        self.base, self.scale, self.kind, self.hold = self.spec
         from agents.heuristic import HeuristicDriver
 
         self.driver = HeuristicDriver(read_ahead=self.base == "heuristic-ahead")
+        self._held = np.zeros((1, self.spec.n_outputs), np.float32)
+        self._tune = np.ones((1, self.spec.n_outputs))
+        self._age = np.zeros(1, np.int64)
 
     def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:
+        """New episodes for all ``n`` cars, or for those in the bool array ``mask``: fresh
+        driver memory and neutral outputs (0) until the car's next decision."""
         self.driver.reset(n, mask)
+        if mask is None or self._held.shape[0] != n:
+            self._held = np.zeros((n, self.spec.n_outputs), np.float32)
+            self._tune = np.ones((n, self.spec.n_outputs))
+            self._age = np.zeros(n, np.int64)
+        else:
+            m = np.asarray(mask, bool)
+            self._held[m] = 0.0
+            self._tune[m] = 1.0
+            self._age[m] = 0
+
+    def hold_outputs(self, a: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """Take the network's outputs ``a`` (N, n_outputs) for every car (or those in
+        ``mask``) now."""
+        a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0).reshape(-1, self.spec.n_outputs)
+        n = a.shape[0]
+        if self._held.shape[0] != n:
+            self.reset(n)
+        m = np.ones(n, bool) if mask is None else np.asarray(mask, bool)
+        self._held[m] = a[m]
+        if self.kind == "tuning":
+            self._tune[m] = np.exp(self.scale * self._held[m].astype(np.float64))
+        self._age[m] = 0
+
+    def base_act(self, obs: np.ndarray) -> np.ndarray:
+        """The env actions (N, 4) for ``obs`` with the outputs held now."""
+        if self.kind == "tuning":
+            return self.driver(obs, tune=self._tune)
+        return residual_action(self.driver(obs), self._held, self.scale)
 
     def act(self, obs: np.ndarray, a: np.ndarray) -> np.ndarray:
-        return residual_action(self.driver(obs), a, self.scale)
+        n = np.atleast_2d(obs).shape[0]
+        if self._held.shape[0] != n:
+            self.reset(n)
+        self.hold_outputs(a, self._age % self.hold == 0)
+        self._age += 1
+        return self.base_act(obs)
 
 
-def residual_meta(meta: dict[str, Any]) -> tuple[str, float] | None:
-    """``(base, scale)`` of a residual model's metadata, ``None`` for a plain model.
+def residual_meta(meta: dict[str, Any]) -> ResidualSpec | None:
+    """The :class:`ResidualSpec` of a residual model's metadata, ``None`` for a plain model.
 
     Raises:
-        ValueError: a ``"residual"`` entry with an unknown base or a bad scale.
+        ValueError: a ``"residual"`` entry with an unknown base or kind, a bad scale or hold.
     """
     r = meta.get("residual") if isinstance(meta, dict) else None
     if r is None:
@@ -123,7 +207,15 @@ def residual_meta(meta: dict[str, Any]) -> tuple[str, float] | None:
     sc = r.get("scale")
     if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not 0.0 < sc <= 2.0:
         raise ValueError(f"model metadata residual.scale must be in (0, 2], got {sc!r}")
-    return str(r["base"]), float(sc)
+    kind = r.get("kind", "action")
+    if kind not in RESIDUAL_KINDS:
+        raise ValueError(f"model metadata residual.kind must be one of {RESIDUAL_KINDS}: {kind!r}")
+    hold = r.get("hold", 1)
+    if isinstance(hold, bool) or not isinstance(hold, int) or not 1 <= hold <= MAX_HOLD:
+        raise ValueError(
+            f"model metadata residual.hold must be an integer in [1, {MAX_HOLD}]: {hold!r}"
+        )
+    return ResidualSpec(str(r["base"]), float(sc), str(kind), int(hold))
 
 
 # ------------------------------------------------------------------------------ loading

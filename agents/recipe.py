@@ -8,7 +8,7 @@ A recipe holds every setting of a training run, so one command reproduces it fro
     [env]          # RallyEnv arguments of the training env (stage = "random", ...)
     [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included)
     [warmstart]    # behaviour cloning of the heuristic driver before PPO (optional)
-    [residual]     # the policy acts on top of a base driver (base = "heuristic", scale)
+    [residual]     # the policy acts on top of a base driver (base, scale, kind, hold)
     [[phase]]      # a curriculum: env overrides from ``from_step`` on (optional, in order)
     [eval]         # held-out validation stages, how often, the learning curve
 
@@ -107,13 +107,21 @@ class WarmStart:
 class Residual:
     """A residual policy: the env action is the base driver's, moved by the policy's output
     times ``scale`` (:func:`agents.models.residual_action`); the policy's last layer starts
-    at zero, so training starts from the base driver. ``base = ""`` is a plain policy."""
+    at zero, so training starts from the base driver. ``base = ""`` is a plain policy.
+    ``kind = "tuning"`` moves the base driver's speed plan instead of its actions, and
+    ``hold`` > 1 makes the policy decide every ``hold`` control steps
+    (:class:`agents.models.ResidualSpec`); the recipe's step counts stay env steps."""
 
     base: str = ""
     scale: float = 0.5
+    kind: str = "action"
+    hold: int = 1
 
-    def spec(self) -> tuple[str, float] | None:
-        return (self.base, self.scale) if self.base else None
+    def spec(self) -> Any:
+        """The :class:`agents.models.ResidualSpec`, or ``None`` for a plain policy."""
+        from agents.models import ResidualSpec
+
+        return ResidualSpec(self.base, self.scale, self.kind, self.hold) if self.base else None
 
 
 @dataclass(frozen=True)
@@ -277,15 +285,21 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
             f"{src}: warmstart.dagger_rounds needs warmstart.steps and warmstart.dagger_steps > 0"
         )
     rs = _table(src, doc, "residual")
-    _check_keys(src, "residual", rs, {"base", "scale"})
-    from agents.models import RESIDUAL_BASES
+    _check_keys(src, "residual", rs, {"base", "scale", "kind", "hold"})
+    from agents.models import MAX_HOLD, RESIDUAL_BASES, RESIDUAL_KINDS
 
     if rs and rs.get("base") not in RESIDUAL_BASES:
         raise RecipeError(f"{src}: residual.base must be one of {RESIDUAL_BASES}")
+    if rs.get("kind", "action") not in RESIDUAL_KINDS:
+        raise RecipeError(f"{src}: residual.kind must be one of {RESIDUAL_KINDS}")
     resid = Residual(
         base=str(rs.get("base", "")),
         scale=_num(src, "residual.scale", rs.get("scale", 0.5), 1e-3) if rs else 0.5,
+        kind=str(rs.get("kind", "action")),
+        hold=_int(src, "residual.hold", rs.get("hold", 1), 1),
     )
+    if resid.hold > MAX_HOLD:
+        raise RecipeError(f"{src}: residual.hold must be <= {MAX_HOLD}, got {resid.hold!r}")
     if resid.base and resid.scale > 2.0:
         raise RecipeError(f"{src}: residual.scale must be <= 2, got {resid.scale!r}")
     if resid.base and warm.steps > 0:
@@ -466,6 +480,8 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
             model.policy.action_net.weight.zero_()
             model.policy.action_net.bias.zero_()
     timing: dict[str, float] = {}
+    # SB3 counts policy steps; a held residual's policy step is `hold` env steps
+    hold = recipe.residual.hold if recipe.residual.spec() is not None else 1
     obs_env = obs_env_kwargs({"env": recipe.env})
     evaluator = ScoreEvaluator(
         validation_stages(recipe.eval.stages),
@@ -473,6 +489,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
         out,
         env_kwargs=obs_env,
         residual=recipe.residual.spec(),
+        hold=hold,
     )
     ws = recipe.warmstart
     if ws.steps > 0:
@@ -485,7 +502,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     if recipe.checkpoint_freq > 0:
         cbs.append(
             CheckpointCallback(
-                save_freq=max(1, recipe.checkpoint_freq // recipe.n_envs),
+                save_freq=max(1, recipe.checkpoint_freq // (recipe.n_envs * hold)),
                 save_path=str(out / "checkpoints"),
                 name_prefix="ppo",
                 save_vecnormalize=True,
@@ -497,16 +514,19 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
         evaluator.evaluate_now(model, venv, env_steps=0, phase="start")
     if ws.critic_steps > 0:  # the value function learns what the starting policy earns
         frozen = _freeze_actor(model, True)
-        model.learn(ws.critic_steps, callback=CallbackList(cbs), reset_num_timesteps=True)
+        model.learn(
+            max(1, ws.critic_steps // hold), callback=CallbackList(cbs), reset_num_timesteps=True
+        )
         _freeze_actor(model, False, frozen)
     bounds = [ph.from_step for ph in recipe.phases] or [0]
     bounds = [*bounds[1:], recipe.timesteps]
-    for i, end in enumerate(bounds):
+    for i, end_env in enumerate(bounds):
+        end = end_env // hold
         if model.num_timesteps >= end:
             continue
         if i > 0:  # a new phase: a new env with the same statistics
             old = venv
-            venv = sb3.normalized(make_env(model.num_timesteps), hp["gamma"])
+            venv = sb3.normalized(make_env(model.num_timesteps * hold), hp["gamma"])
             venv.obs_rms = old.obs_rms
             venv.ret_rms = old.ret_rms
             old.close()
@@ -532,9 +552,10 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
         "model": str(model_path),
         "best_model": str(out / "best_model.zip"),
         "timesteps": int(model.num_timesteps),
+        "env_steps": int(model.num_timesteps) * hold,
         "final_eval": final,
         "timing_s": timing,
-        "env_steps_per_s": model.num_timesteps / max(timing["train_s"], 1e-9),
+        "env_steps_per_s": model.num_timesteps * hold / max(timing["train_s"], 1e-9),
         "eval_log": str(out / "eval_log.csv"),
         "learning_curve": str(out / "learning_curve.png"),
     }
@@ -669,12 +690,15 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         freq: int,
         out: Path,
         env_kwargs: dict[str, Any] | None = None,
-        residual: tuple[str, float] | None = None,
+        residual: Any = None,
+        hold: int = 1,
     ):
         super().__init__(verbose=0)
         self.stages = stages
-        #: ``(base, scale)`` of a residual policy (None: plain)
+        #: the :class:`agents.models.ResidualSpec` of a residual policy (None: plain)
         self.residual = residual
+        #: env steps per SB3 timestep (a held residual's policy step)
+        self.hold = hold
         #: observation settings of the validation envs (those the model is trained with)
         self.env_kwargs = dict(env_kwargs or {})
         #: env steps the warm start used before PPO's first step (the curve's x offset)
@@ -699,11 +723,11 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
     def _on_training_start(self) -> None:
         self._log_header()
-        if self._next <= self.num_timesteps:
-            self._next = self.num_timesteps + self.freq
+        if self._next <= self.num_timesteps * self.hold:
+            self._next = self.num_timesteps * self.hold + self.freq
 
     def _on_step(self) -> bool:
-        if self.freq > 0 and self.stages and self.num_timesteps >= self._next:
+        if self.freq > 0 and self.stages and self.num_timesteps * self.hold >= self._next:
             self._next += self.freq
             self.evaluate_now(self.model, self.model.get_env())
         return True
@@ -712,7 +736,9 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         """The ``"residual"`` entry of a saved model's metadata (empty for a plain one)."""
         if self.residual is None:
             return {}
-        return {"residual": {"base": self.residual[0], "scale": self.residual[1]}}
+        from agents.models import ResidualSpec
+
+        return {"residual": ResidualSpec(*self.residual).to_meta()}
 
     def _log_header(self) -> None:
         if not self.log_path.exists():
@@ -740,7 +766,7 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         self._log_header()
         refs = self._refs_for()
         if env_steps is None:
-            env_steps = self.warm_steps + int(model.num_timesteps)
+            env_steps = self.warm_steps + int(model.num_timesteps) * self.hold
         res = evaluate(
             _LivePolicy(model, vn, self.residual),
             self.stages,

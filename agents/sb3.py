@@ -114,8 +114,13 @@ class RallyVecEnv(VecEnv):
         render_mode: ``None``, ``"rgb_array"`` (``get_images()`` returns one (H, W, 3) frame
             per car; ``render()`` tiles them, what ``VecVideoRecorder`` records) or
             ``"human"`` (the vector env's window).
-        residual: ``(base, scale)``: the policy's actions are residuals on top of a base
-            driver's (:func:`agents.models.residual_action`; base ``"heuristic"``).
+        residual: a :class:`agents.models.ResidualSpec` (or ``(base, scale[, kind, hold])``):
+            the policy's outputs move a base driver's actions or its speed plan. With
+            ``hold`` > 1 one step of this VecEnv is ``hold`` env steps with the policy's
+            outputs held: its reward is their sum, and a car whose episode ends within them
+            reports the end (``terminal_observation``, its final info) and drives on in its
+            new episode with neutral outputs (the base driver) for the rest of the step, its
+            rewards there not counted.
         **env_kwargs: ``RallyEnv`` arguments (``stage``, ``control_hz``, ``randomize``, ...).
     """
 
@@ -124,7 +129,7 @@ class RallyVecEnv(VecEnv):
         num_envs: int = 8,
         rescale_actions: bool = True,
         render_mode: str | None = None,
-        residual: tuple[str, float] | None = None,
+        residual: tuple | None = None,
         **env_kwargs: Any,
     ):
         from rally_env.vector import RallyVectorEnv
@@ -133,11 +138,14 @@ class RallyVecEnv(VecEnv):
             num_envs, autoreset_mode="SameStep", render_mode=render_mode, **env_kwargs
         )
         self.rescale_actions = rescale_actions
+        self.residual = None if residual is None else ResidualDriver(*residual)
         act = POLICY_ACTION_SPACE if rescale_actions else self.venv.single_action_space
+        if self.residual is not None:
+            act = gym.spaces.Box(-1.0, 1.0, (self.residual.spec.n_outputs,), np.float32)
         super().__init__(num_envs, self.venv.single_observation_space, act)
         self._actions: np.ndarray | None = None
+        self._outputs: np.ndarray | None = None  # a held residual's outputs for this step
         self.render_mode = self.venv.render_mode
-        self.residual = None if residual is None else ResidualDriver(*residual)
         self._obs: np.ndarray | None = None  # what the residual's base driver acts on
         if self.residual is not None and not rescale_actions:
             raise ValueError("a residual policy acts in the policy box: rescale_actions=True")
@@ -158,12 +166,16 @@ class RallyVecEnv(VecEnv):
 
     def step_async(self, actions: np.ndarray) -> None:
         a = np.asarray(actions, dtype=np.float32).reshape(self.num_envs, -1)
-        if self.residual is not None:
+        if self.residual is not None and self.residual.hold > 1:
+            self._outputs = a
+        elif self.residual is not None:
             self._actions = self.residual.act(self._obs, a)
         else:
             self._actions = from_policy_action(a) if self.rescale_actions else a
 
     def step_wait(self):
+        if self.residual is not None and self.residual.hold > 1:
+            return self._step_held()
         obs, rew, term, trunc, info = self.venv.step(self._actions)
         dones = term | trunc
         if self.residual is not None:
@@ -180,6 +192,39 @@ class RallyVecEnv(VecEnv):
         for k in range(self.num_envs):
             infos[k]["TimeLimit.truncated"] = bool(trunc[k] and not term[k])
         return obs, rew.astype(np.float32), dones, infos
+
+    def _step_held(self):
+        """``hold`` env steps with the residual's outputs held (see the class)."""
+        res, n = self.residual, self.num_envs
+        res.hold_outputs(self._outputs)
+        total = np.zeros(n, np.float32)
+        ended = np.zeros(n, bool)
+        ends: list[dict | None] = [None] * n
+        obs, info = self._obs, {}
+        for _ in range(res.hold):
+            obs, rew, term, trunc, info = self.venv.step(res.base_act(obs))
+            total += np.where(ended, np.float32(0.0), rew.astype(np.float32))
+            d = term | trunc
+            if d.any():
+                res.reset(n, d)  # a new episode: fresh memory, neutral outputs
+                first = d & ~ended
+                if first.any():
+                    final = _car_infos(info["final_info"], n)
+                    for k in np.flatnonzero(first):
+                        final[k]["terminal_observation"] = np.asarray(
+                            info["final_obs"][k], dtype=np.float32
+                        )
+                        final[k]["TimeLimit.truncated"] = bool(trunc[k] and not term[k])
+                        ends[k] = final[k]
+                ended |= d
+        self._obs = obs
+        infos = _car_infos(info, n)
+        for k in range(n):
+            if ends[k] is not None:
+                infos[k] = ends[k]
+            else:
+                infos[k]["TimeLimit.truncated"] = False
+        return obs, total, ended, infos
 
     def close(self) -> None:
         self.venv.close()
@@ -519,7 +564,7 @@ def _versions() -> dict[str, str]:
 class _LivePolicy:
     """The model being trained as an evaluation policy (current normalisation stats)."""
 
-    def __init__(self, model: Any, vn: Any, residual: tuple[str, float] | None = None):
+    def __init__(self, model: Any, vn: Any, residual: tuple | None = None):
         self.model = model
         self.vn = vn
         self.name = "training"

@@ -12,7 +12,13 @@ pytest.importorskip("stable_baselines3")
 
 from agents.evaluate import run_episode
 from agents.heuristic import HeuristicDriver
-from agents.models import obs_env_kwargs, residual_action, residual_meta, write_meta
+from agents.models import (
+    ResidualSpec,
+    obs_env_kwargs,
+    residual_action,
+    residual_meta,
+    write_meta,
+)
 from agents.policies import SB3Policy, policy_env_kwargs
 from rally_env import RallyEnv
 
@@ -55,7 +61,8 @@ def test_metadata_checks():
     with pytest.raises(ValueError, match="road_ahead"):
         obs_env_kwargs({"env": {"road_ahead": "yes"}})
     assert residual_meta({}) is None
-    assert residual_meta({"residual": {"base": "heuristic", "scale": 0.5}}) == ("heuristic", 0.5)
+    spec = residual_meta({"residual": {"base": "heuristic", "scale": 0.5}})
+    assert spec == ResidualSpec("heuristic", 0.5)
     for bad in ({"base": "pilot", "scale": 0.5}, {"base": "heuristic", "scale": 0.0}):
         with pytest.raises(ValueError, match="residual"):
             residual_meta({"residual": bad})
@@ -92,7 +99,7 @@ def test_a_saved_residual_model_drives_its_own_env_on_top_of_its_base(tmp_path):
         },
     )
     pol = SB3Policy(path)
-    assert pol.env_kwargs == {"road_ahead": True} and pol.residual == ("heuristic", 0.5)
+    assert pol.env_kwargs == {"road_ahead": True} and pol.residual == ResidualSpec("heuristic", 0.5)
     # the env is built with the model's observation (a 59-wide one would not fit the net)
     run = run_episode(pol, "opener", 0, record=False, max_steps=60)
     ref = run_episode(HeuristicDriver(), "opener", 0, record=False, max_steps=60)

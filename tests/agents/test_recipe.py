@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents.models import ResidualSpec
 from agents.recipe import (
     VALIDATION_SEED_BASE,
     RecipeError,
@@ -28,7 +29,7 @@ GENERAL = ROOT / "agents" / "configs" / "general.toml"
 def test_the_shipped_recipes_load():
     r = load_recipe(GENERAL)
     assert r.algo == "ppo" and r.env["stage"] == "random" and r.timesteps > 0
-    assert r.residual.spec() == ("heuristic", 0.5) and r.warmstart.critic_steps > 0
+    assert r.residual.spec() == ResidualSpec("heuristic", 0.5) and r.warmstart.critic_steps > 0
     assert r.ppo["policy_kwargs"]["net_arch"]
     bc = load_recipe(GENERAL.with_name("general-bc.toml"))
     assert bc.warmstart.steps > 0 and bc.warmstart.dagger_rounds > 0
@@ -116,7 +117,7 @@ def test_dagger_and_residual_settings_are_read():
     assert (ws.dagger_rounds, ws.dagger_steps, ws.dagger_epochs, ws.dagger_noise) == (2, 50, 1, 0.1)
     assert r.residual.spec() is None
     r = recipe_from_dict({"residual": {"base": "heuristic", "scale": 0.25}})
-    assert r.residual.spec() == ("heuristic", 0.25)
+    assert r.residual.spec() == ResidualSpec("heuristic", 0.25)
 
 
 def test_unreadable_files(tmp_path):

@@ -275,11 +275,18 @@ D_RADIUS = 2  # radius of the committed driver's blind corner (m)
 D_COMMIT = 3  # commitment, 0..1
 D_PATH_CURV = 4  # curvature of the pursuit arc (1/m)
 N_DIAG = 5
-#: What a per-car tuning (``driver(obs, tune=...)``, (N, 3)) multiplies, in its column order:
-#: the speed plan's corner factor (the share of the lateral grip it uses), the speed of the
-#: grip's fall (``corner_speed_mps`` and its wide-road and committed forms) and the brake
-#: factors it plans with. All ones is the driver as tuned, to the bit.
-TUNE_FIELDS = ("corner_factor", "corner_speed", "brake_factor")
+#: A per-car tuning (``driver(obs, tune=...)``, (N, 4)), in its column order: multipliers of
+#: the speed plan's corner factor (the share of the lateral grip it uses), of the speed of
+#: the grip's fall (``corner_speed_mps`` and its wide-road and committed forms) and of the
+#: brake factors it plans with; then the line, where the pursuit target sits across the road
+#: as a share of the half width (+ left, within :data:`LINE_MAX`). ``(1, 1, 1, 0)`` is the driver
+#: as tuned, to the bit.
+TUNE_FIELDS = ("corner_factor", "corner_speed", "brake_factor", "line")
+#: A tuned line keeps the pursuit target within this share of the half width of the
+#: centerline.
+LINE_MAX = 0.6
+#: :data:`TUNE_FIELDS` of the driver as tuned.
+TUNE_NEUTRAL = (1.0, 1.0, 1.0, 0.0)
 
 
 def _vehicle_constants(vehicle: VehicleParams) -> list[float]:
@@ -434,10 +441,11 @@ def _steer(k, obs, oi, look, c, car):
     axle's direction of travel, full lock towards a target behind the car.
 
     Args:
-        car: ``(v, vf, vl, yaw, lock)``: speed, forward and leftward speed (m/s), yaw rate
-            (rad/s) and the steering lock (rad).
+        car: ``(v, vf, vl, yaw, lock, off)``: speed, forward and leftward speed (m/s), yaw
+            rate (rad/s), the steering lock (rad) and how far (m, + left) the pursuit target
+            sits beside the centerline (across the road's direction there).
     """
-    v, vf, vl, yaw, lock = car
+    v, vf, vl, yaw, lock, off = car
     nk = look.shape[0]
     ld = min(max(v * c[_C_PT], c[_C_PMIN]), c[_C_PMAX])
     j1 = nk - 1
@@ -458,6 +466,13 @@ def _steer(k, obs, oi, look, c, car):
     else:
         tx = x0 + u * (x1 - x0)
         ty = y0 + u * (y1 - y0)
+    if off != 0.0:  # a line beside the centerline: the target moves across the road
+        dx = x1 - x0
+        dy = y1 - y0
+        dl = math.sqrt(dx * dx + dy * dy)
+        if dl > 1e-6:
+            tx -= dy / dl * off
+            ty += dx / dl * off
     # pure pursuit: curvature of the arc to the target point = 2 y / d^2
     curv = 2.0 * ty / max(tx * tx + ty * ty, 1.0)
     delta = atan2x(c[_C_WB] * curv, 1.0)
@@ -489,8 +504,9 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
         ahead: (N, 2 B) float32 road-ahead bins (see :func:`_bins_target`), or (N, 0)
             for an observation without them (or a driver that does not read them).
         bins: (B, 2) near and far end of each road-ahead bin (m).
-        tune: (N, 3) per-car multipliers of the speed plan's corner factor, corner speed and
-            brake factors (:data:`TUNE_FIELDS`), or (N, 0) for none (the tuning as it is).
+        tune: (N, 4) per car: multipliers of the speed plan's corner factor, corner speed and
+            brake factors, and the line (:data:`TUNE_FIELDS`); or (N, 0) for none (the
+            driver as tuned).
     """
     n = obs.shape[0]
     tuned = tune.shape[1] > 0
@@ -561,7 +577,10 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
             v_blind, rb = _blind_corner(k, look, c, mem, (mu_far, grade, margin, qc, cf, tv, tb))
             tgt = min(tgt, v_blind)
         # -------------------------------------------------------------------- steering
-        steer, curv = _steer(k, obs, oi, look, c, (v, vf, vl, yaw, lock))
+        off = 0.0
+        if tuned:  # the line: a share of the half width beside the centerline
+            off = min(max(tune[k, 3], -LINE_MAX), LINE_MAX) * 0.5 * width
+        steer, curv = _steer(k, obs, oi, look, c, (v, vf, vl, yaw, lock, off))
         # ---------------------------------------------------------------------- pedals
         err = tgt - v
         integ = min(max(mem[k, S_INTEGRAL] + err * dt, -c[_C_ILIM]), c[_C_ILIM])
@@ -723,8 +742,8 @@ class HeuristicDriver:
             tune = np.zeros((n, 0))
         else:
             tune = np.ascontiguousarray(np.broadcast_to(tune, (n, len(TUNE_FIELDS))), np.float64)
-            if not (np.isfinite(tune).all() and (tune > 0.0).all()):
-                raise ValueError(f"the driver's tuning multipliers must be finite and > 0: {tune}")
+            if not (np.isfinite(tune).all() and (tune[:, :3] > 0.0).all()):
+                raise ValueError(f"the driver's tuning must be finite, its multipliers > 0: {tune}")
         out = np.zeros((n, 4), np.float32)
         _drive(o, _OBS, _SCALES, LOOK_M, self._c, mem, out, self._diag, ahead, _BINS, tune)
         return out, self._diag, single
@@ -732,8 +751,8 @@ class HeuristicDriver:
     def __call__(self, obs: Any, tune: Any = None) -> np.ndarray:
         """Actions (N, 4) float32 ``[steer, throttle, brake, handbrake]`` for observations
         (N, D) (D one of :data:`READ_WIDTHS`); a single (D,) observation gives (4,).
-        ``tune``: per-car multipliers (N, 3) (or (3,) for all cars) of the speed plan's
-        :data:`TUNE_FIELDS`; ``None`` is the driver as tuned."""
+        ``tune``: per-car tuning (N, 4) (or (4,) for all cars), :data:`TUNE_FIELDS`;
+        ``None`` is the driver as tuned."""
         out, _, single = self._run(obs, None, tune)
         return out[0] if single else out
 

@@ -72,13 +72,14 @@ def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
 #: block when the observation has it (:class:`agents.heuristic.HeuristicDriver`'s default).
 RESIDUAL_BASES = ("heuristic", "heuristic-ahead")
 #: What a residual policy's outputs move: ``"action"``, the base driver's four actions
-#: (:func:`residual_action`); ``"tuning"``, the base driver's speed plan, each output ``a``
-#: multiplying one of :data:`agents.heuristic.TUNE_FIELDS` by ``exp(scale * a)``.
+#: (:func:`residual_action`); ``"tuning"``, the base driver's speed plan and line
+#: (:data:`agents.heuristic.TUNE_FIELDS`): the first three outputs ``a`` multiply its corner
+#: factor, corner speed and brake factors by ``exp(scale * a)``, the fourth is its line.
 RESIDUAL_KINDS = ("action", "tuning")
 #: The longest a residual policy may hold its outputs (control steps).
 MAX_HOLD = 200
 #: Outputs of a ``"tuning"`` residual (``len(agents.heuristic.TUNE_FIELDS)``, tested).
-TUNING_OUTPUTS = 3
+TUNING_OUTPUTS = 4
 
 
 class ResidualSpec(NamedTuple):
@@ -148,7 +149,7 @@ class ResidualDriver:
 
         self.driver = HeuristicDriver(read_ahead=self.base == "heuristic-ahead")
         self._held = np.zeros((1, self.spec.n_outputs), np.float32)
-        self._tune = np.ones((1, self.spec.n_outputs))
+        self._tune = self._neutral(1)
         self._age = np.zeros(1, np.int64)
 
     def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:
@@ -157,13 +158,20 @@ class ResidualDriver:
         self.driver.reset(n, mask)
         if mask is None or self._held.shape[0] != n:
             self._held = np.zeros((n, self.spec.n_outputs), np.float32)
-            self._tune = np.ones((n, self.spec.n_outputs))
+            self._tune = self._neutral(n)
             self._age = np.zeros(n, np.int64)
         else:
             m = np.asarray(mask, bool)
             self._held[m] = 0.0
-            self._tune[m] = 1.0
+            self._tune[m] = self._neutral(1)[0]
             self._age[m] = 0
+
+    def _neutral(self, n: int) -> np.ndarray:
+        """The tuning of ``n`` cars whose outputs are 0 (the base driver)."""
+        t = np.ones((n, self.spec.n_outputs))
+        if self.kind == "tuning":
+            t[:, 3] = 0.0
+        return t
 
     def hold_outputs(self, a: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Take the network's outputs ``a`` (N, n_outputs) for every car (or those in
@@ -175,7 +183,9 @@ class ResidualDriver:
         m = np.ones(n, bool) if mask is None else np.asarray(mask, bool)
         self._held[m] = a[m]
         if self.kind == "tuning":
-            self._tune[m] = np.exp(self.scale * self._held[m].astype(np.float64))
+            h = self._held[m].astype(np.float64)
+            self._tune[m, :3] = np.exp(self.scale * h[:, :3])
+            self._tune[m, 3] = h[:, 3]
         self._age[m] = 0
 
     def base_act(self, obs: np.ndarray) -> np.ndarray:

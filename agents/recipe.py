@@ -174,6 +174,10 @@ class Recipe:
     ray: RayRun = field(default_factory=RayRun)
     rllib: dict[str, Any] = field(default_factory=dict)
     eval_seeds: int = 1
+    #: ``es`` only: the :class:`agents.es.ESSettings`; validation every ``eval_every``
+    #: iterations
+    es: Any = None
+    eval_every: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -223,14 +227,16 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 #: the algorithms a recipe trains with, and the sections each one reads
-RECIPE_ALGOS = ("ppo", "rllib-ppo")
+RECIPE_ALGOS = ("ppo", "rllib-ppo", "es")
 _SECTIONS = {
     "ppo": {"run", "env", "ppo", "warmstart", "residual", "phase", "eval"},
     "rllib-ppo": {"run", "env", "ray", "rllib", "eval"},
+    "es": {"run", "env", "residual", "es", "eval"},
 }
 _RUN_KEYS = {
     "ppo": {"algo", "timesteps", "n_envs", "seed", "out", "threads", "checkpoint_freq"},
     "rllib-ppo": {"algo", "timesteps", "seed", "out", "checkpoint_freq"},
+    "es": {"algo", "seed", "out"},
 }
 
 
@@ -257,6 +263,8 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     algo = _algo(src, doc)
     if algo == "rllib-ppo":
         return _rllib_recipe(doc, src)
+    if algo == "es":
+        return _es_recipe(doc, src)
     run = _table(src, doc, "run")
     env = _table(src, doc, "env")
     _check_env(src, "env", env)
@@ -382,6 +390,69 @@ def _rllib_recipe(doc: dict[str, Any], src: str) -> Recipe:
     )
 
 
+def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
+    """An ``es`` recipe (:mod:`agents.es`): a ``"tuning"`` residual trained by evolution
+    strategies on ``stage = "random"``."""
+    from agents.es import ESSettings, check_inputs
+
+    run = _table(src, doc, "run")
+    env = dict(_table(src, doc, "env"))
+    _check_env(src, "env", env)
+    if env.get("stage", "random") != "random":
+        raise RecipeError(f"{src}: env.stage must be 'random' for run.algo = 'es'")
+    env.setdefault("stage", "random")
+    if env.get("road_ahead") is not True:
+        raise RecipeError(f"{src}: run.algo = 'es' reads the road ahead: env.road_ahead = true")
+    rs = _table(src, doc, "residual")
+    _check_keys(src, "residual", rs, {"base", "scale", "kind", "hold"})
+    from agents.models import MAX_HOLD, RESIDUAL_BASES
+
+    if rs.get("base") not in RESIDUAL_BASES:
+        raise RecipeError(f"{src}: residual.base must be one of {RESIDUAL_BASES}")
+    if rs.get("kind", "tuning") != "tuning":
+        raise RecipeError(f"{src}: run.algo = 'es' trains residual.kind = 'tuning'")
+    resid = Residual(
+        base=str(rs["base"]),
+        scale=_num(src, "residual.scale", rs.get("scale", 0.25), 1e-3),
+        kind="tuning",
+        hold=_int(src, "residual.hold", rs.get("hold", 10), 1),
+    )
+    if resid.hold > MAX_HOLD:
+        raise RecipeError(f"{src}: residual.hold must be <= {MAX_HOLD}, got {resid.hold!r}")
+    if resid.scale > 2.0:
+        raise RecipeError(f"{src}: residual.scale must be <= 2, got {resid.scale!r}")
+    es = _table(src, doc, "es")
+    known = {f.name for f in dataclasses.fields(ESSettings)}
+    _check_keys(src, "es", es, known)
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(ESSettings):
+        if f.name not in es:
+            continue
+        v = es[f.name]
+        if f.name == "inputs":
+            try:
+                kw[f.name] = check_inputs(v)
+            except ValueError as e:
+                raise RecipeError(f"{src}: es.inputs: {e}") from None
+        elif isinstance(f.default, int):
+            kw[f.name] = _int(src, f"es.{f.name}", v, 1)
+        else:
+            kw[f.name] = _num(src, f"es.{f.name}", v, 1e-12)
+    ev = _table(src, doc, "eval")
+    _check_keys(src, "eval", ev, {"every", "stages"})
+    return Recipe(
+        source=src,
+        algo="es",
+        seed=_int(src, "run.seed", run.get("seed", 0)),
+        out=str(run.get("out", "runs/recipe")),
+        env=env,
+        residual=resid,
+        es=ESSettings(**kw),
+        eval=EvalSpec(freq=0, stages=_int(src, "eval.stages", ev.get("stages", 50))),
+        eval_every=_int(src, "eval.every", ev.get("every", 5), 1),
+    )
+
+
 def rllib_train_kwargs(recipe: Recipe, out: str | Path | None = None) -> dict[str, Any]:
     """The :func:`agents.rllib.train_rllib` arguments of an ``rllib-ppo`` recipe."""
     if recipe.algo != "rllib-ppo":
@@ -434,8 +505,12 @@ def phase_env(recipe: Recipe, step: int) -> dict[str, Any]:
 
 def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = True) -> dict:
     """Train as the recipe says; returns the summary (also written to ``summary.json``).
-    An ``rllib-ppo`` recipe runs with :func:`agents.rllib.train_rllib` instead (its arguments:
-    :func:`rllib_train_kwargs`)."""
+    An ``es`` recipe runs :func:`agents.es.run_es_recipe`; an ``rllib-ppo`` recipe runs
+    with :func:`agents.rllib.train_rllib` instead (its arguments: :func:`rllib_train_kwargs`)."""
+    if recipe.algo == "es":
+        from agents.es import run_es_recipe
+
+        return run_es_recipe(recipe, out, progress)
     if recipe.algo != "ppo":
         raise ValueError(
             f"{recipe.source}: run_recipe trains the 'ppo' recipes; this one is {recipe.algo!r} "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.heuristic import TUNE_FIELDS, HeuristicDriver
+from agents.heuristic import TUNE_FIELDS, TUNE_NEUTRAL, HeuristicDriver
 from agents.models import (
     MAX_HOLD,
     TUNING_OUTPUTS,
@@ -36,7 +36,7 @@ def test_all_ones_is_the_driver_as_tuned_to_the_bit():
     a.reset(1)
     b.reset(1)
     for o in obs:  # the memory evolves the same way too
-        np.testing.assert_array_equal(a(o[None]), b(o[None], tune=np.ones(3)))
+        np.testing.assert_array_equal(a(o[None]), b(o[None], tune=np.array(TUNE_NEUTRAL)))
     assert TUNING_OUTPUTS == len(TUNE_FIELDS)
 
 
@@ -44,11 +44,15 @@ def test_the_multipliers_move_the_speed_plan_and_bad_ones_are_refused():
     obs = _drive_obs(60)[-1:]
     drv = HeuristicDriver()
     base = drv.plan(obs)["target_speed_mps"][0]
-    faster = drv._run(obs, drv._fresh(1), np.full(3, 1.2))[1][0, 0]
-    slower = drv._run(obs, drv._fresh(1), np.full(3, 0.8))[1][0, 0]
+    faster = drv._run(obs, drv._fresh(1), np.array([1.2, 1.2, 1.2, 0.0]))[1][0, 0]
+    slower = drv._run(obs, drv._fresh(1), np.array([0.8, 0.8, 0.8, 0.0]))[1][0, 0]
     assert slower < base < faster
-    for bad in (np.zeros(3), np.array([1.0, np.nan, 1.0]), -np.ones(3)):
-        with pytest.raises(ValueError, match="tuning multipliers"):
+    # the line: a target left of the centerline steers further left
+    left = drv(obs, tune=np.array([1.0, 1.0, 1.0, 0.5]))
+    right = drv(obs, tune=np.array([1.0, 1.0, 1.0, -0.5]))
+    assert left[0, 0] > drv(obs)[0, 0] > right[0, 0]
+    for bad in (np.zeros(4), np.array([1.0, np.nan, 1.0, 0.0]), -np.ones(4)):
+        with pytest.raises(ValueError, match="tuning must be finite"):
             drv(obs, tune=bad)
 
 
@@ -59,8 +63,9 @@ def test_held_outputs_change_only_at_decisions_and_a_reset_makes_them_neutral():
     rd.reset(1)
     ref.reset(1)
     for t, o in enumerate(obs[:8]):
-        out = rd.act(o[None], np.full((1, 3), 0.5 if t in (0, 4) else -1.0, np.float32))
-        np.testing.assert_array_equal(out, ref(o[None], tune=np.full(3, np.exp(0.125))))
+        out = rd.act(o[None], np.full((1, 4), 0.5 if t in (0, 4) else -1.0, np.float32))
+        want = np.array([np.exp(0.125)] * 3 + [0.5])
+        np.testing.assert_array_equal(out, ref(o[None], tune=want))
     rd.reset(1, np.array([True]))
     ref.reset(1)
     np.testing.assert_array_equal(rd.base_act(obs[8][None]), ref(obs[8][None]))
@@ -72,7 +77,7 @@ def test_the_spec_in_metadata():
     assert ResidualSpec("heuristic", 0.5).to_meta() == old["residual"]  # unchanged for old models
     spec = ResidualSpec("heuristic-ahead", 0.25, "tuning", 10)
     assert residual_meta({"residual": spec.to_meta()}) == spec
-    assert spec.n_outputs == 3 and ResidualSpec("heuristic", 0.5).n_outputs == 4
+    assert spec.n_outputs == 4 and ResidualSpec("heuristic", 0.5).n_outputs == 4
     for bad, what in (
         ({"kind": "speed"}, "kind"),
         ({"hold": 0}, "hold"),
@@ -91,7 +96,7 @@ def test_a_held_vecenv_step_is_hold_env_steps_and_reports_an_end_within_it():
     kw = {"stage": "opener", "road_ahead": True, "termination": {"time_limit_s": 0.55}}
     hold, n = 4, 2
     venv = RallyVecEnv(n, residual=("heuristic-ahead", 0.25, "tuning", hold), **kw)
-    assert venv.action_space.shape == (3,)
+    assert venv.action_space.shape == (4,)
     ref = RallyVectorEnv(n, autoreset_mode="SameStep", **kw)
     drv = HeuristicDriver()
     o_ref, _ = ref.reset(seed=[0, 1])
@@ -101,7 +106,7 @@ def test_a_held_vecenv_step_is_hold_env_steps_and_reports_an_end_within_it():
     drv.reset(n)
     ended_at = None
     for macro in range(4):
-        obs, rew, done, infos = venv.step(np.zeros((n, 3), np.float32))
+        obs, rew, done, infos = venv.step(np.zeros((n, 4), np.float32))
         total = np.zeros(n, np.float32)
         ended = np.zeros(n, bool)
         final = None

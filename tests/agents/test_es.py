@@ -1,0 +1,134 @@
+"""Evolution strategies for the tuning residual (agents/es.py): the fitness and rank
+formulas, the linear tuner, one batched drive per car, the saved model, the recipe."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from agents.es import (
+    ESSettings,
+    LinearTuner,
+    TunerPolicy,
+    _centered_ranks,
+    check_inputs,
+    drive_batch,
+    input_columns,
+    member_fitness,
+)
+from agents.models import ResidualSpec
+
+SPEC = ResidualSpec("heuristic-ahead", 0.25, "tuning", 10)
+SHORT = {"road_ahead": True, "random_stage": {"length_m": 300.0, "difficulty": 0.3}}
+
+
+def test_fitness_is_the_centers_time_over_each_members_and_a_dnf_scores_zero():
+    times = np.array([[10.0, 20.0, np.nan], [8.0, 25.0, np.nan], [12.5, np.nan, np.nan]])
+    fin = np.isfinite(times)
+    fit = member_fitness(times, fin)
+    # the third stage: nobody finished, it counts for no one
+    np.testing.assert_allclose(fit, [1.0, (10 / 8 + 20 / 25) / 2, (10 / 12.5 + 0.0) / 2])
+    # the center did not finish the first stage: the fastest member's time stands in
+    t2 = np.array([[np.nan], [8.0], [10.0]])
+    np.testing.assert_allclose(member_fitness(t2, np.isfinite(t2)), [0.0, 1.0, 0.8])
+
+
+def test_centered_ranks():
+    np.testing.assert_allclose(_centered_ranks(np.array([3.0, -1.0, 7.0])), [0.0, -0.5, 0.5])
+
+
+def test_the_tuner_reads_only_its_inputs_and_zero_is_the_base_driver():
+    d = 92
+    tuner = LinearTuner(np.zeros(d), np.ones(d), 4, input_columns(("speed", "ahead_crest")))
+    assert tuner.n_in == 9 and tuner.n_params == 4 * 10
+    obs = np.random.default_rng(0).normal(size=(5, d)).astype(np.float32)
+    np.testing.assert_array_equal(tuner.outputs(obs, np.zeros((5, tuner.n_params))), 0.0)
+    theta = np.random.default_rng(1).normal(size=tuner.n_params)
+    w, b = tuner.full_weights(theta)
+    assert np.count_nonzero(w.any(axis=0)) == 9
+    want = np.clip(tuner.normalize(obs) @ w.T + b, -1, 1)
+    got = tuner.outputs(obs, np.broadcast_to(theta, (5, tuner.n_params)))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert check_inputs(["speed", "ahead_grip"]) == ("speed", "ahead_grip")
+    with pytest.raises(ValueError, match="not observation fields"):
+        check_inputs(["speed", "altitude"])
+
+
+def test_each_car_drives_its_own_stage_independently_of_the_batch():
+    one = drive_batch(SPEC, None, None, [5], SHORT)
+    two = drive_batch(SPEC, None, None, [7, 5, 5], SHORT)
+    assert one["finished"][0] and two["finished"].all()
+    assert two["time_s"][1] == two["time_s"][2] == one["time_s"][0]
+    assert two["time_s"][0] != one["time_s"][0]
+    # zero parameters are the base driver
+    d = 92
+    tuner = LinearTuner(np.zeros(d), np.ones(d), 4)
+    z = drive_batch(SPEC, tuner, np.zeros((1, tuner.n_params)), [5], SHORT)
+    assert z["time_s"][0] == one["time_s"][0]
+    # a bolder plan (x 1.1) on this easy stage is faster, a more cautious one slower
+    theta = np.zeros((3, tuner.n_params))
+    theta[0, -4:-1], theta[1, -4:-1] = 0.4, -0.4
+    moved = drive_batch(SPEC, tuner, theta, [6, 6, 6], SHORT)
+    assert moved["finished"].all()
+    assert moved["time_s"][0] < moved["time_s"][2] < moved["time_s"][1]
+
+
+def test_a_saved_tuner_drives_as_it_did_in_training(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    from agents.es import save_model
+    from agents.policies import SB3Policy
+
+    rng = np.random.default_rng(0)
+    d = 92
+    tuner = LinearTuner(rng.normal(size=d), rng.uniform(0.5, 2.0, d), 4, input_columns(None))
+    theta = 0.05 * rng.normal(size=tuner.n_params)
+    path = save_model(tmp_path / "m.zip", SPEC, tuner, theta, {"note": "test"})
+    pol = SB3Policy(path)
+    assert pol.residual == SPEC and pol.env_kwargs == {"road_ahead": True}
+    obs = rng.normal(size=(6, d)).astype(np.float32)
+    mine = TunerPolicy(SPEC, tuner, theta)
+    mine.reset(6)
+    pol.reset(6)
+    np.testing.assert_allclose(pol(obs), mine(obs), atol=1e-4)
+
+
+def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    from agents.recipe import RecipeError, recipe_from_dict, run_recipe
+
+    doc = {
+        "run": {"algo": "es", "seed": 0, "out": str(tmp_path / "run")},
+        "env": {"stage": "random", **SHORT},
+        "residual": {"base": "heuristic-ahead", "scale": 0.25, "kind": "tuning", "hold": 10},
+        "es": {
+            "iterations": 1,
+            "pairs": 1,
+            "stages": 2,
+            "norm_stages": 1,
+            "sigma": 0.02,
+            "lr": 0.01,
+            "inputs": ["speed", "left_edge", "right_edge"],
+        },
+        "eval": {"every": 1, "stages": 1},
+    }
+    r = recipe_from_dict(doc)
+    assert r.es == ESSettings(1, 1, 2, 0.02, 0.01, 1, ("speed", "left_edge", "right_edge"))
+    summary = run_recipe(r)
+    out = tmp_path / "run"
+    rows = (out / "eval_log.csv").read_text().splitlines()
+    assert len(rows) == 3 and rows[1].split(",")[2] == "start"  # header, start, after it 1
+    assert (out / "learning_curve.png").stat().st_size > 0
+    assert (out / "best_model.zip").exists() and (out / "model.zip").exists()
+    assert summary["env_steps"] > 0
+    json.loads((out / "summary.json").read_text())
+    for bad, what in (
+        ({"es": {**doc["es"], "pop": 3}}, "unknown key es.pop"),
+        ({"es": {**doc["es"], "inputs": ["nope"]}}, "es.inputs"),
+        ({"env": {"stage": "opener", "road_ahead": True}}, "env.stage"),
+        ({"residual": {"base": "heuristic", "kind": "action"}}, "tuning"),
+        ({"ppo": {}}, "not for"),
+    ):
+        with pytest.raises(RecipeError, match=what):
+            recipe_from_dict({**doc, **bad})

@@ -55,6 +55,8 @@ class ESSettings:
         norm_stages: stages the base driver drives for the observation statistics.
         inputs: the observation fields (or groups of fields, :class:`rally_env.spaces.ObsLayout`)
             the policy reads; ``None``: all of them, ``()``: none (a constant tuning).
+        line: the policy also sets the driver's line (the fourth tuning output); ``False``
+            leaves it on the centerline.
         dnf_score: what a run that does not finish scores on its stage in the fitness (the
             benchmark's score gives 0; 0.5 says a crash costs as much as driving the stage
             half as fast, so a policy may trade a rare crash for speed everywhere else).
@@ -67,6 +69,7 @@ class ESSettings:
     lr: float = 0.01
     norm_stages: int = 16
     inputs: tuple[str, ...] | None = None
+    line: bool = True
     dnf_score: float = 0.0
 
 
@@ -134,11 +137,15 @@ class LinearTuner:
         full[:, self.inputs] = w
         return full, b
 
-    def outputs(self, obs: np.ndarray, theta_per_car: np.ndarray) -> np.ndarray:
-        """Outputs (N, n_out) for observations (N, D) and parameters (N, n_params)."""
+    def outputs(self, obs: np.ndarray, theta_per_car: np.ndarray, width: int = 0) -> np.ndarray:
+        """Outputs (N, max(n_out, width)) for observations (N, D) and parameters
+        (N, n_params); the columns past ``n_out`` are 0."""
         w, b = self.split(theta_per_car)
         z = self.normalize(obs)[:, self.inputs]
-        return np.clip(np.einsum("nod,nd->no", w, z) + b, -1.0, 1.0)
+        a = np.clip(np.einsum("nod,nd->no", w, z) + b, -1.0, 1.0)
+        if width > self.n_out:
+            a = np.concatenate([a, np.zeros((a.shape[0], width - self.n_out), a.dtype)], axis=1)
+        return a
 
 
 def drive_batch(
@@ -173,7 +180,7 @@ def drive_batch(
                 if collect:
                     seen.append(obs[active].copy())
                 if tuner is not None:
-                    drv.hold_outputs(tuner.outputs(obs, theta_per_car))
+                    drv.hold_outputs(tuner.outputs(obs, theta_per_car, spec.n_outputs))
             act = drv.base_act(obs).astype(np.float64)
             idx = np.flatnonzero(active).astype(np.int64)
             core.step(act, idx)
@@ -266,7 +273,8 @@ def run_es(
         spec, None, None, train_seeds(seed, -1, es.norm_stages), env_kwargs, collect=True
     )
     env_steps = int(norm["steps"].sum())
-    tuner = LinearTuner(norm["obs"].mean(axis=0), norm["obs"].var(axis=0), spec.n_outputs, inputs)
+    n_out = spec.n_outputs if es.line else spec.n_outputs - 1
+    tuner = LinearTuner(norm["obs"].mean(axis=0), norm["obs"].var(axis=0), n_out, inputs)
     theta = np.zeros(tuner.n_params)
     opt = Adam(tuner.n_params, es.lr)
     rng = np.random.default_rng([seed, 1])
@@ -321,7 +329,9 @@ class TunerPolicy:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         o = np.atleast_2d(obs)
-        a = self.tuner.outputs(o, np.broadcast_to(self.theta, (o.shape[0], self.theta.size)))
+        a = self.tuner.outputs(
+            o, np.broadcast_to(self.theta, (o.shape[0], self.theta.size)), self.spec.n_outputs
+        )
         out = self._drv.act(o, a)
         return out if np.ndim(obs) > 1 else out[0]
 
@@ -347,6 +357,9 @@ def save_model(
     finally:
         venv.close()
     w, b = tuner.full_weights(theta)
+    pad = spec.n_outputs - tuner.n_out  # outputs the policy does not set stay 0
+    w = np.concatenate([w, np.zeros((pad, w.shape[1]), w.dtype)])
+    b = np.concatenate([b, np.zeros(pad, b.dtype)])
     with torch.no_grad():
         model.policy.action_net.weight.copy_(torch.as_tensor(w))
         model.policy.action_net.bias.copy_(torch.as_tensor(b))

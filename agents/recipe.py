@@ -434,6 +434,10 @@ def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
                 kw[f.name] = check_inputs(v)
             except ValueError as e:
                 raise RecipeError(f"{src}: es.inputs: {e}") from None
+        elif isinstance(f.default, bool):
+            if not isinstance(v, bool):
+                raise RecipeError(f"{src}: es.{f.name} must be true or false, got {v!r}")
+            kw[f.name] = v
         elif isinstance(f.default, int):
             kw[f.name] = _int(src, f"es.{f.name}", v, 1)
         else:

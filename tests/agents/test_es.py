@@ -110,11 +110,14 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
             "sigma": 0.02,
             "lr": 0.01,
             "inputs": ["speed", "left_edge", "right_edge"],
+            "line": False,
         },
         "eval": {"every": 1, "stages": 1},
     }
     r = recipe_from_dict(doc)
-    assert r.es == ESSettings(1, 1, 2, 0.02, 0.01, 1, ("speed", "left_edge", "right_edge"))
+    assert r.es == ESSettings(
+        1, 1, 2, 0.02, 0.01, 1, ("speed", "left_edge", "right_edge"), line=False
+    )
     summary = run_recipe(r)
     out = tmp_path / "run"
     rows = (out / "eval_log.csv").read_text().splitlines()
@@ -122,6 +125,13 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
     assert (out / "learning_curve.png").stat().st_size > 0
     assert (out / "best_model.zip").exists() and (out / "model.zip").exists()
     assert summary["env_steps"] > 0
+    # without the line the saved policy's fourth output is 0 whatever it sees
+    from agents.policies import SB3Policy
+
+    pol = SB3Policy(out / "model.zip")
+    w = pol.model.policy.action_net.weight.detach().numpy()
+    assert w.shape == (4, 92) and not w[3].any() and w[:3].any()
+    assert np.count_nonzero(w[:3].any(axis=0)) == 3  # it reads its three inputs only
     json.loads((out / "summary.json").read_text())
     for bad, what in (
         ({"es": {**doc["es"], "pop": 3}}, "unknown key es.pop"),
@@ -129,6 +139,7 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
         ({"env": {"stage": "opener", "road_ahead": True}}, "env.stage"),
         ({"residual": {"base": "heuristic", "kind": "action"}}, "tuning"),
         ({"ppo": {}}, "not for"),
+        ({"es": {**doc["es"], "line": 1}}, "es.line"),
     ):
         with pytest.raises(RecipeError, match=what):
             recipe_from_dict({**doc, **bad})

@@ -20,19 +20,9 @@ from agents.models import (
     write_meta,
 )
 from agents.policies import SB3Policy, policy_env_kwargs
-from rally_env import RallyEnv
+from tests.agents.helpers import heuristic_obs
 
-
-def _obs_batch(road_ahead: bool, n: int = 40) -> np.ndarray:
-    env = RallyEnv(stage="opener", road_ahead=road_ahead)
-    obs, _ = env.reset(seed=0)
-    drv = HeuristicDriver()
-    out = []
-    for _ in range(n):
-        out.append(obs)
-        obs, *_ = env.step(drv(obs))
-    env.close()
-    return np.stack(out)
+_obs_batch = heuristic_obs
 
 
 def test_the_heuristic_reads_the_v0_fields_of_a_wider_observation():

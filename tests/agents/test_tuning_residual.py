@@ -15,19 +15,11 @@ from agents.models import (
     ResidualSpec,
     residual_meta,
 )
-from rally_env import RallyEnv
+from tests.agents.helpers import heuristic_obs
 
 
 def _drive_obs(n: int = 120) -> np.ndarray:
-    env = RallyEnv(stage="opener", road_ahead=True)
-    obs, _ = env.reset(seed=0)
-    drv = HeuristicDriver()
-    out = []
-    for _ in range(n):
-        out.append(obs)
-        obs, *_ = env.step(drv(obs))
-    env.close()
-    return np.stack(out)
+    return heuristic_obs(True, n)
 
 
 def test_all_ones_is_the_driver_as_tuned_to_the_bit():

@@ -490,6 +490,12 @@ def _train_recipe(args: argparse.Namespace) -> int:
         f" -> {summary['model']}; validation: finish rate {fe.get('finish_rate', math.nan):.2f}, "
         f"median score {fe.get('median_score', math.nan):.3f}; curve {summary['learning_curve']}"
     )
+    be = summary.get("best_eval")
+    if be:
+        print(
+            f"best validation: finish rate {be['finish_rate']:.2f}, median score "
+            f"{be['median_score']:.3f} at {be['env_steps']} env steps -> {summary['best_model']}"
+        )
     return 0
 
 

@@ -370,6 +370,7 @@ def save_model(
         {
             "algo": "ppo",
             "trained_by": "es",
+            "actions": "the outputs of a 'tuning' residual (agents.models.ResidualSpec)",
             "obs_norm": {
                 "mean": tuner.mean.astype(float).tolist(),
                 "var": tuner.var.astype(float).tolist(),
@@ -413,6 +414,7 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     (out / "es_log.csv").write_text("")
     t0 = time.perf_counter()
     best: dict[str, Any] = {"key": (-1.0, -1.0)}
+    last: dict[str, Any] = {}
     n_eval = [0]
 
     def evaluate(tuner: LinearTuner, theta: np.ndarray, env_steps: int) -> None:
@@ -432,6 +434,7 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
                 f"median score {m['median_score']:.4f}",
                 flush=True,
             )
+        last.update(m, env_steps=int(env_steps))
         key = (m["finish_rate"], m["median_score"])
         if key > best["key"]:
             best.update(key=key, env_steps=env_steps)
@@ -490,8 +493,12 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         "best_model": str(out / "best_model.zip"),
         "timesteps": es.iterations,
         "env_steps": int(res["env_steps"]),
-        "final_eval": {"finish_rate": best["key"][0], "median_score": best["key"][1]},
-        "best_env_steps": best.get("env_steps"),
+        "final_eval": last,
+        "best_eval": {
+            "finish_rate": best["key"][0],
+            "median_score": best["key"][1],
+            "env_steps": best.get("env_steps"),
+        },
         "timing_s": {"train_s": train_s},
         "env_steps_per_s": res["env_steps"] / max(train_s, 1e-9),
         "eval_log": str(eval_log),

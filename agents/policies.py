@@ -39,6 +39,9 @@ SHIPPED = {
     # the network alone: the heuristic cloned with DAgger on generated stages
     # (agents/configs/general-bc.toml)
     "bc-general": "bc-general.zip",
+    # a linear policy tuning the heuristic driver's speed plan, trained by evolution
+    # strategies on generated stages (agents/configs/general-es.toml)
+    "es-general": "es-general.zip",
 }
 
 

@@ -17,7 +17,10 @@ seed, out, checkpoint_freq), ``[env]`` (the stage and the other env settings), `
 (``address``, ``num_env_runners``, ``envs_per_runner``), ``[rllib]`` (the keys of
 :data:`agents.rllib.RLLIB_PPO_DEFAULTS`) and ``[eval]`` (``freq``, ``seeds``: the exported
 policy on the training stage); the sections of the stable-baselines3 path are refused there,
-and ``[ray]`` / ``[rllib]`` in a ``ppo`` recipe.
+and ``[ray]`` / ``[rllib]`` in a ``ppo`` recipe. An evolution-strategies recipe
+(``[run] algo = "es"``, :mod:`agents.es`) has ``[run]`` (algo, seed, out), ``[env]``,
+``[residual]`` (a ``"tuning"`` residual), ``[es]`` (:class:`agents.es.ESSettings`) and
+``[eval]`` (``every`` N iterations, ``stages``).
 
 Training runs in phases (one per ``[[phase]]``, or one): each builds the vector env with the
 phase's settings and continues the same model and observation statistics. A warm start

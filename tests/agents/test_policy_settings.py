@@ -132,7 +132,7 @@ def _zip_without_optimizer(src, dst):
     return dst
 
 
-@pytest.mark.parametrize("name", ["ppo-general", "bc-general"])
+@pytest.mark.parametrize("name", ["ppo-general", "bc-general", "es-general"])
 def test_the_shipped_generalists_load_and_finish_opener(name):
     from agents.evaluate import evaluate
     from agents.policies import POLICY_DIR, SHIPPED, make_policy
@@ -141,7 +141,7 @@ def test_the_shipped_generalists_load_and_finish_opener(name):
     assert path.stat().st_size <= 2 * 1024 * 1024
     pol = make_policy(name)
     assert pol.env_kwargs == {"road_ahead": True}
-    assert (pol.residual is not None) == (name == "ppo-general")
+    assert (pol.residual is not None) == (name in ("ppo-general", "es-general"))
     res = evaluate(name, "opener", [0])
     run = res.runs[0]
     assert run.finished, (run.end_reason, run.progress_m)

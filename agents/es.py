@@ -394,8 +394,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     import tracks
     from agents import sb3
     from agents.benchmark import run_stages
+    from agents.evaluate import score_summary, validation_stages
     from agents.plots import curve_plot
-    from agents.recipe import _score_summary, validation_stages
     from agents.reference import reference_time
 
     out = Path(out or recipe.out)
@@ -419,7 +419,7 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
 
     def evaluate(tuner: LinearTuner, theta: np.ndarray, env_steps: int) -> None:
         runs, _ = run_stages(TunerPolicy(spec, tuner, theta), stages, chunk=len(stages))
-        m = _score_summary(runs, refs)
+        m = score_summary(runs, refs)
         phase = "start" if n_eval[0] == 0 else "es"
         it = n_eval[0] * recipe.eval_every
         n_eval[0] += 1

@@ -28,6 +28,9 @@ import numpy as np
 PAR_TIMES_PATH = Path(__file__).parent / "par_times.json"
 #: First generator seed of the held-out evaluation stages (training draws below 2**31 - 1).
 HELD_OUT_SEED_BASE = 2**31
+#: Validation stages of a training recipe's evaluation: ``gen-<VALIDATION_SEED_BASE + i>``
+#: (outside the seeds ``stage="random"`` trains on and outside the benchmark's test sets).
+VALIDATION_SEED_BASE = 4_000_000_000
 #: Version of the JSON written by ``rally eval --json``.
 EVAL_SCHEMA_VERSION = 1
 
@@ -469,3 +472,20 @@ def format_table(stages: Sequence[StageSummary], rich: bool | None = None) -> st
     for r in rows:
         lines.append("  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)))
     return "\n".join(lines) + "\n"
+
+
+def validation_stages(n: int) -> list[str]:
+    """A training recipe's ``n`` validation stages (see :data:`VALIDATION_SEED_BASE`)."""
+    return [f"gen-{VALIDATION_SEED_BASE + i}" for i in range(n)]
+
+
+def score_summary(runs: list[Any], refs: dict[str, float]) -> dict[str, float]:
+    """Finish rate, median and mean score ``reference / stage time`` (0 for a run that did
+    not finish) of runs (:class:`RunResult`) on stages whose reference times are ``refs``."""
+    s = np.array([refs[r.stage] / r.stage_time_s if r.finished else 0.0 for r in runs])
+    fin = np.array([bool(r.finished) for r in runs])
+    return {
+        "finish_rate": float(fin.mean()) if len(fin) else math.nan,
+        "median_score": float(np.median(s)) if len(s) else math.nan,
+        "mean_score": float(np.mean(s)) if len(s) else math.nan,
+    }

@@ -51,9 +51,8 @@ from typing import Any
 
 import numpy as np
 
-#: Validation stages of a recipe's evaluation: ``gen-<VALIDATION_SEED_BASE + i>`` (outside
-#: the seeds ``stage="random"`` trains on and outside the benchmark's test sets).
-VALIDATION_SEED_BASE = 4_000_000_000
+# the validation stages live with the evaluation (agents.es uses them too); named here as well
+from agents.evaluate import VALIDATION_SEED_BASE, score_summary, validation_stages  # noqa: F401
 
 _PPO_KEYS = {
     "n_steps",
@@ -496,11 +495,6 @@ def _check_env(src: str, where: str, env: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------ running
-def validation_stages(n: int) -> list[str]:
-    """The recipe's validation stages (see :data:`VALIDATION_SEED_BASE`)."""
-    return [f"gen-{VALIDATION_SEED_BASE + i}" for i in range(n)]
-
-
 def phase_env(recipe: Recipe, step: int) -> dict[str, Any]:
     """The env settings at env step ``step``."""
     env = dict(recipe.env)
@@ -747,16 +741,6 @@ def score(reference_s: float, stage_time_s: float | None) -> float:
     return float(reference_s / stage_time_s)
 
 
-def _score_summary(runs: list[Any], refs: dict[str, float]) -> dict[str, float]:
-    s = np.array([score(refs[r.stage], r.stage_time_s if r.finished else None) for r in runs])
-    fin = np.array([bool(r.finished) for r in runs])
-    return {
-        "finish_rate": float(fin.mean()) if len(fin) else math.nan,
-        "median_score": float(np.median(s)) if len(s) else math.nan,
-        "mean_score": float(np.mean(s)) if len(s) else math.nan,
-    }
-
-
 def _base_callback():
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -856,7 +840,7 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
             env_kwargs=self.env_kwargs,
             agent_name="training",
         )
-        m = _score_summary(res.runs, refs)
+        m = score_summary(res.runs, refs)
         wall = time.perf_counter() - self._t0
         with self.log_path.open("a") as f:
             f.write(

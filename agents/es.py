@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.models import ResidualDriver, ResidualSpec
+from agents.models import ResidualDriver, ResidualSpec, normalize_obs
 
 #: Observation clip and epsilon of the normalisation (those of SB3's ``VecNormalize``).
 CLIP_OBS = 10.0
@@ -120,9 +120,7 @@ class LinearTuner:
         self.n_params = n_out * (self.n_in + 1)
 
     def normalize(self, obs: np.ndarray) -> np.ndarray:
-        o = np.asarray(obs, np.float32)
-        z = (o - self.mean) / np.sqrt(self.var + np.float32(EPSILON))
-        return np.clip(z, -CLIP_OBS, CLIP_OBS).astype(np.float32)
+        return normalize_obs(np.asarray(obs, np.float32), (self.mean, self.var, CLIP_OBS, EPSILON))
 
     def split(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(W (..., n_out, n_in), b (..., n_out))`` of parameters ``theta (..., n_params)``."""
@@ -391,12 +389,15 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     validation stages' finish rate and median score against env steps, as a PPO recipe's),
     ``best_model.zip`` (best validation finish rate, then median score), ``model.zip`` (the
     final parameters), ``config.json`` and ``summary.json``."""
-    import tracks
     from agents import sb3
     from agents.benchmark import run_stages
-    from agents.evaluate import score_summary, validation_stages
-    from agents.plots import curve_plot
-    from agents.reference import reference_time
+    from agents.evaluate import (
+        EVAL_LOG_HEADER,
+        reference_times,
+        score_summary,
+        validation_stages,
+    )
+    from agents.plots import validation_curve
 
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -406,11 +407,9 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     sb3._write_json(out / "config.json", config)
     env_kwargs = {k: v for k, v in recipe.env.items() if k != "stage"}
     stages = validation_stages(recipe.eval.stages)
-    refs = {s: float(reference_time(tracks.load_stage(s)).time_s) for s in stages}
+    refs = reference_times(stages)
     eval_log = out / "eval_log.csv"
-    eval_log.write_text(
-        "timesteps,env_steps,phase,wall_time_s,finish_rate,median_score,mean_score\n"
-    )
+    eval_log.write_text(EVAL_LOG_HEADER)
     (out / "es_log.csv").write_text("")
     t0 = time.perf_counter()
     best: dict[str, Any] = {"key": (-1.0, -1.0)}
@@ -471,23 +470,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         res["theta"],
         {"env_steps": int(res["env_steps"]), "es": dataclasses.asdict(es), "config": config},
     )
-    rows = np.atleast_1d(
-        np.genfromtxt(eval_log, delimiter=",", names=True, dtype=None, encoding=None)
-    )
     curve = out / "learning_curve.png"
-    if rows.size:
-        x = rows["env_steps"] / 1e6
-        curve_plot(
-            [
-                ("finish rate", x, rows["finish_rate"]),
-                ("median score (ref / time)", x, rows["median_score"]),
-            ],
-            curve,
-            title=f"validation ({len(stages)} held-out generated stages)",
-            xlabel="env steps (millions)",
-            ylabel="finish rate / score",
-            hlines=[("reference", 1.0)],
-        )
+    validation_curve(eval_log, curve, len(stages), "env steps (millions)")
     summary = {
         "model": str(model_path),
         "best_model": str(out / "best_model.zip"),

@@ -474,6 +474,18 @@ def format_table(stages: Sequence[StageSummary], rich: bool | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
+#: The header of a training run's ``eval_log.csv`` (one row per validation evaluation).
+EVAL_LOG_HEADER = "timesteps,env_steps,phase,wall_time_s,finish_rate,median_score,mean_score\n"
+
+
+def reference_times(stages: list[str]) -> dict[str, float]:
+    """The reference time (s) of each stage (by name)."""
+    import tracks
+    from agents.reference import reference_time
+
+    return {s: float(reference_time(tracks.load_stage(s)).time_s) for s in stages}
+
+
 def validation_stages(n: int) -> list[str]:
     """A training recipe's ``n`` validation stages (see :data:`VALIDATION_SEED_BASE`)."""
     return [f"gen-{VALIDATION_SEED_BASE + i}" for i in range(n)]

@@ -168,10 +168,11 @@ class ResidualDriver:
 
     def _neutral(self, n: int) -> np.ndarray:
         """The tuning of ``n`` cars whose outputs are 0 (the base driver)."""
-        t = np.ones((n, self.spec.n_outputs))
+        from agents.heuristic import TUNE_NEUTRAL
+
         if self.kind == "tuning":
-            t[:, 3] = 0.0
-        return t
+            return np.tile(np.array(TUNE_NEUTRAL), (n, 1))
+        return np.ones((n, self.spec.n_outputs))
 
     def hold_outputs(self, a: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Take the network's outputs ``a`` (N, n_outputs) for every car (or those in
@@ -226,6 +227,13 @@ def residual_meta(meta: dict[str, Any]) -> ResidualSpec | None:
             f"model metadata residual.hold must be an integer in [1, {MAX_HOLD}]: {hold!r}"
         )
     return ResidualSpec(str(r["base"]), float(sc), str(kind), int(hold))
+
+
+def normalize_obs(obs: np.ndarray, rms: tuple) -> np.ndarray:
+    """Observations normalised as a saved model's ``VecNormalize`` statistics say: ``rms``
+    is ``(mean, var, clip, epsilon)`` (:func:`load_model`'s ``obs_rms``)."""
+    mean, var, clip, eps = rms
+    return np.clip((obs - mean) / np.sqrt(var + eps), -clip, clip).astype(np.float32)
 
 
 # ------------------------------------------------------------------------------ loading

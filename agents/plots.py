@@ -237,3 +237,26 @@ def curve_plot(
     path.parent.mkdir(parents=True, exist_ok=True)
     pg.image.save(surf, str(path))
     return path
+
+
+def validation_curve(log: str | Path, path: str | Path, n_stages: int, xlabel: str) -> Path | None:
+    """A training run's ``eval_log.csv`` as its learning curve: the validation finish rate
+    and median score against env steps (``None`` when the log has no row)."""
+    log = Path(log)
+    if not log.exists():
+        return None
+    rows = np.atleast_1d(np.genfromtxt(log, delimiter=",", names=True, dtype=None, encoding=None))
+    if rows.size == 0:
+        return None
+    x = rows["env_steps"] / 1e6
+    return curve_plot(
+        [
+            ("finish rate", x, rows["finish_rate"]),
+            ("median score (ref / time)", x, rows["median_score"]),
+        ],
+        path,
+        title=f"validation ({n_stages} held-out generated stages)",
+        xlabel=xlabel,
+        ylabel="finish rate / score",
+        hlines=[("reference", 1.0)],
+    )

@@ -109,13 +109,12 @@ class SB3Policy:
             self._base.reset(n)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from agents.models import from_policy_action
+        from agents.models import from_policy_action, normalize_obs
 
         raw = np.atleast_2d(np.asarray(obs, dtype=np.float32))
         o = raw
         if self.obs_rms is not None:
-            mean, var, clip, eps = self.obs_rms
-            o = np.clip((o - mean) / np.sqrt(var + eps), -clip, clip).astype(np.float32)
+            o = normalize_obs(o, self.obs_rms)
         a, _ = self.model.predict(o, deterministic=self.deterministic)
         a = np.asarray(a, dtype=np.float32)
         if self.residual is not None:

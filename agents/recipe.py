@@ -52,7 +52,13 @@ from typing import Any
 import numpy as np
 
 # the validation stages live with the evaluation (agents.es uses them too); named here as well
-from agents.evaluate import VALIDATION_SEED_BASE, score_summary, validation_stages  # noqa: F401
+from agents.evaluate import (  # noqa: F401
+    EVAL_LOG_HEADER,
+    VALIDATION_SEED_BASE,
+    reference_times,
+    score_summary,
+    validation_stages,
+)
 
 _PPO_KEYS = {
     "n_steps",
@@ -294,24 +300,10 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
         raise RecipeError(
             f"{src}: warmstart.dagger_rounds needs warmstart.steps and warmstart.dagger_steps > 0"
         )
-    rs = _table(src, doc, "residual")
-    _check_keys(src, "residual", rs, {"base", "scale", "kind", "hold"})
-    from agents.models import MAX_HOLD, RESIDUAL_BASES, RESIDUAL_KINDS
+    from agents.models import RESIDUAL_KINDS
 
-    if rs and rs.get("base") not in RESIDUAL_BASES:
-        raise RecipeError(f"{src}: residual.base must be one of {RESIDUAL_BASES}")
-    if rs.get("kind", "action") not in RESIDUAL_KINDS:
-        raise RecipeError(f"{src}: residual.kind must be one of {RESIDUAL_KINDS}")
-    resid = Residual(
-        base=str(rs.get("base", "")),
-        scale=_num(src, "residual.scale", rs.get("scale", 0.5), 1e-3) if rs else 0.5,
-        kind=str(rs.get("kind", "action")),
-        hold=_int(src, "residual.hold", rs.get("hold", 1), 1),
-    )
-    if resid.hold > MAX_HOLD:
-        raise RecipeError(f"{src}: residual.hold must be <= {MAX_HOLD}, got {resid.hold!r}")
-    if resid.base and resid.scale > 2.0:
-        raise RecipeError(f"{src}: residual.scale must be <= 2, got {resid.scale!r}")
+    rs = _table(src, doc, "residual")
+    resid = _residual(src, rs, Residual(), RESIDUAL_KINDS) if rs else Residual()
     if resid.base and warm.steps > 0:
         raise RecipeError(f"{src}: [residual] starts from its base driver: no [warmstart]")
     phases = []
@@ -392,6 +384,30 @@ def _rllib_recipe(doc: dict[str, Any], src: str) -> Recipe:
     )
 
 
+def _residual(src: str, rs: dict[str, Any], default: Residual, kinds: tuple) -> Residual:
+    """The ``[residual]`` table ``rs`` (its base required; the other keys default to
+    ``default``'s), its kind one of ``kinds``."""
+    from agents.models import MAX_HOLD, RESIDUAL_BASES
+
+    _check_keys(src, "residual", rs, {"base", "scale", "kind", "hold"})
+    if rs.get("base") not in RESIDUAL_BASES:
+        raise RecipeError(f"{src}: residual.base must be one of {RESIDUAL_BASES}")
+    kind = rs.get("kind", default.kind)
+    if kind not in kinds:
+        raise RecipeError(f"{src}: residual.kind must be one of {kinds}, got {kind!r}")
+    resid = Residual(
+        base=str(rs["base"]),
+        scale=_num(src, "residual.scale", rs.get("scale", default.scale), 1e-3),
+        kind=str(kind),
+        hold=_int(src, "residual.hold", rs.get("hold", default.hold), 1),
+    )
+    if resid.hold > MAX_HOLD:
+        raise RecipeError(f"{src}: residual.hold must be <= {MAX_HOLD}, got {resid.hold!r}")
+    if resid.scale > 2.0:
+        raise RecipeError(f"{src}: residual.scale must be <= 2, got {resid.scale!r}")
+    return resid
+
+
 def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
     """An ``es`` recipe (:mod:`agents.es`): a ``"tuning"`` residual trained by evolution
     strategies on ``stage = "random"``."""
@@ -405,24 +421,12 @@ def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
     env.setdefault("stage", "random")
     if env.get("road_ahead") is not True:
         raise RecipeError(f"{src}: run.algo = 'es' reads the road ahead: env.road_ahead = true")
-    rs = _table(src, doc, "residual")
-    _check_keys(src, "residual", rs, {"base", "scale", "kind", "hold"})
-    from agents.models import MAX_HOLD, RESIDUAL_BASES
-
-    if rs.get("base") not in RESIDUAL_BASES:
-        raise RecipeError(f"{src}: residual.base must be one of {RESIDUAL_BASES}")
-    if rs.get("kind", "tuning") != "tuning":
-        raise RecipeError(f"{src}: run.algo = 'es' trains residual.kind = 'tuning'")
-    resid = Residual(
-        base=str(rs["base"]),
-        scale=_num(src, "residual.scale", rs.get("scale", 0.25), 1e-3),
-        kind="tuning",
-        hold=_int(src, "residual.hold", rs.get("hold", 10), 1),
+    resid = _residual(
+        src,
+        _table(src, doc, "residual"),
+        Residual(scale=0.25, kind="tuning", hold=10),
+        ("tuning",),
     )
-    if resid.hold > MAX_HOLD:
-        raise RecipeError(f"{src}: residual.hold must be <= {MAX_HOLD}, got {resid.hold!r}")
-    if resid.scale > 2.0:
-        raise RecipeError(f"{src}: residual.scale must be <= 2, got {resid.scale!r}")
     es = _table(src, doc, "es")
     known = {f.name for f in dataclasses.fields(ESSettings)}
     _check_keys(src, "es", es, known)
@@ -442,6 +446,10 @@ def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
             kw[f.name] = v
         elif isinstance(f.default, int):
             kw[f.name] = _int(src, f"es.{f.name}", v, 1)
+        elif f.name == "dnf_score":  # a crash scores 0 (the benchmark's score) up to 1
+            kw[f.name] = _num(src, "es.dnf_score", v, 0.0)
+            if kw[f.name] > 1.0:
+                raise RecipeError(f"{src}: es.dnf_score must be <= 1, got {v!r}")
         else:
             kw[f.name] = _num(src, f"es.{f.name}", v, 1e-12)
     ev = _table(src, doc, "eval")
@@ -779,12 +787,7 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
     def _refs_for(self) -> dict[str, float]:
         if self._refs is None:
-            import tracks
-            from agents.reference import reference_time
-
-            self._refs = {
-                s: float(reference_time(tracks.load_stage(s)).time_s) for s in self.stages
-            }
+            self._refs = reference_times(self.stages)
         return self._refs
 
     def _on_training_start(self) -> None:
@@ -808,9 +811,7 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
     def _log_header(self) -> None:
         if not self.log_path.exists():
-            self.log_path.write_text(
-                "timesteps,env_steps,phase,wall_time_s,finish_rate,median_score,mean_score\n"
-            )
+            self.log_path.write_text(EVAL_LOG_HEADER)
 
     def evaluate_now(
         self,
@@ -871,23 +872,11 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
     def plot(self) -> Path | None:
         """``learning_curve.png``: validation finish rate and median score vs env steps."""
-        from agents.plots import curve_plot
+        from agents.plots import validation_curve
 
-        if not self.log_path.exists():
-            return None
-        rows = np.genfromtxt(self.log_path, delimiter=",", names=True, dtype=None, encoding=None)
-        rows = np.atleast_1d(rows)
-        if rows.size == 0:
-            return None
-        x = rows["env_steps"] / 1e6
-        return curve_plot(
-            [
-                ("finish rate", x, rows["finish_rate"]),
-                ("median score (ref / time)", x, rows["median_score"]),
-            ],
+        return validation_curve(
+            self.log_path,
             self.out / "learning_curve.png",
-            title=f"validation ({len(self.stages)} held-out generated stages)",
-            xlabel="env steps, warm start included (millions)",
-            ylabel="finish rate / score",
-            hlines=[("reference", 1.0)],
+            len(self.stages),
+            "env steps, warm start included (millions)",
         )

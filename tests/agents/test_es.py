@@ -114,6 +114,8 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
         },
         "eval": {"every": 1, "stages": 1},
     }
+    # a crash may score 0, as in the benchmark (the default)
+    assert recipe_from_dict({**doc, "es": {**doc["es"], "dnf_score": 0.0}}).es.dnf_score == 0.0
     r = recipe_from_dict(doc)
     assert r.es == ESSettings(
         1, 1, 2, 0.02, 0.01, 1, ("speed", "left_edge", "right_edge"), line=False
@@ -140,6 +142,8 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
         ({"residual": {"base": "heuristic", "kind": "action"}}, "tuning"),
         ({"ppo": {}}, "not for"),
         ({"es": {**doc["es"], "line": 1}}, "es.line"),
+        ({"es": {**doc["es"], "dnf_score": 1.5}}, "es.dnf_score must be <= 1"),
+        ({"es": {**doc["es"], "sigma": 0.0}}, "es.sigma"),
     ):
         with pytest.raises(RecipeError, match=what):
             recipe_from_dict({**doc, **bad})

@@ -132,8 +132,11 @@ class _Geo(NamedTuple):
     sitems: np.ndarray
     sci: np.ndarray  # (n_samples,) coarse cell of each ground sample (unclamped)
     scj: np.ndarray
-    g: np.ndarray  # (gny, gnx) ground field, NaN where not computed yet
+    g: np.ndarray  # (gny, gnx) ground field, defined where ``gdone`` is set
     prm: np.ndarray  # (_N_PRM,) scalars
+    # (gny, gnx) uint8, 1 where the ground field is computed (None only in a pickle made
+    # before it existed, where g was NaN where not computed; loading sets it)
+    gdone: np.ndarray | None = None
 
 
 @njit_inner
@@ -356,11 +359,12 @@ def _ground_cells(geo, ci0, ci1, cj0, cj1):
 @njit_inner
 def _ground_block(geo, ci0, ci1, cj0, cj1):
     g = geo.g
+    gdone = geo.gdone
     prm = geo.prm
     todo = False
     for gj in range(cj0, cj1 + 1):
         for gi in range(ci0, ci1 + 1):
-            if g[gj, gi] != g[gj, gi]:
+            if gdone[gj, gi] == 0:
                 todo = True
     if not todo:
         return
@@ -394,7 +398,7 @@ def _ground_block(geo, ci0, ci1, cj0, cj1):
     zbg = prm[_ZBG]
     for gj in range(cj0, cj1 + 1):
         for gi in range(ci0, ci1 + 1):
-            if g[gj, gi] == g[gj, gi]:
+            if gdone[gj, gi] != 0:
                 continue
             wsum = 0.0
             zsum = 0.0
@@ -415,6 +419,7 @@ def _ground_block(geo, ci0, ci1, cj0, cj1):
             # count with exactly that weight, so this is inverse-distance weighting with the
             # weight clamped at the reach (continuous), computed over the samples within reach.
             g[gj, gi] = (zsum + w0 * zbg) / (wsum + w0)
+            gdone[gj, gi] = 1
 
 
 # -------------------------------------------------------------------------- node values
@@ -930,10 +935,11 @@ class StageTerrain:
         state = dict(self.__dict__)
         del state["_lock"]
         # The ground field travels as its computed cells only (few, near the road): the rest
-        # of the grid is NaN, and a whole copy would be most of a pickled stage's bytes.
+        # of the grid is not computed yet, and a whole copy would be most of a pickled stage's
+        # bytes.
         g = self._geo.g
-        done = np.flatnonzero(~np.isnan(g.ravel()))
-        geo = self._geo._replace(g=np.zeros((0, 0)))
+        done = np.flatnonzero(self._geo.gdone.ravel())
+        geo = self._geo._replace(g=np.zeros((0, 0)), gdone=np.zeros((0, 0), np.uint8))
         # The centerline columns are the stage's own (rebuilt from it on loading), and the
         # index tables travel as int32 where their values fit: a prefetched stage is read
         # and unpickled by the env's process, and its bytes are most of that cost.
@@ -958,11 +964,13 @@ class StageTerrain:
         self.__dict__.update(state)
         if cells is not None:
             shape, done, values = cells
-            g = np.full(shape, np.nan)
-            g.ravel()[done] = values
-            self._geo = self._geo._replace(g=g)
         elif shape is not None:
-            self._geo = self._geo._replace(g=np.full(shape, np.nan))
+            done, values = np.empty(0, np.int64), np.empty(0)
+        if cells is not None or shape is not None:
+            g, gdone = _ground_field(shape)
+            g.ravel()[done] = values
+            gdone.ravel()[done] = 1
+            self._geo = self._geo._replace(g=g, gdone=gdone)
         if "_baked" not in state:
             self._baked = _NONE_BAKED
         self._lock = threading.Lock()
@@ -1087,6 +1095,14 @@ def _path_columns(p) -> dict[str, np.ndarray]:
     }
 
 
+def _ground_field(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """An empty ground field and its "computed" flags (``_Geo.g``, ``_Geo.gdone``). Neither is
+    written here: a field covers the whole grid at 4 m cells (about 1 MB for a 2 km stage),
+    but only the cells near the road are ever computed, and a stage's process touches only
+    their pages (a NaN-filled field cost about 0.3 ms per generated stage to write)."""
+    return np.empty(shape), np.zeros(shape, np.uint8)
+
+
 def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, ny: int) -> _Geo:
     p = stage.path
     ts = stage.terrain
@@ -1119,6 +1135,7 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     nsx = (gnx - 1) // SAMPLE_BUCKET + 1
     nsy = (gny - 1) // SAMPLE_BUCKET + 1
     sstart, sitems = _csr(bci, bci, bcj, bcj, SAMPLE_BUCKET, nsx, nsy)
+    g, gdone = _ground_field((gny, gnx))
     prm = np.zeros(_N_PRM)
     prm[_X0] = x0
     prm[_Y0] = y0
@@ -1160,7 +1177,8 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
         sitems=sitems,
         sci=sci,
         scj=scj,
-        g=np.full((gny, gnx), np.nan),
+        g=g,
+        gdone=gdone,
         prm=prm,
     )
 

@@ -185,6 +185,16 @@ class TileSource(Protocol):
     def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None: ...
 
 
+def _ready_tiles(t: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A source's tiles made before it joined a :class:`TerrainSet`, if it has any:
+    ``ready_tiles()`` -> (linear tile ``ty * tiles_x + tx`` (m,), heights (m, TILE_NODES),
+    surfaces (m, TILE_NODES)), the blocks :meth:`TileSource.fill_tiles` would write. The set
+    takes them when the source takes a row, in one copy, instead of one fill per step as cars
+    reach them (an optional method: a source without it fills every tile on demand)."""
+    ready = getattr(t, "ready_tiles", None)
+    return ready() if ready is not None else None
+
+
 @njit(cache=True)
 def _copy_tiles(h, s, tiles, out_h, out_s):
     ny, nx = h.shape
@@ -284,6 +294,8 @@ class TerrainSet:
         for row in range(self.n_base, rows):
             self.meta[row] = self.meta[0]
             self.grip[row] = self.grip[0]
+        for row in range(self.n_base):
+            self._take_ready(row)
 
     def _set_row(self, row: int, t: Any, table_off: int) -> None:
         ny, nx = t.shape
@@ -364,10 +376,25 @@ class TerrainSet:
                 self._set_row(row, terrain, off)
                 self._follow(row)
                 self._compact()
+                self._take_ready(row)
                 return
         self.sources[row] = terrain
         self._set_row(row, terrain, off)
         self._follow(row)
+        self._take_ready(row)
+
+    def _take_ready(self, row: int) -> None:
+        """Put the tiles base row ``row``'s source made ahead (:func:`_ready_tiles`) in the
+        pool."""
+        ready = _ready_tiles(self.sources[row])
+        if ready is None or not len(ready[0]):
+            return
+        lin, h, s = ready
+        slots = self._slots(len(lin))
+        self.heights.reshape(-1, TILE_NODES)[slots] = h
+        self.surfaces.reshape(-1, TILE_NODES)[slots] = s
+        self.tiles[int(self.meta[row, TM_TABLE]) + lin] = slots
+        self.tiles_filled += len(lin)
 
     def _follow(self, row: int) -> None:
         """Variant rows of base ``row`` take its (new) grid; their grip stays theirs."""

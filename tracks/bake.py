@@ -1017,6 +1017,12 @@ class StageTerrain:
         self._bake(tiles, h, s)
         self._baked = (keys, h, s)
 
+    def ready_tiles(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The tiles :meth:`prebake` made: (linear tile ``ty * tiles_x + tx``, heights,
+        surfaces), which a :class:`physics.terrain.TerrainSet` takes in one copy when this
+        source takes a row."""
+        return self._baked
+
     def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None:
         """Bake tiles ``(m, 2)`` int64 (tx, ty) into ``(m, TILE_W**2)`` heights / surfaces
         (tiles :meth:`prebake` made are copied)."""

@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 
 import tracks
-from physics.terrain import TILE, TILE_NODES, TILE_W, TerrainSet, sample_surface, tile_grid
+from physics.terrain import (
+    TILE,
+    TILE_NODES,
+    TILE_W,
+    TM_TABLE,
+    TerrainSet,
+    sample_surface,
+    tile_grid,
+)
 from tests.tracks.conftest import offset_points
 from tracks import surfaces
 from tracks.bake import MARGIN_M, StageTerrain, bake_grid, bake_uncached
@@ -368,3 +376,38 @@ def test_a_pickled_source_loads_with_the_same_kernel_arrays(sectioned):
         np.testing.assert_array_equal(b, a, err_msg=name)
     np.testing.assert_array_equal(back._geo.x, stage_back.path.x_m)
     assert back.stage is stage_back
+
+
+@pytest.mark.parametrize("how", ["construct", "replace"])
+def test_a_terrain_set_takes_a_sources_prebaked_tiles_with_the_row(how):
+    """The tiles a source made ahead (the prefetch worker's start tiles) go into the pool when
+    the source takes a row, in one copy: no fill asks the source for them again, and they hold
+    what a fill would have baked."""
+    from physics.terrain import flat_terrain
+
+    stage = tracks.generate(9)
+    src = StageTerrain(stage)
+    tiles = src.start_tiles()
+    src.prebake(tiles)
+    asked = []
+    fill = src.fill_tiles
+    src.fill_tiles = lambda t, h, s: (asked.append(len(t)), fill(t, h, s))
+    if how == "construct":
+        ts = TerrainSet([src])
+    else:
+        ts = TerrainSet([flat_terrain()])
+        ts.fill(0, np.array([[0, 0], [1, 0]]))
+        ts.replace(0, src)
+    assert ts.tiles_in_use == len(tiles)
+    assert ts.fill(0, tiles) == 0 and asked == []
+    fresh = TerrainSet([StageTerrain(stage)])
+    assert fresh.fill(0, tiles) == len(tiles)
+    tnx = tile_grid(src.shape)[0]
+    lin = tiles[:, 1] * tnx + tiles[:, 0]
+    sa, sb = ts.tiles[int(ts.meta[0, TM_TABLE]) + lin], fresh.tiles[lin]
+    np.testing.assert_array_equal(
+        ts.heights.reshape(-1, TILE_NODES)[sa], fresh.heights.reshape(-1, TILE_NODES)[sb]
+    )
+    np.testing.assert_array_equal(
+        ts.surfaces.reshape(-1, TILE_NODES)[sa], fresh.surfaces.reshape(-1, TILE_NODES)[sb]
+    )

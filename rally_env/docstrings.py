@@ -635,19 +635,18 @@ autoreset_mode=...)`.
 - `call(name, ...)`, `get_attr(name)`, `set_attr(name, values)` as on Gymnasium's vector envs:
   a tuple of one result per car (`call("render")` gives the per-car frames); the cars share
   the env's attributes, so `set_attr` takes one value or `num_envs` equal ones.
-- Cars may be on different stages (`stage="random"` or a list): each car has a stage slot and
-  a terrain row; projection and timing tables of all slots are packed into flat arrays.
-  With `"random"` every car has its own generated stage; a reset rewrites only that car's
-  slot, its terrain fills tile by tile (8 x 8 nodes) as the car reaches it, and a worker
-  process (`python -m tracks.prefetch`, one per Python process; `RALLY_PREFETCH=0` turns it
-  off) generates the stage each car will draw next, with the tiles of its first 40 m of road
-  (edges and 6 m beyond) already baked, so the env bakes only what the car reaches after
-  them. It keeps 64 answers: an env with more
-  cars than that asks for nothing ahead (a car's stage would be dropped before the car came
-  back for it); there, the cars a step resets together split their stages' generation with
-  the worker instead (it makes the second half while the env makes the first; without
-  baking start tiles, as the env waits for those answers). Where a stage or a tile is made
-  never changes it. Figures: Speed, below.
+- Cars may be on different stages (`stage="random"` or a list): each car has a stage slot and a
+  terrain row; projection and timing tables of all slots are packed into flat arrays. With
+  `"random"` every car has its own generated stage; a reset rewrites only that car's slot, its
+  terrain fills tile by tile (8 x 8 nodes) as the car reaches it, and a worker process (`python -m
+  tracks.prefetch`, one per Python process; `RALLY_PREFETCH=0` turns it off) generates the stage
+  each car will draw next, with the tiles of its first 40 m of road (edges and 6 m beyond) already
+  baked: the terrain pool takes those tiles in one copy when the stage takes its slot, so the env
+  bakes only what the car reaches after them. It keeps 64 answers: an env with more cars than that
+  asks for nothing ahead (a car's stage would be dropped before the car came back for it); there,
+  the cars a step resets together split their stages' generation with the worker instead (it makes
+  the second half while the env makes the first; without baking start tiles, as the env waits for
+  those answers). Where a stage or a tile is made never changes it. Figures: Speed, below.
 
 ## State API
 
@@ -708,6 +707,40 @@ alone and with the prefetch worker's CPU time added), the amortized cost of a ra
 a single env, and the peak RSS of a 1,024-car env on random stages (`--no-rss` skips that row;
 it takes a quarter of an hour on a busy machine). Targets (issue 13): random ≥ 70 % of fixed at
 16 and 1,024 cars, a random reset ≤ 5 ms amortized, ≤ 4 GB RSS at 1,024 cars.
+
+**5 December 2026, later** (commit `aa6eab8`; load average 0.5 before the run;
+`python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`):
+
+| cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
+|---|---|---|---|---|---|
+| 16 | 74,351 car-steps/s | 40,238 | 54 % | 54 % | 27 % |
+| 1,024 | 173,870 | 34,189 | 20 % | 29 % | 24 % |
+| 1,024, `num_levels=256` | 173,870 | 143,552 | 83 % | 83 % | 83 % |
+
+Single env: 31,315 steps/s on `opener`, 23,949 on random stages (205 steps per episode): a
+random reset costs **2.01 ms** amortized (1.90 ms of the env process's CPU, 6.43 ms with the
+worker's). Two changes, each measured against the commit before it in three alternating pairs
+of fresh processes (`bench_random_vector(16, 3.0)` with the fixed and random variants), best
+of each:
+
+1. A terrain source flags the ground-field cells it has computed in a byte array instead of
+   writing NaN over the whole field first (about 1 MB at 4 m cells for a 2 km stage): 0.3 ms
+   less per generated stage in the worker and again in the env's process when it loads the
+   stage, and only the pages near the road become resident. 16 cars: 33.6 / 35.1 / 37.3
+   thousand car-steps/s before, 35.5 / 38.1 / 38.6 after (44-48 % -> 49-52 % of fixed).
+   Peak RSS of a 1,024-car env after 600 random-stage steps (`random_rss_mb(1024, 600)`, the
+   two commits run side by side): 2,337 MB before, 2,021 MB after.
+2. The tiles the worker bakes ahead come into the terrain pool in one copy when the stage
+   takes its slot (`TerrainSet` reads `StageTerrain.ready_tiles`), not one fill per step as
+   cars reach them: fills per episode at 16 cars fell from 12 to 5. 16 cars: 34.1 / 37.7 /
+   34.6 thousand car-steps/s before, 39.6 / 38.1 / 38.1 after (45-49 % -> 52-54 %).
+
+At 1,024 cars the first change moved the ratio within the run-to-run spread (18.5-18.7 %
+before, 17.8-19.8 % after); the second does not apply there (that env asks the worker for no
+start tiles). The 70 % targets stay missed, and at 16 cars the worker sets the next limit: it
+spends about 4.3 ms on each stage (generating it 2.5 ms, baking its start tiles 1.2 ms,
+pickling it 0.4 ms), so one core makes at most about 230 stages per second, which at about
+193 steps per random-action episode caps 16 cars near 45,000 car-steps/s (60 % of fixed).
 
 **5 December 2026** (commit `c2bba3f` and after; load average 1.3 before the run;
 `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`):

@@ -971,6 +971,8 @@ class StageTerrain:
             g.ravel()[done] = values
             gdone.ravel()[done] = 1
             self._geo = self._geo._replace(g=g, gdone=gdone)
+        elif self._geo.gdone is None:  # a whole NaN-marked field (the oldest pickles)
+            self._geo = self._geo._replace(gdone=(~np.isnan(self._geo.g)).astype(np.uint8))
         if "_baked" not in state:
             self._baked = _NONE_BAKED
         self._lock = threading.Lock()

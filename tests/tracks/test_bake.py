@@ -411,3 +411,27 @@ def test_a_terrain_set_takes_a_sources_prebaked_tiles_with_the_row(how):
     np.testing.assert_array_equal(
         ts.surfaces.reshape(-1, TILE_NODES)[sa], fresh.surfaces.reshape(-1, TILE_NODES)[sb]
     )
+
+
+def test_a_source_pickled_with_a_nan_marked_ground_field_still_bakes_the_same():
+    """Pickles made before the computed-cells flags carried the ground field with NaN where not
+    computed (whole, or as its computed cells): both load, and bake the same tiles."""
+    stage = tracks.generate(9)
+    src = StageTerrain(stage)
+    tiles = src.start_tiles()[:6]
+    h = np.empty((len(tiles), TILE_NODES))
+    s = np.empty((len(tiles), TILE_NODES), np.int8)
+    src.fill_tiles(tiles, h, s)
+    g = np.where(src._geo.gdone == 1, src._geo.g, np.nan)
+    state = src.__getstate__()
+    old_cells = dict(state, _geo=state["_geo"]._replace(gdone=None))
+    old_whole = dict(old_cells, _geo=old_cells["_geo"]._replace(g=g))
+    del old_whole["_g_cells"]
+    for st in (old_cells, old_whole):
+        back = StageTerrain.__new__(StageTerrain)
+        back.__setstate__(dict(st))
+        np.testing.assert_array_equal(back._geo.gdone, src._geo.gdone)
+        h2, s2 = np.empty_like(h), np.empty_like(s)
+        back.fill_tiles(tiles, h2, s2)
+        np.testing.assert_array_equal(h2, h)
+        np.testing.assert_array_equal(s2, s)

@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from tracks.bake import StageTerrain
 from tracks.generator import generate
 from tracks.stage import Stage
@@ -86,7 +88,9 @@ class Prefetcher:
         self._proc: subprocess.Popen | None = None
         self._fd_in = -1
         self._fd_out = -1
-        self._buf = bytearray()
+        self._head = bytearray()  # the length prefix of the answer being read
+        self._body: np.ndarray | None = None  # that answer's bytes, read up to _got
+        self._got = 0
         self._pending: set[Key] = set()
         self._ready: dict[Key, tuple[Stage, StageTerrain]] = {}
         self._lock = threading.Lock()
@@ -118,6 +122,7 @@ class Prefetcher:
             return False
         self._fd_in = self._proc.stdin.fileno()
         self._fd_out = self._proc.stdout.fileno()
+        self._head, self._body = bytearray(), None  # nothing read from this worker yet
         os.set_blocking(self._fd_out, False)
         try:  # room for a few stages in the pipe, so the worker rarely waits for a read
             import fcntl
@@ -141,26 +146,34 @@ class Prefetcher:
                 return
         while True:
             try:
-                chunk = os.read(self._fd_out, 1 << 20)
+                if self._body is None:  # the length of the next answer
+                    chunk = os.read(self._fd_out, _LEN.size - len(self._head))
+                    if not chunk:  # the worker ended
+                        self._fail()
+                        return
+                    self._head += chunk
+                    if len(self._head) < _LEN.size:
+                        continue
+                    (n,) = _LEN.unpack(self._head)
+                    self._head = bytearray()
+                    self._body = np.empty(n, np.uint8)  # read into once, never copied
+                    self._got = 0
+                got = os.readv(self._fd_out, [self._body[self._got :]])
             except BlockingIOError:
-                break
+                return
             except OSError:
                 self._fail()
                 return
-            if not chunk:  # the worker ended
+            if not got:
                 self._fail()
                 return
-            self._buf += chunk
-        while len(self._buf) >= _LEN.size:
-            (n,) = _LEN.unpack_from(self._buf)
-            if len(self._buf) < _LEN.size + n:
-                break
-            with memoryview(self._buf) as view:  # no copy of the answer before loading it
-                key, made = pickle.loads(view[_LEN.size : _LEN.size + n])
-            del self._buf[: _LEN.size + n]
-            self._pending.discard(key)
-            if made is not None:
-                self._ready[key] = made
+            self._got += got
+            if self._got == len(self._body):
+                body, self._body = self._body, None
+                key, made = pickle.loads(body)
+                self._pending.discard(key)
+                if made is not None:
+                    self._ready[key] = made
 
     # ------------------------------------------------------------------------ the API
     @property

@@ -3,6 +3,7 @@ between cars through slots, levels, the prefetch worker; none of it changes an e
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -230,3 +231,37 @@ def test_prefetcher_hands_over_the_stage_generate_makes():
         assert made is not None and len(made[1]._baked[0]) == 0
     finally:
         p.shutdown()
+
+
+def test_prefetcher_reads_answers_that_arrive_in_pieces():
+    """The answer stream is read without blocking, so an answer may arrive over several
+    reads, and several answers in one: each is loaded once it is whole."""
+    import pickle
+    import struct
+
+    from tracks.prefetch import Prefetcher
+
+    p = Prefetcher()
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    p._proc, p._fd_out = object(), r  # stands in for a worker whose answers go to the pipe
+    try:
+        answers = [((k, 500.0, 0.5, False), ("stage", np.arange(k + 3.0))) for k in (1, 2, 3)]
+        stream = b"".join(
+            struct.pack("<I", len(b)) + b
+            for b in (pickle.dumps(a, protocol=pickle.HIGHEST_PROTOCOL) for a in answers)
+        )
+        p._pending.update(key for key, _ in answers)
+        cut = [0, 2, 3, 40, len(stream) - 5, len(stream)]  # inside a prefix, a body, across
+        for a, b in itertools.pairwise(cut):
+            os.write(w, stream[a:b])
+            p._drain()
+        assert not p._pending and list(p._ready) == [key for key, _ in answers]
+        for key, (tag, arr) in answers:
+            got_tag, got = p._ready[key]
+            assert got_tag == tag
+            np.testing.assert_array_equal(got, arr)
+    finally:
+        p._proc = None
+        os.close(r)
+        os.close(w)

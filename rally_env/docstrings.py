@@ -708,20 +708,20 @@ a single env, and the peak RSS of a 1,024-car env on random stages (`--no-rss` s
 it takes a quarter of an hour on a busy machine). Targets (issue 13): random ≥ 70 % of fixed at
 16 and 1,024 cars, a random reset ≤ 5 ms amortized, ≤ 4 GB RSS at 1,024 cars.
 
-**5 December 2026, later** (commit `aa6eab8`; load average 0.5 before the run;
-`python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`):
+**5 December 2026, later** (commit `a9ea130`; load average 0.2 and 1.2 before two runs of
+`python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, one after the other):
 
 | cars | fixed (`opener`) | random | random / fixed, wall | per CPU s, env | per CPU s, + worker |
 |---|---|---|---|---|---|
-| 16 | 74,351 car-steps/s | 40,238 | 54 % | 54 % | 27 % |
-| 1,024 | 173,870 | 34,189 | 20 % | 29 % | 24 % |
-| 1,024, `num_levels=256` | 173,870 | 143,552 | 83 % | 83 % | 83 % |
+| 16 | 71,867 / 74,228 car-steps/s | 37,398 / 41,839 | 52 % / 56 % | 54 % / 57 % | 27 % / 29 % |
+| 1,024 | 166,205 / 163,048 | 30,664 / 29,632 | 18 % / 18 % | 28 % / 27 % | 23 % / 23 % |
+| 1,024, levels | 166,205 / 163,048 | 136,041 / 125,941 | 82 % / 77 % | 82 % / 77 % | 82 % / 77 % |
 
-Single env: 31,315 steps/s on `opener`, 23,949 on random stages (205 steps per episode): a
-random reset costs **2.01 ms** amortized (1.90 ms of the env process's CPU, 6.43 ms with the
-worker's). Two changes, each measured against the commit before it in three alternating pairs
-of fresh processes (`bench_random_vector(16, 3.0)` with the fixed and random variants), best
-of each:
+Single env: 30,913 / 30,526 steps/s on `opener`, 23,534 / 21,724 on random stages (205 steps
+per episode): a random reset costs **2.08 / 2.73 ms** amortized (1.85 / 2.49 ms of the env
+process's CPU, 6.57 / 7.54 ms with the worker's). Three changes, each measured against the
+commit before it in three alternating pairs of fresh processes (`bench_random_vector(16, 3.0)`
+with the fixed and random variants), best of each:
 
 1. A terrain source flags the ground-field cells it has computed in a byte array instead of
    writing NaN over the whole field first (about 1 MB at 4 m cells for a 2 km stage): 0.3 ms
@@ -734,13 +734,26 @@ of each:
    takes its slot (`TerrainSet` reads `StageTerrain.ready_tiles`), not one fill per step as
    cars reach them: fills per episode at 16 cars fell from 12 to 5. 16 cars: 34.1 / 37.7 /
    34.6 thousand car-steps/s before, 39.6 / 38.1 / 38.1 after (45-49 % -> 52-54 %).
+3. The env reads each of the worker's answers straight into a buffer of its size, instead of
+   1 MB chunks appended to a buffer that answers were then cut from. 16 cars: 37.6 / 37.1 /
+   38.9 thousand car-steps/s before, 39.9 / 39.4 / 40.2 after (50-51 % -> 54-55 %).
 
-At 1,024 cars the first change moved the ratio within the run-to-run spread (18.5-18.7 %
-before, 17.8-19.8 % after); the second does not apply there (that env asks the worker for no
-start tiles). The 70 % targets stay missed, and at 16 cars the worker sets the next limit: it
-spends about 4.3 ms on each stage (generating it 2.5 ms, baking its start tiles 1.2 ms,
-pickling it 0.4 ms), so one core makes at most about 230 stages per second, which at about
-193 steps per random-action episode caps 16 cars near 45,000 car-steps/s (60 % of fixed).
+The same command at `aa6eab8` (after change 2, load 0.5) had read 54 % at 16 cars, 20 % at 1,024
+cars and a 2.01 ms reset: single runs of this command move by a few points, so the changes are
+measured in the alternating pairs above (levels: `num_levels=256`).
+
+At 1,024 cars the first change moved the ratio within the run-to-run spread (18.5-18.7 % before,
+17.8-19.8 % after); the second does not apply there (that env asks the worker for no start
+tiles). The 70 % targets stay missed, and at 16 cars the worker sets the next limit: it spends
+about 4.3 ms on each stage (generating it 2.5 ms, baking its start tiles 1.2 ms, pickling it 0.4
+ms), so one core makes at most about 230 stages per second, which at about 193 steps per
+random-action episode caps 16 cars near 45,000 car-steps/s (60 % of fixed). At 1,024 cars both
+cores step the physics, about 2.3 ms of CPU per car over a 193-step episode (83,800 car-steps
+per CPU second on `opener`), while making a stage costs about 4.3 ms of CPU wherever it runs
+(generating 2.5 ms, its terrain index, about 30 tiles baked at 30-40 us each, its slot's
+tables): even with both cores making stages beside the physics, random stages would reach at
+most about 2.3 / (2.3 + 4.3) = 35 % of fixed there. 70 % needs a stage made in about 1 ms, a
+generator and bake several times cheaper than today's.
 
 **5 December 2026** (commit `c2bba3f` and after; load average 1.3 before the run;
 `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`):

@@ -375,6 +375,7 @@ def env_markdown() -> str:
             _md_episodes,
             _md_vector_state,
             _md_speed,
+            _md_speed_earlier,
             _md_speed_history,
             _md_versions,
         )
@@ -755,6 +756,12 @@ tables): even with both cores making stages beside the physics, random stages wo
 most about 2.3 / (2.3 + 4.3) = 35 % of fixed there. 70 % needs a stage made in about 1 ms, a
 generator and bake several times cheaper than today's.
 
+"""
+
+
+def _md_speed_earlier() -> str:
+    """``docs/env.md``: the random-stage figures of 4 and 5 December (before the latest)."""
+    return """\
 **5 December 2026** (commit `c2bba3f` and after; load average 1.3 before the run;
 `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`):
 

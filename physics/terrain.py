@@ -186,13 +186,34 @@ class TileSource(Protocol):
 
 
 def _ready_tiles(t: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """A source's tiles made before it joined a :class:`TerrainSet`, if it has any:
-    ``ready_tiles()`` -> (linear tile ``ty * tiles_x + tx`` (m,), heights (m, TILE_NODES),
-    surfaces (m, TILE_NODES)), the blocks :meth:`TileSource.fill_tiles` would write. The set
-    takes them when the source takes a row, in one copy, instead of one fill per step as cars
-    reach them (an optional method: a source without it fills every tile on demand)."""
+    """A source's tiles made before it joined a :class:`TerrainSet`, if it has any, checked:
+    ``ready_tiles()`` -> (linear tiles ``ty * tiles_x + tx`` (m,), ascending and distinct,
+    heights (m, TILE_NODES), surfaces (m, TILE_NODES)), the blocks
+    :meth:`TileSource.fill_tiles` would write. The set takes them when the source takes a
+    row, in one copy, instead of one fill per step as cars reach them (an optional method: a
+    source without it fills every tile on demand)."""
     ready = getattr(t, "ready_tiles", None)
-    return ready() if ready is not None else None
+    if ready is None:
+        return None
+    lin, h, s = ready()
+    lin = np.asarray(lin)
+    if not len(lin):
+        return None
+    tnx, tny = tile_grid(t.shape)
+    if (
+        lin.ndim != 1
+        or lin.dtype.kind not in "iu"
+        or np.shape(h) != (len(lin), TILE_NODES)
+        or np.shape(s) != (len(lin), TILE_NODES)
+        or lin[0] < 0
+        or lin[-1] >= tnx * tny
+        or np.any(np.diff(lin) <= 0)
+    ):
+        raise TerrainError(
+            f"{t.name}: ready_tiles() must give ascending distinct tiles in [0, {tnx * tny}) "
+            f"with ({len(lin)}, {TILE_NODES}) heights and surfaces"
+        )
+    return lin, h, s
 
 
 @njit(cache=True)
@@ -261,6 +282,7 @@ class TerrainSet:
             raise TerrainError("a TerrainSet needs at least one terrain")
         for t in terrains:
             _check_source(t)
+        ready = [_ready_tiles(t) for t in terrains]
         if isinstance(n_variants, bool) or not isinstance(n_variants, int) or n_variants < 0:
             raise TerrainError(f"n_variants must be an integer >= 0, got {n_variants!r}")
         self.sources: list[Any] = list(terrains)
@@ -295,7 +317,7 @@ class TerrainSet:
             self.meta[row] = self.meta[0]
             self.grip[row] = self.grip[0]
         for row in range(self.n_base):
-            self._take_ready(row)
+            self._take_ready(row, ready[row])
 
     def _set_row(self, row: int, t: Any, table_off: int) -> None:
         ny, nx = t.shape
@@ -353,6 +375,7 @@ class TerrainSet:
         if not 0 <= row < self.n_base:
             raise TerrainError(f"base terrain {row} is not in [0, {self.n_base})")
         _check_source(terrain)
+        ready = _ready_tiles(terrain)
         off, n = self._table(row)
         used = self.tiles[off : off + n]
         slots = used[used >= 0]
@@ -376,18 +399,17 @@ class TerrainSet:
                 self._set_row(row, terrain, off)
                 self._follow(row)
                 self._compact()
-                self._take_ready(row)
+                self._take_ready(row, ready)
                 return
         self.sources[row] = terrain
         self._set_row(row, terrain, off)
         self._follow(row)
-        self._take_ready(row)
+        self._take_ready(row, ready)
 
-    def _take_ready(self, row: int) -> None:
-        """Put the tiles base row ``row``'s source made ahead (:func:`_ready_tiles`) in the
-        pool."""
-        ready = _ready_tiles(self.sources[row])
-        if ready is None or not len(ready[0]):
+    def _take_ready(self, row: int, ready: tuple[np.ndarray, ...] | None) -> None:
+        """Put the tiles base row ``row``'s source made ahead (:func:`_ready_tiles`, checked)
+        in the pool."""
+        if ready is None:
             return
         lin, h, s = ready
         slots = self._slots(len(lin))

@@ -435,3 +435,28 @@ def test_a_source_pickled_with_a_nan_marked_ground_field_still_bakes_the_same():
         back.fill_tiles(tiles, h2, s2)
         np.testing.assert_array_equal(h2, h)
         np.testing.assert_array_equal(s2, s)
+
+
+def test_a_terrain_set_refuses_ready_tiles_it_cannot_place():
+    """Ready tiles outside the grid, repeated or of the wrong block size are refused with a
+    message naming the source, and the set keeps the terrain it had."""
+    from physics.terrain import TerrainError, flat_terrain
+
+    stage = tracks.generate(9)
+    src = StageTerrain(stage)
+    src.prebake(src.start_tiles()[:3])
+    lin, h, s = src.ready_tiles()
+    n = int(np.prod(tile_grid(src.shape)))
+    ts = TerrainSet([flat_terrain()])
+    for bad in (
+        (lin[::-1].copy(), h, s),  # not ascending
+        (np.array([0, 0, 1]), h, s),  # repeated
+        (np.array([0, 1, n]), h, s),  # outside the grid
+        (lin, h[:, :50], s),  # wrong block size
+    ):
+        src.ready_tiles = lambda bad=bad: bad
+        with pytest.raises(TerrainError, match="ready_tiles"):
+            ts.replace(0, src)
+        assert ts.tiles_in_use == 0 and ts.sources[0] is not src
+        with pytest.raises(TerrainError, match="ready_tiles"):
+            TerrainSet([src])

@@ -171,6 +171,9 @@ class TileSource(Protocol):
     into the matching row of ``heights`` (float64) / ``surfaces`` (int8), both
     ``(len(tiles), TILE_NODES)``: node ``(lx, ly)`` of the stored ``TILE_W x TILE_W`` block is
     grid node ``(tx * TILE - 1 + lx, ty * TILE - 1 + ly)`` with indices clamped to the grid.
+
+    A source may also offer ``ready_tiles()``: tiles it made ahead, which the set takes in one
+    copy when the source takes a row (see :func:`_ready_tiles`).
     """
 
     name: str

@@ -10,16 +10,18 @@ steps along ``sum (F(+) - F(-)) eps``. Driving both signs on the same stages can
 stages do to the fitness and leaves what the perturbation does.
 
 The policy is linear on the normalised observation, ``a = clip(W z + b, -1, 1)`` with
-``z = clip((obs - mean) / sqrt(var + eps), -10, 10)``, and its three outputs are a
-``"tuning"`` residual (:class:`agents.models.ResidualSpec`): they multiply the base driver's
-speed-plan factors by ``exp(scale * a)``, held for ``hold`` control steps. ``theta = 0`` is the
+``z = clip((obs - mean) / sqrt(var + eps), -10, 10)``, and its outputs are a ``"tuning"``
+residual (:class:`agents.models.ResidualSpec`): the first three multiply the base driver's
+speed-plan factors by ``exp(scale * a)``, the fourth (with ``line``) moves its line, all held
+for ``hold`` control steps. ``theta = 0`` is the
 base driver itself. The result is saved as a stable-baselines3 PPO model (``net_arch = []``:
 its action net is ``W, b``), so ``rally eval``, ``rally benchmark`` and ``SB3Policy`` drive
 it like any trained model.
 
 Fitness of a member on a stage: ``t_center / t`` where ``t_center`` is the unperturbed
-parameters' stage time there (or, if they did not finish, the fastest member's), 0 when the
-member did not finish; its fitness is the mean over the stages, turned into centered ranks.
+parameters' stage time there (or, if they did not finish, the fastest member's),
+``dnf_score`` when the member did not finish; its fitness is the mean over the stages,
+turned into centered ranks.
 The observation statistics come from the base driver on ``norm_stages`` stages before the
 first iteration and stay fixed.
 """

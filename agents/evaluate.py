@@ -491,10 +491,18 @@ def validation_stages(n: int) -> list[str]:
     return [f"gen-{VALIDATION_SEED_BASE + i}" for i in range(n)]
 
 
+def score(reference_s: float, stage_time_s: float | None) -> float:
+    """``reference_time / stage_time``, 0 for a run that did not finish (1.0 = the
+    reference)."""
+    if stage_time_s is None or not math.isfinite(stage_time_s) or stage_time_s <= 0.0:
+        return 0.0
+    return float(reference_s / stage_time_s)
+
+
 def score_summary(runs: list[Any], refs: dict[str, float]) -> dict[str, float]:
-    """Finish rate, median and mean score ``reference / stage time`` (0 for a run that did
-    not finish) of runs (:class:`RunResult`) on stages whose reference times are ``refs``."""
-    s = np.array([refs[r.stage] / r.stage_time_s if r.finished else 0.0 for r in runs])
+    """Finish rate, median and mean :func:`score` of runs (:class:`RunResult`) on stages
+    whose reference times are ``refs``."""
+    s = np.array([score(refs[r.stage], r.stage_time_s if r.finished else None) for r in runs])
     fin = np.array([bool(r.finished) for r in runs])
     return {
         "finish_rate": float(fin.mean()) if len(fin) else math.nan,

@@ -662,6 +662,33 @@ _C_PW = _C["power_w"]
 _C_FB = _C["brake_force_n"]
 
 
+def _check_tune(tune: Any, n: int) -> np.ndarray:
+    """The tuning of ``n`` cars as :func:`_drive` takes it ((n, 0) for none).
+
+    Raises:
+        ValueError: not (n, 4) or (4,), or a value not finite or a multiplier not > 0 (the
+            message names the first such car).
+    """
+    if tune is None:
+        return np.zeros((n, 0))
+    width = len(TUNE_FIELDS)
+    t = np.asarray(tune, np.float64)
+    if t.shape not in ((width,), (n, width)):
+        raise ValueError(
+            f"the driver's tuning must be ({n}, {width}) or ({width},) ({TUNE_FIELDS}), "
+            f"got shape {t.shape}"
+        )
+    t = np.ascontiguousarray(np.broadcast_to(t, (n, width)))
+    bad = ~(np.isfinite(t).all(axis=1) & (t[:, :3] > 0.0).all(axis=1))
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"the driver's tuning must be finite, its multipliers > 0: car {k} has "
+            f"{dict(zip(TUNE_FIELDS, t[k].tolist(), strict=True))}"
+        )
+    return t
+
+
 class HeuristicDriver:
     """Curvature speed target with a blind-corner assumption or the road ahead, pure pursuit
     and PI pedals (deterministic, batched).
@@ -732,18 +759,13 @@ class HeuristicDriver:
             ahead = np.zeros((o.shape[0], 0), np.float32)
         o = np.ascontiguousarray(o[:, : DEFAULT_LAYOUT.size], dtype=np.float32)
         n = o.shape[0]
+        tune = _check_tune(tune, n)
         if mem is None:
             if self._mem.shape[0] != n:
                 self.reset(n)
             mem = self._mem
         if self._diag.shape[0] != n:
             self._diag = np.zeros((n, N_DIAG))
-        if tune is None:
-            tune = np.zeros((n, 0))
-        else:
-            tune = np.ascontiguousarray(np.broadcast_to(tune, (n, len(TUNE_FIELDS))), np.float64)
-            if not (np.isfinite(tune).all() and (tune[:, :3] > 0.0).all()):
-                raise ValueError(f"the driver's tuning must be finite, its multipliers > 0: {tune}")
         out = np.zeros((n, 4), np.float32)
         _drive(o, _OBS, _SCALES, LOOK_M, self._c, mem, out, self._diag, ahead, _BINS, tune)
         return out, self._diag, single

@@ -170,9 +170,7 @@ class ResidualDriver:
         """The tuning of ``n`` cars whose outputs are 0 (the base driver)."""
         from agents.heuristic import TUNE_NEUTRAL
 
-        if self.kind == "tuning":
-            return np.tile(np.array(TUNE_NEUTRAL), (n, 1))
-        return np.ones((n, self.spec.n_outputs))
+        return np.tile(np.array(TUNE_NEUTRAL), (n, 1))
 
     def hold_outputs(self, a: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Take the network's outputs ``a`` (N, n_outputs) for every car (or those in

@@ -51,10 +51,8 @@ from typing import Any
 
 import numpy as np
 
-# the validation stages live with the evaluation (agents.es uses them too); named here as well
-from agents.evaluate import (  # noqa: F401
+from agents.evaluate import (
     EVAL_LOG_HEADER,
-    VALIDATION_SEED_BASE,
     reference_times,
     score_summary,
     validation_stages,
@@ -739,14 +737,6 @@ def _freeze_actor(model: Any, freeze: bool, saved: list | None = None) -> list:
     for p, f in zip(params, saved or [True] * len(params), strict=True):
         p.requires_grad_(f)
     return []
-
-
-def score(reference_s: float, stage_time_s: float | None) -> float:
-    """``reference_time / stage_time``, 0 for a run that did not finish (1.0 = the
-    reference)."""
-    if stage_time_s is None or not math.isfinite(stage_time_s) or stage_time_s <= 0.0:
-        return 0.0
-    return float(reference_s / stage_time_s)
 
 
 def _base_callback():

@@ -10,16 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents.evaluate import VALIDATION_SEED_BASE, score, validation_stages
 from agents.models import ResidualSpec
 from agents.recipe import (
-    VALIDATION_SEED_BASE,
     RecipeError,
     load_recipe,
     phase_env,
     recipe_from_dict,
     rllib_train_kwargs,
-    score,
-    validation_stages,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -44,8 +44,28 @@ def test_the_multipliers_move_the_speed_plan_and_bad_ones_are_refused():
     right = drv(obs, tune=np.array([1.0, 1.0, 1.0, -0.5]))
     assert left[0, 0] > drv(obs)[0, 0] > right[0, 0]
     for bad in (np.zeros(4), np.array([1.0, np.nan, 1.0, 0.0]), -np.ones(4)):
-        with pytest.raises(ValueError, match="tuning must be finite"):
+        with pytest.raises(ValueError, match=r"tuning must be finite.*car 0"):
             drv(obs, tune=bad)
+
+
+def test_a_bad_tuning_names_its_shape_or_car_and_changes_nothing():
+    """A tuning of the wrong shape (numpy would broadcast some) or with a bad row for one car
+    is refused with a message naming the shape or the car, before the driver's per-car
+    memory changes (it would be resized for the new number of cars)."""
+    obs = _drive_obs(60)[-3:]
+    drv = HeuristicDriver()
+    drv.reset(1)
+    mem = drv._mem.copy()
+    tune = np.tile(np.array(TUNE_NEUTRAL), (3, 1))
+    tune[2, 1] = 0.0
+    for bad, needle in (
+        (np.ones((1, 4)), r"\(3, 4\) or \(4,\).*shape \(1, 4\)"),
+        (np.ones(3), r"shape \(3,\)"),
+        (tune, "car 2 has .*'corner_speed': 0.0"),
+    ):
+        with pytest.raises(ValueError, match=needle):
+            drv(obs, tune=bad)
+        np.testing.assert_array_equal(drv._mem, mem)
 
 
 def test_held_outputs_change_only_at_decisions_and_a_reset_makes_them_neutral():

@@ -26,7 +26,16 @@ from physics.mathx import PI
 from tracks import surfaces as _surf
 from tracks.builder import PathBuilder, loop_builder, turn_length
 from tracks.errors import GenerationError, StageError
-from tracks.stage import MIN_RADIUS_M, Feature, Finish, Section, Stage, Start, TerrainSpec
+from tracks.stage import (
+    MIN_RADIUS_M,
+    Feature,
+    Finish,
+    Section,
+    Stage,
+    Start,
+    TerrainSpec,
+    fit_centerline,
+)
 
 #: Attempts before :func:`generate` gives up with :class:`GenerationError`.
 MAX_ATTEMPTS = 50
@@ -255,11 +264,20 @@ def _attempt(rng, seed, length_m, d, closed, laps, terrain_seed, name):
         feats = _features(rng, straights, d, start_s + 20.0, fin_s - 20.0, length_m)
         cps = tuple(round(start_s + length_m * q / 4.0, 1) for q in (1, 2, 3))
         finish = Finish(fin_s, None)
+    # The design radius rejects about one layout in four. It is checked on the Stage's own
+    # fit (fit_centerline remembers it for the Stage) before the Stage is built and
+    # validated, after every draw of the attempt, so the same attempts are accepted as when
+    # it was checked on the finished Stage.
+    out, _ = fit_centerline(k, closed)
+    if out.shape[0]:
+        rmin = 1.0 / float(np.max(np.abs(out[:, 5])))
+        if rmin < ACCEPT_RADIUS * r_min:
+            raise _Retry(f"tightest radius {rmin:.1f} m is below the design {r_min:.1f} m")
     desc = (
         f"Generated stage: seed {seed}, {'closed loop' if closed else 'point to point'}, "
         f"{length_m:.0f} m, difficulty {d:.2f}."
     )
-    st = Stage(
+    return Stage(
         name=name,
         knots=k,
         sections=secs,
@@ -272,10 +290,6 @@ def _attempt(rng, seed, length_m, d, closed, laps, terrain_seed, name):
         terrain=TerrainSpec(seed=terrain_seed),
         source=name,
     )
-    rmin = 1.0 / float(np.max(np.abs(st.path.curvature)))
-    if rmin < ACCEPT_RADIUS * r_min:
-        raise _Retry(f"tightest radius {rmin:.1f} m is below the design {r_min:.1f} m")
-    return st
 
 
 class _Retry(Exception):

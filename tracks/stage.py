@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,7 @@ MIN_WIDTH_M = 3.0
 MAX_WIDTH_M = 40.0
 #: Most centerline knots a stage may have (the library's longest has 378).
 MAX_KNOTS = 100_000
+
 #: Width changes between sections are blended over this length, centred on the boundary (m).
 WIDTH_BLEND_M = 10.0
 #: Shortest section (m).
@@ -70,6 +72,29 @@ FEATURE_JUMP = 1
 FEATURE_COMPRESSION = 2
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
+_LAST_FIT = threading.local()
+
+
+def fit_centerline(knots: np.ndarray, closed: bool) -> tuple[np.ndarray, float]:
+    """The centerline spline through ``knots`` (float64, shape (n, 3)) resampled every
+    :data:`SAMPLE_DS_M`: ``fit_and_resample``'s ``(out, length)``, ``out`` read-only.
+
+    Each thread remembers its last fit (keyed by the knots' bytes and ``closed``), so a
+    caller that checks a layout before building its :class:`Stage` (the generator rejects
+    a layout by its tightest radius first) does not pay for the fit twice.
+    """
+    knots = np.ascontiguousarray(knots, np.float64)
+    key = (bool(closed), knots.shape, knots.tobytes())
+    last = getattr(_LAST_FIT, "last", None)
+    if last is not None and last[0] == key:
+        return last[1]
+    out, length, _ = fit_and_resample(knots, closed, SAMPLE_DS_M)
+    out.setflags(write=False)
+    got = (out, float(length))
+    _LAST_FIT.last = (key, got)
+    return got
 
 
 # ---------------------------------------------------------------------------------------------
@@ -667,7 +692,7 @@ class Stage:
         return int(np.argmin(d))
 
     def _build_path(self, src: str) -> StagePath:
-        out, length, _ = fit_and_resample(self.knots, self.closed, SAMPLE_DS_M)
+        out, length = fit_centerline(self.knots, self.closed)
         if length < MIN_LENGTH_M:
             raise GeometryError(
                 src,

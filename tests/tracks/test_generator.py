@@ -137,6 +137,43 @@ def test_same_bits_without_jit():
     assert out == [GOLDEN_GEN_42, GOLDEN_GEN_42_PATH]
 
 
+def test_a_layout_below_the_design_radius_is_rejected_before_its_stage_is_built(monkeypatch):
+    """Seed 5 takes three attempts, two of them rejected by the design radius: each attempt
+    fits the centerline once, and only the accepted layout is built into a Stage (which
+    reuses that fit)."""
+    import threading
+
+    import tracks.stage as stage_mod
+
+    monkeypatch.setattr(stage_mod, "_LAST_FIT", threading.local())
+    fits, built, attempts = [], [], []
+    real_fit, real_stage, real_attempt = (
+        stage_mod.fit_and_resample,
+        generator.Stage,
+        generator._attempt,
+    )
+    monkeypatch.setattr(stage_mod, "fit_and_resample", lambda *a: fits.append(1) or real_fit(*a))
+    monkeypatch.setattr(generator, "Stage", lambda **kw: built.append(1) or real_stage(**kw))
+    monkeypatch.setattr(generator, "_attempt", lambda *a: attempts.append(1) or real_attempt(*a))
+    st = tracks.generate(5)
+    assert (len(attempts), len(fits), len(built)) == (3, 3, 1)
+    assert _min_radius(st) >= generator.ACCEPT_RADIUS * generator.min_radius_for(0.5)
+
+
+def test_fit_centerline_remembers_the_last_fit_of_its_thread():
+    from tracks.stage import fit_centerline
+
+    k = tracks.generate(1).knots
+    out, length = fit_centerline(k, False)
+    again = fit_centerline(k.copy(), False)
+    assert again[0] is out and again[1] == length
+    assert not out.flags.writeable
+    other = fit_centerline(k[:-1], False)
+    assert other[0] is not out and other[1] < length
+    assert fit_centerline(k, False)[0] is not out  # one fit remembered, the last
+    assert fit_centerline(k, False)[0].tobytes() == out.tobytes()
+
+
 def test_retry_budget_raises(monkeypatch):
     calls = []
 

@@ -75,16 +75,16 @@ class ESSettings:
     dnf_score: float = 0.0
 
 
-def _layout() -> Any:
+def _layout(road_ahead: bool = True) -> Any:
     from rally_env.spaces import ObsLayout
 
-    return ObsLayout(4, road_ahead=True)
+    return ObsLayout(4, road_ahead=road_ahead)
 
 
-def check_inputs(v: Any) -> tuple[str, ...]:
+def check_inputs(v: Any, road_ahead: bool = True) -> tuple[str, ...]:
     """``v`` as a tuple of observation field or group names (``ValueError`` naming a bad
-    one)."""
-    lay = _layout()
+    one) of the observation with or without the road-ahead block."""
+    lay = _layout(road_ahead)
     if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
         raise ValueError(f"must be a list of observation field or group names, got {v!r}")
     bad = [x for x in v if x not in lay.index and x not in lay.groups]
@@ -93,11 +93,11 @@ def check_inputs(v: Any) -> tuple[str, ...]:
     return tuple(v)
 
 
-def input_columns(inputs: tuple[str, ...] | None) -> np.ndarray | None:
+def input_columns(inputs: tuple[str, ...] | None, road_ahead: bool = True) -> np.ndarray | None:
     """The observation columns of ``inputs`` (sorted, each once); ``None`` for all."""
     if inputs is None:
         return None
-    lay = _layout()
+    lay = _layout(road_ahead)
     cols: set[int] = set()
     for name in inputs:
         if name in lay.index:

@@ -6,7 +6,8 @@ A recipe holds every setting of a training run, so one command reproduces it fro
 
     [run]          # algo, timesteps, n_envs, seed, out, threads, checkpoint_freq
     [env]          # RallyEnv arguments of the training env (stage = "random", ...)
-    [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included)
+    [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included), and
+                   # inputs: the observation fields the actor reads (all by default)
     [warmstart]    # behaviour cloning of the heuristic driver before PPO (optional)
     [residual]     # the policy acts on top of a base driver (base, scale, kind, hold)
     [[phase]]      # a curriculum: env overrides from ``from_step`` on (optional, in order)
@@ -75,6 +76,7 @@ _PPO_KEYS = {
     "use_sde",
     "sde_sample_freq",
     "policy_kwargs",
+    "inputs",
 }
 _POLICY_KWARGS = {"net_arch", "log_std_init", "ortho_init", "activation_fn", "squash_output"}
 
@@ -176,6 +178,9 @@ class Recipe:
     residual: Residual = field(default_factory=Residual)
     phases: tuple[Phase, ...] = ()
     eval: EvalSpec = field(default_factory=EvalSpec)
+    #: ``ppo`` only (``[ppo] inputs``): the observation fields or groups the actor reads
+    #: (:func:`restrict_actor_inputs`); ``None``: all of them
+    inputs: tuple[str, ...] | None = None
     #: ``rllib-ppo`` only: the cluster, RLlib's hyperparameters, episodes per evaluation
     ray: RayRun = field(default_factory=RayRun)
     rllib: dict[str, Any] = field(default_factory=dict)
@@ -276,6 +281,14 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     _check_env(src, "env", env)
     ppo = copy.deepcopy(_table(src, doc, "ppo"))
     _check_keys(src, "ppo", ppo, _PPO_KEYS)
+    inputs = ppo.pop("inputs", None)
+    if inputs is not None:
+        from agents.es import check_inputs
+
+        try:
+            inputs = check_inputs(inputs, road_ahead=env.get("road_ahead") is True)
+        except ValueError as e:
+            raise RecipeError(f"{src}: ppo.inputs: {e}") from None
     pk = ppo.get("policy_kwargs", {})
     if not isinstance(pk, dict):
         raise RecipeError(f"{src}: ppo.policy_kwargs must be a table")
@@ -344,6 +357,7 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
             freq=_int(src, "eval.freq", ev.get("freq", 500_000)),
             stages=_int(src, "eval.stages", ev.get("stages", 20)),
         ),
+        inputs=inputs,
     )
 
 
@@ -561,6 +575,11 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
         with torch.no_grad():
             model.policy.action_net.weight.zero_()
             model.policy.action_net.bias.zero_()
+    if recipe.inputs is not None:
+        from agents.es import input_columns
+
+        road_ahead = recipe.env.get("road_ahead") is True
+        restrict_actor_inputs(model, input_columns(recipe.inputs, road_ahead))
     timing: dict[str, float] = {}
     # SB3 counts policy steps; a held residual's policy step is `hold` env steps
     hold = recipe.residual.hold if recipe.residual.spec() is not None else 1
@@ -644,6 +663,30 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     sb3._write_json(out / "summary.json", summary)
     venv.close()
     return summary
+
+
+def restrict_actor_inputs(model: Any, cols: np.ndarray) -> None:
+    """Make a stable-baselines3 policy's actor read only the observation columns ``cols``.
+
+    The first layer of its action path (the action net itself when ``net_arch`` gives the
+    policy no hidden layers) gets zero weights on every other column, and a gradient hook
+    keeps them zero: Adam moves a weight whose gradient is always zero by exactly nothing.
+    The saved model is an ordinary one (those weights are stored as zeros), and the critic
+    still reads the whole observation.
+    """
+    import torch
+
+    pol = model.policy
+    hidden = [m for m in pol.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
+    first = hidden[0] if hidden else pol.action_net
+    cols = np.asarray(cols, np.int64)
+    if cols.ndim != 1 or len(cols) == 0 or cols.min() < 0 or cols.max() >= first.in_features:
+        raise ValueError(f"input columns must be in [0, {first.in_features}), got {cols!r}")
+    mask = torch.zeros_like(first.weight)
+    mask[:, torch.as_tensor(cols)] = 1.0
+    with torch.no_grad():
+        first.weight.mul_(mask)
+    first.weight.register_hook(lambda g: g * mask)
 
 
 def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: ScoreEvaluator) -> list[float]:

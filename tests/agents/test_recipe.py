@@ -283,3 +283,48 @@ def test_frozen_observation_statistics_stay_put_while_rewards_still_scale():
     np.testing.assert_array_equal(vn.obs_rms.var, var)
     assert vn.ret_rms.count > ret
     vn.close()
+
+
+def test_ppo_inputs_are_read_and_bad_ones_are_refused():
+    env = {"stage": "random", "road_ahead": True}
+    r = recipe_from_dict({"env": env, "ppo": {"inputs": ["speed", "ahead_grip"]}}, "x.toml")
+    assert r.inputs == ("speed", "ahead_grip") and "inputs" not in r.ppo
+    assert recipe_from_dict({"env": env}, "x.toml").inputs is None
+    with pytest.raises(RecipeError, match=r"x.toml: ppo.inputs: .*\['nope'\]"):
+        recipe_from_dict({"env": env, "ppo": {"inputs": ["speed", "nope"]}}, "x.toml")
+    with pytest.raises(RecipeError, match=r"ppo.inputs: .*\['ahead_grip'\]"):  # no road ahead
+        recipe_from_dict({"ppo": {"inputs": ["speed", "ahead_grip"]}}, "x.toml")
+    with pytest.raises(RecipeError, match=r"ppo\.inputs: must be a list"):
+        recipe_from_dict({"env": env, "ppo": {"inputs": "speed"}}, "x.toml")
+
+
+@pytest.mark.parametrize("pi", [[], [8]])
+def test_a_restricted_actor_reads_only_its_columns_while_it_learns(pi):
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import PPO
+
+    from agents.recipe import restrict_actor_inputs
+
+    kw = {"net_arch": {"pi": pi, "vf": [8]}}
+    model = PPO(
+        "MlpPolicy",
+        gym.make("Pendulum-v1"),
+        n_steps=64,
+        batch_size=32,
+        n_epochs=2,
+        policy_kwargs=kw,
+        seed=0,
+        device="cpu",
+    )
+    restrict_actor_inputs(model, np.array([0, 2]))
+    pol = model.policy
+    first = pol.mlp_extractor.policy_net[0] if pi else pol.action_net
+    before = first.weight.detach().clone()
+    assert torch.all(before[:, 1] == 0) and torch.all(before[:, [0, 2]] != 0)
+    model.learn(256)
+    after = first.weight.detach()
+    assert torch.all(after[:, 1] == 0)
+    assert not torch.equal(after[:, [0, 2]], before[:, [0, 2]])
+    with pytest.raises(ValueError, match="input columns must be in"):
+        restrict_actor_inputs(model, np.array([3]))

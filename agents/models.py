@@ -67,9 +67,10 @@ def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
 
 #: Base drivers a residual policy may act on top of (``rally_meta.json`` ``"residual"``):
 #: ``"heuristic"`` is the heuristic driver reading only RallyDirect-v0's fields (it assumes a
-#: blind corner beyond the 100 m of lookahead points, as it did when ``ppo-general`` was
-#: trained on top of it); ``"heuristic-ahead"`` is the driver that also reads the road-ahead
-#: block when the observation has it (:class:`agents.heuristic.HeuristicDriver`'s default).
+#: blind corner beyond the 100 m of lookahead points, as it did when the first ``ppo-general``
+#: policies were trained on top of it); ``"heuristic-ahead"`` is the driver that also reads
+#: the road-ahead block when the observation has it
+#: (:class:`agents.heuristic.HeuristicDriver`'s default).
 RESIDUAL_BASES = ("heuristic", "heuristic-ahead")
 #: What a residual policy's outputs move: ``"action"``, the base driver's four actions
 #: (:func:`residual_action`); ``"tuning"``, the base driver's speed plan and line

@@ -895,10 +895,11 @@ to generate (on the worker) plus about 4-5 ms of tile baking for the road it dri
 unpickle and about 1 ms to install (in the env): the work per episode is more than twice the
 physics, and two cores cannot hide it. Episodes of a driver that stays on the road are about
 ten times longer (2,700 steps in training), but its car meets new terrain all the way: 32 cars
-driven by the heuristic (the training env of `ppo-general`: road ahead, residual base, zero
-residual) step 14,795 car-steps per CPU second on random stages against 25,645 on `opener`
-(**58 %**, best of 3 interleaved rounds of 600 steps, load 1.2), nearly all of the difference
-tile baking. In training the network costs more than the env either way (docs/agents.md).
+driven by the heuristic (the training env of the `ppo-general` of 4 December: road ahead,
+residual base, zero residual) step 14,795 car-steps per CPU second on random stages against
+25,645 on `opener` (**58 %**, best of 3 interleaved rounds of 600 steps, load 1.2), nearly all
+of the difference tile baking. In training the network costs more than the env either way
+(docs/agents.md).
 
 The figures below are earlier ones, measured on 3 December 2026 on the 2-core development
 machine while two RL training runs and other tests kept the load average at 14–27 (so each

@@ -27,8 +27,9 @@ GENERAL = ROOT / "agents" / "configs" / "general.toml"
 def test_the_shipped_recipes_load():
     r = load_recipe(GENERAL)
     assert r.algo == "ppo" and r.env["stage"] == "random" and r.timesteps > 0
-    assert r.residual.spec() == ResidualSpec("heuristic", 0.5) and r.warmstart.critic_steps > 0
-    assert r.ppo["policy_kwargs"]["net_arch"]
+    spec = ResidualSpec("heuristic-ahead", 0.25, "tuning", 10)
+    assert r.residual.spec() == spec and r.warmstart.critic_steps > 0
+    assert r.ppo["policy_kwargs"]["net_arch"] == {"pi": [], "vf": [256, 256]}
     bc = load_recipe(GENERAL.with_name("general-bc.toml"))
     assert bc.warmstart.steps > 0 and bc.warmstart.dagger_rounds > 0
     assert bc.residual.spec() is None and bc.env["road_ahead"] is True

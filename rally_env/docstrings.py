@@ -709,6 +709,18 @@ a single env, and the peak RSS of a 1,024-car env on random stages (`--no-rss` s
 it takes a quarter of an hour on a busy machine). Targets (issue 13): random ≥ 70 % of fixed at
 16 and 1,024 cars, a random reset ≤ 5 ms amortized, ≤ 4 GB RSS at 1,024 cars.
 
+**5 December 2026, fourth session** (commit `b4d857c` and after; load average 1.2 and 1.4
+before two runs of the same command, one after the other): 16 cars 38,503 / 41,406 random
+against 71,771 / 74,638 fixed car-steps/s (**54 % / 55 %**); 1,024 cars 31,600 / 33,361 against
+166,062 / 167,123 (**19 % / 20 %**), `num_levels=256` 82 % / 78 %; single env, a random reset
+**2.05 / 2.04 ms** amortized. What changed: the generator rejects a layout below its design
+radius (about one in four) on its spline fit, before the stage is built and validated, and the
+stage reuses that fit: 3.06-3.13 ms of CPU per generated stage instead of 3.53-3.63 ms (600
+stages of mixed settings, the same stages to the bit). The 16-car benchmark cannot see it: in
+alternating pairs of fresh processes its wall-clock ratio moved between 38 % and 55 % for the
+same commit, and its CPU ratio with the worker counted between 22 % and 28 %, either way for
+either commit.
+
 **5 December 2026, later** (commit `a9ea130`; load average 0.2 and 1.2 before two runs of
 `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`, one after the other):
 

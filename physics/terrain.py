@@ -191,7 +191,7 @@ class TileSource(Protocol):
 def _ready_tiles(t: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """A source's tiles made before it joined a :class:`TerrainSet`, if it has any, checked:
     ``ready_tiles()`` -> (linear tiles ``ty * tiles_x + tx`` (m,), ascending and distinct,
-    heights (m, TILE_NODES), surfaces (m, TILE_NODES)), the blocks
+    heights (m, TILE_NODES) float64, surfaces (m, TILE_NODES) int8), the blocks
     :meth:`TileSource.fill_tiles` would write. The set takes them when the source takes a
     row, in one copy, instead of one fill per step as cars reach them (an optional method: a
     source without it fills every tile on demand)."""
@@ -208,13 +208,15 @@ def _ready_tiles(t: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         or lin.dtype.kind not in "iu"
         or np.shape(h) != (len(lin), TILE_NODES)
         or np.shape(s) != (len(lin), TILE_NODES)
+        or np.asarray(h).dtype != np.float64
+        or np.asarray(s).dtype != np.int8
         or lin[0] < 0
         or lin[-1] >= tnx * tny
         or np.any(np.diff(lin) <= 0)
     ):
         raise TerrainError(
             f"{t.name}: ready_tiles() must give ascending distinct tiles in [0, {tnx * tny}) "
-            f"with ({len(lin)}, {TILE_NODES}) heights and surfaces"
+            f"with ({len(lin)}, {TILE_NODES}) float64 heights and int8 surfaces"
         )
     return lin, h, s
 

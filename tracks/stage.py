@@ -58,7 +58,6 @@ MIN_WIDTH_M = 3.0
 MAX_WIDTH_M = 40.0
 #: Most centerline knots a stage may have (the library's longest has 378).
 MAX_KNOTS = 100_000
-
 #: Width changes between sections are blended over this length, centred on the boundary (m).
 WIDTH_BLEND_M = 10.0
 #: Shortest section (m).

@@ -438,8 +438,8 @@ def test_a_source_pickled_with_a_nan_marked_ground_field_still_bakes_the_same():
 
 
 def test_a_terrain_set_refuses_ready_tiles_it_cannot_place():
-    """Ready tiles outside the grid, repeated or of the wrong block size are refused with a
-    message naming the source, and the set keeps the terrain it had."""
+    """Ready tiles outside the grid, repeated, of the wrong block size or dtype are refused
+    with a message naming the source, and the set keeps the terrain it had."""
     from physics.terrain import TerrainError, flat_terrain
 
     stage = tracks.generate(9)
@@ -453,6 +453,8 @@ def test_a_terrain_set_refuses_ready_tiles_it_cannot_place():
         (np.array([0, 0, 1]), h, s),  # repeated
         (np.array([0, 1, n]), h, s),  # outside the grid
         (lin, h[:, :50], s),  # wrong block size
+        (lin, h.astype(np.float32), s),  # heights the pool would round
+        (lin, h, s.astype(np.int64)),  # surfaces the pool would cast
     ):
         src.ready_tiles = lambda bad=bad: bad
         with pytest.raises(TerrainError, match="ready_tiles"):

@@ -15,8 +15,10 @@ episode resets included):
   steering, throttle 0.7, no brakes: cars leave the road and reset every ~10 s), measured in
   interleaved rounds in one process (best of each), for n = 16 and 1024 cars, and at 1024 cars
   also with a level set of 256 stages (``random_stage={"num_levels": 256}``, cars share
-  stages); the ratio random / fixed; the amortized cost of a random reset in a single env
-  (extra time per step on random stages times steps per episode); the peak RSS of a
+  stages), and for both with a stage pool (``random_stage={"pool": P, "pool_steps": 200}``,
+  P = 4 at 16 cars and 32 at 1024: a fresh window of P stages every 200 steps, shared by the
+  cars that reset in it); the ratio random / fixed; the amortized cost of a random reset in a
+  single env (extra time per step on random stages times steps per episode); the peak RSS of a
   1024-car env on random stages (in a process of its own). The ``random_*`` rows are also
   given per CPU second (``time.process_time``), of this process alone and with the stage
   prefetch worker's CPU time added: on a machine busy with other work, wall-clock ratios
@@ -269,6 +271,13 @@ def random_rss_mb(n: int, steps: int) -> float:
     return float(out.stdout.split()[-1])
 
 
+#: The stage pool of the ``pool_<P>`` rows: P stages per window of POOL_STEPS env steps, about
+#: four random-action episodes per stage at 16 cars and 33 at 1,024 (the physics takes both
+#: cores there, so each new stage costs more of them).
+POOL_OF_CARS = {16: 4, 1024: 32}
+POOL_STEPS = 200
+
+
 def random_rows(sec: float, rss: bool = True) -> dict:
     """The ``stage="random"`` rows (see the module docstring)."""
     rows: dict[str, object] = {}
@@ -276,6 +285,11 @@ def random_rows(sec: float, rss: bool = True) -> dict:
     rand = {"stage": "random"}
     for n in (16, 1024):
         variants = {"fixed": fixed, "random": rand}
+        pool = POOL_OF_CARS[n]
+        variants[f"pool_{pool}"] = {
+            "stage": "random",
+            "random_stage": {"pool": pool, "pool_steps": POOL_STEPS},
+        }
         if n >= 256:
             variants["levels_256"] = {"stage": "random", "random_stage": {"num_levels": 256}}
         r = bench_random_vector(n, sec, **variants)

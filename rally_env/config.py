@@ -29,6 +29,10 @@ CONTROL_HZ_CHOICES: tuple[int, ...] = tuple(h for h in range(10, 61) if 480 % h 
 RANDOM_STAGE_DEFAULTS: dict[str, Any] = {"length_m": 2000.0, "difficulty": (0.2, 0.8)}
 #: Lengths ``stage="random"`` accepts (m): what the generator builds at every difficulty.
 MIN_RANDOM_LENGTH_M = 200.0
+#: ``random_stage.pool``: stages per pool window at most.
+MAX_POOL = 65536
+#: ``random_stage.pool_steps`` when a pool is set without it: env steps per pool window.
+DEFAULT_POOL_STEPS = 200
 MAX_RANDOM_LENGTH_M = 10000.0
 
 
@@ -388,7 +392,9 @@ class RallyConfig:
         reward_weights, termination, randomize: see their classes; ``randomize=True`` uses the
             default ranges, ``None``/``False`` turns randomization off.
         random_stage: ``generate`` arguments for ``stage="random"``: ``length_m`` and
-            ``difficulty`` (a number or a (low, high) range drawn per reset).
+            ``difficulty`` (a number or a (low, high) range drawn per reset); a level set
+            (``num_levels``, ``start_level``) or a stage pool shared by the cars (``pool``,
+            ``pool_steps``: see :func:`rally_env.stages.draw_random_stage`).
         discrete_actions: use the discrete action table instead of the continuous Box.
         render_mode: ``None``, ``"human"`` or ``"rgb_array"``.
         version: the env version: 0 (``Rally-v0``, the seed game's direct-force model and the
@@ -554,16 +560,19 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
             out[k] = _real("random_stage", k, x, MIN_RANDOM_LENGTH_M, MAX_RANDOM_LENGTH_M)
         elif k == "difficulty":
             out[k] = _range_pair("random_stage", k, x, 0.0, 1.0)
-        elif k == "num_levels":
+        elif k in ("num_levels", "pool"):
             if x is not None:
-                out[k] = _count("random_stage", k, x, 1, 2**31)
+                out[k] = _count("random_stage", k, x, 1, 2**31 if k == "num_levels" else MAX_POOL)
         elif k == "start_level":
             out[k] = _count("random_stage", k, x, 0, 2**31 - 1)
+        elif k == "pool_steps":
+            out[k] = _count("random_stage", k, x, 1, 2**31 - 1)
         else:
             raise ConfigError(
                 f"random_stage.{k}",
                 x,
-                "unknown setting; known: difficulty, length_m, num_levels, start_level",
+                "unknown setting; known: difficulty, length_m, num_levels, pool, pool_steps, "
+                "start_level",
             )
     out["difficulty"] = _range_pair("random_stage", "difficulty", out["difficulty"], 0.0, 1.0)
     if "start_level" in out and out.get("num_levels") is None:
@@ -578,6 +587,14 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
                 out["num_levels"],
                 f"start_level + num_levels = {top} passes the generator's seed range 2**31",
             )
+    if out.get("pool") is not None:
+        if out.get("num_levels") is not None:
+            raise ConfigError(
+                "random_stage.pool", out["pool"], "a stage pool and a level set exclude each other"
+            )
+        out.setdefault("pool_steps", DEFAULT_POOL_STEPS)
+    elif "pool_steps" in out:
+        raise ConfigError("random_stage.pool_steps", out["pool_steps"], "needs pool (a pool size)")
     return out
 
 

@@ -130,6 +130,16 @@ class RallyCore:
         )
         self.hooks: list[CoreHooks] = []
         self._near = np.zeros(n, np.bool_)  # scratch: cars near two timing lines this step
+        rs = config.random_stage if self.bank.mode == "random" else {}
+        #: pool size and window length (env steps) of a ``random_stage`` pool, or None
+        self.pool_size: int | None = rs.get("pool")
+        self.pool_steps: int = int(rs.get("pool_steps", 1))
+        #: the stage pool's seed (None until the first reset draws one) and the env steps
+        #: since it was seeded (:meth:`seed_pool`, :meth:`tick`)
+        self.pool_seed: int | None = None
+        self.clock = 0
+        self._pool_queue: list[tuple[int, float]] = []  # pool stages still to ask for
+        self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
 
     # ------------------------------------------------------------------ configuration
     def _cfg_vector(self) -> np.ndarray:
@@ -199,9 +209,10 @@ class RallyCore:
                 self.rngs[k] = np.random.Generator(np.random.PCG64(ss))
             elif self.rngs[k] is None:
                 self.rngs[k] = np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
-        ahead = bank.mode == "random" and S.prefetch_useful(self.n)
-        if bank.mode == "random" and not ahead and len(cars) > 1:
-            self._share_generation(cars)
+        pool = self.pool_now()
+        ahead = bank.mode == "random" and pool is None and S.prefetch_useful(self.n)
+        if bank.mode == "random" and not ahead and pool is None and len(cars) > 1:
+            self._share_generation(cars)  # (a pool's stages are asked for by tick)
         for i, k in enumerate(cars):
             k = int(k)
             rng = self.rngs[k]
@@ -210,7 +221,7 @@ class RallyCore:
             elif bank.mode == "list":
                 slot = int(rng.integers(bank.n_slots))
             else:
-                gen_seed, diff = S.draw_random_stage(cfg.random_stage, rng)
+                gen_seed, diff = S.draw_random_stage(cfg.random_stage, rng, pool)
                 length = cfg.random_stage["length_m"]
                 if self.ever_reset[k]:
                     bank.release(int(self.eistate[k, K.EI_SLOT]))
@@ -320,7 +331,58 @@ class RallyCore:
         drawing."""
         peek = np.random.Generator(np.random.PCG64())
         peek.bit_generator.state = rng.bit_generator.state
-        return S.draw_random_stage(self.config.random_stage, peek)
+        return S.draw_random_stage(self.config.random_stage, peek, self.pool_now())
+
+    # ------------------------------------------------------------------ the stage pool
+    def seed_pool(self, seed: int | None) -> None:
+        """Start the stage pool (``random_stage.pool``) afresh: its windows drawn from
+        ``seed`` (fresh entropy if None), the env's step count at 0. The envs call this at a
+        reset of every car with an int seed; without a pool it only restarts the count."""
+        self.pool_seed = None if seed is None else int(seed)
+        self.clock = 0
+        self._pool_queue = []
+        self._pool_window = -1
+
+    def pool_now(self) -> tuple[int, int] | None:
+        """(pool seed, env step) a reset draws from now, or None without a pool."""
+        if self.pool_size is None:
+            return None
+        if self.pool_seed is None:
+            self.pool_seed = int(np.random.SeedSequence().entropy)
+        return self.pool_seed, self.clock
+
+    def tick(self) -> None:
+        """One env step has passed (the envs call this once per ``step``, whichever cars it
+        stepped or reset). With a stage pool, ask the prefetch worker for the stages of the
+        current and the next pool window that no slot holds yet, as many as it keeps."""
+        self.clock += 1
+        if self.pool_size is None or self.pool_seed is None:
+            return
+        window = self.clock // self.pool_steps
+        if window != self._pool_window:
+            self._pool_window = window
+            lo, hi = self.config.random_stage["difficulty"]
+            queue: list[tuple[int, float]] = []
+            for w in (window, window + 1):
+                seeds, diffs = S.pool_stages(self.pool_seed, w, self.pool_size, lo, hi)
+                queue.extend(zip(seeds.tolist(), diffs.tolist(), strict=True))
+            self._pool_queue = list(dict.fromkeys(queue))
+        if self._pool_queue:
+            self._ask_pool()
+
+    def _ask_pool(self) -> None:
+        length = self.config.random_stage["length_m"]
+        q = self._pool_queue
+        i = 0
+        while i < len(q):
+            seed, diff = q[i]
+            if not self.bank.holds(("gen", seed, length, diff)):
+                if not S.prefetch_stage(
+                    seed, length, diff, self.bank.sectioned, S.POOL_PREBAKE_M, limit=True
+                ):
+                    break
+            i += 1
+        del q[:i]
 
     def _share_generation(self, cars: np.ndarray) -> None:
         """Cars reset together, too many for stages asked ahead (see
@@ -468,6 +530,8 @@ class RallyCore:
             "rng": [None if r is None else r.bit_generator.state for r in self.rngs],
             "draws": [None if d is None else dict(d) for d in self.draws],
         }
+        if self.pool_size is not None:  # only with a stage pool: other states are unchanged
+            st["pool"] = {"seed": self.pool_seed, "clock": self.clock}
         st["digest"] = state_digest(st)
         return st
 
@@ -496,6 +560,8 @@ class RallyCore:
             "draws",
             "digest",
         )
+        if self.pool_size is not None:
+            need = (*need, "pool")
         missing = [k for k in need if k not in st]
         if missing:
             raise StateError(f"state is missing {', '.join(missing)}")
@@ -568,6 +634,8 @@ class RallyCore:
                     g.state = r
                 except Exception as e:
                     raise StateError(f"state RNG stream is malformed: {e}") from None
+        if self.pool_size is not None:
+            _check_pool(st["pool"])
         check_values(self, st, stages)  # every value in range: nothing is copied before
         return stages
 
@@ -609,8 +677,30 @@ class RallyCore:
         self.draws = [None if d is None else dict(d) for d in st["draws"]]
         for k in range(self.n):
             self._draw_rows(k)
+        if self.pool_size is not None:
+            self.seed_pool(st["pool"]["seed"])
+            self.clock = int(st["pool"]["clock"])
         for h in self.hooks:
             h.after_set_state()
+
+
+def _check_pool(p: Any) -> None:
+    """A saved state's stage pool: ``{"seed": None or an int in [0, 2**128), "clock": an int
+    in [0, 2**62)}``."""
+
+    def _int(v: Any, top: int) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < top
+
+    if not isinstance(p, dict) or set(p) != {"seed", "clock"}:
+        raise StateError("state['pool'] must be a dict of 'seed' and 'clock'")
+    if not (p["seed"] is None or _int(p["seed"], 2**128)):
+        raise StateError(
+            f"state['pool']['seed'] must be None or an integer in [0, 2**128), got {p['seed']!r}"
+        )
+    if not _int(p["clock"], 2**62):
+        raise StateError(
+            f"state['pool']['clock'] must be an integer in [0, 2**62), got {p['clock']!r}"
+        )
 
 
 def _feed(h: Any, obj: Any) -> None:

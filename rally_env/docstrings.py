@@ -240,7 +240,10 @@ configured, or drawn at reset from the reset seed (``stage="random"`` or a list)
 
 {randomize_table()}
 
-- ``random_stage``: ``{{"length_m": 2000, "difficulty": (0.2, 0.8)}}`` for ``stage="random"``.
+- ``random_stage``: ``{{"length_m": 2000, "difficulty": (0.2, 0.8)}}`` for ``stage="random"``;
+  also ``num_levels``/``start_level`` (a fixed level set) or ``pool``/``pool_steps`` (a fresh
+  window of ``pool`` stages every ``pool_steps`` env steps, shared by the cars that reset in
+  it).
 - ``discrete_actions`` (default False): the ``Discrete(15)`` action table.
 - ``render_mode``: ``None``, ``"human"`` (a pygame window paced to ``render_fps``) or
   ``"rgb_array"`` ((400, 600, 3) uint8 frames); needs the ``render`` extra.
@@ -337,7 +340,9 @@ def args_table() -> str:
         (
             "random_stage",
             '`{"length_m": 2000, "difficulty": (0.2, 0.8)}`',
-            'generator arguments for `stage="random"`; a difficulty range is drawn per reset',
+            'generator arguments for `stage="random"`; a difficulty range is drawn per reset; '
+            "`num_levels`/`start_level` (a level set) or `pool`/`pool_steps` (a stage pool the "
+            "cars share): see Vector env",
         ),
         ("discrete_actions", "`False`", "the `Discrete(15)` table above"),
         (
@@ -648,6 +653,22 @@ autoreset_mode=...)`.
   the cars a step resets together split their stages' generation with the worker instead (it makes
   the second half while the env makes the first; without baking start tiles, as the env waits for
   those answers). Where a stage or a tile is made never changes it. Figures: Speed, below.
+- Level sets and stage pools (`random_stage`). `{{"num_levels": L, "start_level": s0}}` draws
+  every reset's stage from the fixed levels `s0 .. s0 + L - 1` (each level a generator seed
+  with a difficulty of its own; Procgen's `num_levels`). `{{"pool": P, "pool_steps": T}}` (T
+  defaults to 200) opens a fresh window of P generated stages every T env steps, drawn from
+  the env's reset seed (`SeedSequence(seed, spawn_key=(0x706F6F6C, window))`, seeds and
+  difficulties as for `"random"`); a car that resets picks one of the current window's stages
+  with its own stream. The cars that reset in a window share its stages, their slots and their
+  baked tiles, and the prefetch worker makes the current and the next window's stages ahead,
+  with their tiles up to 150 m past the start. Making a stage costs about 4 ms of CPU wherever
+  it runs, more than a short episode's physics at many cars: sharing each stage between
+  several cars' episodes is what keeps many cars fast on an unbounded stream of stages (Speed,
+  Random stages). About `num_envs * T / (P * episode steps)` episodes share a stage. The
+  window follows the env's step count since its last reset of every car with an int seed
+  (`env.unwrapped.core.clock`; an unseeded first reset draws a fresh pool seed), so a car's
+  stage depends on its own stream and the step it resets at, never on the other cars; states
+  (`get_state()["pool"]`) and replays (`reset.pool`) carry the pool's seed and step.
 
 ## State API
 

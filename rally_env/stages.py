@@ -148,27 +148,77 @@ def prefetch_useful(n_cars: int) -> bool:
     return n_cars <= PREFETCHER.capacity
 
 
+#: How far past the start line the prefetch worker bakes a pool stage's tiles (m): it makes
+#: a pool window's stages a whole window ahead, and each is driven by several cars, so it
+#: takes over more of the tile baking than for a stage one car asked for (``START_AHEAD_M``).
+POOL_PREBAKE_M = 150.0
+
+
 def prefetch_stage(
-    seed: int, length_m: float, difficulty: float, sectioned: bool = False, prebake: bool = True
-) -> None:
+    seed: int,
+    length_m: float,
+    difficulty: float,
+    sectioned: bool = False,
+    prebake: bool | float = True,
+    limit: bool = False,
+) -> bool:
     """Ask the prefetch worker for a generated stage (and its terrain source, with its start
-    tiles baked if ``prebake``) a car will need soon."""
-    if ("gen", int(seed), float(length_m), float(difficulty)) not in _STAGE_CACHE:
-        PREFETCHER.request(seed, length_m, difficulty, sectioned, prebake)
+    tiles baked if ``prebake``: ``True`` up to :data:`tracks.bake.START_AHEAD_M` past the
+    start line, a number that many metres) a car will need soon. Returns whether the stage
+    is made or on its way (False: the worker is off or busy; with ``limit``, also when it
+    already holds as many answers as it keeps, so asking more would drop some)."""
+    if ("gen", int(seed), float(length_m), float(difficulty)) in _STAGE_CACHE:
+        return True
+    return PREFETCHER.request(seed, length_m, difficulty, sectioned, prebake, limit=limit)
 
 
-def draw_random_stage(random_stage: dict[str, Any], rng: np.random.Generator) -> tuple[int, float]:
+def draw_random_stage(
+    random_stage: dict[str, Any],
+    rng: np.random.Generator,
+    pool: tuple[int, int] | None = None,
+) -> tuple[int, float]:
     """(generator seed, difficulty) of a car's next ``stage="random"`` stage, drawn from its
-    stream: a fresh seed in [0, 2**31 - 1) and a difficulty in the configured range, or with
+    stream: a fresh seed in [0, 2**31 - 1) and a difficulty in the configured range; with
     ``num_levels`` set one of the levels ``start_level .. start_level + num_levels - 1``, each
-    with a difficulty of its own (a function of the level alone)."""
+    with a difficulty of its own (a function of the level alone); with ``pool`` set one of the
+    ``pool`` stages of the env's current pool window, ``pool = (pool seed, env step)`` (see
+    :func:`pool_stages`)."""
     lo, hi = random_stage["difficulty"]
+    n_pool = random_stage.get("pool")
+    if n_pool is not None:
+        if pool is None:
+            raise ValueError("a stage pool needs the env's pool seed and step")
+        seeds, diffs = pool_stages(pool[0], pool[1] // random_stage["pool_steps"], n_pool, lo, hi)
+        j = int(rng.integers(n_pool))
+        return int(seeds[j]), float(diffs[j])
     n_levels = random_stage.get("num_levels")
     if n_levels is None:
         seed = int(rng.integers(0, 2**31 - 1))
         return seed, round(lo + (hi - lo) * float(rng.random()), 6)
     seed = int(random_stage.get("start_level", 0)) + int(rng.integers(n_levels))
     return seed, level_difficulty(seed, lo, hi)
+
+
+#: The spawn-key tag of a pool window's stream (a car's stream has the one-entry key ``(k,)``;
+#: a window's is ``(POOL_TAG, window)``, so the two never meet).
+POOL_TAG = 0x706F6F6C
+
+
+@functools.lru_cache(maxsize=8)
+def pool_stages(
+    pool_seed: int, window: int, n: int, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n`` (generator seeds, difficulties) of pool window ``window`` of pool seed
+    ``pool_seed``: drawn from ``SeedSequence(pool_seed, spawn_key=(POOL_TAG, window))``, seeds
+    in [0, 2**31 - 1) and difficulties in [lo, hi] as a fresh random stage's are. A function of
+    its arguments alone; read-only arrays."""
+    ss = np.random.SeedSequence(int(pool_seed), spawn_key=(POOL_TAG, int(window)))
+    g = np.random.Generator(np.random.PCG64(ss))
+    seeds = g.integers(0, 2**31 - 1, size=int(n))
+    diffs = np.array([round(lo + (hi - lo) * float(u), 6) for u in g.random(int(n))])
+    seeds.flags.writeable = False
+    diffs.flags.writeable = False
+    return seeds, diffs
 
 
 @functools.lru_cache(maxsize=4096)

@@ -154,6 +154,8 @@ class RallyVectorEnv(VectorEnv):
                 raise ValueError(f"a list of seeds must have num_envs={n} entries, got {len(seed)}")
             seeds = [None if s is None else car_seed_sequence(int(s), 0) for s in seed]
         cars = self._all if mask is None else np.flatnonzero(mask).astype(np.int64)
+        if mask is None and isinstance(seed, (int, np.integer)):
+            self.core.seed_pool(int(seed))  # as a single env reset with this seed does
         self.core.reset(cars, [seeds[int(k)] for k in cars])
         self._autoreset[cars] = False
         self._needs_reset = False
@@ -177,7 +179,10 @@ class RallyVectorEnv(VectorEnv):
             stepping = np.flatnonzero(~self._autoreset).astype(np.int64)
             if stepping.size:
                 c.step(self._cmd, stepping)
+            # these cars ended at the last step: they reset at its count, as a single env
+            # reset after that step does (so before this step's tick)
             c.reset(resetting, [None] * len(resetting))
+            c.tick()
         else:
             if mode == AutoresetMode.DISABLED and self._autoreset.any():
                 bad = np.flatnonzero(self._autoreset)
@@ -186,6 +191,7 @@ class RallyVectorEnv(VectorEnv):
                     "reset(options={'reset_mask': mask})"
                 )
             c.step(self._cmd)
+            c.tick()
         rew = c.rew.copy()
         term = c.term.copy()
         trunc = c.trunc.copy()

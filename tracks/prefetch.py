@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from tracks.bake import StageTerrain
+from tracks.bake import START_AHEAD_M, StageTerrain
 from tracks.generator import generate
 from tracks.stage import Stage
 
@@ -188,30 +188,41 @@ class Prefetcher:
         length_m: float,
         difficulty: float,
         sectioned: bool = False,
-        prebake: bool = True,
-    ) -> None:
+        prebake: bool | float = True,
+        limit: bool = False,
+    ) -> bool:
         """Start making ``generate(seed, length_m, difficulty)`` and its terrain source
         (:class:`tracks.bake.StageTerrain`, section-labelled or not) unless on their way;
         with ``prebake``, the source comes with its start tiles baked (worth it when the
-        worker has time to spare, not when the env waits for the answer)."""
+        worker has time to spare, not when the env waits for the answer; a number: the tiles
+        up to that many metres past the start line, instead of ``START_AHEAD_M``). Returns whether
+        the stage is ready or on its way; False when the worker is off, has ``max_pending``
+        requests in flight or, with ``limit``, holds :attr:`capacity` answers and requests
+        (one more would push out an answer nobody took yet)."""
         key = (int(seed), float(length_m), float(difficulty), bool(sectioned))
         with self._lock:
             if self.disabled:
-                return
+                return False
             self._drain()
             if key in self._pending or key in self._ready:
-                return
-            if len(self._pending) >= self.max_pending or not self._start():
-                return
-            b = pickle.dumps((key, bool(prebake)), protocol=pickle.HIGHEST_PROTOCOL)
+                return True
+            if len(self._pending) >= self.max_pending:
+                return False
+            if limit and len(self._pending) + len(self._ready) >= self.capacity:
+                return False
+            if not self._start():
+                return False
+            ahead = START_AHEAD_M if prebake is True else float(prebake or 0.0)
+            b = pickle.dumps((key, ahead), protocol=pickle.HIGHEST_PROTOCOL)
             try:
                 os.write(self._fd_in, _LEN.pack(len(b)) + b)
             except OSError:
                 self._fail()
-                return
+                return False
             self._pending.add(key)
             while len(self._ready) > self.capacity:  # nobody took these
                 self._ready.pop(next(iter(self._ready)))
+        return True
 
     def take(
         self, seed: int, length_m: float, difficulty: float, sectioned: bool = False
@@ -254,18 +265,19 @@ class Prefetcher:
 
 
 def _worker(inp: BinaryIO, out: BinaryIO) -> None:
-    """The worker's loop: read ((seed, length, difficulty, sectioned), prebake), answer
-    (key, (stage, source)) or (key, None) if the stage cannot be generated."""
+    """The worker's loop: read ((seed, length, difficulty, sectioned), metres past the start
+    line to bake the tiles of, 0 for none), answer (key, (stage, source)) or (key, None) if
+    the stage cannot be generated."""
     while True:
         try:
-            key, prebake = _recv(inp)
+            key, ahead_m = _recv(inp)
         except EOFError:
             return
         try:
             stage = generate(key[0], length_m=key[1], difficulty=key[2])
             source = StageTerrain(stage, sectioned=key[3])
-            if prebake:
-                source.prebake(source.start_tiles())
+            if ahead_m > 0.0:
+                source.prebake(source.start_tiles(ahead_m=ahead_m))
             made: tuple[Stage, StageTerrain] | None = (stage, source)
         except Exception:
             made = None

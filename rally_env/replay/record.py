@@ -148,7 +148,11 @@ class _Recorder:
             if ss is None and core.rngs[k] is None:
                 ss = np.random.SeedSequence()  # record fresh entropy instead of losing it
                 seeds[i] = ss
-            self._specs.append(_reset_spec(ss, core.rngs[k]))
+            spec = _reset_spec(ss, core.rngs[k])
+            pool = core.pool_now()
+            if pool is not None:  # a stage pool: the stage also depends on its seed and step
+                spec["pool"] = {"seed": pool[0], "clock": pool[1]}
+            self._specs.append(spec)
 
     def after_reset(self, cars: np.ndarray) -> None:
         """Open an episode for every car that just reset."""

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from rally_env.core import car_seed_sequence
 from rally_env.replay.budgets import (
     DEFAULT_BUDGETS,
     Budgets,
@@ -96,18 +97,31 @@ def build_env(
 
 def _reset_env(env: Any, reset: dict[str, Any]) -> None:
     core = env.core
+    pool = reset.get("pool")
+    if (pool is None) != (core.pool_size is None):
+        raise ReplayFormatError(
+            "reset.pool is there without a stage pool in the settings"
+            if core.pool_size is None
+            else "the settings have a stage pool (random_stage.pool) but reset.pool is missing"
+        )
     try:
-        if "seed" in reset:
+        if "seed" in reset and pool is None:
             car = int(reset.get("car_index", 0))
             env.reset(seed=int(reset["seed"]), options={"car_index": car})
             return
-        if "entropy" in reset:
+        if "seed" in reset:
+            ss = car_seed_sequence(int(reset["seed"]), int(reset.get("car_index", 0)))
+            gen = np.random.Generator(np.random.PCG64(ss))
+        elif "entropy" in reset:
             ss = np.random.SeedSequence(int(reset["entropy"]), spawn_key=tuple(reset["spawn_key"]))
             gen = np.random.Generator(np.random.PCG64(ss))
         else:
             gen = generator_from_state(reset["rng_state"])
     except (ValueError, TypeError, OverflowError) as e:
         raise ReplayFormatError(f"the replay's reset cannot be applied: {e}") from None
+    if pool is not None:  # the recorded pool seed and env step decide the stage with the stream
+        core.seed_pool(int(pool["seed"]))
+        core.clock = int(pool["clock"])
     core.rngs[0] = gen  # reset(seed=None) continues the car's stream: start it from here
     env.reset()
 

@@ -623,7 +623,7 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
             fan_t[r, c] = f_t
 
 
-@njit(cache=True)
+@njit_inner
 def _candidates(geo, c_lo, c_hi, r_lo, r_hi):
     """Segments whose band window meets the node box [c_lo, c_hi] x [r_lo, r_hi], ascending."""
     prm = geo.prm
@@ -650,7 +650,7 @@ def _candidates(geo, c_lo, c_hi, r_lo, r_hi):
     return pool[:m]
 
 
-@njit(cache=True)
+@njit_inner
 def _bake_nodes(geo, cols, rows, heights, surf, any_size):
     """Heights and surface ids of the nodes ``rows x cols`` (grid indices, ascending; repeats
     allowed) into ``heights`` / ``surf`` (len(rows), len(cols)).
@@ -760,7 +760,7 @@ def _bake_nodes(geo, cols, rows, heights, surf, any_size):
             surf[r, c] = offroad_id
 
 
-@njit(cache=True)
+@njit_inner
 def _section_nodes(geo, cols, rows, out):
     """Label nodes with ``1 + section index`` (folded into 1..15) where the closest segment
     (searched within each segment's own road window) is within the half width; else 0."""
@@ -828,6 +828,16 @@ def _section_nodes(geo, cols, rows, out):
                 if sec_start[q] <= s:
                     k = q
             out[r, c] = 1 + k % 15
+
+
+@njit(cache=True)
+def _bake_block(geo, cols, rows, heights, surf, sectioned):
+    """:func:`_bake_nodes` (either scan) and, if ``sectioned`` (``None`` or ``True``), the
+    section labels of a block of nodes: the entry point from Python (the helpers it calls are
+    compiled without Python wrappers, see :mod:`physics.jit`)."""
+    _bake_nodes(geo, cols, rows, heights, surf, True)
+    if sectioned is not None:
+        _section_nodes(geo, cols, rows, surf)
 
 
 @njit(cache=True)
@@ -1062,9 +1072,7 @@ class StageTerrain:
             cols = np.arange(i0, i1, dtype=np.int64)
             rows = np.arange(j0, j1, dtype=np.int64)
             with self._lock:
-                _bake_nodes(self._geo, cols, rows, h, s, True)
-                if self.sectioned:
-                    _section_nodes(self._geo, cols, rows, s)
+                _bake_block(self._geo, cols, rows, h, s, True if self.sectioned else None)
         return h, s
 
     def to_terrain(self) -> Terrain:

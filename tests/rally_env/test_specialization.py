@@ -38,6 +38,7 @@ out = {"serial": switches(kernel.step_cars), "parallel": switches(kernel.step_ca
 import sys
 bake = sys.modules["tracks.bake"]  # the package exports a function of that name
 out["bake_nodes"] = [str(sig[-1]) for sig in bake._bake_nodes.signatures]
+out["bake_block"] = [str(sig[-1]) for sig in bake._bake_block.signatures]
 out["fill_tiles"] = [str(sig[4]) for sig in bake._fill_tiles.signatures]
 out["csr"] = len(bake._csr.signatures)
 if MODE == "bake-control":
@@ -45,7 +46,7 @@ if MODE == "bake-control":
     st = tracks.load_stage("skidpad")
     bake.StageTerrain(st).bake_region(0, 80, 0, 80)  # 6,400 nodes: past the pruned scan
     bake.StageTerrain(st, sectioned=True).prebake(np.array([[3, 3]], np.int64))
-    out["bake_nodes"] = sorted(str(sig[-1]) for sig in bake._bake_nodes.signatures)
+    out["bake_block"] = sorted(str(sig[-1]) for sig in bake._bake_block.signatures)
     out["fill_tiles"] = sorted(str(sig[4]) for sig in bake._fill_tiles.signatures)
 if MODE == "vector":
     from rally_env.vector import RallyVectorEnv
@@ -91,19 +92,20 @@ def test_threaded_vector_env_compiles_only_the_basic_model():
 
 def test_rally_v0_bakes_tiles_without_the_whole_grid_scan_or_section_labels():
     # the tile bake's switches (tracks.bake._bake_nodes, _fill_tiles) are None: the first
-    # step does not compile the whole-grid nearest-segment scan nor the section labelling,
-    # and the segment buckets' table (_csr) is compiled for one array layout
-    # (_bake_nodes itself is listed only where it was compiled or called from Python: a warm
-    # cache loads _fill_tiles whole)
+    # step does not compile the whole-grid nearest-segment scan (tracks.bake._bake_block)
+    # nor the section labelling, and the segment buckets' table (_csr) is compiled for one
+    # array layout (_bake_nodes itself is listed only where it was compiled: a warm cache
+    # loads _fill_tiles whole)
     out = _run("single")
     assert "bool" not in out["bake_nodes"]
+    assert out["bake_block"] == []  # the whole-grid bake's entry point
     assert out["fill_tiles"] == ["none"]
     assert out["csr"] == 1
 
 
 def test_a_dense_or_sectioned_bake_is_its_own_specialization():
     out = _run("bake-control")
-    assert "bool" in out["bake_nodes"]
+    assert out["bake_block"] == ["none"]  # dense, unsectioned: both scans, no labels
     assert out["fill_tiles"] == ["bool", "none"]
 
 

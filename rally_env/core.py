@@ -366,7 +366,8 @@ class RallyCore:
             for w in (window, window + 1):
                 seeds, diffs = S.pool_stages(self.pool_seed, w, self.pool_size, lo, hi)
                 queue.extend(zip(seeds.tolist(), diffs.tolist(), strict=True))
-            self._pool_queue = list(dict.fromkeys(queue))
+            # the worker keeps S.PREFETCHER.capacity answers: asking further ahead is useless
+            self._pool_queue = list(dict.fromkeys(queue))[: 2 * S.PREFETCHER.capacity]
         if self._pool_queue:
             self._ask_pool()
 

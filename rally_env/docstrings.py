@@ -730,6 +730,44 @@ a single env, and the peak RSS of a 1,024-car env on random stages (`--no-rss` s
 it takes a quarter of an hour on a busy machine). Targets (issue 13): random ≥ 70 % of fixed at
 16 and 1,024 cars, a random reset ≤ 5 ms amortized, ≤ 4 GB RSS at 1,024 cars.
 
+**5 December 2026, fifth session: stage pools** (commit `4dc9fd4` and after; load average 1.0
+and 0.2 before two runs of `python3 benchmarks/bench_env.py --random-only --no-rss --seconds 3`,
+one after the other). A plain `"random"` env makes a stage for every episode, about 4 ms of CPU
+each wherever it is made, which caps it near 60 % of fixed at 16 cars (the worker's core makes
+the stages) and near 35 % at 1,024 (the physics takes both cores: the arithmetic below). A
+stage pool (`random_stage={"pool": P, "pool_steps": 200}`, see Vector env) shares each
+generated stage between the episodes that start in its window, and its rows reach the 70 %
+target:
+
+| cars | fixed (`opener`) | random | P | pool | pool / fixed | CPU, + worker |
+|---|---|---|---|---|---|---|
+| 16 | 73,572 / 72,432 | 57 % / 50 % | 4 | 58,490 / 53,333 | **79 % / 74 %** | 52 % / 49 % |
+| 1,024 | 159,491 / 166,905 | 21 % / 20 % | 32 | 118,943 / 128,763 | **75 % / 77 %** | 75 % / 77 % |
+
+(car-steps/s; "random": plain `"random"` / fixed; the last column per CPU second of the env's
+process and the prefetch worker together.)
+
+`num_levels=256` read 84 % / 86 % at 1,024 cars; a single env's random reset 2.21 / 1.81 ms
+amortized. How the pool size trades stages for speed (`bench_random_vector(n, 3.0, **variants)`
+of the benchmark module, each variant a `random_stage` pool with `pool_steps=200`, interleaved
+in one process; load under 1.5):
+
+| cars | P | episodes per stage (random actions) | pool / fixed, wall |
+|---|---|---|---|
+| 16 | 2 | about 8 | 79-85 % |
+| 16 | 4 | about 4 | 70-80 % |
+| 16 | 8 | about 2 | 55-57 % (the worker cannot make 8 stages in a 43 ms window) |
+| 1,024 | 16 | about 66 | 84 % |
+| 1,024 | 32 | about 33 | 73-78 % |
+| 1,024 | 64 | about 17 | 55-62 % |
+| 1,024 | 128 | about 8 | 45 % |
+| 1,024 | 256 | about 4 | 34 % |
+
+At 16 cars the worker bakes a pool stage's tiles up to 150 m past the start instead of 40 m
+(`rally_env.stages.POOL_PREBAKE_M`): P = 4 read 70 % with 40 m and 80 % with 150 m in the same
+comparison, P = 2 79 % and 85 %; at 1,024 cars it moved the wall-clock figures by under 2 %
+(both cores are busy there either way). The pool rows do not change the plain `"random"` rows.
+
 **5 December 2026, fourth session** (commit `b4d857c` and after; load average 1.2 and 1.4
 before two runs of the same command, one after the other): 16 cars 38,503 / 41,406 random
 against 71,771 / 74,638 fixed car-steps/s (**54 % / 55 %**); 1,024 cars 31,600 / 33,361 against

@@ -154,22 +154,15 @@ def prefetch_useful(n_cars: int) -> bool:
 POOL_PREBAKE_M = 150.0
 
 
-def prefetch_stage(
-    seed: int,
-    length_m: float,
-    difficulty: float,
-    sectioned: bool = False,
-    prebake: bool | float = True,
-    limit: bool = False,
-) -> bool:
-    """Ask the prefetch worker for a generated stage (and its terrain source, with its start
-    tiles baked if ``prebake``: ``True`` up to :data:`tracks.bake.START_AHEAD_M` past the
-    start line, a number that many metres) a car will need soon. Returns whether the stage
-    is made or on its way (False: the worker is off or busy; with ``limit``, also when it
-    already holds as many answers as it keeps, so asking more would drop some)."""
+def prefetch_stage(seed: int, length_m: float, difficulty: float, *args: Any, **kw: Any) -> bool:
+    """Ask the prefetch worker for a generated stage a car will need soon, unless this process
+    has it already: :meth:`tracks.prefetch.Prefetcher.request`'s arguments (``sectioned``,
+    ``prebake``: start tiles baked, ``True`` up to :data:`tracks.bake.START_AHEAD_M` past the
+    start line or a number of metres; ``limit``) and answer (whether the stage is made or on
+    its way)."""
     if ("gen", int(seed), float(length_m), float(difficulty)) in _STAGE_CACHE:
         return True
-    return PREFETCHER.request(seed, length_m, difficulty, sectioned, prebake, limit=limit)
+    return PREFETCHER.request(seed, length_m, difficulty, *args, **kw)
 
 
 def draw_random_stage(

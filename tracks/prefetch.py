@@ -195,8 +195,8 @@ class Prefetcher:
         (:class:`tracks.bake.StageTerrain`, section-labelled or not) unless on their way;
         with ``prebake``, the source comes with its start tiles baked (worth it when the
         worker has time to spare, not when the env waits for the answer; a number: the tiles
-        up to that many metres past the start line, instead of ``START_AHEAD_M``). Returns whether
-        the stage is ready or on its way; False when the worker is off, has ``max_pending``
+        up to that many metres past the start line, instead of ``START_AHEAD_M``). Returns
+        whether the stage is ready or on its way; False when the worker is off, has ``max_pending``
         requests in flight or, with ``limit``, holds :attr:`capacity` answers and requests
         (one more would push out an answer nobody took yet)."""
         key = (int(seed), float(length_m), float(difficulty), bool(sectioned))

@@ -29,6 +29,11 @@ CONTROL_HZ_CHOICES: tuple[int, ...] = tuple(h for h in range(10, 61) if 480 % h 
 RANDOM_STAGE_DEFAULTS: dict[str, Any] = {"length_m": 2000.0, "difficulty": (0.2, 0.8)}
 #: Lengths ``stage="random"`` accepts (m): what the generator builds at every difficulty.
 MIN_RANDOM_LENGTH_M = 200.0
+#: ``random_stage.laps``: laps of a generated loop at most, and when ``loops`` is set alone.
+MAX_RANDOM_LAPS = 10
+DEFAULT_RANDOM_LAPS = 2
+#: The shortest lap of a generated loop (``tracks.generate``).
+MIN_LOOP_LENGTH_M = 400.0
 #: ``random_stage.pool``: stages per pool window at most.
 MAX_POOL = 65536
 #: ``random_stage.pool_steps`` when a pool is set without it: env steps per pool window.
@@ -394,7 +399,8 @@ class RallyConfig:
         random_stage: ``generate`` arguments for ``stage="random"``: ``length_m`` and
             ``difficulty`` (a number or a (low, high) range drawn per reset); a level set
             (``num_levels``, ``start_level``) or a stage pool shared by the cars (``pool``,
-            ``pool_steps``: see :func:`rally_env.stages.draw_random_stage`).
+            ``pool_steps``), and a share of closed loops (``loops``, of ``laps`` laps): see
+            :func:`rally_env.stages.draw_random_stage`.
         discrete_actions: use the discrete action table instead of the continuous Box.
         render_mode: ``None``, ``"human"`` or ``"rgb_array"``.
         version: the env version: 0 (``Rally-v0``, the seed game's direct-force model and the
@@ -567,12 +573,16 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
             out[k] = _count("random_stage", k, x, 0, 2**31 - 1)
         elif k == "pool_steps":
             out[k] = _count("random_stage", k, x, 1, 2**31 - 1)
+        elif k == "loops":
+            out[k] = _real("random_stage", k, x, 0.0, 1.0)
+        elif k == "laps":
+            out[k] = _count("random_stage", k, x, 1, MAX_RANDOM_LAPS)
         else:
             raise ConfigError(
                 f"random_stage.{k}",
                 x,
-                "unknown setting; known: difficulty, length_m, num_levels, pool, pool_steps, "
-                "start_level",
+                "unknown setting; known: difficulty, laps, length_m, loops, num_levels, pool, "
+                "pool_steps, start_level",
             )
     out["difficulty"] = _range_pair("random_stage", "difficulty", out["difficulty"], 0.0, 1.0)
     if "start_level" in out and out.get("num_levels") is None:
@@ -595,6 +605,26 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
         out.setdefault("pool_steps", DEFAULT_POOL_STEPS)
     elif "pool_steps" in out:
         raise ConfigError("random_stage.pool_steps", out["pool_steps"], "needs pool (a pool size)")
+    return _check_loops(out)
+
+
+def _check_loops(out: dict[str, Any]) -> dict[str, Any]:
+    """``loops`` (the share of closed loops among random stages) and their ``laps``."""
+    if "loops" not in out:
+        if "laps" in out:
+            raise ConfigError("random_stage.laps", out["laps"], "needs loops (a share of loops)")
+        return out
+    if out.get("num_levels") is not None:
+        raise ConfigError(
+            "random_stage.loops", out["loops"], "a level set has no loops (its levels are fixed)"
+        )
+    if out["length_m"] < MIN_LOOP_LENGTH_M:
+        raise ConfigError(
+            "random_stage.length_m",
+            out["length_m"],
+            f"a loop's lap must be at least {MIN_LOOP_LENGTH_M:g} m (random_stage.loops is set)",
+        )
+    out.setdefault("laps", DEFAULT_RANDOM_LAPS)
     return out
 
 

@@ -138,7 +138,7 @@ class RallyCore:
         #: since it was seeded (:meth:`seed_pool`, :meth:`tick`)
         self.pool_seed: int | None = None
         self.clock = 0
-        self._pool_queue: list[tuple[int, float]] = []  # pool stages still to ask for
+        self._pool_queue: list[tuple[int, float, int]] = []  # pool stages still to ask for
         self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
 
     # ------------------------------------------------------------------ configuration
@@ -221,13 +221,15 @@ class RallyCore:
             elif bank.mode == "list":
                 slot = int(rng.integers(bank.n_slots))
             else:
-                gen_seed, diff = S.draw_random_stage(cfg.random_stage, rng, pool)
+                draw = S.draw_random_stage(cfg.random_stage, rng, pool)
                 length = cfg.random_stage["length_m"]
                 if self.ever_reset[k]:
                     bank.release(int(self.eistate[k, K.EI_SLOT]))
                 slot = bank.acquire(
-                    ("gen", gen_seed, length, diff),
-                    lambda s=gen_seed, d=diff, n=length: S.generated_stage(s, n, d, bank.sectioned),
+                    S.gen_key(draw.seed, length, draw.difficulty, draw.laps),
+                    lambda d=draw, n=length: S.generated_stage(
+                        d.seed, n, d.difficulty, bank.sectioned, laps=d.laps
+                    ),
                 )
             slots[i] = slot
             self._draw_randomization(k, slot, rng)
@@ -321,12 +323,14 @@ class RallyCore:
     def _prefetch_next(self, rng: np.random.Generator, prebake: bool = True) -> None:
         """Ask for the stage the car's next reset will draw (its stream decides it; nothing
         draws from it before then unless that reset is seeded anew)."""
-        seed, diff = self._peek_stage(rng)
+        d = self._peek_stage(rng)
         length = self.config.random_stage["length_m"]
-        if not self.bank.holds(("gen", seed, length, diff)):  # a level already in a slot
-            S.prefetch_stage(seed, length, diff, self.bank.sectioned, prebake)
+        if not self.bank.holds(S.gen_key(d.seed, length, d.difficulty, d.laps)):  # not a held level
+            S.prefetch_stage(
+                d.seed, length, d.difficulty, self.bank.sectioned, prebake, laps=d.laps
+            )
 
-    def _peek_stage(self, rng: np.random.Generator) -> tuple[int, float]:
+    def _peek_stage(self, rng: np.random.Generator) -> S.StageDraw:
         """The (seed, difficulty) the car's next stage draw from ``rng`` gives, without
         drawing."""
         peek = np.random.Generator(np.random.PCG64())
@@ -361,11 +365,13 @@ class RallyCore:
         window = self.clock // self.pool_steps
         if window != self._pool_window:
             self._pool_window = window
-            lo, hi = self.config.random_stage["difficulty"]
-            queue: list[tuple[int, float]] = []
+            rs = self.config.random_stage
+            lo, hi = rs["difficulty"]
+            loops, laps = float(rs.get("loops", 0.0)), int(rs.get("laps", 1))
+            queue: list[tuple[int, float, int]] = []
             for w in (window, window + 1):
-                seeds, diffs = S.pool_stages(self.pool_seed, w, self.pool_size, lo, hi)
-                queue.extend(zip(seeds.tolist(), diffs.tolist(), strict=True))
+                drawn = S.pool_stages(self.pool_seed, w, self.pool_size, lo, hi, loops, laps)
+                queue.extend(zip(*(a.tolist() for a in drawn), strict=True))
             # the worker keeps S.PREFETCHER.capacity answers: asking further ahead is useless
             self._pool_queue = list(dict.fromkeys(queue))[: 2 * S.PREFETCHER.capacity]
         if self._pool_queue:
@@ -376,10 +382,11 @@ class RallyCore:
         q = self._pool_queue
         i = 0
         while i < len(q):
-            seed, diff = q[i]
-            if not self.bank.holds(("gen", seed, length, diff)):
+            seed, diff, laps = q[i]
+            if not self.bank.holds(S.gen_key(seed, length, diff, laps)):
+                ahead = S.POOL_PREBAKE_M
                 if not S.prefetch_stage(
-                    seed, length, diff, self.bank.sectioned, S.POOL_PREBAKE_M, limit=True
+                    seed, length, diff, self.bank.sectioned, ahead, limit=True, laps=laps
                 ):
                     break
             i += 1

@@ -243,7 +243,7 @@ configured, or drawn at reset from the reset seed (``stage="random"`` or a list)
 - ``random_stage``: ``{{"length_m": 2000, "difficulty": (0.2, 0.8)}}`` for ``stage="random"``;
   also ``num_levels``/``start_level`` (a fixed level set) or ``pool``/``pool_steps`` (a fresh
   window of ``pool`` stages every ``pool_steps`` env steps, shared by the cars that reset in
-  it).
+  it), ``loops``/``laps`` (that share of the stages closed loops of ``laps`` laps).
 - ``discrete_actions`` (default False): the ``Discrete(15)`` action table.
 - ``render_mode``: ``None``, ``"human"`` (a pygame window paced to ``render_fps``) or
   ``"rgb_array"`` ((400, 600, 3) uint8 frames); needs the ``render`` extra.
@@ -342,7 +342,7 @@ def args_table() -> str:
             '`{"length_m": 2000, "difficulty": (0.2, 0.8)}`',
             'generator arguments for `stage="random"`; a difficulty range is drawn per reset; '
             "`num_levels`/`start_level` (a level set) or `pool`/`pool_steps` (a stage pool the "
-            "cars share): see Vector env",
+            "cars share), `loops`/`laps` (a share of closed loops): see Vector env",
         ),
         ("discrete_actions", "`False`", "the `Discrete(15)` table above"),
         (
@@ -669,6 +669,10 @@ autoreset_mode=...)`.
   (`env.unwrapped.core.clock`; an unseeded first reset draws a fresh pool seed), so a car's
   stage depends on its own stream and the step it resets at, never on the other cars; states
   (`get_state()["pool"]`) and replays (`reset.pool`) carry the pool's seed and step.
+  `{{"loops": p, "laps": n}}` (n defaults to 2) makes that share of the random stages (pool
+  stages too) closed loops of n laps, `length_m` a lap: one more draw from the car's stream
+  (the pool's) after the difficulty, only when `loops` is above 0. A loop the generator cannot
+  close (short, gentle ones) is the point-to-point stage of the same seed and difficulty.
 
 ## State API
 

@@ -35,6 +35,7 @@ from rally_env.config import RallyConfig
 from rally_env.errors import ConfigError
 from rally_env.spaces import ROAD_AHEAD_BINS_M
 from tracks.bake import StageTerrain
+from tracks.generator import generate_drawn
 from tracks.io import is_stage_name
 from tracks.prefetch import PREFETCHER
 from tracks.projection import N_SEG_COLS, pack_path
@@ -118,19 +119,24 @@ def resolve_stage(spec: Any) -> tracks.Stage:
     return _cached(_STAGE_CACHE, ("spec", key), lambda: tracks.load_stage(key))
 
 
+def gen_key(seed: int, length_m: float, difficulty: float, laps: int = 0) -> tuple:
+    """The cache and slot key of a generated stage (``laps`` 0: point to point)."""
+    return ("gen", int(seed), float(length_m), float(difficulty), int(laps))
+
+
 def generated_stage(
-    seed: int, length_m: float, difficulty: float, sectioned: bool = False
+    seed: int, length_m: float, difficulty: float, sectioned: bool = False, laps: int = 0
 ) -> tracks.Stage:
-    """A generated stage (cached for repeated seeds; taken from the prefetch worker, with its
-    terrain source, when it made it ahead: see :mod:`tracks.prefetch`)."""
-    key = ("gen", int(seed), float(length_m), float(difficulty))
+    """A generated stage, point to point or (``laps`` >= 1) a closed loop of that many laps
+    (:func:`tracks.generator.generate_drawn`; cached for repeated seeds; taken from the
+    prefetch worker, with its terrain source, when it made it ahead: see
+    :mod:`tracks.prefetch`)."""
+    key = gen_key(seed, length_m, difficulty, laps)
 
     def make() -> tracks.Stage:
-        made = PREFETCHER.take(seed, length_m, difficulty, sectioned)
+        made = PREFETCHER.take(seed, length_m, difficulty, sectioned, laps=laps)
         if made is None:
-            return tracks.generate(
-                int(seed), length_m=float(length_m), difficulty=float(difficulty)
-            )
+            return generate_drawn(int(seed), float(length_m), float(difficulty), int(laps))
         st, src = made
         _SOURCE_CACHE[(id(st), sectioned)] = (st, src)
         return st
@@ -160,36 +166,51 @@ def prefetch_stage(seed: int, length_m: float, difficulty: float, *args: Any, **
     ``prebake``: start tiles baked, ``True`` up to :data:`tracks.bake.START_AHEAD_M` past the
     start line or a number of metres; ``limit``) and answer (whether the stage is made or on
     its way)."""
-    if ("gen", int(seed), float(length_m), float(difficulty)) in _STAGE_CACHE:
+    if gen_key(seed, length_m, difficulty, kw.get("laps", 0)) in _STAGE_CACHE:
         return True
     return PREFETCHER.request(seed, length_m, difficulty, *args, **kw)
+
+
+class StageDraw(NamedTuple):
+    """A random stage drawn for a car: generator seed, difficulty, laps (0: point to point,
+    else a closed loop of that many laps)."""
+
+    seed: int
+    difficulty: float
+    laps: int = 0
 
 
 def draw_random_stage(
     random_stage: dict[str, Any],
     rng: np.random.Generator,
     pool: tuple[int, int] | None = None,
-) -> tuple[int, float]:
-    """(generator seed, difficulty) of a car's next ``stage="random"`` stage, drawn from its
-    stream: a fresh seed in [0, 2**31 - 1) and a difficulty in the configured range; with
-    ``num_levels`` set one of the levels ``start_level .. start_level + num_levels - 1``, each
-    with a difficulty of its own (a function of the level alone); with ``pool`` set one of the
-    ``pool`` stages of the env's current pool window, ``pool = (pool seed, env step)`` (see
-    :func:`pool_stages`)."""
+) -> StageDraw:
+    """A car's next ``stage="random"`` stage, drawn from its stream: a fresh seed in
+    [0, 2**31 - 1) and a difficulty in the configured range (and, with ``loops`` set, a loop
+    of ``laps`` laps with that probability: one more draw); with ``num_levels`` set one of
+    the levels ``start_level .. start_level + num_levels - 1``, each with a difficulty of its
+    own (a function of the level alone); with ``pool`` set one of the ``pool`` stages of the
+    env's current pool window, ``pool = (pool seed, env step)`` (see :func:`pool_stages`)."""
     lo, hi = random_stage["difficulty"]
+    loops = float(random_stage.get("loops", 0.0))
+    laps = int(random_stage.get("laps", 1))
     n_pool = random_stage.get("pool")
     if n_pool is not None:
         if pool is None:
             raise ValueError("a stage pool needs the env's pool seed and step")
-        seeds, diffs = pool_stages(pool[0], pool[1] // random_stage["pool_steps"], n_pool, lo, hi)
+        window = pool[1] // random_stage["pool_steps"]
+        seeds, diffs, lap = pool_stages(pool[0], window, n_pool, lo, hi, loops, laps)
         j = int(rng.integers(n_pool))
-        return int(seeds[j]), float(diffs[j])
+        return StageDraw(int(seeds[j]), float(diffs[j]), int(lap[j]))
     n_levels = random_stage.get("num_levels")
     if n_levels is None:
         seed = int(rng.integers(0, 2**31 - 1))
-        return seed, round(lo + (hi - lo) * float(rng.random()), 6)
+        diff = round(lo + (hi - lo) * float(rng.random()), 6)
+        if loops > 0.0 and float(rng.random()) < loops:
+            return StageDraw(seed, diff, laps)
+        return StageDraw(seed, diff)
     seed = int(random_stage.get("start_level", 0)) + int(rng.integers(n_levels))
-    return seed, level_difficulty(seed, lo, hi)
+    return StageDraw(seed, level_difficulty(seed, lo, hi))
 
 
 #: The spawn-key tag of a pool window's stream (a car's stream has the one-entry key ``(k,)``;
@@ -199,19 +220,29 @@ POOL_TAG = 0x706F6F6C
 
 @functools.lru_cache(maxsize=8)
 def pool_stages(
-    pool_seed: int, window: int, n: int, lo: float, hi: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n`` (generator seeds, difficulties) of pool window ``window`` of pool seed
+    pool_seed: int,
+    window: int,
+    n: int,
+    lo: float,
+    hi: float,
+    loops: float = 0.0,
+    laps: int = 1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``n`` (generator seeds, difficulties, laps) of pool window ``window`` of pool seed
     ``pool_seed``: drawn from ``SeedSequence(pool_seed, spawn_key=(POOL_TAG, window))``, seeds
-    in [0, 2**31 - 1) and difficulties in [lo, hi] as a fresh random stage's are. A function of
-    its arguments alone; read-only arrays."""
+    in [0, 2**31 - 1) and difficulties in [lo, hi] as a fresh random stage's are, then (only
+    with ``loops`` > 0) which are loops of ``laps`` laps (laps 0: point to point). A function
+    of its arguments alone; read-only arrays."""
     ss = np.random.SeedSequence(int(pool_seed), spawn_key=(POOL_TAG, int(window)))
     g = np.random.Generator(np.random.PCG64(ss))
     seeds = g.integers(0, 2**31 - 1, size=int(n))
     diffs = np.array([round(lo + (hi - lo) * float(u), 6) for u in g.random(int(n))])
-    seeds.flags.writeable = False
-    diffs.flags.writeable = False
-    return seeds, diffs
+    lap = np.zeros(int(n), np.int64)
+    if loops > 0.0:
+        lap[g.random(int(n)) < loops] = int(laps)
+    for a in (seeds, diffs, lap):
+        a.flags.writeable = False
+    return seeds, diffs, lap
 
 
 @functools.lru_cache(maxsize=4096)

@@ -356,3 +356,17 @@ def generate(
         f"generate(seed={seed}, length_m={length_m}, difficulty={difficulty}, closed={closed}): "
         f"no valid stage in {max_attempts} attempts; last problem: {last}"
     )
+
+
+def generate_drawn(seed: int, length_m: float, difficulty: float, laps: int = 0) -> Stage:
+    """The stage of a random draw: :func:`generate` point to point (``laps`` 0) or a closed
+    loop of ``laps`` laps (``length_m`` a lap). A loop the generator cannot close within its
+    attempts (short, gentle loops: about half of the 600 m ones at difficulty 0.1) becomes the
+    point-to-point stage of the same seed and difficulty, so every draw has a stage, the same
+    wherever it is made."""
+    if laps > 0:
+        try:
+            return generate(seed, length_m=length_m, difficulty=difficulty, closed=True, laps=laps)
+        except GenerationError:
+            pass
+    return generate(seed, length_m=length_m, difficulty=difficulty)

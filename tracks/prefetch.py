@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from tracks.bake import START_AHEAD_M, StageTerrain
-from tracks.generator import generate
+from tracks.generator import generate_drawn
 from tracks.stage import Stage
 
 #: Requests in flight at most (further requests are ignored until answers come back).
@@ -47,7 +47,7 @@ WAIT_S = 0.05
 PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031
 
-Key = tuple[int, float, float, bool]
+Key = tuple[int, float, float, bool, int]
 _LEN = struct.Struct("<I")
 
 
@@ -190,8 +190,10 @@ class Prefetcher:
         sectioned: bool = False,
         prebake: bool | float = True,
         limit: bool = False,
+        laps: int = 0,
     ) -> bool:
-        """Start making ``generate(seed, length_m, difficulty)`` and its terrain source
+        """Start making ``generate(seed, length_m, difficulty)`` (a closed loop of ``laps``
+        laps if ``laps`` >= 1) and its terrain source
         (:class:`tracks.bake.StageTerrain`, section-labelled or not) unless on their way;
         with ``prebake``, the source comes with its start tiles baked (worth it when the
         worker has time to spare, not when the env waits for the answer; a number: the tiles
@@ -199,7 +201,7 @@ class Prefetcher:
         whether the stage is ready or on its way; False when the worker is off, has ``max_pending``
         requests in flight or, with ``limit``, holds :attr:`capacity` answers and requests
         (one more would push out an answer nobody took yet)."""
-        key = (int(seed), float(length_m), float(difficulty), bool(sectioned))
+        key = (int(seed), float(length_m), float(difficulty), bool(sectioned), int(laps))
         with self._lock:
             if self.disabled:
                 return False
@@ -225,11 +227,16 @@ class Prefetcher:
         return True
 
     def take(
-        self, seed: int, length_m: float, difficulty: float, sectioned: bool = False
+        self,
+        seed: int,
+        length_m: float,
+        difficulty: float,
+        sectioned: bool = False,
+        laps: int = 0,
     ) -> tuple[Stage, StageTerrain] | None:
         """(stage, terrain source) if the worker made them (waiting up to ``WAIT_S`` for ones
         on their way), else None."""
-        key = (int(seed), float(length_m), float(difficulty), bool(sectioned))
+        key = (int(seed), float(length_m), float(difficulty), bool(sectioned), int(laps))
         with self._lock:
             self._drain()
             deadline = time.monotonic() + WAIT_S
@@ -265,7 +272,7 @@ class Prefetcher:
 
 
 def _worker(inp: BinaryIO, out: BinaryIO) -> None:
-    """The worker's loop: read ((seed, length, difficulty, sectioned), metres past the start
+    """The worker's loop: read ((seed, length, difficulty, sectioned, laps), metres past the start
     line to bake the tiles of, 0 for none), answer (key, (stage, source)) or (key, None) if
     the stage cannot be generated."""
     while True:
@@ -274,7 +281,7 @@ def _worker(inp: BinaryIO, out: BinaryIO) -> None:
         except EOFError:
             return
         try:
-            stage = generate(key[0], length_m=key[1], difficulty=key[2])
+            stage = generate_drawn(key[0], key[1], key[2], key[4])
             source = StageTerrain(stage, sectioned=key[3])
             if ahead_m > 0.0:
                 source.prebake(source.start_tiles(ahead_m=ahead_m))

@@ -194,13 +194,15 @@ def check_stages(stages: list[Any], where: str, budgets: Budgets) -> None:
 
 def time_limit_steps(config: Any, stages: list[Any]) -> int:
     """The most control steps an episode of ``config`` can last on any of ``stages`` (the
-    time limit truncates it), for the random stage: at ``random_stage.length_m``."""
+    time limit truncates it), for the random stage: at ``random_stage.length_m`` (times the
+    laps when it may be a loop)."""
     term = config.termination
     if term.time_limit_s is not None:
         limit = term.time_limit_s
     else:
         timed = max((st.timed_length_m for st in stages), default=0.0)
-        if not stages:  # stage="random": generated at reset, about length_m long
-            timed = 1.5 * float(config.random_stage["length_m"])
+        if not stages:  # stage="random": generated at reset, about length_m long (a lap)
+            rs = config.random_stage
+            timed = 1.5 * float(rs["length_m"]) * (int(rs["laps"]) if "loops" in rs else 1)
         limit = term.time_limit_base_s + timed / term.time_limit_speed_mps
     return int(math.ceil(limit * config.control_hz)) + 1

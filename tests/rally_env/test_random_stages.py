@@ -113,7 +113,7 @@ def test_levels_are_fixed_stages():
 def test_a_level_a_slot_holds_is_not_asked_of_the_prefetch_worker(monkeypatch):
     # every level held by a slot after the first resets: the worker would only make it again
     asked = []
-    monkeypatch.setattr(S, "prefetch_stage", lambda *a: asked.append(a))
+    monkeypatch.setattr(S, "prefetch_stage", lambda *a, **k: asked.append(a))
     env = RallyVectorEnv(4, stage="random", random_stage={**SHORT, "num_levels": 1})
     env.reset(seed=0)
     assert asked == []
@@ -129,7 +129,7 @@ def test_an_env_with_more_cars_than_the_worker_keeps_answers_for_asks_none_ahead
     from tracks.prefetch import PREFETCHER
 
     asked = []
-    monkeypatch.setattr(S, "prefetch_stage", lambda *a: asked.append(a))
+    monkeypatch.setattr(S, "prefetch_stage", lambda *a, **k: asked.append(a))
     monkeypatch.setattr(PREFETCHER, "max_pending", 2)  # keeps 4 answers
     env = RallyVectorEnv(5, stage="random", random_stage=SHORT)
     env.reset(seed=0)

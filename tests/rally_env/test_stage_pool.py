@@ -53,7 +53,8 @@ def test_a_pool_window_is_a_function_of_its_seed_and_index():
     a = S.pool_stages(7, 3, 5, 0.2, 0.8)
     S.pool_stages.cache_clear()
     b = S.pool_stages(7, 3, 5, 0.2, 0.8)
-    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert (a[2] == 0).all()  # no loops asked for: all point to point
     assert a[0].shape == (5,) and ((a[0] >= 0) & (a[0] < 2**31 - 1)).all()
     assert ((a[1] >= 0.2) & (a[1] <= 0.8)).all()
     assert not a[0].flags.writeable  # a cached window cannot be changed by a caller
@@ -64,7 +65,7 @@ def test_a_pool_window_is_a_function_of_its_seed_and_index():
 def test_cars_share_the_windows_stages_and_their_slots():
     env = RallyVectorEnv(12, stage="random", random_stage=_pool(2, 10_000))
     _, info = env.reset(seed=5)
-    seeds, _ = S.pool_stages(5, 0, 2, 0.2, 0.8)
+    seeds, _, _ = S.pool_stages(5, 0, 2, 0.2, 0.8)
     got = info["stage_seed"]
     assert set(got.tolist()) <= set(seeds.tolist())
     slots = env.core.eistate[:, K.EI_SLOT]
@@ -81,7 +82,7 @@ def test_a_resetting_car_drives_a_stage_of_the_current_window():
         _, _, te, tr, info = env.step(a)
         window = env.core.clock // t
         for k in np.flatnonzero(te | tr):
-            seeds, diffs = S.pool_stages(11, window, 3, 0.2, 0.8)
+            seeds, diffs, _ = S.pool_stages(11, window, 3, 0.2, 0.8)
             st = env.core.bank.stage(int(env.core.eistate[k, K.EI_SLOT]))
             j = list(seeds).index(int(info["stage_seed"][k]))  # one of this window's
             want = S.generated_stage(int(seeds[j]), 400.0, float(diffs[j]))
@@ -136,7 +137,7 @@ def test_the_env_asks_the_worker_for_the_current_and_next_window(monkeypatch):
     asked = []
     refuse = {"after": 10**9}
 
-    def fake(seed, length, diff, sectioned=False, prebake=True, limit=False):
+    def fake(seed, length, diff, sectioned=False, prebake=True, limit=False, laps=0):
         if len(asked) >= refuse["after"]:
             return False
         asked.append((seed, diff, prebake, limit))
@@ -150,10 +151,10 @@ def test_the_env_asks_the_worker_for_the_current_and_next_window(monkeypatch):
     env.step(np.zeros((2, 4), np.float32))
     want = []
     for w in (0, 1):
-        seeds, diffs = S.pool_stages(1, w, 3, 0.2, 0.8)
+        seeds, diffs, _ = S.pool_stages(1, w, 3, 0.2, 0.8)
         want += list(zip(seeds.tolist(), diffs.tolist(), strict=True))
     want = list(dict.fromkeys(want))
-    held = {(int(s), d) for (_g, s, _n, d) in env.core.bank._key_slot}
+    held = {(int(s), d) for (_g, s, _n, d, _laps) in env.core.bank._key_slot}
     todo = [x for x in want if x not in held]
     assert [(s, d) for s, d, _p, _l in asked] == todo[:4]
     assert all(p == S.POOL_PREBAKE_M and lim for _s, _d, p, lim in asked)
@@ -243,7 +244,7 @@ def test_pool_runs_verify_and_a_changed_pool_clock_is_caught():
     # the same stream in another window draws another stage: the claim no longer matches
     moved = None
     for clock in range(0, 240, 12):
-        seeds, _ = S.pool_stages(9, clock // 12, 2, 0.2, 0.8)
+        seeds, _, _ = S.pool_stages(9, clock // 12, 2, 0.2, 0.8)
         if b.stage["name"] not in [f"gen-{s}" for s in seeds]:
             moved = clock
             break
@@ -283,9 +284,9 @@ def test_prefetcher_request_reports_whether_it_took_the_request():
     p.disabled = True
     assert p.request(1, 400.0, 0.5) is False  # off
     p.disabled = False
-    p._pending = {(1, 400.0, 0.5, False), (2, 400.0, 0.5, False)}
+    p._pending = {(1, 400.0, 0.5, False, 0), (2, 400.0, 0.5, False, 0)}
     assert p.request(1, 400.0, 0.5) is True  # on its way already
     assert p.request(3, 400.0, 0.5) is False  # max_pending requests in flight
     p._pending = set()
-    p._ready = {(i, 400.0, 0.5, False): None for i in range(10, 10 + p.capacity)}
+    p._ready = {(i, 400.0, 0.5, False, 0): None for i in range(10, 10 + p.capacity)}
     assert p.request(3, 400.0, 0.5, limit=True) is False  # would push out an untaken answer

@@ -19,10 +19,10 @@ episode resets included):
   P = 4 at 16 cars and 32 at 1024: a fresh window of P stages every 200 steps, shared by the
   cars that reset in it); the ratio random / fixed; the amortized cost of a random reset in a
   single env (extra time per step on random stages times steps per episode); the peak RSS of a
-  1024-car env on random stages (in a process of its own). The ``random_*`` rows are also
-  given per CPU second (``time.process_time``), of this process alone and with the stage
-  prefetch worker's CPU time added: on a machine busy with other work, wall-clock ratios
-  mostly measure the scheduler, CPU-time ratios much less so.
+  1024-car env on random stages, plain and with the pool (in a process of its own each). The
+  ``random_*`` rows are also given per CPU second (``time.process_time``), of this process
+  alone and with the stage prefetch worker's CPU time added: on a machine busy with other
+  work, wall-clock ratios mostly measure the scheduler, CPU-time ratios much less so.
 
 It prints the figures and writes them as JSON; it never asserts a time.
 """
@@ -243,11 +243,11 @@ def bench_random_single(seconds: float, rounds: int = 3) -> dict:
 
 
 _RSS_SCRIPT = """
-import resource, sys, numpy as np
+import json, resource, sys, numpy as np
 sys.path.insert(0, sys.argv[1])
 from rally_env import RallyVectorEnv
 n, steps = int(sys.argv[2]), int(sys.argv[3])
-envs = RallyVectorEnv(n, stage="random")
+envs = RallyVectorEnv(n, stage="random", random_stage=json.loads(sys.argv[4]))
 envs.reset(seed=0)
 rng = np.random.default_rng(0)
 for _ in range(steps):
@@ -257,13 +257,15 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
 """
 
 
-def random_rss_mb(n: int, steps: int) -> float:
-    """Peak RSS (MB) of a process stepping an ``n``-car env on random stages."""
+def random_rss_mb(n: int, steps: int, random_stage: dict | None = None) -> float:
+    """Peak RSS (MB) of a process stepping an ``n``-car env on random stages (with these
+    ``random_stage`` settings)."""
     import subprocess
 
     root = str(Path(__file__).resolve().parents[1])
+    rs = json.dumps(random_stage or {})
     out = subprocess.run(
-        [sys.executable, "-c", _RSS_SCRIPT, root, str(n), str(steps)],
+        [sys.executable, "-c", _RSS_SCRIPT, root, str(n), str(steps), rs],
         capture_output=True,
         text=True,
         check=True,
@@ -332,6 +334,10 @@ def random_rows(sec: float, rss: bool = True) -> dict:
         mb = random_rss_mb(1024, 600)
         rows["random_1024_peak_rss_mb"] = mb
         print(f"peak RSS of a 1024-car env after 600 steps on random stages: {mb:.0f} MB")
+        pool = {"pool": POOL_OF_CARS[1024], "pool_steps": POOL_STEPS}
+        mb = random_rss_mb(1024, 600, pool)
+        rows["random_1024_pool_peak_rss_mb"] = mb
+        print(f"the same with random_stage={pool}: {mb:.0f} MB")
     return rows
 
 

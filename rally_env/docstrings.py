@@ -753,9 +753,9 @@ process and the prefetch worker together.)
 
 `num_levels=256` read 84 % / 86 % at 1,024 cars; a single env's random reset 2.21 / 1.81 ms
 amortized. Peak RSS of a 1,024-car env after 600 steps of the benchmark's actions (the
-script of the benchmark's `random_rss_mb`, once each, the first with `random_stage={"pool":
-32}` added): 378 MB with the pool, 1,877 MB on plain
-`"random"` (the pool's cars hold far fewer distinct stages). How the pool size trades
+benchmark's `random_rss_mb(1024, 600, random_stage)`, now a row of the full run, twice each):
+376-378 MB with `pool=32`, 1,877 MB on plain `"random"` (the pool's cars hold far fewer
+distinct stages). How the pool size trades
 stages for speed (`bench_random_vector(n, 3.0, **variants)`
 of the benchmark module, each variant a `random_stage` pool with `pool_steps=200`, interleaved
 in one process; load under 1.5):

@@ -7,39 +7,17 @@ import numpy as np
 import pytest
 
 import tracks
-from rally_env import ConfigError, RallyEnv, RallyVectorEnv
+from rally_env import RallyVectorEnv
 from rally_env import kernels as K
 from rally_env import stages as S
-from rally_env.config import DEFAULT_RANDOM_LAPS, RallyConfig
-from rally_env.replay import RecordReplay, verify
+from rally_env.config import RallyConfig
+from rally_env.replay import verify
 from rally_env.replay.budgets import time_limit_steps
-from tests.rally_env.test_replay_support import drive
+from tests.rally_env.test_replay_support import record_run
 from tracks.generator import generate_drawn
 from tracks.prefetch import Prefetcher
 
 LOOPY = {"length_m": 1000.0, "loops": 1.0, "laps": 2}
-
-
-@pytest.mark.parametrize(
-    ("rs", "needle"),
-    [
-        ({"loops": 1.5}, "random_stage.loops"),
-        ({"loops": "half"}, "random_stage.loops"),
-        ({"laps": 3}, "needs loops"),
-        ({"loops": 0.5, "laps": 0}, "random_stage.laps"),
-        ({"loops": 0.5, "laps": 11}, "random_stage.laps"),
-        ({"loops": 0.5, "length_m": 300.0}, "at least 400"),
-        ({"loops": 0.5, "num_levels": 4}, "level set"),
-    ],
-)
-def test_bad_loop_settings(rs, needle):
-    with pytest.raises(ConfigError, match=needle):
-        RallyEnv(stage="random", random_stage=rs)
-
-
-def test_laps_have_a_default():
-    env = RallyEnv(stage="random", random_stage={"loops": 0.3})
-    assert env.config.random_stage["laps"] == DEFAULT_RANDOM_LAPS
 
 
 def test_without_loops_a_cars_stream_draws_as_before():
@@ -115,13 +93,8 @@ def test_the_prefetch_worker_makes_the_same_loop():
 
 
 def test_a_loop_run_verifies_and_its_time_budget_counts_the_laps():
-    env = RecordReplay(RallyEnv(stage="random", random_stage=LOOPY), save_partial=True)
-    obs, _ = env.reset(seed=6)
-    for _ in range(30):
-        obs, *_ = env.step(drive(obs))
-    env.close()
-    (rp,) = env.replays
-    assert "loop" in rp.stage["name"]
+    rp, _ = record_run(seed=6, max_steps=30, stage="random", random_stage=LOOPY)
+    assert "loop" in rp.stage["name"] and rp.steps == 30
     assert verify(rp).accepted
     one = RallyConfig.build(stage="random", random_stage={"length_m": 1000.0})
     three = RallyConfig.build(stage="random", random_stage={**LOOPY, "laps": 3})

@@ -17,6 +17,7 @@ from physics.terrain import TM_TABLE, TM_TNX, TM_TNY
 from rally_env import ConfigError, RallyEnv, RallyVectorEnv
 from rally_env import kernels as K
 from rally_env import stages as S
+from rally_env.config import DEFAULT_POOL_STEPS, DEFAULT_RANDOM_LAPS, MAX_POOL
 from tests.rally_env.conftest import random_actions
 from tracks.bake import StageTerrain
 
@@ -155,11 +156,38 @@ def test_an_env_with_more_cars_than_the_worker_keeps_answers_for_asks_none_ahead
         ({"num_levels": 10, "start_level": 2**31 - 5}, "seed range"),
         ({"length_m": 20000.0}, "length_m"),
         ({"levels": 3}, "unknown setting"),
+        # stage pools
+        ({"pool": 0}, "random_stage.pool"),
+        ({"pool": 2.0}, "integer"),
+        ({"pool": MAX_POOL + 1}, "random_stage.pool"),
+        ({"pool": 4, "pool_steps": 0}, "pool_steps"),
+        ({"pool_steps": 50}, "needs pool"),
+        ({"pool": 4, "num_levels": 8}, "exclude each other"),
+        # loops
+        ({"loops": 1.5}, "random_stage.loops"),
+        ({"loops": "half"}, "random_stage.loops"),
+        ({"laps": 3}, "needs loops"),
+        ({"loops": 0.5, "laps": 0}, "random_stage.laps"),
+        ({"loops": 0.5, "laps": 11}, "random_stage.laps"),
+        ({"loops": 0.5, "length_m": 300.0}, "at least 400"),
+        ({"loops": 0.5, "num_levels": 4}, "level set"),
     ],
 )
 def test_bad_random_stage_settings(rs, needle):
     with pytest.raises(ConfigError, match=needle):
         RallyEnv(stage="random", random_stage=rs)
+
+
+@pytest.mark.parametrize(
+    ("rs", "key", "default"),
+    [
+        ({"pool": 3}, "pool_steps", DEFAULT_POOL_STEPS),
+        ({"loops": 0.3}, "laps", DEFAULT_RANDOM_LAPS),
+    ],
+)
+def test_a_settings_companion_has_a_default(rs, key, default):
+    env = RallyEnv(stage="random", random_stage=rs)
+    assert env.config.random_stage[key] == default
 
 
 _ROLLOUT = textwrap.dedent(

@@ -10,15 +10,14 @@ import pickle
 import numpy as np
 import pytest
 
-from rally_env import ConfigError, RallyEnv, RallyVectorEnv, StateError
+from rally_env import RallyEnv, RallyVectorEnv, StateError
 from rally_env import kernels as K
 from rally_env import stages as S
-from rally_env.config import DEFAULT_POOL_STEPS, MAX_POOL
 from rally_env.replay import RecordReplay, verify
 from rally_env.replay.errors import ReplayFormatError
 from rally_env.replay.format import replay_from_dict
 from tests.rally_env.test_random_stages import _hard_actions
-from tests.rally_env.test_replay_support import drive
+from tests.rally_env.test_replay_support import drive, record_run
 from tracks.prefetch import Prefetcher
 
 SHORT = {"length_m": 400.0}
@@ -26,27 +25,6 @@ SHORT = {"length_m": 400.0}
 
 def _pool(p, t=200, **kw):
     return {**SHORT, "pool": p, "pool_steps": t, **kw}
-
-
-@pytest.mark.parametrize(
-    ("rs", "needle"),
-    [
-        ({"pool": 0}, "random_stage.pool"),
-        ({"pool": 2.0}, "integer"),
-        ({"pool": MAX_POOL + 1}, "random_stage.pool"),
-        ({"pool": 4, "pool_steps": 0}, "pool_steps"),
-        ({"pool_steps": 50}, "needs pool"),
-        ({"pool": 4, "num_levels": 8}, "exclude each other"),
-    ],
-)
-def test_bad_pool_settings(rs, needle):
-    with pytest.raises(ConfigError, match=needle):
-        RallyEnv(stage="random", random_stage=rs)
-
-
-def test_pool_steps_has_a_default():
-    env = RallyEnv(stage="random", random_stage={"pool": 3})
-    assert env.config.random_stage["pool_steps"] == DEFAULT_POOL_STEPS
 
 
 def test_a_pool_window_is_a_function_of_its_seed_and_index():
@@ -268,12 +246,8 @@ def test_a_malformed_pool_in_a_replay_is_a_format_error(pool):
 
 
 def test_a_pool_in_a_replay_of_an_env_without_one_is_refused():
-    env = RecordReplay(RallyEnv(stage="random", random_stage=SHORT), save_partial=True)
-    obs, _ = env.reset(seed=2)
-    for _ in range(5):
-        obs, *_ = env.step(drive(obs))
-    env.close()
-    doc = env.replays[-1].to_dict()
+    rp, _ = record_run(seed=2, max_steps=5, stage="random", random_stage=SHORT)
+    doc = rp.to_dict()
     doc["reset"]["pool"] = {"seed": 2, "clock": 0}
     with pytest.raises(ReplayFormatError, match="pool"):
         verify(replay_from_dict(doc))

@@ -114,6 +114,10 @@ class Camera:
             self.ay - (dx * self.ux + dy * self.uy) * self.ppm,
         )
 
+    def args(self) -> tuple[float, float, float, float, float, float, float]:
+        """``(cx, cy, ux, uy, ppm, ax, ay)``: the view as the drawing kernels take it."""
+        return (self.cx, self.cy, self.ux, self.uy, self.ppm, self.ax, self.ay)
+
     def to_world(self, px: Any, py: Any) -> tuple[np.ndarray, np.ndarray]:
         """Pixel x, y -> world x, y (m)."""
         a = (np.asarray(px, np.float64) - self.ax) / self.ppm
@@ -317,13 +321,7 @@ class Renderer:
         bg = self.bg
         B.sample_view(
             self.frame,
-            cam.cx,
-            cam.cy,
-            cam.ux,
-            cam.uy,
-            cam.ppm,
-            cam.ax,
-            cam.ay,
+            *cam.args(),
             bg.ox,
             bg.oy,
             bg.ppm,
@@ -354,13 +352,7 @@ class Renderer:
                         m.count,
                         c.time_s if key != "car" else now,
                         MARK_FADE_S,
-                        cam.cx,
-                        cam.cy,
-                        cam.ux,
-                        cam.uy,
-                        cam.ppm,
-                        cam.ax,
-                        cam.ay,
+                        *cam.args(),
                         r,
                         _MARK_RGB,
                     )

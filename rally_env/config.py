@@ -628,6 +628,23 @@ def _check_loops(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def pool_record_problem(p: Any, seed_may_be_none: bool = False) -> str | None:
+    """What is wrong with a stage pool's record as a state or a replay keeps it,
+    ``{"seed": an int in [0, 2**128), "clock": an int in [0, 2**62)}`` (a state's seed may
+    be None: no reset has drawn one yet), or None if nothing is."""
+
+    def whole(v: Any, top: int) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < top
+
+    if not isinstance(p, dict) or set(p) != {"seed", "clock"}:
+        return "must be a dict of 'seed' and 'clock'"
+    if not ((seed_may_be_none and p["seed"] is None) or whole(p["seed"], 2**128)):
+        return f"'seed' must be an integer in [0, 2**128), got {p['seed']!r}"
+    if not whole(p["clock"], 2**62):
+        return f"'clock' must be an integer in [0, 2**62), got {p['clock']!r}"
+    return None
+
+
 def _count(owner: str, name: str, v: Any, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise ConfigError(f"{owner}.{name}", v, "must be an integer")

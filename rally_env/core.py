@@ -22,7 +22,7 @@ from rally_env import info as I
 from rally_env import kernels as K
 from rally_env import precompile
 from rally_env import stages as S
-from rally_env.config import RallyConfig, randomized_vehicle
+from rally_env.config import RallyConfig, pool_record_problem, randomized_vehicle
 from rally_env.errors import StateError
 from rally_env.spaces import ObsLayout
 from rally_env.statecheck import check_values
@@ -131,9 +131,8 @@ class RallyCore:
         self.hooks: list[CoreHooks] = []
         self._near = np.zeros(n, np.bool_)  # scratch: cars near two timing lines this step
         rs = config.random_stage if self.bank.mode == "random" else {}
-        #: pool size and window length (env steps) of a ``random_stage`` pool, or None
+        #: the size of a ``random_stage`` pool, or None
         self.pool_size: int | None = rs.get("pool")
-        self.pool_steps: int = int(rs.get("pool_steps", 1))
         #: the stage pool's seed (None until the first reset draws one) and the env steps
         #: since it was seeded (:meth:`seed_pool`, :meth:`tick`)
         self.pool_seed: int | None = None
@@ -331,8 +330,7 @@ class RallyCore:
             )
 
     def _peek_stage(self, rng: np.random.Generator) -> S.StageDraw:
-        """The (seed, difficulty) the car's next stage draw from ``rng`` gives, without
-        drawing."""
+        """The stage the car's next draw from ``rng`` gives, without drawing."""
         peek = np.random.Generator(np.random.PCG64())
         peek.bit_generator.state = rng.bit_generator.state
         return S.draw_random_stage(self.config.random_stage, peek, self.pool_now())
@@ -362,15 +360,13 @@ class RallyCore:
         self.clock += 1
         if self.pool_size is None or self.pool_seed is None:
             return
-        window = self.clock // self.pool_steps
+        rs = self.config.random_stage
+        window = self.clock // rs["pool_steps"]
         if window != self._pool_window:
             self._pool_window = window
-            rs = self.config.random_stage
-            lo, hi = rs["difficulty"]
-            loops, laps = float(rs.get("loops", 0.0)), int(rs.get("laps", 1))
             queue: list[tuple[int, float, int]] = []
             for w in (window, window + 1):
-                drawn = S.pool_stages(self.pool_seed, w, self.pool_size, lo, hi, loops, laps)
+                drawn = S.pool_window(rs, self.pool_seed, w)
                 queue.extend(zip(*(a.tolist() for a in drawn), strict=True))
             # the worker keeps S.PREFETCHER.capacity answers: asking further ahead is useless
             self._pool_queue = list(dict.fromkeys(queue))[: 2 * S.PREFETCHER.capacity]
@@ -384,9 +380,9 @@ class RallyCore:
         while i < len(q):
             seed, diff, laps = q[i]
             if not self.bank.holds(S.gen_key(seed, length, diff, laps)):
-                ahead = S.POOL_PREBAKE_M
+                sec = self.bank.sectioned
                 if not S.prefetch_stage(
-                    seed, length, diff, self.bank.sectioned, ahead, limit=True, laps=laps
+                    seed, length, diff, sec, S.POOL_PREBAKE_M, limit=True, laps=laps
                 ):
                     break
             i += 1
@@ -643,7 +639,9 @@ class RallyCore:
                 except Exception as e:
                     raise StateError(f"state RNG stream is malformed: {e}") from None
         if self.pool_size is not None:
-            _check_pool(st["pool"])
+            problem = pool_record_problem(st["pool"], seed_may_be_none=True)
+            if problem:
+                raise StateError(f"state['pool'] {problem}")
         check_values(self, st, stages)  # every value in range: nothing is copied before
         return stages
 
@@ -690,25 +688,6 @@ class RallyCore:
             self.clock = int(st["pool"]["clock"])
         for h in self.hooks:
             h.after_set_state()
-
-
-def _check_pool(p: Any) -> None:
-    """A saved state's stage pool: ``{"seed": None or an int in [0, 2**128), "clock": an int
-    in [0, 2**62)}``."""
-
-    def _int(v: Any, top: int) -> bool:
-        return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < top
-
-    if not isinstance(p, dict) or set(p) != {"seed", "clock"}:
-        raise StateError("state['pool'] must be a dict of 'seed' and 'clock'")
-    if not (p["seed"] is None or _int(p["seed"], 2**128)):
-        raise StateError(
-            f"state['pool']['seed'] must be None or an integer in [0, 2**128), got {p['seed']!r}"
-        )
-    if not _int(p["clock"], 2**62):
-        raise StateError(
-            f"state['pool']['clock'] must be an integer in [0, 2**62), got {p['clock']!r}"
-        )
 
 
 def _feed(h: Any, obj: Any) -> None:

@@ -192,22 +192,22 @@ def draw_random_stage(
     own (a function of the level alone); with ``pool`` set one of the ``pool`` stages of the
     env's current pool window, ``pool = (pool seed, env step)`` (see :func:`pool_stages`)."""
     lo, hi = random_stage["difficulty"]
-    loops = float(random_stage.get("loops", 0.0))
-    laps = int(random_stage.get("laps", 1))
     n_pool = random_stage.get("pool")
     if n_pool is not None:
         if pool is None:
             raise ValueError("a stage pool needs the env's pool seed and step")
-        window = pool[1] // random_stage["pool_steps"]
-        seeds, diffs, lap = pool_stages(pool[0], window, n_pool, lo, hi, loops, laps)
+        seeds, diffs, lap = pool_window(
+            random_stage, pool[0], pool[1] // random_stage["pool_steps"]
+        )
         j = int(rng.integers(n_pool))
         return StageDraw(int(seeds[j]), float(diffs[j]), int(lap[j]))
     n_levels = random_stage.get("num_levels")
     if n_levels is None:
         seed = int(rng.integers(0, 2**31 - 1))
         diff = round(lo + (hi - lo) * float(rng.random()), 6)
+        loops = random_stage.get("loops", 0.0)
         if loops > 0.0 and float(rng.random()) < loops:
-            return StageDraw(seed, diff, laps)
+            return StageDraw(seed, diff, random_stage["laps"])
         return StageDraw(seed, diff)
     seed = int(random_stage.get("start_level", 0)) + int(rng.integers(n_levels))
     return StageDraw(seed, level_difficulty(seed, lo, hi))
@@ -216,6 +216,16 @@ def draw_random_stage(
 #: The spawn-key tag of a pool window's stream (a car's stream has the one-entry key ``(k,)``;
 #: a window's is ``(POOL_TAG, window)``, so the two never meet).
 POOL_TAG = 0x706F6F6C
+
+
+def pool_window(
+    random_stage: dict[str, Any], pool_seed: int, window: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`pool_stages` of window ``window`` of a checked ``random_stage`` pool."""
+    lo, hi = random_stage["difficulty"]
+    loops = float(random_stage.get("loops", 0.0))
+    laps = int(random_stage.get("laps", 1))
+    return pool_stages(pool_seed, window, random_stage["pool"], lo, hi, loops, laps)
 
 
 @functools.lru_cache(maxsize=8)

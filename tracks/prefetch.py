@@ -55,6 +55,10 @@ def enabled_by_environment() -> bool:
     return os.environ.get("RALLY_PREFETCH", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def _key(seed: int, length_m: float, difficulty: float, sectioned: bool, laps: int) -> Key:
+    return (int(seed), float(length_m), float(difficulty), bool(sectioned), int(laps))
+
+
 def _send(f: BinaryIO, obj: Any) -> None:
     b = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     f.write(_LEN.pack(len(b)))
@@ -201,7 +205,7 @@ class Prefetcher:
         whether the stage is ready or on its way; False when the worker is off, has ``max_pending``
         requests in flight or, with ``limit``, holds :attr:`capacity` answers and requests
         (one more would push out an answer nobody took yet)."""
-        key = (int(seed), float(length_m), float(difficulty), bool(sectioned), int(laps))
+        key = _key(seed, length_m, difficulty, sectioned, laps)
         with self._lock:
             if self.disabled:
                 return False
@@ -236,7 +240,7 @@ class Prefetcher:
     ) -> tuple[Stage, StageTerrain] | None:
         """(stage, terrain source) if the worker made them (waiting up to ``WAIT_S`` for ones
         on their way), else None."""
-        key = (int(seed), float(length_m), float(difficulty), bool(sectioned), int(laps))
+        key = _key(seed, length_m, difficulty, sectioned, laps)
         with self._lock:
             self._drain()
             deadline = time.monotonic() + WAIT_S
@@ -272,9 +276,9 @@ class Prefetcher:
 
 
 def _worker(inp: BinaryIO, out: BinaryIO) -> None:
-    """The worker's loop: read ((seed, length, difficulty, sectioned, laps), metres past the start
-    line to bake the tiles of, 0 for none), answer (key, (stage, source)) or (key, None) if
-    the stage cannot be generated."""
+    """The worker's loop: read ((seed, length, difficulty, sectioned, laps), metres past the
+    start line to bake the tiles of, 0 for none), answer (key, (stage, source)) or (key, None)
+    if the stage cannot be generated."""
     while True:
         try:
             key, ahead_m = _recv(inp)

@@ -25,7 +25,7 @@ from physics import layout as L
 from physics.files import FileReadError
 from physics.files import read_regular_file as _read_regular
 from rally_env import kernels as K
-from rally_env.config import CONTROL_HZ_CHOICES
+from rally_env.config import CONTROL_HZ_CHOICES, pool_record_problem
 from rally_env.replay.budgets import (
     DEFAULT_BUDGETS,
     Budgets,
@@ -537,15 +537,9 @@ def replay_from_dict(doc: Any, where: str = "<replay>", budgets: Budgets | None 
 
 def _check_reset(r: dict, where: str) -> None:
     keys = set(r) - {"pool"}
-    if "pool" in r:
-        p = r["pool"]
-        ok = isinstance(p, dict) and set(p) == {"seed", "clock"}
-        if not ok or not (_is_int(p["seed"]) and 0 <= p["seed"] < 2**128):
-            raise ReplayFormatError(
-                f"{where}: reset.pool must be {{seed, clock}}, seed in [0, 2**128)"
-            )
-        if not (_is_int(p["clock"]) and 0 <= p["clock"] < 2**62):
-            raise ReplayFormatError(f"{where}: reset.pool.clock must be an integer in [0, 2**62)")
+    problem = pool_record_problem(r["pool"]) if "pool" in r else None
+    if problem:
+        raise ReplayFormatError(f"{where}: reset.pool {problem}")
     if keys <= {"seed", "car_index"} and "seed" in keys:
         ok = _is_int(r["seed"]) and r["seed"] >= 0 and _is_int(r.get("car_index", 0))
         if not ok or r.get("car_index", 0) < 0 or r.get("car_index", 0) >= 2**31:

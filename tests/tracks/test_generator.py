@@ -182,13 +182,46 @@ def test_retry_budget_raises(monkeypatch):
         raise generator._Retry("forced failure")
 
     monkeypatch.setattr(generator, "_attempt", always_fails)
-    with pytest.raises(tracks.GenerationError, match=r"no valid stage in 7 attempts.*forced"):
+    rescue = generator.RESCUE_ATTEMPTS
+    with pytest.raises(
+        tracks.GenerationError, match=rf"no valid stage in 7 \+ {rescue} attempts.*forced"
+    ):
         tracks.generate(3, max_attempts=7)
-    assert len(calls) == 7
+    assert len(calls) == 7 + rescue
     calls.clear()
     with pytest.raises(tracks.GenerationError):
         tracks.generate(3)
-    assert len(calls) == tracks.MAX_ATTEMPTS
+    assert len(calls) == tracks.MAX_ATTEMPTS + rescue
+    calls.clear()
+    # a loop has no rescue attempts: one it cannot make is drawn point to point instead
+    with pytest.raises(tracks.GenerationError, match=r"no valid stage in 7 attempts.*forced"):
+        tracks.generate(3, length_m=800.0, closed=True, max_attempts=7)
+    assert len(calls) == 7
+
+
+def test_long_hard_stages_are_rescued_with_wider_corners(monkeypatch):
+    """At 20 km and difficulty 1 most seeds failed every ordinary attempt (some hairpin's
+    spline always came out too tight) and raised GenerationError; the rescue attempts draw
+    the corners wider and give a valid stage, the same every time."""
+    margins = []
+    real = generator._attempt
+
+    def spy(*args, **kwargs):
+        margins.append(args[-1] if len(args) == 9 else generator.DRAW_MARGIN)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generator, "_attempt", spy)
+    for seed in (1, 2):
+        margins.clear()
+        st = tracks.generate(seed, length_m=20000.0, difficulty=1.0)
+        assert margins[: tracks.MAX_ATTEMPTS] == [generator.DRAW_MARGIN] * tracks.MAX_ATTEMPTS
+        assert margins[tracks.MAX_ATTEMPTS :] and set(margins[tracks.MAX_ATTEMPTS :]) == {
+            generator.RESCUE_MARGIN
+        }
+        assert st.name == f"gen-{seed}-20000m-d1.00"
+        assert st.path.length_m > 20000.0
+        again = tracks.generate(seed, length_m=20000.0, difficulty=1.0)
+        assert np.array_equal(again.knots, st.knots)
 
 
 def test_bad_arguments():

@@ -53,11 +53,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from physics import layout as L
 from physics.errors import ParameterError
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 
 __all__ = [
     "DEFAULT_TIRE_SET",

@@ -21,11 +21,10 @@ import math
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
-from numba import njit
 
 from physics import layout as L
 from physics.errors import ParameterError, as_finite
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 
 #: Rev limit (rpm) column (defined in physics/layout.py).
 PX_REV_LIMIT = L.PX_REV_LIMIT

@@ -32,13 +32,19 @@ are, to the letter, the ones it was written against; on any other numba it leave
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import textwrap
+import threading
+import time
+import types
 from collections.abc import Callable
 from typing import Any
 
+import numba
 from numba import config
 from numba.core import targetconfig
+from numba.core.dispatcher import Dispatcher
 from numba.core.registry import CPUDispatcher
 
 # numba's own TargetConfig methods that install_fast_flags replaces, as their source reads
@@ -104,10 +110,154 @@ def install_fast_flags() -> bool:
 install_fast_flags()
 
 
+class _Tier:
+    """Whether calls from Python run the Python twins of functions not compiled yet
+    (:func:`interpret_while`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy: Callable[[], bool] | None = None
+        self.checked = 0.0
+        self.on = False
+
+    def active(self) -> bool:
+        if not self.on:
+            return False
+        now = time.monotonic()
+        if now - self.checked < 0.05:
+            return True
+        with self.lock:
+            self.checked = now
+            busy = self.busy
+            if busy is None or not busy():
+                self.on = False
+                self.busy = None
+        return self.on
+
+
+_TIER = _Tier()
+
+
+def interpret_while(busy: Callable[[], bool]) -> None:
+    """Until ``busy()`` turns false (checked at most every 50 ms), a call from Python to a
+    project function that is neither compiled in this process nor in numba's cache runs its
+    Python twin (:func:`python_twin`) instead of compiling it: another process is compiling
+    it. Twins give bit-identical results (the whole env runs under ``NUMBA_DISABLE_JIT=1``
+    with the same golden hashes), so a function may run as a twin on one call and compiled on
+    the next."""
+    with _TIER.lock:
+        _TIER.busy = busy
+        _TIER.checked = 0.0
+        _TIER.on = True
+
+
+def stop_interpreting() -> None:
+    """End :func:`interpret_while` now: from here on, calls compile as usual."""
+    with _TIER.lock:
+        _TIER.on = False
+        _TIER.busy = None
+
+
+def interpreting() -> bool:
+    """Whether :func:`interpret_while`'s condition still holds."""
+    return _TIER.active()
+
+
+_twins: dict[int, tuple[Any, Callable]] = {}  # id -> (dispatcher, twin)
+_twin_globals: dict[str, dict] = {}
+
+
+def _twin_of(value: Any) -> Any:
+    return python_twin(value) if isinstance(value, Dispatcher) else value
+
+
+def _module_twin_globals(modname: str) -> dict:
+    g = _twin_globals.get(modname)
+    if g is None:
+        g = dict(vars(importlib.import_module(modname)))
+        _twin_globals[modname] = g
+        for k, v in list(g.items()):
+            if isinstance(v, Dispatcher):
+                g[k] = python_twin(v)
+    return g
+
+
+def _twin_cell(cell: Any) -> Any:
+    try:
+        return types.CellType(_twin_of(cell.cell_contents))
+    except ValueError:  # an empty cell
+        return cell
+
+
+def python_twin(disp: Any) -> Callable:
+    """The pure-Python function of a compiled one, whose own calls to compiled functions call
+    their twins too: what ``NUMBA_DISABLE_JIT=1`` would have run."""
+    got = _twins.get(id(disp))
+    if got is None:
+        py = disp.py_func
+        g = _module_twin_globals(py.__module__)  # may make this very twin
+        got = _twins.get(id(disp))
+        if got is None:
+            cells = None if py.__closure__ is None else tuple(map(_twin_cell, py.__closure__))
+            twin = types.FunctionType(py.__code__, g, py.__name__, py.__defaults__, cells)
+            twin.__kwdefaults__ = py.__kwdefaults__
+            twin.__qualname__ = py.__qualname__
+            got = _twins[id(disp)] = (disp, twin)
+    return got[1]
+
+
+def _cached_sig(disp: Any, sig: tuple) -> bool:
+    """Whether numba's cache index lists ``disp`` for ``sig`` (reads the index only)."""
+    try:
+        cache = disp._cache
+        key = cache._index_key(sig, disp.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:
+        return True
+
+
+_next_look: dict[int, float] = {}  # id(dispatcher) -> when to look in the cache again
+
+
+class TieredDispatcher(CPUDispatcher):
+    """A project function callable from Python: while :func:`interpreting`, a call that would
+    compile it runs its Python twin instead, unless numba's cache has it (then it loads). The
+    cache index is read at most every 0.1 s per function."""
+
+    def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
+        if not kws and _TIER.active():
+            now = time.monotonic()
+            if now < _next_look.get(id(self), 0.0):
+                return python_twin(self)
+            sig = tuple(self.typeof_pyval(a) for a in args)
+            if not _cached_sig(self, sig):
+                _next_look[id(self)] = now + 0.1
+                return python_twin(self)
+        return super()._compile_for_args(*args, **kws)
+
+
+def njit(*args: Any, **options: Any) -> Any:
+    """``numba.njit`` for the project's functions that Python calls: the same compiled
+    function, as a :class:`TieredDispatcher`."""
+    if args and callable(args[0]) and not options:
+        return njit()(args[0])
+
+    def deco(f: Callable) -> Any:
+        d = numba.njit(*args, **options)(f)
+        if isinstance(d, CPUDispatcher) and type(d) is CPUDispatcher:
+            d.__class__ = TieredDispatcher
+        return d
+
+    return deco
+
+
 class InnerDispatcher(CPUDispatcher):
-    """A dispatcher for compiled code only: calling it from Python raises :class:`TypeError`."""
+    """A dispatcher for compiled code only: calling it from Python raises :class:`TypeError`
+    (but while :func:`interpreting`, a twin calling it gets its twin)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _TIER.active():
+            return python_twin(self)(*args, **kwargs)
         f = self.py_func
         raise TypeError(
             f"{f.__module__}.{f.__qualname__} is compiled for calls from compiled code only "

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from physics import layout as L
 from physics.curves import family_eval_seg
@@ -58,7 +58,7 @@ from physics.drivetrain import (
     engine_rpm_from_wheels,
     update_gearbox,
 )
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 from physics.mathx import atan2x, sincosx
 from physics.terrain import collect_missing, sample_height, sample_height_grad, tile_at
 

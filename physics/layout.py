@@ -14,7 +14,7 @@ Changing this layout changes every state hash: bump ``LAYOUT_VERSION`` and the e
 
 from __future__ import annotations
 
-from numba import njit
+from physics.jit import njit
 
 LAYOUT_VERSION = 1
 

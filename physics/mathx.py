@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 
 PI = 3.141592653589793
 HALF_PI = 1.5707963267948966

@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from numba import njit
 
 from physics.errors import TerrainError
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 
 #: Maximum number of surface ids a terrain may use (ids 0 .. MAX_SURFACES-1).
 MAX_SURFACES = 16

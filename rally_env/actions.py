@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium.error import InvalidAction
-from numba import njit
 
+from physics.jit import njit
 from rally_env.spaces import ACTION_HIGH, ACTION_LOW, ACTION_NAMES, DISCRETE_ACTIONS
 
 _LOW = ACTION_LOW.astype(np.float64)

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from physics import VehicleBatch
+from physics import VehicleBatch, jit
 from physics import layout as L
 from physics.kernel import set_commands
 from rally_env import info as I
@@ -61,7 +61,7 @@ class RallyCore:
     def __init__(self, config: RallyConfig, n_cars: int, parallel: bool | None = None):
         par = int(n_cars) >= 64 if parallel is None else bool(parallel)
         # an empty numba cache: the step kernels compile on another core (until the first reset)
-        self._precompiling = precompile.start(config, par)
+        self._precompiling = precompile.start(config, par, int(n_cars))
         self.config = config
         self.n = int(n_cars)
         self.n_sub = config.substeps
@@ -269,8 +269,11 @@ class RallyCore:
             return
         args = self._kernel_args()
         if not precompile.matches((cars, args), threaded):
+            jit.stop_interpreting()  # the workers compile other types: compile here
             precompile.wait(threaded, useful=False)
             return
+        if jit.interpreting():
+            return  # the workers compile on; what is not compiled yet runs as Python
         if threaded:
             post = (self._all, self.n_sub, self.actions, args)
             precompile.compile_beside(K.post_step_parallel, post)

@@ -30,9 +30,9 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from physics import layout as L
+from physics.jit import njit
 from rally_env import kernels as K
 from rally_env import stages as S
 

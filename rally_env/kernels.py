@@ -19,10 +19,10 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from physics import layout as L
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 from physics.kernel import rotation_of
 from physics.terrain import TM_TABLE, sample_surface, tile_at
 from rally_env import stages as S

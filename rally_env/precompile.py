@@ -23,10 +23,26 @@ needs itself.
 
 ``python -m rally_env.precompile_record`` rewrites the signature file (a test checks that it
 matches what the default envs compile).
+
+**Python first** (:data:`INTERPRET_MAX_CARS`). An env of a few cars need not wait at all. When
+the first env of a process starts the serial worker and has at most that many cars, a second
+worker starts on the same list from the end (``python -m rally_env.precompile serial back``),
+and until both are done every call of a project function that is neither compiled here nor in
+the cache runs as Python (:func:`physics.jit.interpret_while`): the same results bit for bit,
+at a few milliseconds per env step instead of a few microseconds. So the first step comes in
+about a second instead of after 13 s of compiling, and each function switches to its compiled
+code as soon as a worker has put it in the cache. For that the serial list holds every
+function a first ``Rally-v0`` make, reset and step calls from Python, the stage's and the
+bake's too. An env of more cars ends Python first for the process and compiles and waits as
+before: a step of many cars in Python would take seconds. A small threaded env starts no
+Python first of its own but joins a running one (its worker then also compiles the post-step
+kernel it would have compiled beside the worker). ``RALLY_INTERPRET=0`` turns Python
+first off (the test suite does, so that its compile checks see compiled code).
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib
 import os
@@ -38,6 +54,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from physics import jit
 
 #: The kernels a worker compiles for each kind of env: the first reset's and step's entry
 #: points that loading and baking the stage do not use. A threaded env's post-step kernel is
@@ -54,24 +72,50 @@ _SMALL = (
     ("rally_env.kernels", "lines_within_reach"),
     ("physics.kernel", "missing_tiles"),
 )
+#: What building the stage and baking its first tiles call from Python: the env compiles these
+#: itself (before it reaches the reset kernel) unless it runs them as Python meanwhile.
+_STAGE = (
+    ("tracks.bake", "_fill_tiles"),
+    ("tracks._geometry", "fit_and_resample"),
+    ("tracks._geometry", "first_overlap"),
+    ("physics.kernel", "place_cars"),
+    ("tracks.bake", "_csr"),
+    ("tracks.bake", "_windows"),
+    ("tracks.bake", "_sample_cells"),
+    ("tracks.bake", "_strided_mean"),
+    ("tracks.bake", "_max0"),
+    ("physics.terrain", "_missing_tiles"),
+    ("physics.kernel", "reach_m"),
+    ("physics.mathx", "atan2x"),
+    ("physics.layout", "pw"),
+)
 SERIAL = (
     *_BIG,
     ("physics.kernel", "step_cars"),
     ("rally_env.kernels", "post_step"),
+    *_STAGE,
     *_SMALL,
 )
 THREADED = (*_BIG, ("physics.kernel", "step_cars_parallel"), *_SMALL)
-KERNELS = {"serial": SERIAL, "threaded": THREADED}
+#: A threaded env that runs Python first does not compile its post-step kernel beside the
+#: worker: its worker compiles that one too.
+THREADED_ALL = (*THREADED, ("rally_env.kernels", "post_step_parallel"))
+KERNELS = {"serial": SERIAL, "threaded": THREADED, "threaded-all": THREADED_ALL}
 #: Their argument types in a default env (``Rally-v0``; a 4-car threaded vector env), pickled
 #: numba types, and what of the config decides them (:func:`fingerprint`).
 SIGNATURES = Path(__file__).with_name("precompile_signatures.pkl")
 #: How long an env waits for the worker before compiling by itself (s).
 WAIT_S = 300.0
+#: The most cars an env may have to run as Python while the workers compile (see the module
+#: docstring); a bigger env ends that for the process.
+INTERPRET_MAX_CARS = 16
 
 _lock = threading.Lock()
 _procs: dict[str, subprocess.Popen] = {}
 _started: set[str] = set()
 _others: set[str] = set()  # kinds whose worker another process runs (it holds the lock)
+_done: list[subprocess.Popen] = []  # workers :func:`wait` stopped waiting for
+_spawned_at: list[float] = []  # when this process started its first worker
 
 
 def fingerprint(config: Any) -> tuple:
@@ -85,6 +129,13 @@ def _disabled() -> bool:
 
     flag = os.environ.get("RALLY_PRECOMPILE", "1").strip().lower()
     return bool(config.DISABLE_JIT) or flag in ("0", "false", "no", "off")
+
+
+def _python_first() -> bool:
+    """Whether an env may run as Python while the workers compile (``RALLY_INTERPRET`` not
+    ``0``)."""
+    flag = os.environ.get("RALLY_INTERPRET", "1").strip().lower()
+    return flag not in ("0", "false", "no", "off")
 
 
 def _cores() -> int:
@@ -173,11 +224,15 @@ def _unlock(fd: int) -> None:
     os.close(fd)
 
 
-def start(config: Any, threaded: bool = False) -> bool:
+def start(config: Any, threaded: bool = False, n_cars: int = 1) -> bool:
     """Start the worker for an env of ``config`` (threaded or not) if it can help (see the
     module docstring); once per process and kind. Returns whether a worker (this process's
-    or another's) is compiling that kind's kernels."""
+    or another's) is compiling that kind's kernels. The first serial env of at most
+    :data:`INTERPRET_MAX_CARS` cars also starts a worker from the end of the list and runs
+    Python until both are done; an env of more cars ends that."""
     kind = "threaded" if threaded else "serial"
+    if n_cars > INTERPRET_MAX_CARS:
+        jit.stop_interpreting()
     with _lock:
         if kind in _started:
             return kind in _procs or kind in _others
@@ -203,17 +258,58 @@ def start(config: Any, threaded: bool = False) -> bool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["RALLY_PREFETCH"] = "0"
         env["RALLY_PRECOMPILE"] = "0"
+        first = n_cars <= INTERPRET_MAX_CARS and _python_first()
+        # a small threaded env joins a running Python first (it starts none of its own): its
+        # worker then compiles its post-step kernel too
+        joined = threaded and first and jit.interpreting()
         try:
-            _procs[kind] = subprocess.Popen(
-                [sys.executable, "-m", "rally_env.precompile", kind],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
-            )
+            _procs[kind] = _spawn(env, "threaded-all" if joined else kind)
         except Exception:
             return False
+        if threaded or not first:
+            return True
+        try:
+            _procs[kind + "-back"] = _spawn(env, kind, "back")
+        except Exception:
+            return True  # the env shares the list's end itself when it reaches the kernels
+        jit.interpret_while(_workers_busy)
         return True
+
+
+def _spawn(env: dict, *args: str) -> subprocess.Popen:
+    if not _spawned_at:
+        _spawned_at.append(time.monotonic())
+        atexit.register(_stop_workers)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rally_env.precompile", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def _stop_workers() -> None:
+    """At exit: stop the workers still compiling (what they finished stays in the cache, so
+    the next process starts from there)."""
+    with _lock:
+        procs = list(_procs.values()) + list(_done)
+    for p in procs:
+        try:
+            if p.poll() is None:
+                p.kill()
+        except Exception:
+            pass
+
+
+def _workers_busy() -> bool:
+    """Whether a worker this process started is still compiling (for at most
+    :data:`WAIT_S` after the first: a worker that hangs must not keep the env in Python)."""
+    with _lock:
+        procs = list(_procs.values()) + list(_done)
+        if _spawned_at and time.monotonic() - _spawned_at[0] > WAIT_S:
+            return False
+    return any(p.poll() is None for p in procs)
 
 
 def running(threaded: bool = False) -> bool:
@@ -248,11 +344,16 @@ def wait(threaded: bool = False, timeout: float = WAIT_S, useful: bool = True) -
     kind = "threaded" if threaded else "serial"
     with _lock:
         proc = _procs.pop(kind, None)
+        if proc is not None:
+            _done.append(proc)
         other = kind in _others
         _others.discard(kind)
     if not useful:
-        if proc is not None:
-            proc.kill()
+        with _lock:
+            back = _procs.pop(kind + "-back", None)
+        for p in (proc, back):
+            if p is not None:
+                p.kill()
         return
     deadline = time.monotonic() + timeout
     if proc is not None or other:
@@ -338,6 +439,9 @@ def _compile_claimed(kind: str, i: int, disp: Any, sigs: list[Any]) -> int | Non
 
 def _main(argv: list[str]) -> int:
     kind = argv[1] if len(argv) > 1 and argv[1] in KERNELS else "serial"
+    if len(argv) > 2 and argv[2] == "back":  # the second worker: from the end of the list
+        share(kind == "threaded")
+        return 0
     fd = None
     try:
         import fcntl

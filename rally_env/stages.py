@@ -27,9 +27,9 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import njit
 
 import tracks
+from physics.jit import njit
 from physics.terrain import MAX_SURFACES, TerrainSet, flat_terrain
 from rally_env.config import RallyConfig
 from rally_env.errors import ConfigError

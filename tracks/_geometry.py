@@ -14,9 +14,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 
 #: Dense sub-step (m of chord parameter) used to measure arc length before resampling.
 DENSE_STEP_M = 0.125

@@ -36,9 +36,8 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 from physics.terrain import TILE, TILE_W, Terrain, tile_grid
 from tracks import surfaces as _surf
 from tracks._geometry import fan_project, seg_foot

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from physics.jit import njit
 from physics.mathx import PI, sincosx
 
 #: Integration step (m).

@@ -40,9 +40,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
-from physics.jit import njit_inner
+from physics.jit import njit, njit_inner
 from physics.mathx import atan2x
 from tracks._geometry import fan_project, seg_foot
 from tracks.errors import ProjectionError

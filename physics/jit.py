@@ -167,8 +167,39 @@ _twins: dict[int, tuple[Any, Callable]] = {}  # id -> (dispatcher, twin)
 _twin_globals: dict[str, dict] = {}
 
 
+class _TwinModule:
+    """What a twin sees for a project module: its twin globals, read live (attributes only)."""
+
+    __slots__ = ("__name__", "_g")
+
+    def __init__(self, name: str, g: dict) -> None:
+        self.__name__ = name
+        self._g = g
+
+    def __getattr__(self, attr: str) -> Any:
+        try:
+            return self._g[attr]
+        except KeyError:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}") from None
+
+
+_twin_modules: dict[str, _TwinModule] = {}
+
+
 def _twin_of(value: Any) -> Any:
-    return python_twin(value) if isinstance(value, Dispatcher) else value
+    """What a twin sees for a global: a compiled function's twin, and for a module that holds
+    compiled functions (``L.pw(...)`` in compiled code) a copy of it that holds their twins."""
+    if isinstance(value, Dispatcher):
+        return python_twin(value)
+    if isinstance(value, types.ModuleType) and any(
+        isinstance(v, Dispatcher) for v in vars(value).values()
+    ):
+        mod = _twin_modules.get(value.__name__)
+        if mod is None:
+            mod = _twin_modules[value.__name__] = _TwinModule(value.__name__, {})
+            mod._g = _module_twin_globals(value.__name__)
+        return mod
+    return value
 
 
 def _module_twin_globals(modname: str) -> dict:
@@ -177,8 +208,7 @@ def _module_twin_globals(modname: str) -> dict:
         g = dict(vars(importlib.import_module(modname)))
         _twin_globals[modname] = g
         for k, v in list(g.items()):
-            if isinstance(v, Dispatcher):
-                g[k] = python_twin(v)
+            g[k] = _twin_of(v)
     return g
 
 

@@ -156,6 +156,19 @@ def test_twins_call_twins():
     assert twin(1.5) == 4.0
 
 
+def test_twins_reach_helpers_through_module_aliases_as_twins():
+    """Compiled code may call ``K._records(...)`` through a module alias: a twin's ``K`` gives
+    twins, so a twin never calls a kernel-only helper's dispatcher (which would refuse it once
+    Python first is over)."""
+    from rally_env import info, kernels
+
+    K = jit.python_twin(info._fill_cars).__globals__["K"]
+    assert K._records is jit.python_twin(kernels._records)
+    assert K.N_E == kernels.N_E
+    with pytest.raises(AttributeError, match="no attribute"):
+        K.no_such_name  # noqa: B018
+
+
 class _FakeProc:
     def __init__(self, spawned, *a, **k):
         spawned.append(a[0])

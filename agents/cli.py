@@ -678,8 +678,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     stage = args.stage
     out = Path(args.out)
     # an empty numba cache: the env's step kernels compile on the other core from now on,
-    # beside the reference solver's here (rally_env.precompile)
-    precompile.start(RallyConfig.build(stage=stage))
+    # beside the reference solver's here (rally_env.precompile); no Python first: the demo
+    # drives whole stages, and running them as Python would only slow the compiling
+    precompile.start(RallyConfig.build(stage=stage), interpret=False)
     ref = reference_time(stage)
     cen = reference_time(stage, "centerline")
     print(

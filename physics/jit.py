@@ -1,4 +1,5 @@
-"""How the project declares compiled functions that only other compiled functions call.
+"""How the project declares its compiled functions: :func:`njit` for those Python calls,
+:func:`njit_inner` for those only other compiled functions call.
 
 ``numba.njit`` gives every compiled function two wrappers so Python can call it: a CPython
 wrapper (unboxing each argument, boxing the result) and a C-callable one. A helper that only
@@ -24,10 +25,21 @@ looks up the implementation of every ``@overload`` that might match in a diction
 the compile flags in force, so it hashes and compares a ``numba.core.targetconfig.TargetConfig``
 about 50,000 times in a first ``Rally-v0`` step. Each comparison builds two dictionaries of all
 the flags through their property getters, and the hash sorts them: about 7 % of that start's
-compile time. :func:`install_fast_flags` gives ``TargetConfig`` the same three methods written
-to read its values directly. The answers are the same for every flags object (the hash is,
-as before, that of the sorted option names). It changes numba only where numba's own methods
-are, to the letter, the ones it was written against; on any other numba it leaves numba alone.
+compile time (the 7 % were measured under a profiler; unprofiled, about 4 %).
+:func:`install_fast_flags` gives ``TargetConfig`` the same three methods written to read its
+values directly. The answers are the same for every flags object (the hash is, as before,
+that of the sorted option names). It changes numba only where numba's own methods are, to the
+letter, the ones it was written against; on any other numba it leaves numba alone.
+
+Python first (:func:`interpret_while`): :func:`njit` makes a :class:`TieredDispatcher`, the same
+compiled function as ``numba.njit``'s with one difference. While another process compiles the
+project's functions into numba's cache (``rally_env.precompile``), a call from Python that
+would compile one instead runs its *twin*: the Python function, bound to globals in which every
+compiled function is its twin too (:func:`python_twin`), so it runs what
+``NUMBA_DISABLE_JIT=1`` runs. The project's compiled code gives the same results to the bit as
+Python (tested for the physics, the tile bake, the stage generator and whole env runs), so a
+call may run as Python and the next one compiled; each function switches as soon as the cache
+has it (loading from the cache takes milliseconds).
 """
 
 from __future__ import annotations
@@ -167,20 +179,17 @@ _twins: dict[int, tuple[Any, Callable]] = {}  # id -> (dispatcher, twin)
 _twin_globals: dict[str, dict] = {}
 
 
-class _TwinModule:
-    """What a twin sees for a project module: its twin globals, read live (attributes only)."""
+class _TwinModule(types.ModuleType):
+    """What a twin sees for a project module: its twin globals. Read on first use of each
+    name (twins run once every twin exists), then held as an ordinary module attribute."""
 
-    __slots__ = ("__name__", "_g")
-
-    def __init__(self, name: str, g: dict) -> None:
-        self.__name__ = name
-        self._g = g
-
-    def __getattr__(self, attr: str) -> Any:
+    def __getattr__(self, attr: str) -> Any:  # only for a name not read yet
         try:
-            return self._g[attr]
+            value = self.__dict__["_twin_globals"][attr]
         except KeyError:
             raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}") from None
+        setattr(self, attr, value)
+        return value
 
 
 _twin_modules: dict[str, _TwinModule] = {}
@@ -196,8 +205,8 @@ def _twin_of(value: Any) -> Any:
     ):
         mod = _twin_modules.get(value.__name__)
         if mod is None:
-            mod = _twin_modules[value.__name__] = _TwinModule(value.__name__, {})
-            mod._g = _module_twin_globals(value.__name__)
+            mod = _twin_modules[value.__name__] = _TwinModule(value.__name__)
+            mod._twin_globals = _module_twin_globals(value.__name__)
         return mod
     return value
 

@@ -93,14 +93,23 @@ SERIAL = (
     *_BIG,
     ("physics.kernel", "step_cars"),
     ("rally_env.kernels", "post_step"),
-    *_STAGE,
     *_SMALL,
 )
+#: A serial env that runs Python first compiles nothing itself: its workers compile the
+#: stage's functions too. What every step calls comes first (the first worker goes front to
+#: back) and last (the second goes back to front), so stepping reaches compiled speed first;
+#: the reset and the stage, which run once an episode, come in the middle.
+SERIAL_ALL = (SERIAL[1], SERIAL[2], SERIAL[0], *_STAGE, *_SMALL)
 THREADED = (*_BIG, ("physics.kernel", "step_cars_parallel"), *_SMALL)
 #: A threaded env that runs Python first does not compile its post-step kernel beside the
 #: worker: its worker compiles that one too.
 THREADED_ALL = (*THREADED, ("rally_env.kernels", "post_step_parallel"))
-KERNELS = {"serial": SERIAL, "threaded": THREADED, "threaded-all": THREADED_ALL}
+KERNELS = {
+    "serial": SERIAL,
+    "serial-all": SERIAL_ALL,
+    "threaded": THREADED,
+    "threaded-all": THREADED_ALL,
+}
 #: Their argument types in a default env (``Rally-v0``; a 4-car threaded vector env), pickled
 #: numba types, and what of the config decides them (:func:`fingerprint`).
 SIGNATURES = Path(__file__).with_name("precompile_signatures.pkl")
@@ -224,12 +233,13 @@ def _unlock(fd: int) -> None:
     os.close(fd)
 
 
-def start(config: Any, threaded: bool = False, n_cars: int = 1) -> bool:
+def start(config: Any, threaded: bool = False, n_cars: int = 1, interpret: bool = True) -> bool:
     """Start the worker for an env of ``config`` (threaded or not) if it can help (see the
     module docstring); once per process and kind. Returns whether a worker (this process's
     or another's) is compiling that kind's kernels. The first serial env of at most
     :data:`INTERPRET_MAX_CARS` cars also starts a worker from the end of the list and runs
-    Python until both are done; an env of more cars ends that."""
+    Python until both are done; an env of more cars ends that. ``interpret=False``: no
+    Python first for this process (a batch job that compiles other code meanwhile)."""
     kind = "threaded" if threaded else "serial"
     if n_cars > INTERPRET_MAX_CARS:
         jit.stop_interpreting()
@@ -246,7 +256,11 @@ def start(config: Any, threaded: bool = False, n_cars: int = 1) -> bool:
         data = _load_file()
         if data is None or tuple(data.get("fingerprint", ())) != fingerprint(config):
             return False  # the recorded types are not this env's
-        kernels = _load_signatures(kind)
+        first = interpret and n_cars <= INTERPRET_MAX_CARS and _python_first()
+        # a small threaded env joins a running Python first (it starts none of its own)
+        joined = first and (not threaded or jit.interpreting())
+        todo = kind + "-all" if joined else kind  # the list its workers compile
+        kernels = _load_signatures(todo)
         if kernels is None or all(_cached(d, sigs[0]) for d, sigs in kernels):  # a warm cache
             return False
         fd = _try_lock(_lock_path(kind))
@@ -258,18 +272,14 @@ def start(config: Any, threaded: bool = False, n_cars: int = 1) -> bool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["RALLY_PREFETCH"] = "0"
         env["RALLY_PRECOMPILE"] = "0"
-        first = n_cars <= INTERPRET_MAX_CARS and _python_first()
-        # a small threaded env joins a running Python first (it starts none of its own): its
-        # worker then compiles its post-step kernel too
-        joined = threaded and first and jit.interpreting()
         try:
-            _procs[kind] = _spawn(env, "threaded-all" if joined else kind)
+            _procs[kind] = _spawn(env, todo)
         except Exception:
             return False
-        if threaded or not first:
+        if threaded or not joined:
             return True
         try:
-            _procs[kind + "-back"] = _spawn(env, kind, "back")
+            _procs[kind + "-back"] = _spawn(env, todo, "back")
         except Exception:
             return True  # the env shares the list's end itself when it reaches the kernels
         jit.interpret_while(_workers_busy)
@@ -395,12 +405,14 @@ def compile_all(kind: str = "serial") -> int:
     return n
 
 
-def share(threaded: bool = False) -> int:
+def share(threaded: bool = False, kind: str | None = None) -> int:
     """Compile, in this process, the kernels at the end of the worker's list that nobody has
-    compiled or claimed yet, last first, until meeting the worker (a kernel in the cache or
-    claimed); returns how many signatures. An env calls this when it reaches the worker's
-    kernels before the worker is done, so both cores compile until the list is done."""
-    kind = "threaded" if threaded else "serial"
+    compiled or claimed yet, last first, until meeting the worker (a kernel it has claimed);
+    kernels already in the cache are passed over. Returns how many signatures. An env calls
+    this when it reaches the worker's kernels before the worker is done, so both cores
+    compile until the list is done; Python first's second worker runs it from the start
+    (``kind`` names its list)."""
+    kind = kind or ("threaded" if threaded else "serial")
     kernels = _load_signatures(kind)
     if kernels is None:
         return 0
@@ -408,7 +420,7 @@ def share(threaded: bool = False) -> int:
     for i in range(len(kernels) - 1, -1, -1):
         disp, sigs = kernels[i]
         if all(_cached(disp, sig) for sig in sigs):
-            break  # the worker compiles first to last: it has been here
+            continue  # an earlier process or the worker compiled it
         done = _compile_claimed(kind, i, disp, sigs)
         if done is None:
             break
@@ -440,13 +452,14 @@ def _compile_claimed(kind: str, i: int, disp: Any, sigs: list[Any]) -> int | Non
 def _main(argv: list[str]) -> int:
     kind = argv[1] if len(argv) > 1 and argv[1] in KERNELS else "serial"
     if len(argv) > 2 and argv[2] == "back":  # the second worker: from the end of the list
-        share(kind == "threaded")
+        share(kind=kind)
         return 0
     fd = None
     try:
         import fcntl
 
-        fd = os.open(_lock_path(kind), os.O_RDWR | os.O_CREAT, 0o600)
+        # one worker per cache and kind of env, whichever list it compiles
+        fd = os.open(_lock_path(kind.split("-")[0]), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)  # one worker per cache and kind at a time
     except Exception:
         fd = None

@@ -114,6 +114,17 @@ def test_the_worker_fills_an_empty_cache_with_every_recorded_kernel(tmp_path):
     assert run(["-c", _CHECK]).stdout.split() == ["True", n]
     again = "from rally_env import precompile as P; print(P.compile_all('threaded'))"
     assert run(["-c", again]).stdout.split() == ["0"]  # nothing loaded only to be dropped
+    # the lists of Python first: the stage's functions too, and the threaded post-step kernel
+    every = _CHECK.replace(
+        '"serial") + P._load_signatures("threaded")',
+        '"serial-all") + P._load_signatures("threaded-all")',
+    )
+    n_all = str(len(P.SERIAL_ALL) + len(P.THREADED_ALL))
+    assert run(["-c", every]).stdout.split() == ["False", n_all]
+    # the second worker passes over what is cached (the end of the list is) and fills the rest
+    assert run(["-m", "rally_env.precompile", "serial-all", "back"]).returncode == 0
+    assert run(["-m", "rally_env.precompile", "threaded-all"]).returncode == 0
+    assert run(["-c", every]).stdout.split() == ["True", n_all]
 
 
 _CACHED = textwrap.dedent(

@@ -209,7 +209,10 @@ def cold(monkeypatch):
 def test_a_small_env_on_a_cold_cache_starts_two_workers_and_runs_python(cold):
     cfg, spawned = cold
     assert P.start(cfg, False, 1) is True
-    assert [a[-2:] for a in spawned] == [["rally_env.precompile", "serial"], ["serial", "back"]]
+    assert [a[-2:] for a in spawned] == [
+        ["rally_env.precompile", "serial-all"],
+        ["serial-all", "back"],
+    ]
     assert jit.interpreting()
     # a small threaded env joins: its worker compiles its post-step kernel too
     assert P.start(cfg, True, 4) is True

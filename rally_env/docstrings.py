@@ -729,8 +729,8 @@ numba compiles the kernels on first use and caches them. With an empty cache, th
 of a process with at most 16 cars starts two processes that compile the kernels of a default
 `Rally-v0` (`rally_env.precompile`) and, until they are done, runs whatever is not compiled yet
 as plain Python, with the same results to the bit. So the first `Rally-v0` step comes in about
-a second; steps run at about 50-220 steps/s until the step kernels are compiled (about 12 s on
-2 cores), then at full speed. `RALLY_INTERPRET=0` turns this off (the first step then comes
+a second; steps run at about 50-220 steps/s until the step kernels are compiled (9-10 s on 2
+cores), then at full speed. `RALLY_INTERPRET=0` turns this off (the first step then comes
 after 13-14 s of compiling); `RALLY_PRECOMPILE=0` turns off the background compiling too (about
 25 s in one process). An env of more than 16 cars compiles before it steps.
 

@@ -245,8 +245,10 @@ def python_twin(disp: Any) -> Callable:
     return got[1]
 
 
-def _cached_sig(disp: Any, sig: tuple) -> bool:
-    """Whether numba's cache index lists ``disp`` for ``sig`` (reads the index only)."""
+def in_cache(disp: Any, sig: tuple) -> bool:
+    """Whether numba's cache index lists ``disp`` for the argument types ``sig`` (True when it
+    cannot tell). Reads the index only: loading the compiled code to find out took 0.44 s of a
+    warm start."""
     try:
         cache = disp._cache
         key = cache._index_key(sig, disp.targetctx.codegen())
@@ -255,6 +257,7 @@ def _cached_sig(disp: Any, sig: tuple) -> bool:
         return True
 
 
+_in_cache = in_cache  # what TieredDispatcher asks (the tests stand in for it)
 _next_look: dict[int, float] = {}  # id(dispatcher) -> when to look in the cache again
 
 
@@ -269,7 +272,7 @@ class TieredDispatcher(CPUDispatcher):
             if now < _next_look.get(id(self), 0.0):
                 return python_twin(self)
             sig = tuple(self.typeof_pyval(a) for a in args)
-            if not _cached_sig(self, sig):
+            if not _in_cache(self, sig):
                 _next_look[id(self)] = now + 0.1
                 return python_twin(self)
         return super()._compile_for_args(*args, **kws)

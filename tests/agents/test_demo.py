@@ -36,9 +36,11 @@ def test_demo_starts_the_precompile_worker_before_it_compiles_anything(tmp_path,
     from rally_env import precompile
 
     calls = []
-    monkeypatch.setattr(
-        precompile, "start", lambda config, threaded=False: calls.append(("start", config.stage))
-    )
+
+    def start(config, threaded=False, n_cars=1, interpret=True):
+        calls.append(("start", config.stage, interpret))
+
+    monkeypatch.setattr(precompile, "start", start)
 
     def reference_time(*a, **k):
         calls.append(("reference",))
@@ -47,4 +49,5 @@ def test_demo_starts_the_precompile_worker_before_it_compiles_anything(tmp_path,
     monkeypatch.setattr(agents.reference, "reference_time", reference_time)
     with pytest.raises(RuntimeError, match="stop here"):
         main(["demo", "--quick", "--out", str(tmp_path)])
-    assert calls == [("start", "opener"), ("reference",)]
+    # no Python first: the demo drives whole stages (running them as Python only slows it)
+    assert calls == [("start", "opener", False), ("reference",)]

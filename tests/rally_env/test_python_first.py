@@ -88,14 +88,14 @@ def test_a_run_switches_to_compiled_code_mid_episode():
         import json
         from physics import jit, kernel
         steps = [0]
-        real = jit._cached_sig
-        jit._cached_sig = lambda d, s: False
+        real = jit._in_cache
+        jit._in_cache = lambda d, s: False
         jit.interpret_while(lambda: steps[0] < 20)
         def tick(i):
             steps[0] = i + 1
             if steps[0] == 20:
                 assert not kernel.step_cars.signatures  # still Python so far
-                jit._cached_sig = real
+                jit._in_cache = real
         out = drive(tick)
         assert not jit.interpreting() and kernel.step_cars.signatures
         print(json.dumps(out))
@@ -117,13 +117,13 @@ def _inner_double(x):
 
 def test_a_tiered_function_runs_as_python_until_the_cache_has_it(monkeypatch):
     busy = [True]
-    monkeypatch.setattr(jit, "_cached_sig", lambda d, s: False)
+    monkeypatch.setattr(jit, "_in_cache", lambda d, s: False)
     jit.interpret_while(lambda: busy[0])
     try:
         assert _plus_one(2.0) == 5.0
         assert _plus_one.signatures == []  # ran as Python, compiled nothing
         assert _inner_double(3.0) == 6.0  # a kernel-only helper's twin, from Python
-        monkeypatch.setattr(jit, "_cached_sig", lambda d, s: True)  # "a worker cached it"
+        monkeypatch.setattr(jit, "_in_cache", lambda d, s: True)  # "a worker cached it"
         jit._next_look.clear()  # (the index is read at most every 0.1 s per function)
         assert _plus_one(2.0) == 5.0
         assert len(_plus_one.signatures) == 1

@@ -42,6 +42,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# a benchmark measures compiled code: no Python first on a cold numba cache
+os.environ.setdefault("RALLY_INTERPRET", "0")
 
 MB = 1024 * 1024
 TARGET_RSS_MB = 1000.0

@@ -81,3 +81,47 @@ def hairpin_stage() -> Stage:
 
     length = make(100.0).length_m
     return make(math.floor(length - 20.0))
+
+
+class FakeProc:
+    """A precompile worker that never runs: its command line goes to ``spawned``."""
+
+    def __init__(self, spawned: list, args: list, *_: object) -> None:
+        spawned.append(args)
+        self.waited = False
+        self.killed = False
+
+    def wait(self, timeout=None):
+        self.waited = True
+        return 0
+
+    def kill(self):
+        self.killed = True
+
+    def poll(self):
+        return 0 if self.waited or self.killed else None
+
+
+@pytest.fixture
+def fresh_module(monkeypatch):
+    """``rally_env.precompile`` as in a new process on two cores (Python first ended after)."""
+    from physics import jit
+    from rally_env import precompile as P
+
+    monkeypatch.setattr(P, "_cores", lambda: 2)
+    for name, value in (("_started", set()), ("_procs", {}), ("_others", set())):
+        monkeypatch.setattr(P, name, value)
+    monkeypatch.setattr(P, "_done", [])
+    monkeypatch.setattr(P, "_spawned_at", [])
+    yield P
+    jit.stop_interpreting()
+
+
+@pytest.fixture
+def spawned(monkeypatch):
+    """Precompile workers never start: the list of the command lines they were given."""
+    from rally_env import precompile as P
+
+    out: list = []
+    monkeypatch.setattr(P.subprocess, "Popen", lambda *a, **k: FakeProc(out, *a))
+    return out

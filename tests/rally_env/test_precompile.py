@@ -180,19 +180,6 @@ def test_an_env_compiles_the_last_kernels_until_it_meets_the_worker(tmp_path, mo
     assert cached[0] == "0" and cached[-2:] == "01"
 
 
-@pytest.fixture
-def fresh_module(monkeypatch):
-    from physics import jit
-
-    monkeypatch.setattr(P, "_cores", lambda: 2)
-    monkeypatch.setattr(P, "_started", set())
-    monkeypatch.setattr(P, "_procs", {})
-    monkeypatch.setattr(P, "_others", set())
-    monkeypatch.setattr(P, "_done", [])
-    yield P
-    jit.stop_interpreting()
-
-
 def _config(**kw):
     return gym.make("Rally-v0", **kw).unwrapped.config
 
@@ -224,28 +211,9 @@ def test_no_worker_when_turned_off_warm_or_for_other_envs(fresh_module, monkeypa
 
 
 @pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
-def test_a_cold_cache_starts_one_worker_per_process_and_kind(fresh_module, monkeypatch):
+def test_a_cold_cache_starts_one_worker_per_process_and_kind(fresh_module, spawned, monkeypatch):
     _skip_other_numba(_recorded())
-    spawned = []
-
-    class FakeProc:
-        def __init__(self, *a, **k):
-            spawned.append(a[0])
-            self.waited = False
-            self.killed = False
-
-        def wait(self, timeout=None):
-            self.waited = True
-            return 0
-
-        def kill(self):
-            self.killed = True
-
-        def poll(self):
-            return 0 if self.waited or self.killed else None
-
     monkeypatch.setattr(P, "_cached", lambda d, s: False)
-    monkeypatch.setattr(P.subprocess, "Popen", FakeProc)
     cfg = _config()
     assert P.start(cfg) is True
     assert P.start(cfg) is True  # once per process

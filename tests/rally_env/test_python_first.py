@@ -169,41 +169,16 @@ def test_twins_reach_helpers_through_module_aliases_as_twins():
         K.no_such_name  # noqa: B018
 
 
-class _FakeProc:
-    def __init__(self, spawned, *a, **k):
-        spawned.append(a[0])
-        self.done = False
-
-    def wait(self, timeout=None):
-        self.done = True
-        return 0
-
-    def kill(self):
-        self.done = True
-
-    def poll(self):
-        return 0 if self.done else None
-
-
 @pytest.fixture
-def cold(monkeypatch):
+def cold(fresh_module, spawned, monkeypatch):
+    """A new process on a cold cache with Python first on: (a default config, spawned)."""
     from rally_env.config import RallyConfig
 
-    monkeypatch.setattr(P, "_cores", lambda: 2)
-    monkeypatch.setattr(P, "_started", set())
-    monkeypatch.setattr(P, "_procs", {})
-    monkeypatch.setattr(P, "_others", set())
-    monkeypatch.setattr(P, "_done", [])
-    monkeypatch.setattr(P, "_spawned_at", [])
     monkeypatch.setattr(P, "_cached", lambda d, s: False)
     monkeypatch.setenv("RALLY_INTERPRET", "1")
-    spawned: list = []
-    monkeypatch.setattr(P.subprocess, "Popen", lambda *a, **k: _FakeProc(spawned, *a, **k))
-    data = P._load_file()
-    if data is None:
+    if P._load_file() is None:
         pytest.skip("the signatures were recorded with another numba: no worker here")
-    yield RallyConfig.build(stage="opener"), spawned
-    jit.stop_interpreting()
+    return RallyConfig.build(stage="opener"), spawned
 
 
 def test_a_small_env_on_a_cold_cache_starts_two_workers_and_runs_python(cold):
@@ -219,7 +194,7 @@ def test_a_small_env_on_a_cold_cache_starts_two_workers_and_runs_python(cold):
     assert spawned[-1][-1] == "threaded-all" and jit.interpreting()
     P.wait(useful=False)  # an env of other types: the workers stop, and so does the tier
     jit.stop_interpreting()
-    assert all(p.done for p in P._done) or not P._procs
+    assert all(p.killed for p in P._done) or not P._procs
 
 
 def test_python_first_lasts_while_a_worker_runs(cold):
@@ -227,10 +202,10 @@ def test_python_first_lasts_while_a_worker_runs(cold):
     P.start(cfg, False, 1)
     procs = list(P._procs.values())
     assert len(procs) == 2 and jit.interpreting()
-    procs[0].done = True
+    procs[0].waited = True
     jit._TIER.checked = 0.0
     assert jit.interpreting()  # the other still compiles
-    procs[1].done = True
+    procs[1].waited = True
     jit._TIER.checked = 0.0
     assert not jit.interpreting()
 

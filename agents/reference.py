@@ -323,6 +323,16 @@ def _time(ds: np.ndarray, v: np.ndarray) -> float:
 
 # ------------------------------------------------------------------------------ racing line
 @numba.njit(cache=True)
+def _residual_of(j, k, n, closed):
+    """The residual ``t = j + 1 - k`` that node ``j`` enters as its ``k``-th neighbour
+    (wrapped on a loop), or -1 past the ends of an open path."""
+    t = j + 1 - k
+    if closed:
+        return t % n
+    return t if 0 <= t < n else -1
+
+
+@numba.njit(cache=True)
 def _banded_lsq_sor(r, jac, lam, lo, hi, closed, sweeps, omega):
     """Projected SOR for min sum_t (r_t + sum_k jac[t, k] d_(t-1+k))^2 + lam |d|^2, lo <= d <= hi.
 
@@ -338,10 +348,8 @@ def _banded_lsq_sor(r, jac, lam, lo, hi, closed, sweeps, omega):
             num = lam * d[j]
             den = lam
             for k in range(3):
-                t = j + 1 - k
-                if closed:
-                    t = t % n
-                elif t < 0 or t >= n:
+                t = _residual_of(j, k, n, closed)
+                if t < 0:
                     continue
                 c = jac[t, k]
                 num += c * res[t]
@@ -358,12 +366,9 @@ def _banded_lsq_sor(r, jac, lam, lo, hi, closed, sweeps, omega):
                 d[j] = new
                 change = max(change, abs(step))
                 for k in range(3):
-                    t = j + 1 - k
-                    if closed:
-                        t = t % n
-                    elif t < 0 or t >= n:
-                        continue
-                    res[t] += jac[t, k] * step
+                    t = _residual_of(j, k, n, closed)
+                    if t >= 0:
+                        res[t] += jac[t, k] * step
         if change < 1e-9:
             break
     return d

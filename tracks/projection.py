@@ -83,6 +83,18 @@ def _seg_dist2(seg, j, px, py):
     return seg_foot(wx, wy, seg[j, SEG_EX], seg[j, SEG_EY], seg[j, SEG_INV_L2])
 
 
+@njit_inner(_nrt=False, forceinline=True)
+def _window_index(j, n, closed):
+    """Segment ``j`` of a search window: wrapped into ``0..n-1`` on a loop (a window reaches
+    at most one lap past either end), unchanged on an open stage."""
+    if closed:
+        if j < 0:
+            j += n
+        elif j >= n:
+            j -= n
+    return j
+
+
 @njit_inner(_nrt=False)
 def closest_segment(seg, px, py, lo, hi, closed):
     """Closest segment (Euclidean, clamped foot) among indices ``lo..hi`` (inclusive,
@@ -94,12 +106,7 @@ def closest_segment(seg, px, py, lo, hi, closed):
     best_t = 0.0
     best_w = 0
     for w in range(hi - lo + 1):
-        j = lo + w
-        if closed:
-            if j < 0:
-                j += n
-            elif j >= n:
-                j -= n
+        j = _window_index(lo + w, n, closed)
         d2, t = _seg_dist2(seg, j, px, py)
         if d2 < best or (d2 == best and j < best_j):
             best = d2
@@ -131,12 +138,7 @@ def fan_segment(seg, tx, ty, px, py, lo, hi, closed, open_ends):
     best_lat = 0.0
     best_w = 0
     for w in range(hi - lo + 1):
-        j = lo + w
-        if closed:
-            if j < 0:
-                j += n
-            elif j >= n:
-                j -= n
+        j = _window_index(lo + w, n, closed)
         inside, t, lat = fan_project(
             seg[j, SEG_AX],
             seg[j, SEG_AY],

@@ -262,6 +262,18 @@ def _bake_tiles(
         _tile_composite(pool[k], u0, v0, mps, col, shd, near, palette, (mkind, ms), length, closed)
 
 
+@njit_inner(_nrt=False, forceinline=True)
+def _bilerp(a00, a10, a01, a11, fx, fy):
+    """Bilinear blend of the four corners ``a00`` (0, 0), ``a10`` (1, 0), ``a01`` (0, 1) and
+    ``a11`` (1, 1) at fractions ``fx``, ``fy``."""
+    return (
+        a00 * ((1.0 - fx) * (1.0 - fy))
+        + a10 * (fx * (1.0 - fy))
+        + a01 * ((1.0 - fx) * fy)
+        + a11 * (fx * fy)
+    )
+
+
 @njit_inner
 def _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, tx0, ty0, tcell):
     """A tile's terrain colour and shade (bilinear over the heightfield nodes); resets
@@ -280,22 +292,17 @@ def _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, tx0, ty0, tcell):
             fx = min(max(fx, 0.0), nx - 1.000001)
             i = int(fx)
             rx = fx - i
-            w00 = (1 - rx) * (1 - ry)
-            w10 = rx * (1 - ry)
-            w01 = (1 - rx) * ry
-            w11 = rx * ry
             for c in range(3):
-                col[b, a, c] = (
-                    tcol[j, i, c] * w00
-                    + tcol[j, i + 1, c] * w10
-                    + tcol[j + 1, i, c] * w01
-                    + tcol[j + 1, i + 1, c] * w11
+                col[b, a, c] = _bilerp(
+                    tcol[j, i, c],
+                    tcol[j, i + 1, c],
+                    tcol[j + 1, i, c],
+                    tcol[j + 1, i + 1, c],
+                    rx,
+                    ry,
                 )
-            shd[b, a] = (
-                tshade[j, i] * w00
-                + tshade[j, i + 1] * w10
-                + tshade[j + 1, i] * w01
-                + tshade[j + 1, i + 1] * w11
+            shd[b, a] = _bilerp(
+                tshade[j, i], tshade[j, i + 1], tshade[j + 1, i], tshade[j + 1, i + 1], rx, ry
             )
             best[b, a] = 1e30
 
@@ -516,16 +523,14 @@ def _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear):
                 if bilinear:
                     fx = U - fu
                     fy = V - fv
-                    w00 = (1.0 - fx) * (1.0 - fy)
-                    w10 = fx * (1.0 - fy)
-                    w01 = (1.0 - fx) * fy
-                    w11 = fx * fy
                     for c in range(3):
-                        v = (
-                            pool[slot, lv, lu, c] * w00
-                            + pool[slot, lv, lu + 1, c] * w10
-                            + pool[slot, lv + 1, lu, c] * w01
-                            + pool[slot, lv + 1, lu + 1, c] * w11
+                        v = _bilerp(
+                            pool[slot, lv, lu, c],
+                            pool[slot, lv, lu + 1, c],
+                            pool[slot, lv + 1, lu, c],
+                            pool[slot, lv + 1, lu + 1, c],
+                            fx,
+                            fy,
                         )
                         frame[py, px, c] = np.uint8(np.int32(v + 0.5))
                 else:
@@ -539,16 +544,14 @@ def _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear):
                     j = min(np.int64(gy), cny - 2)
                     fx = gx - i
                     fy = gy - j
-                    w00 = (1.0 - fx) * (1.0 - fy)
-                    w10 = fx * (1.0 - fy)
-                    w01 = (1.0 - fx) * fy
-                    w11 = fx * fy
                     for c in range(3):
-                        v = (
-                            coarse[j, i, c] * w00
-                            + coarse[j, i + 1, c] * w10
-                            + coarse[j + 1, i, c] * w01
-                            + coarse[j + 1, i + 1, c] * w11
+                        v = _bilerp(
+                            coarse[j, i, c],
+                            coarse[j, i + 1, c],
+                            coarse[j + 1, i, c],
+                            coarse[j + 1, i + 1, c],
+                            fx,
+                            fy,
                         )
                         frame[py, px, c] = np.uint8(np.int32(v + 0.5))
                 else:

@@ -195,7 +195,7 @@ def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
     j, t, lat, _ = fan_segment(seg, tx, ty, px, py, np.int64(0), n - 1, np.bool_(False), not closed)
     if j >= 0:
         return j, t, lat
-    j, t, d2, _ = closest_segment(seg, px, py, 0, n - 1, False)
+    j, t, d2, _ = closest_segment(seg, px, py, np.int64(0), n - 1, np.bool_(False))
     cr = seg[j, SEG_EX] * (py - seg[j, SEG_AY]) - seg[j, SEG_EY] * (px - seg[j, SEG_AX])
     lat = math.sqrt(d2)
     return j, t, (-lat if cr < 0.0 else lat)

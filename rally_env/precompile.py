@@ -25,17 +25,16 @@ needs itself.
 matches what the default envs compile).
 
 **Python first** (:data:`INTERPRET_MAX_CARS`). An env of a few cars need not wait at all. When
-the first env of a process starts the serial worker and has at most that many cars, two
-workers start on one list from both ends (``python -m rally_env.precompile serial-all`` and
-``... serial-all back``),
-and until both are done every call of a project function that is neither compiled here nor in
-the cache runs as Python (:func:`physics.jit.interpret_while`): the same results bit for bit,
-at a few milliseconds per env step instead of a few microseconds. So the first step comes in
-about a second instead of after 13 s of compiling, and each function switches to its compiled
-code as soon as a worker has put it in the cache. For that its workers compile
-:data:`SERIAL_ALL`, every function a first ``Rally-v0`` make, reset and step calls from Python,
-the stage's and the bake's too. An env of more cars ends Python first for the process and
-compiles and waits as before: a step of many cars in Python would take seconds. A small
+the first env of a process starts the serial worker and has at most that many cars, two workers
+start on one list from both ends (``python -m rally_env.precompile serial-all`` and ``...
+serial-all back``), and until both are done every call of a project function that is neither
+compiled here nor in the cache runs as Python (:func:`physics.jit.interpret_while`): the same
+results bit for bit, at a few milliseconds per env step instead of a few microseconds. So the
+first step comes in about a second instead of after 13 s of compiling, and each function
+switches to its compiled code as soon as a worker has put it in the cache. For that its workers
+compile :data:`SERIAL_ALL`, every function a first ``Rally-v0`` make, reset and step calls from
+Python, the stage's and the bake's too. An env of more cars ends Python first for the process
+and compiles and waits as before: a step of many cars in Python would take seconds. A small
 threaded env starts no Python first of its own but joins a running one (its worker then also
 compiles the post-step kernel it would have compiled beside the worker). ``RALLY_INTERPRET=0``
 turns Python first off (the test suite does, so that its compile checks see compiled code).

@@ -415,7 +415,8 @@ class RallyConfig:
     """
 
     stage: StageSpec = "opener"
-    vehicle: VehicleParams = ROVER
+    # "rover" resolves per version (the seed rover on v0, the wheel-speed rover on v1)
+    vehicle: VehicleParams = "rover"  # type: ignore[assignment]
     control_hz: int = 20
     reward_weights: RewardWeights = field(default_factory=RewardWeights)
     termination: TerminationConfig = field(default_factory=TerminationConfig)

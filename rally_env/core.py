@@ -48,6 +48,9 @@ class CoreHooks(Protocol):
     def after_set_state(self) -> None:
         """After :meth:`RallyCore.set_state` restored a state."""
 
+    def after_set_cars(self, cars: np.ndarray) -> None:
+        """After :meth:`RallyCore.put_car_states` replaced the state of ``cars``."""
+
 
 class RallyCore:
     """N cars on the stages of one config.
@@ -691,6 +694,113 @@ class RallyCore:
             self.clock = int(st["pool"]["clock"])
         for h in self.hooks:
             h.after_set_state()
+
+    # ------------------------------------------------------------------ one car's state
+    def car_state(self, k: int, single: RallyCore) -> dict[str, Any]:
+        """Car ``k``'s state, as ``single`` (a one-car core of the same settings: a
+        :class:`rally_env.RallyEnv`'s) would snapshot it were the car its own.
+
+        The result passes ``single.check_state`` and continues, in a one-car core, exactly as
+        car ``k`` continues here."""
+        k = int(k)
+        if not self.ever_reset[k]:
+            raise StateError(f"car {k} has never been reset: it has no state to read")
+        slot = int(self.eistate[k, K.EI_SLOT])
+        stage = self.bank.stage(slot)
+        sb = single.bank
+        one_slot = 0 if sb.mode == "random" else slot
+        row = sb.terrain_row(0, one_slot)
+        slots: list[Any]
+        if sb.mode == "random":
+            slots = [S.stage_record(stage)]
+        else:
+            slots = [None if s is None else S.stage_record(s) for s in self.bank.slots]
+        ist = self.sim.istate[k : k + 1].copy()
+        ist[0, L.I_TERRAIN] = row
+        ei = self.eistate[k : k + 1].copy()
+        ei[0, K.EI_SLOT] = one_slot
+        ei[0, K.EI_ROW] = row
+        rng = self.rngs[k]
+        d = self.draws[k]
+        st: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "layout_version": L.LAYOUT_VERSION,
+            "config_digest": self.config.digest(),
+            "n_cars": 1,
+            "slots": slots,
+            "sim_state": self.sim.state[k : k + 1].copy(),
+            "sim_istate": ist,
+            "sim_params": self.sim.params[k : k + 1].copy(),
+            "estate": self.estate[k : k + 1].copy(),
+            "eistate": ei,
+            "etimes": self.etimes[k : k + 1].copy(),
+            "section_mu": self.section_mu[k : k + 1].copy(),
+            "obs": self.obs[k : k + 1].copy(),
+            "actions": self.actions[k : k + 1].copy(),
+            "ever_reset": np.ones(1, np.bool_),
+            "rng": [None if rng is None else rng.bit_generator.state],
+            "draws": [None if d is None else dict(d)],
+        }
+        if self.pool_size is not None:
+            st["pool"] = {"seed": self.pool_seed, "clock": self.clock}
+        st["digest"] = state_digest(st)
+        return st
+
+    def put_car_states(self, cars: np.ndarray, st: dict[str, Any], stages: list[Any]) -> None:
+        """Make every car in ``cars`` a copy of the one car of ``st``, a one-car state that
+        :meth:`check_state` of a one-car core with these settings accepted (``stages``: what it
+        returned). The cars' RNG streams are copies of the state's; nothing else changes (the
+        other cars, the stage pool's seed and count)."""
+        if not st["ever_reset"][0]:
+            raise StateError("the state's car has never been reset: there is nothing to copy")
+        b = self.bank
+        stage = stages[int(st["eistate"][0, K.EI_SLOT])]
+        if b.mode == "random":
+            for k in cars:
+                if self.ever_reset[k]:
+                    b.release(int(self.eistate[k, K.EI_SLOT]))
+                    self.ever_reset[k] = False
+            slot = b.acquire_stage(stage, len(cars))
+        else:
+            slot = int(st["eistate"][0, K.EI_SLOT])
+        self._widen_times()
+        rows = np.array([b.terrain_row(int(k), slot) for k in cars], np.int64)
+        self.sim.state[cars] = st["sim_state"][0]
+        self.sim.istate[cars] = st["sim_istate"][0]
+        self.sim.istate[cars, L.I_TERRAIN] = rows
+        self.sim.params[cars] = st["sim_params"][0]
+        self.estate[cars] = st["estate"][0]
+        self.eistate[cars] = st["eistate"][0]
+        self.eistate[cars, K.EI_SLOT] = slot
+        self.eistate[cars, K.EI_ROW] = rows
+        n_lines = self.lines_of(int(cars[0]))
+        self.etimes[cars] = np.nan
+        self.etimes[cars, :n_lines] = st["etimes"][0, :n_lines]
+        self.section_mu[cars] = st["section_mu"][0]
+        self.obs[cars] = st["obs"][0]
+        self.actions[cars] = st["actions"][0]
+        self.ever_reset[cars] = True
+        self.rew[cars] = 0.0
+        self.terms[cars] = 0.0
+        end = int(st["eistate"][0, K.EI_END])
+        self.trunc[cars] = end == K.END_TIME_LIMIT
+        self.term[cars] = end != 0 and end != K.END_TIME_LIMIT
+        r, d = st["rng"][0], st["draws"][0]
+        for k in cars:
+            k = int(k)
+            if b.sectioned:
+                b.set_car_grip(k, slot, self.section_mu[k])
+            if r is None:
+                self.rngs[k] = None
+            else:
+                g = np.random.PCG64()
+                g.state = r
+                self.rngs[k] = np.random.Generator(g)
+            self.draws[k] = None if d is None else dict(d)
+            self._draw_rows(k)
+        for h in self.hooks:
+            h.after_set_cars(cars)
 
 
 def _feed(h: Any, obj: Any) -> None:

@@ -709,6 +709,22 @@ class StageBank:
         self.refs[slot] += 1
         return slot
 
+    def acquire_stage(self, stage: tracks.Stage, count: int = 1) -> int:
+        """A slot holding ``stage`` (the slot that already holds a stage of its digest, or a
+        free one given it), with ``count`` more references."""
+        digest = stage.digest()
+        slot = next(
+            (i for i, s in enumerate(self.slots) if s is not None and s.digest() == digest), None
+        )
+        key = self._slot_key[slot] if slot is not None else ("stage", digest)
+        if slot is not None and key is None:  # a slot adopted without a key
+            key = ("stage", digest)
+            self._key_slot[key] = slot
+            self._slot_key[slot] = key
+        slot = self.acquire(key, lambda: stage)
+        self.refs[slot] += count - 1
+        return slot
+
     def release(self, slot: int) -> None:
         """Drop one reference to a random-mode slot."""
         if self.refs[slot] <= 0:

@@ -9,6 +9,7 @@ from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rally_env import kernels as K
 from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig
 from rally_env.core import RallyCore, car_seed_sequence, state_digest
@@ -117,6 +118,7 @@ class RallyVectorEnv(VectorEnv):
         self._needs_reset = True
         self._all = np.arange(self.num_envs, dtype=np.int64)
         self._renderer: Any = None
+        self._single: RallyCore | None = None  # see _single_core
 
     # ---------------------------------------------------------------------------- API
     def reset(
@@ -333,6 +335,91 @@ class RallyVectorEnv(VectorEnv):
         self._autoreset[...] = ar
         self._needs_reset = bool(extra.get("needs_reset", False))
         return self.core.obs.copy()
+
+    def get_car_state(self, car: int) -> dict[str, Any]:
+        """Car ``car``'s state, in the form :meth:`RallyEnv.get_state` returns.
+
+        A :class:`rally_env.RallyEnv` built with the same arguments restores it with
+        ``set_state`` and goes on exactly as the car would; :meth:`set_car_states` copies it
+        into cars of a vector env with the same arguments.
+
+        Raises:
+            ValueError: ``car`` is not a car index of this env.
+            StateError: the car has never been reset.
+        """
+        k = self._car_indices(car, "car")
+        if k.size != 1:
+            raise ValueError(f"car must be one car index, got {car!r}")
+        st = self.core.car_state(int(k[0]), self._single_core())
+        st["extra"] = {
+            "kind": "RallyEnv",
+            "needs_reset": False,
+            "np_random": None,
+            "np_random_seed": None,
+        }
+        st["digest"] = state_digest(st)
+        return st
+
+    def set_car_states(self, cars: Any, state: dict[str, Any]) -> np.ndarray:
+        """Make every car in ``cars`` a copy of the one car of ``state``; returns their
+        observations, shape (len(cars), obs size).
+
+        ``state`` is a :meth:`RallyEnv.get_state` snapshot of an env built with the same
+        arguments as this one, or :meth:`get_car_state` of a vector env built so. Each car gets
+        the source's physics, stage, timers, randomization draws and a copy of its RNG stream,
+        so stepping it with the same actions gives the source's observations, rewards and infos
+        bit for bit, whatever the other cars do. The other cars, the stage pool and the step
+        count are untouched. A car whose source episode has ended resets at its next step
+        (``"NextStep"``) or waits for a reset (``"Disabled"``).
+
+        Args:
+            cars: a car index, a sequence of car indices, or a bool mask of shape (num_envs,).
+            state: the one-car state to copy.
+
+        Raises:
+            ResetNeeded: this env has not been reset yet.
+            ValueError: ``cars`` is empty, repeats a car, or holds an index out of range.
+            StateError: ``state`` is not such a snapshot, is corrupt, or comes from an env
+                with other settings; nothing changes.
+        """
+        if self._needs_reset:
+            raise ResetNeeded("call reset() before set_car_states()")
+        idx = self._car_indices(cars, "cars")
+        extra = state.get("extra") if isinstance(state, dict) else None
+        if not isinstance(extra, dict) or extra.get("kind") != "RallyEnv":
+            raise StateError(
+                "set_car_states takes a RallyEnv state (RallyEnv.get_state() or "
+                "RallyVectorEnv.get_car_state()): missing or wrong 'extra'"
+            )
+        stages = self._single_core().check_state(state)
+        self.core.put_car_states(idx, state, stages)
+        done = int(state["eistate"][0, K.EI_END]) != 0
+        self._autoreset[idx] = done and self.autoreset_mode != AutoresetMode.SAME_STEP
+        return self.core.obs[idx].copy()
+
+    def _single_core(self) -> RallyCore:
+        """A one-car core of this env's settings: what a car's state is checked against."""
+        if self._single is None:
+            self._single = RallyCore(self.config, 1, parallel=False)
+        return self._single
+
+    def _car_indices(self, cars: Any, name: str) -> np.ndarray:
+        n = self.num_envs
+        a = np.asarray(cars)
+        if a.dtype == np.bool_:
+            if a.shape != (n,):
+                raise ValueError(f"{name} as a mask must have shape ({n},), got {a.shape}")
+            a = np.flatnonzero(a)
+        elif a.ndim > 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)):
+            raise ValueError(f"{name} must be car indices or a bool mask, got {cars!r}")
+        idx = a.reshape(-1).astype(np.int64)
+        if idx.size == 0:
+            raise ValueError(f"{name} names no car")
+        if idx.min() < 0 or idx.max() >= n:
+            raise ValueError(f"{name} {idx.tolist()} must be in [0, {n})")
+        if np.unique(idx).size != idx.size:
+            raise ValueError(f"{name} {idx.tolist()} repeats a car")
+        return idx
 
 
 def _same(a: Any, b: Any) -> bool:

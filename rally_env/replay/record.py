@@ -132,6 +132,11 @@ class _Recorder:
         (recording resumes at the next reset)."""
         self.episodes = [None] * self.core.n
 
+    def after_set_cars(self, cars: np.ndarray) -> None:
+        """Cars whose state was replaced: their open episodes end unrecorded, as above."""
+        for k in cars:
+            self.episodes[int(k)] = None
+
     def _stage_of(self, k: int) -> dict[str, Any]:
         st = self.core.bank.slots[int(self.core.eistate[k, K.EI_SLOT])]
         return {"name": st.name, "digest": st.digest(), "kind": self.stage_kind}

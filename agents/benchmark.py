@@ -54,6 +54,10 @@ SCHEMA_VERSION = 1
 #: The shipped heuristic baseline (reference and heuristic times per test stage).
 BASELINE_PATH = Path(__file__).parent / "benchmark_baseline.json"
 BASELINE_SCHEMA = "rally-benchmark-baseline"
+#: The oracle planner's times on test stages (``rally benchmark --agent mpc --write-oracle``):
+#: the measured ceiling every agent's gap is reported against.
+ORACLE_PATH = Path(__file__).parent / "oracle_times.json"
+ORACLE_SCHEMA = "rally-oracle-times"
 #: Training draws generator seeds below this; every test seed is at or above it.
 TRAIN_SEED_LIMIT = 2**31
 #: Cars (stages) driven together by default.
@@ -213,11 +217,12 @@ def run_stages(
     Returns:
         (runs in the order of ``stages``, seconds spent building the envs).
     """
-    from agents.policies import policy_env_kwargs
+    from agents.policies import bind_policy, finish_policy, policy_env_kwargs
     from rally_env.env import RallyEnv
     from rally_env.info import end_reason
 
     env_kwargs = policy_env_kwargs(policy, env_kwargs)
+    planned = hasattr(policy, "finish")  # its runs carry their compute: reported at the end
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
     runs: list[RunResult] = []
@@ -235,6 +240,7 @@ def run_stages(
                 policy.reset(n)
             except TypeError:
                 policy.reset()
+        bind_policy(policy, envs)
         active = np.ones(n, bool)
         steps = np.zeros(n, np.int64)
         off = np.zeros(n, np.int64)
@@ -269,8 +275,14 @@ def run_stages(
                         mean_speed_mps=float(speed[k] / steps[k]),
                         steps=int(steps[k]),
                     )
-                    if on_done is not None:
+                    if on_done is not None and not planned:
                         on_done(done[k])
+        compute = finish_policy(policy, n)
+        for k, run in enumerate(done):
+            if run is not None:
+                run.compute = compute[k]
+                if on_done is not None and planned:
+                    on_done(run)
         for e in envs:
             e.close()
         runs.extend(r for r in done if r is not None)
@@ -394,6 +406,47 @@ def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     return stages
 
 
+def load_oracle(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """``{stage digest: {"stage", "set", "oracle_time_s", "settings", "compute", ...}}`` from
+    an oracle file (empty when it is missing)."""
+    p = Path(path) if path is not None else ORACLE_PATH
+    if not p.exists():
+        return {}
+    doc = json.loads(p.read_text())
+    if doc.get("schema") != ORACLE_SCHEMA or doc.get("version") != SCHEMA_VERSION:
+        raise ValueError(f"{p}: not a rally oracle file (schema {doc.get('schema')!r})")
+    return {k: dict(v) for k, v in doc.get("stages", {}).items()}
+
+
+def write_oracle(result: BenchmarkResult, command: str, path: str | Path | None = None) -> Path:
+    """Add the runs of a planner benchmark to the oracle file (a stage already in it is
+    replaced); only finished runs are ceilings, so a run that did not finish is refused."""
+    p = Path(path) if path is not None else ORACLE_PATH
+    stages = load_oracle(p)
+    dnf = [r.stage for r in result.rows if not r.finished]
+    if dnf:
+        raise ValueError(f"the planner did not finish {', '.join(dnf)}: not a ceiling")
+    for r in result.rows:
+        stages[r.digest] = {
+            "stage": r.stage,
+            "set": r.set,
+            "oracle_time_s": r.stage_time_s,
+            "off_road_s": r.off_road_s,
+            "agent": result.agent,
+            "command": command,
+            "compute": dict(r.compute),
+        }
+    doc = {
+        "schema": ORACLE_SCHEMA,
+        "version": SCHEMA_VERSION,
+        "about": "the oracle planner's stage times (agents.planner: sampling MPC on the "
+        "simulator itself), keyed by stage digest, with the settings, the command and the "
+        "compute of each run; written by `rally benchmark --agent mpc... --write-oracle`",
+        "stages": dict(sorted(stages.items(), key=lambda kv: (kv[1]["set"], kv[1]["stage"]))),
+    }
+    return _write_text(p, _dumps(doc))
+
+
 def write_baseline(result: BenchmarkResult, path: str | Path | None = None) -> Path:
     """Write a heuristic benchmark's reference and stage times as the baseline file."""
     if result.agent != "heuristic" or result.partial:
@@ -441,6 +494,13 @@ class StageRow:
     off_road_s: float
     progress_m: float
     steps: int
+    #: the oracle planner's time on the stage (NaN: not measured, :data:`ORACLE_PATH`) and
+    #: the run's gap to it in %
+    oracle_time_s: float = math.nan
+    gap_oracle_pct: float = math.nan
+    #: what the agent's drive cost, when it reports it (the planner: plans, car_steps,
+    #: cpu_s, wall_s)
+    compute: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -483,8 +543,9 @@ class BenchmarkResult:
         """The per-set table as Markdown."""
         head = (
             "| agent | set | stages | finished | median score | mean score | median gap to "
-            "reference | median gap to heuristic | mean off-road s |\n"
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+            "reference | median gap to heuristic | median gap to oracle (stages) | "
+            "mean off-road s |\n"
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
         )
         lines = []
         for name, m in self.sets.items():
@@ -492,7 +553,9 @@ class BenchmarkResult:
                 f"| `{self.agent}` | {name} | {m['stages']} | {m['finished']} "
                 f"({100.0 * m['finish_rate']:.0f} %) | {_f(m['score_median'], 3)} | "
                 f"{_f(m['score_mean'], 3)} | {_pct(m['gap_reference_median_pct'])} | "
-                f"{_pct(m['gap_heuristic_median_pct'])} | {_f(m['off_road_mean_s'], 2)} |"
+                f"{_pct(m['gap_heuristic_median_pct'])} | "
+                f"{_pct(m['gap_oracle_median_pct'])} ({m['gap_oracle_stages']}) | "
+                f"{_f(m['off_road_mean_s'], 2)} |"
             )
         return head + "\n".join(lines) + "\n"
 
@@ -530,6 +593,7 @@ def set_metrics(rows: Sequence[StageRow]) -> dict[str, Any]:
     n = len(rows)
     fin = [r for r in rows if r.finished]
     both = [r for r in fin if math.isfinite(r.heuristic_time_s)]
+    with_oracle = [r for r in fin if math.isfinite(r.oracle_time_s)]
     scores = [r.score for r in rows]
     return {
         "stages": n,
@@ -540,6 +604,8 @@ def set_metrics(rows: Sequence[StageRow]) -> dict[str, Any]:
         "gap_reference_median_pct": _median([r.gap_reference_pct for r in fin]),
         "gap_heuristic_median_pct": _median([r.gap_heuristic_pct for r in both]),
         "gap_heuristic_stages": len(both),
+        "gap_oracle_median_pct": _median([r.gap_oracle_pct for r in with_oracle]),
+        "gap_oracle_stages": len(with_oracle),
         "off_road_mean_s": float(np.mean([r.off_road_s for r in rows])) if n else math.nan,
     }
 
@@ -555,6 +621,7 @@ def run_benchmark(
     progress: bool = False,
     agent_name: str | None = None,
     address: str | None = None,
+    oracle_path: str | Path | None = None,
 ) -> BenchmarkResult:
     """Run the benchmark.
 
@@ -570,6 +637,8 @@ def run_benchmark(
             :data:`BASELINE_PATH`); what it lacks is computed here.
         progress: show a progress bar on stderr.
         agent_name: the name in the results (default from the agent).
+        oracle_path: the oracle file (default :data:`ORACLE_PATH`): each run's gap to the
+            oracle planner's time on its stage, where it has one.
         address: a Ray cluster (``--ray-address``: ``local``, ``auto`` or ``HOST:PORT``) to
             drive the chunks on, one task per chunk (:func:`benchmark_chunks`);
             the result equals the local one (``timing`` aside). The agent must then be an
@@ -585,10 +654,13 @@ def run_benchmark(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
     defs = resolve_sets(sets)
-    policy = make_policy(agent, seed=seed)
+    policy = make_policy(agent, seed=seed, progress=progress)
     name = agent_name or policy_name(policy, agent)
     is_heuristic = isinstance(agent, str) and agent == "heuristic"
     base = load_baseline(baseline)
+    oracle = load_oracle(oracle_path)
+    if hasattr(policy, "bind"):
+        chunk = 1  # a planner drives one stage at a time (its own progress bar per stage)
     t_start = time.perf_counter()
     plan = []
     for bs in defs:
@@ -641,32 +713,10 @@ def run_benchmark(
                 for i, r in zip(missing, hr, strict=True):
                     heur[i] = r.stage_time_s if r.finished else math.nan
                 timing["heuristic_s"] += time.perf_counter() - t0
-            set_rows = []
-            for sp, dg, r, ref, h in zip(specs, digests, runs, refs, heur, strict=True):
-                t = r.stage_time_s
-                set_rows.append(
-                    StageRow(
-                        set=bs.name,
-                        stage=sp["stage"],
-                        digest=dg,
-                        seed=sp["seed"],
-                        length_m=sp["length_m"],
-                        difficulty=sp["difficulty"],
-                        finished=r.finished,
-                        end_reason=r.end_reason,
-                        stage_time_s=t,
-                        reference_time_s=ref,
-                        heuristic_time_s=h,
-                        score=score(ref, t, r.finished),
-                        gap_reference_pct=100.0 * (t / ref - 1.0) if r.finished else math.nan,
-                        gap_heuristic_pct=(
-                            100.0 * (t / h - 1.0) if r.finished and math.isfinite(h) else math.nan
-                        ),
-                        off_road_s=r.off_road_s,
-                        progress_m=r.progress_m,
-                        steps=r.steps,
-                    )
-                )
+            set_rows = [
+                _stage_row(bs.name, sp, dg, r, ref, h, oracle.get(dg, {}))
+                for sp, dg, r, ref, h in zip(specs, digests, runs, refs, heur, strict=True)
+            ]
             rows.extend(set_rows)
             metrics[bs.name] = set_metrics(set_rows)
     finally:
@@ -680,6 +730,46 @@ def run_benchmark(
         partial=limit is not None,
         timing=timing,
         observation=policy_env_kwargs(policy),
+    )
+
+
+def _stage_row(
+    set_name: str,
+    sp: dict[str, Any],
+    digest: str,
+    r: RunResult,
+    ref: float,
+    h: float,
+    oracle: dict[str, Any],
+) -> StageRow:
+    """A run's row, with its gaps to the reference, the heuristic and the oracle."""
+    t = r.stage_time_s
+    o_t = float(oracle.get("oracle_time_s", math.nan))
+
+    def gap(base: float) -> float:
+        return 100.0 * (t / base - 1.0) if r.finished and math.isfinite(base) else math.nan
+
+    return StageRow(
+        set=set_name,
+        stage=sp["stage"],
+        digest=digest,
+        seed=sp["seed"],
+        length_m=sp["length_m"],
+        difficulty=sp["difficulty"],
+        finished=r.finished,
+        end_reason=r.end_reason,
+        stage_time_s=t,
+        reference_time_s=ref,
+        heuristic_time_s=h,
+        score=score(ref, t, r.finished),
+        gap_reference_pct=gap(ref),
+        gap_heuristic_pct=gap(h),
+        off_road_s=r.off_road_s,
+        progress_m=r.progress_m,
+        steps=r.steps,
+        compute=dict(r.compute),
+        oracle_time_s=o_t,
+        gap_oracle_pct=gap(o_t),
     )
 
 
@@ -730,7 +820,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--agent",
         default="heuristic",
-        help="heuristic | random | ppo-opener | PATH.zip | module:function",
+        help="heuristic | random | mpc[:SETTINGS] (the oracle planner: k=v,... or a .toml) | "
+        "ppo-opener | PATH.zip | module:function",
     )
     p.add_argument(
         "--sets", default=",".join(SETS), help=f"comma list of sets (default {','.join(SETS)})"
@@ -754,6 +845,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--write-baseline",
         action="store_true",
         help="with --agent heuristic over all sets: rewrite the shipped baseline file",
+    )
+    p.add_argument(
+        "--write-oracle",
+        action="store_true",
+        help="with --agent mpc[:SETTINGS]: add its times to the oracle file (the ceiling the "
+        "benchmark reports every agent's gap to)",
+    )
+    p.add_argument(
+        "--oracle", default=None, metavar="FILE", help="oracle file (default: the shipped one)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     from agents.distributed import add_ray_address
@@ -791,6 +891,11 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.write_oracle and not (args.agent == "mpc" or args.agent.startswith("mpc:")):
+        print(
+            "rally benchmark: error: --write-oracle needs --agent mpc[:SETTINGS]", file=sys.stderr
+        )
+        return 2
     try:
         res = run_benchmark(
             args.agent,
@@ -801,6 +906,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             baseline=args.baseline,
             progress=not args.no_progress,
             address=args.ray_address,
+            oracle_path=args.oracle,
         )
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally benchmark: error: {e}", file=sys.stderr)
@@ -818,4 +924,13 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         print(f"wrote {res.write_markdown(args.markdown)}")
     if args.write_baseline:
         print(f"wrote {write_baseline(res, args.baseline)}")
+    if args.write_oracle:
+        command = "rally benchmark " + " ".join(
+            a for a in sys.argv[2:] if a not in ("--write-oracle", "--no-progress")
+        )
+        try:
+            print(f"wrote {write_oracle(res, command, args.oracle)}")
+        except ValueError as e:
+            print(f"rally benchmark: error: {e}", file=sys.stderr)
+            return 1
     return 0

@@ -91,7 +91,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--agent",
         default="heuristic",
-        help="heuristic | random | ppo-opener | PATH.zip | module:function",
+        help="heuristic | random | mpc[:SETTINGS] (the oracle planner: k=v,... or a .toml) | "
+        "ppo-opener | PATH.zip | module:function",
     )
     ev.add_argument(
         "--stages", default="opener", help="comma list, 'library' or 'random:N' (held out)"
@@ -522,7 +523,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         _check_eval_outputs(args)
         from agents.policies import make_policy
 
-        policy = make_policy(args.agent, seed=seeds[0], action_space=args.action_space)
+        # progress: a planner's bar per episode (it is slow); other agents ignore it
+        policy = make_policy(
+            args.agent, seed=seeds[0], action_space=args.action_space, progress=True
+        )
         note = getattr(policy, "action_note", None)
         if note:
             print(f"{args.agent}: {note}")

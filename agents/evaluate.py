@@ -82,11 +82,16 @@ class RunResult:
     steps: int
     telemetry: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     actions: np.ndarray | None = field(default=None, repr=False)
+    #: what driving cost a policy that reports it (the planner: plans, car_steps, cpu_s,
+    #: wall_s); empty for others
+    compute: dict[str, Any] = field(default_factory=dict)
 
     def figures(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("telemetry")
         d.pop("actions")
+        if not d["compute"]:
+            d.pop("compute")
         return _clean(d)
 
 
@@ -245,7 +250,13 @@ def run_episode(
     max_steps: int | None = None,
 ) -> RunResult:
     """Drive one episode of ``policy`` on ``stage`` from ``reset(seed=seed)``."""
-    from agents.policies import act_one, policy_env_kwargs, reset_policy
+    from agents.policies import (
+        act_one,
+        bind_policy,
+        finish_policy,
+        policy_env_kwargs,
+        reset_policy,
+    )
     from rally_env.env import RallyEnv
     from rally_env.info import end_reason
     from rally_env.spaces import DEFAULT_LAYOUT
@@ -256,6 +267,7 @@ def run_episode(
     dt = 1.0 / env.config.control_hz
     obs, info = env.reset(seed=int(seed))
     reset_policy(policy)
+    bind_policy(policy, [env])
     prog, spd, offr, vf, vl, yr, grip = [], [], [], [], [], [], []
     acts = []
     steps = 0
@@ -274,6 +286,7 @@ def run_episode(
             grip.append(float(np.mean(obs[[ix[f"grip_{w}"] for w in ("FL", "FR", "RL", "RR")]])))
         if term or trunc or (max_steps is not None and steps >= max_steps):
             break
+    compute = finish_policy(policy, 1)[0]
     fin = bool(info["finished"])
     ft = float(info["finish_time_s"]) if fin else math.nan
     tel: dict[str, np.ndarray] = {}
@@ -304,6 +317,7 @@ def run_episode(
         steps=steps,
         telemetry=tel,
         actions=np.array(acts, dtype=np.float32),
+        compute=compute,
     )
 
 
@@ -387,7 +401,7 @@ def evaluate(
     if not seeds:
         raise ValueError("seeds must not be empty")
     spec = policy
-    pol = make_policy(policy, seed=seeds[0])
+    pol = make_policy(policy, seed=seeds[0], progress=progress)
     env_kwargs = policy_env_kwargs(pol, env_kwargs)
     name = agent_name or policy_name(pol, spec)
     t0 = time.perf_counter()

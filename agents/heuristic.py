@@ -741,6 +741,24 @@ class HeuristicDriver:
         else:
             self._mem[np.asarray(mask, bool)] = self._fresh(1)[0]
 
+    def memory(self) -> np.ndarray:
+        """A copy of the driver's memory, (n cars, :data:`N_STATE`): what it has seen of the
+        stage so far (a planner clones it with the car it plans for)."""
+        return self._mem.copy()
+
+    def set_memory(self, mem: Any) -> None:
+        """Replace the memory with ``mem`` (n cars, :data:`N_STATE`) from :meth:`memory`.
+
+        Raises:
+            ValueError: not a finite float array of that width.
+        """
+        m = np.asarray(mem, np.float64)
+        if m.ndim != 2 or m.shape[1] != N_STATE or m.shape[0] < 1:
+            raise ValueError(f"the driver's memory must be (n, {N_STATE}), got shape {m.shape}")
+        if np.isnan(m).any():
+            raise ValueError("the driver's memory must not hold NaN")
+        self._mem = np.ascontiguousarray(m).copy()
+
     def _run(
         self, obs: Any, mem: np.ndarray | None, tune: Any = None
     ) -> tuple[np.ndarray, np.ndarray, bool]:

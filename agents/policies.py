@@ -6,6 +6,9 @@ A *policy* here is any callable ``policy(obs) -> actions`` taking a float32 obse
 
 * ``"heuristic"``: :class:`agents.heuristic.HeuristicDriver`,
 * ``"random"``: :class:`rally_env.policies.RandomPolicy` (seeded uniform random actions),
+* ``"mpc"`` or ``"mpc:samples=128,horizon=40"`` or ``"mpc:settings.toml"``: the oracle planner
+  (:class:`agents.planner.MPCPlanner`), which plans with the simulator itself (it needs the
+  env: :func:`bind_policy`),
 * ``"ppo-opener"`` (or any name in :data:`SHIPPED`): a policy shipped in ``agents/policies/``,
 * ``"path/to/model.zip"``: a stable-baselines3 model saved by ``rally train`` (the
   ``vecnormalize.pkl`` beside it is used when present),
@@ -133,6 +136,24 @@ def reset_policy(policy: Any, n: int = 1) -> None:
             policy.reset()
 
 
+def bind_policy(policy: Any, envs: list[Any]) -> None:
+    """Give a policy that plans with the simulator (one with a ``bind`` method, such as the
+    oracle planner, :class:`agents.planner.MPCPlanner`) the envs of a batch, one per
+    observation row, right after their reset."""
+    if hasattr(policy, "bind"):
+        policy.bind([getattr(e, "unwrapped", e) for e in envs])
+
+
+def finish_policy(policy: Any, n: int) -> list[dict[str, Any]]:
+    """The batch of ``n`` episodes is over: a policy with a ``finish`` method (the planner)
+    closes them and reports what each cost (its compute, as dicts); others report ``{}``."""
+    if hasattr(policy, "finish"):
+        out = list(policy.finish())
+        if len(out) == n:
+            return out
+    return [{} for _ in range(n)]
+
+
 def policy_env_kwargs(policy: Any, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """``env_kwargs`` plus the observation settings the policy needs (its ``env_kwargs``
     attribute, e.g. ``{"road_ahead": True}`` for a model trained with the road-ahead block).
@@ -170,10 +191,13 @@ def shipped_policy_path(name: str) -> Path:
     return p
 
 
-def make_policy(spec: Any, seed: int = 0, action_space: str = "auto") -> Any:
+def make_policy(
+    spec: Any, seed: int = 0, action_space: str = "auto", progress: bool = False
+) -> Any:
     """Resolve an ``--agent`` value (or pass a callable through) to a policy.
 
-    ``action_space`` applies to ``.zip`` models (see :class:`SB3Policy`)."""
+    ``action_space`` applies to ``.zip`` models (see :class:`SB3Policy`); ``progress`` to the
+    planner (a progress bar per episode: it is slow)."""
     if callable(spec) and not isinstance(spec, str):
         return spec
     if not isinstance(spec, str):
@@ -182,6 +206,10 @@ def make_policy(spec: Any, seed: int = 0, action_space: str = "auto") -> Any:
         return HeuristicDriver()
     if spec == "random":
         return RandomPolicy(seed)
+    if spec == "mpc" or spec.startswith("mpc:"):
+        from agents.planner import make_planner
+
+        return make_planner(spec[4:], progress=progress)
     if spec in SHIPPED:
         pol = SB3Policy(shipped_policy_path(spec), action_space=action_space)
         pol.name = spec
@@ -222,7 +250,8 @@ def make_policy(spec: Any, seed: int = 0, action_space: str = "auto") -> Any:
             )
         return obj
     raise ValueError(
-        f"unknown agent {spec!r}: use heuristic, random, {', '.join(SHIPPED)}, a .zip model "
+        f"unknown agent {spec!r}: use heuristic, random, mpc[:SETTINGS], "
+        f"{', '.join(SHIPPED)}, a .zip model "
         "path, an exported policy.json or module:function"
     )
 

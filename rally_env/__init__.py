@@ -47,15 +47,24 @@ def register_envs() -> None:
     Both ids of version N are the same env class with ``version=N``; ``version=1`` is the
     wheel-speed model, library vehicles (``vehicle="truck"``), planets (``planet="moon"``)
     and the v1 observation.
+
+    ``Rally-v1`` is a second key of ``RallyWheelSpeed-v1``'s spec in ``gymnasium.registry``
+    (``gym.make("Rally-v1").spec.id == "RallyWheelSpeed-v1"``), not a spec of its own:
+    Gymnasium calls an id "out of date" when the registry holds a spec of the same name with a
+    higher version (``gym.make`` compares the id's version with the highest ``spec.version``
+    of that ``spec.name``), and ``Rally-v1`` is another model, not a newer ``Rally-v0``. So no
+    spec is named ``Rally`` but ``Rally-v0``'s, and neither first id gets the notice.
     """
     from gymnasium.envs.registration import register, registry
 
-    for version, ids in enumerate(zip(ENV_IDS, LEGACY_ENV_IDS, AHEAD_ENV_IDS, strict=True)):
-        for env_id in ids:
+    for version, (new_id, old_id, ahead_id) in enumerate(
+        zip(ENV_IDS, LEGACY_ENV_IDS, AHEAD_ENV_IDS, strict=True)
+    ):
+        for env_id in (new_id, ahead_id) if version else (new_id, old_id, ahead_id):
             kwargs: dict[str, object] = {"stage": "opener"}
             if version:
                 kwargs["version"] = version
-            if env_id in AHEAD_ENV_IDS:
+            if env_id == ahead_id:
                 kwargs["road_ahead"] = True
             if env_id not in registry:
                 register(
@@ -64,6 +73,8 @@ def register_envs() -> None:
                     vector_entry_point="rally_env.vector:RallyVectorEnv",
                     kwargs=kwargs,
                 )
+        if version and old_id not in registry:
+            registry[old_id] = registry[new_id]
 
 
 register_envs()

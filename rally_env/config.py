@@ -250,7 +250,8 @@ ENV_VERSIONS: tuple[int, ...] = (0, 1)
 #: them takes a name of its own.
 ENV_IDS: tuple[str, ...] = ("RallyDirect-v0", "RallyWheelSpeed-v1")
 #: The first ids (also what replay files record as ``env_id``); still registered, the same
-#: envs. ``gym.make("Rally-v0")`` gets Gymnasium's "out of date" notice, the new ids do not.
+#: envs, neither "out of date": ``Rally-v1`` is a second registry key of ``RallyWheelSpeed-v1``'s
+#: spec (``rally_env.register_envs``).
 LEGACY_ENV_IDS: tuple[str, ...] = ("Rally-v0", "Rally-v1")
 #: The same two envs with the road-ahead observation (``road_ahead=True``): what the road does
 #: up to 600 m ahead, for agents that plan their speed (a name of their own, so neither id

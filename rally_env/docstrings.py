@@ -426,8 +426,9 @@ Minari's `recover_environment`). Code that imports the package can use
 env version: the two models both stay, so each has its own name and neither is "out of date"
 (a later version that replaces one of them takes the next number of its name; one that stays
 beside them, a name of its own). The first ids, `Rally-v0` and `Rally-v1`, stay registered for
-the same envs (and are what replay files record as `env_id`); `gym.make("Rally-v0")` gets
-Gymnasium's "out of date" notice because `Rally-v1` exists, the new ids do not.
+the same envs (and are what replay files record as `env_id`), and neither gets Gymnasium's
+"out of date" notice: `Rally-v1` is a second name of `RallyWheelSpeed-v1`'s registration (its
+`env.spec.id` is `RallyWheelSpeed-v1`), so Gymnasium sees no newer `Rally` version.
 
 ## Action space
 

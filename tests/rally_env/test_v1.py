@@ -71,9 +71,7 @@ V0_GOLDEN = {
 
 
 def test_rally_v0_default_is_unchanged():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # "Rally-v0 is out of date"
-        env = gym.make("Rally-v0")
+    env = gym.make("Rally-v0")
     o, _ = env.reset(seed=123)
     h = hashlib.blake2b(digest_size=16)
     h.update(o.tobytes())

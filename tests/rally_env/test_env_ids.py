@@ -1,0 +1,53 @@
+"""Every documented Gymnasium id makes its env without a Gymnasium warning: the first ids
+``Rally-v0`` / ``Rally-v1`` are not "out of date" (v1 is another model, not an upgrade)."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import pytest
+from gymnasium import logger as gym_logger
+
+import rally_env
+
+DOCUMENTED = (*rally_env.ENV_IDS, *rally_env.LEGACY_ENV_IDS, *rally_env.AHEAD_ENV_IDS)
+
+
+@pytest.fixture
+def every_gym_warning(monkeypatch):
+    """Gymnasium's logger emitting its warnings (its notices are ``warnings.warn`` calls),
+    every warning recorded, none filtered."""
+    monkeypatch.setattr(gym_logger, "min_level", gym_logger.WARN)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        yield seen
+
+
+@pytest.mark.parametrize("env_id", [*DOCUMENTED, *(f"rally_env:{i}" for i in DOCUMENTED)])
+def test_no_gymnasium_warning_for_a_documented_id(env_id, every_gym_warning):
+    env = gym.make(env_id)
+    env.close()
+    assert [str(w.message) for w in every_gym_warning] == []
+
+
+@pytest.mark.parametrize("env_id", rally_env.LEGACY_ENV_IDS)
+def test_no_gymnasium_warning_for_a_first_id_as_a_vector_env(env_id, every_gym_warning):
+    envs = gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point")
+    envs.close()
+    assert [str(w.message) for w in every_gym_warning] == []
+
+
+def test_the_first_ids_make_the_same_envs_as_before():
+    old0, new0 = gym.spec("Rally-v0"), gym.spec("RallyDirect-v0")
+    assert old0.id == "Rally-v0"  # unchanged: its own spec
+    assert (old0.entry_point, old0.kwargs) == (new0.entry_point, new0.kwargs)
+    # Rally-v1 is the wheel-speed env's spec under a second key (no spec named Rally-v1,
+    # which would make Rally-v0 "out of date")
+    assert gym.spec("Rally-v1") is gym.spec("RallyWheelSpeed-v1")
+    env = gym.make("Rally-v1")
+    assert env.unwrapped.config.version == 1 and env.spec.id == "RallyWheelSpeed-v1"
+    env.close()
+    assert [s.id for s in gym.registry.values() if s.name == "Rally"] == ["Rally-v0"]
+    rally_env.register_envs()  # idempotent
+    assert gym.spec("Rally-v1") is gym.spec("RallyWheelSpeed-v1")

@@ -34,7 +34,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="RECIPE.toml",
         help="train from a recipe file holding every setting (agents/configs/general.toml); "
-        "only --out and --no-progress may go with it",
+        "only --out, --overwrite and --no-progress may go with it",
     )
     tr.add_argument(
         "--algo",
@@ -47,8 +47,23 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--n-envs", type=int, default=8, help="cars in the vector env (8)")
     tr.add_argument("--seed", type=int, default=0)
     add_vehicle_args(tr)
-    tr.add_argument("--out", default="runs/ppo-opener", help="output directory")
-    tr.add_argument("--resume", default=None, metavar="CKPT.zip", help="continue a checkpoint")
+    tr.add_argument(
+        "--out",
+        default="runs/ppo-opener",
+        help="output directory; refused when it holds files, unless --resume or --overwrite",
+    )
+    tr.add_argument(
+        "--resume",
+        default=None,
+        metavar="CKPT.zip",
+        help="continue a checkpoint (--out may hold the run it came from: its eval_log.csv "
+        "goes on)",
+    )
+    tr.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="remove the run already in --out (its model, logs, checkpoints, tb/) first",
+    )
     tr.add_argument("--eval-freq", type=int, default=None, help="steps between evaluations")
     tr.add_argument("--eval-seeds", type=int, default=None, help="episodes per evaluation")
     tr.add_argument("--checkpoint-freq", type=int, default=None, help="steps between checkpoints")
@@ -66,7 +81,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=JSON",
         help="override a hyperparameter, e.g. --set learning_rate=1e-4 (repeatable)",
     )
-    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tr.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (in a terminal) and no progress line every 30 s (otherwise)",
+    )
     add_ray_address(tr, "rllib-ppo: the cluster to train on (default local)")
     tr.add_argument(
         "--num-env-runners",
@@ -308,6 +327,9 @@ def _check_train_args(args: argparse.Namespace) -> None:
     if args.resume is not None:
         check_model_file(args.resume, "--resume")
     check_output_dir(args.out, "--out")
+    from agents.rundir import claim_run_dir
+
+    claim_run_dir(args.out, resume=args.resume is not None, overwrite=args.overwrite)
 
 
 def _check_eval_outputs(args: argparse.Namespace) -> None:
@@ -353,11 +375,17 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
             raise ValueError(f"{', '.join(sb3_only)}: not for --algo rllib-ppo")
         if args.resume is not None and not (Path(args.resume) / "rllib_checkpoint.json").is_file():
             raise FileNotFoundError(f"--resume {args.resume}: not an RLlib checkpoint directory")
-        check_output_dir(args.out, "--out")
+        out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
+        check_output_dir(out, "--out")
+        from agents.rundir import claim_run_dir
+
+        claim_run_dir(out, resume=args.resume is not None, overwrite=args.overwrite)
     except (FileNotFoundError, ValueError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
-    out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
+    print(
+        f"rally train: RLlib PPO on {args.stage}, {args.timesteps:,} env steps -> {out}", flush=True
+    )
     return _run_rllib(
         {
             "stage": args.stage,
@@ -429,6 +457,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
+    from agents.sb3 import _has_progress_bar
+
+    # a progress bar in a terminal; in a log, a plain line every 30 s
+    bar = not args.no_progress and sys.stdout.isatty() and _has_progress_bar()
     summary = train(
         args.algo,
         args.stage,
@@ -442,9 +474,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         eval_seeds=args.eval_seeds,
         checkpoint_freq=args.checkpoint_freq,
         threads=args.threads,
-        progress_bar=not args.no_progress,
+        progress_bar=bar,
         warmstart_steps=args.warmstart_steps,
         env_kwargs=vehicle_env_kwargs(args) or None,
+        say=_say,
+        progress_lines_s=None if (bar or args.no_progress) else 30.0,
     )
     fe = summary.get("final_eval") or {}
     print(
@@ -453,6 +487,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         f", median stage time {fe.get('median_time_s', math.nan):.2f} s"
     )
     return 0
+
+
+def _say(line: str) -> None:
+    """A line of a long command's own account of what it does, shown at once."""
+    print(line, flush=True)
 
 
 def _train_recipe(args: argparse.Namespace) -> int:
@@ -482,6 +521,16 @@ def _train_recipe(args: argparse.Namespace) -> int:
         print(f"rally train: {e}", file=sys.stderr)
         return 2
     out = args.out if args.out != "runs/ppo-opener" else None
+    from agents.rundir import claim_run_dir
+
+    try:
+        claim_run_dir(
+            out or recipe.out, overwrite=args.overwrite, what="--out" if out else "run.out"
+        )
+    except ValueError as e:
+        print(f"rally train: error: {e}", file=sys.stderr)
+        return 2
+    print(f"rally train: recipe {args.config} ({recipe.algo}) -> {out or recipe.out}", flush=True)
     if recipe.algo == "rllib-ppo":
         return _train_rllib_recipe(recipe, out, args)
     summary = run_recipe(recipe, out=out, progress=not args.no_progress)

@@ -22,6 +22,7 @@ import copy
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -394,8 +395,19 @@ def train(
     env_kwargs: dict[str, Any] | None = None,
     verbose: int = 0,
     warmstart_steps: int | None = None,
+    say: Callable[[str], None] | None = None,
+    progress_lines_s: float | None = None,
 ) -> dict[str, Any]:
     """Train PPO or SAC on the native vector env (``rally train``).
+
+    Args:
+        progress_bar: stable-baselines3's progress bar (needs rich and tqdm: the ``train``
+            extra).
+        say: where the run's own lines go (what it trains and where it writes, a rounded
+            step count, a missing TensorBoard), e.g. ``print``; ``None``: nowhere.
+        progress_lines_s: a plain progress line (steps, steps/s, the last evaluation) through
+            ``say`` at the first rollout end after each such interval of wall time (s), for
+            logs where a progress bar does not show; ``None``: none.
 
     Returns:
         A summary dict: paths, wall time, timesteps, last evaluation.
@@ -422,6 +434,25 @@ def train(
             hp[k] = v
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    steps, rounding = run_steps(algo, int(timesteps), n_envs, hp)
+    tb = str(out / "tb") if tensorboard and _has_tensorboard() else None
+    if say is not None:
+        what = ["model.zip", "config.json", "eval_log.csv", "best_model.zip"]
+        if checkpoint_freq > 0:
+            what.append("checkpoints/")
+        if tb is not None:
+            what.append("TensorBoard logs in tb/")
+        say(
+            f"rally train: {algo.upper()} on {_stage_label(stage)}, {steps:,} env steps, "
+            f"{n_envs} cars, seed {seed}{f', resuming {resume}' if resume else ''} -> {out} "
+            f"({', '.join(what)})"
+        )
+        if rounding:
+            say(rounding)
+        if tensorboard and tb is None:
+            say(
+                'no TensorBoard logs: tensorboard is not installed (pip install "rally-env[train]")'
+            )
     if eval_stages is None:
         # generated training stages are evaluated on held-out generated stages
         eval_stages = "random:2" if stage == "random" else stage
@@ -448,7 +479,6 @@ def train(
     venv = make_vec_env(n_envs, stage=stage, seed=seed, **(env_kwargs or {}))
     venv = VecMonitor(venv)
     cls = {"ppo": PPO, "sac": SAC}[algo]
-    tb = str(out / "tb") if tensorboard and _has_tensorboard() else None
     if resume:
         resume = Path(resume)
         vn_path = _vecnormalize_for(resume)
@@ -480,11 +510,8 @@ def train(
                 save_vecnormalize=True,
             )
         )
-    steps = int(timesteps)
-    if algo == "ppo":
-        # whole rollouts only, rounded down, so the budget is never exceeded
-        per = int(hp["n_steps"]) * n_envs
-        steps = max(per, steps // per * per)
+    if progress_lines_s is not None and say is not None:
+        cbs.append(ProgressLines(steps, progress_lines_s, say, evaluator))
     config["timesteps_run"] = steps
     _write_json(out / "config.json", config)
     t0 = time.perf_counter()
@@ -514,6 +541,34 @@ def train(
     _write_json(out / "summary.json", summary)
     venv.close()
     return summary
+
+
+def run_steps(algo: str, timesteps: int, n_envs: int, hp: dict[str, Any]) -> tuple[int, str]:
+    """The env steps a run of ``timesteps`` takes, and a line saying why when they differ.
+
+    stable-baselines3 stops at the first rollout boundary at or past its total: PPO learns
+    from whole rollouts of ``n_steps`` x ``n_envs`` steps, so the total is rounded down to a
+    whole number of them (at least one), and a run never takes more steps than asked; SAC
+    steps every car at once, so its total is rounded down to a multiple of ``n_envs``.
+    """
+    if algo == "ppo":
+        per = int(hp["n_steps"]) * n_envs
+        unit = f"whole rollouts of n_steps {int(hp['n_steps'])} x {n_envs} cars = {per:,}"
+    else:
+        per = n_envs
+        unit = f"a multiple of the {n_envs} cars it steps at once"
+    steps = max(per, timesteps // per * per)
+    if steps == timesteps:
+        return steps, ""
+    if steps > timesteps:  # less than one rollout asked: one rollout
+        return steps, (
+            f"--timesteps {timesteps:,} -> {steps:,} env steps: {algo.upper()} trains in {unit} "
+            "steps, and a run takes at least one"
+        )
+    return steps, (
+        f"--timesteps {timesteps:,} -> {steps:,} env steps: {algo.upper()} trains in {unit} "
+        "steps, rounded down so a run never takes more steps than asked"
+    )
 
 
 def normalized(venv: Any, gamma: float) -> Any:
@@ -606,6 +661,8 @@ class StageTimeCallback(_make_callback_base()):
         self._t0 = time.perf_counter()
         self.best = (-1.0, math.inf)
         self.log_path = self.out / "eval_log.csv"
+        #: the last periodic evaluation's figures (None before the first)
+        self.last: dict[str, Any] | None = None
 
     def _on_training_start(self) -> None:
         if not self.log_path.exists():
@@ -660,9 +717,65 @@ class StageTimeCallback(_make_callback_base()):
                     "timesteps": int(model.num_timesteps),
                 },
             )
-        return {
+        figures = {
             "timesteps": int(model.num_timesteps),
             "finish_rate": fr,
             "median_time_s": med,
             "best_time_s": best,
         }
+        if not final:
+            self.last = figures
+        return figures
+
+
+class ProgressLines(_make_callback_base()):
+    """A plain progress line at the first rollout end after every ``every_s`` seconds of
+    wall time: steps done of the run's total, steps/s, and the last evaluation of
+    ``evaluator`` (a :class:`StageTimeCallback`) — for logs, where a progress bar does not
+    show. ``every_s=0``: a line at every rollout end."""
+
+    def __init__(
+        self, total: int, every_s: float, say: Callable[[str], None], evaluator: Any = None
+    ):
+        super().__init__(verbose=0)
+        self.total = int(total)
+        self.every_s = float(every_s)
+        self.say = say
+        self.evaluator = evaluator
+        self._t0 = self._due = 0.0
+        self._start = 0
+
+    def _on_training_start(self) -> None:
+        self._t0 = time.perf_counter()
+        self._due = self._t0 + self.every_s
+        self._start = self.num_timesteps
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        now = time.perf_counter()
+        if now < self._due:
+            return
+        self._due = now + self.every_s
+        done = self.num_timesteps - self._start
+        rate = done / max(now - self._t0, 1e-9)
+        line = (
+            f"  {done:,}/{self.total:,} steps ({100.0 * done / max(self.total, 1):.0f} %), "
+            f"{rate:,.0f} steps/s"
+        )
+        if 0 < done < self.total and rate > 0:
+            left = (self.total - done) / rate
+            line += (
+                f", about {left:.0f} s to go"
+                if left < 120
+                else f", about {left / 60:.0f} min to go"
+            )
+        last = getattr(self.evaluator, "last", None)
+        if last is not None:
+            med = last["median_time_s"]
+            line += (
+                f"; evaluation at {last['timesteps']:,}: finish rate {last['finish_rate']:.2f}, "
+                f"median stage time {'-' if not math.isfinite(med) else f'{med:.2f} s'}"
+            )
+        self.say(line)

@@ -1,0 +1,89 @@
+"""A training run's output directory (``rally train --out``): one run per directory.
+
+A second run into a directory that holds one would overwrite ``model.zip``, append to
+``eval_log.csv`` and leave the first run's ``best_model.zip`` and checkpoints beside the new
+ones. :func:`claim_run_dir` refuses a non-empty directory unless the run continues it
+(``--resume``) or replaces it (``--overwrite``, which removes the old run's files first).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from rally_env.paths import OutputPathError, check_output_dir
+
+#: What a ``rally train`` run writes in its directory (stable-baselines3, a recipe, evolution
+#: strategies, RLlib): what ``--overwrite`` removes. Nothing else is ever removed.
+RUN_ENTRIES: tuple[str, ...] = (
+    "model.zip",
+    "best_model.zip",
+    "vecnormalize.pkl",
+    "config.json",
+    "summary.json",
+    "eval_log.csv",
+    "es_log.csv",
+    "progress.csv",
+    "learning_curve.png",
+    "checkpoints",
+    "checkpoint",
+    "policy",
+    "tb",
+)
+
+
+class RunDirectoryError(OutputPathError):
+    """``--out`` holds another run (or other files) and the command did not say what to do
+    with it."""
+
+
+def claim_run_dir(
+    out: str | Path, *, resume: bool = False, overwrite: bool = False, what: str = "--out"
+) -> Path:
+    """Make ``out`` the directory of a new run, or of a resumed one.
+
+    Args:
+        out: the run directory.
+        resume: the run continues a checkpoint: an existing run's files stay (its
+            ``eval_log.csv`` goes on; ``model.zip`` and ``summary.json`` are replaced at the end).
+        overwrite: remove the old run's files (:data:`RUN_ENTRIES`) first; refused when the
+            directory holds anything else (nothing is removed then) and together with
+            ``resume``.
+        what: how messages name the directory.
+
+    Returns:
+        ``out`` as a :class:`~pathlib.Path`, created and writable.
+
+    Raises:
+        RunDirectoryError: a non-empty directory without ``resume`` or ``overwrite``, or
+            ``overwrite`` of a directory with files no run writes, or both flags.
+        OutputPathError: the directory cannot be written.
+    """
+    p = Path(out)
+    if resume and overwrite:
+        raise RunDirectoryError(
+            "--resume and --overwrite do not go together: --overwrite removes the run "
+            "(checkpoints included) that --resume would continue"
+        )
+    entries = sorted(e.name for e in p.iterdir()) if p.is_dir() else []
+    if entries and not resume:
+        if not overwrite:
+            shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
+            raise RunDirectoryError(
+                f"{what} {p} is not empty ({shown}): a new run would mix its files with "
+                "those; choose another --out, continue a checkpoint with --resume "
+                "CKPT.zip, or replace the old run with --overwrite"
+            )
+        foreign = [e for e in entries if e not in RUN_ENTRIES]
+        if foreign:
+            raise RunDirectoryError(
+                f"{what} {p}: --overwrite removes only a run's files, and it also holds "
+                f"{', '.join(foreign)}; move those or choose another --out (nothing was removed)"
+            )
+        for name in entries:
+            e = p / name
+            if e.is_dir() and not e.is_symlink():
+                shutil.rmtree(e)
+            else:
+                e.unlink()
+    return check_output_dir(p, what)

@@ -5,16 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.compat
-minari = pytest.importorskip("minari")
-pytest.importorskip("h5py")
+from rally_env import INFO_KEYS
+from rally_env.cli import main
+from tests.rally_env.test_replay_support import run_py
 
-from rally_env import INFO_KEYS  # noqa: E402
-from rally_env.cli import main  # noqa: E402
-from tests.rally_env.test_replay_support import run_py  # noqa: E402
+pytestmark = [pytest.mark.compat, pytest.mark.usefixtures("minari")]
 
 
-def test_rally_dataset_writes_loads_and_recovers(tmp_path, capsys, monkeypatch):
+@pytest.fixture
+def minari():
+    """The minari module (skips without the compat or minari extra)."""
+    pytest.importorskip("h5py")
+    return pytest.importorskip("minari")
+
+
+def test_rally_dataset_writes_loads_and_recovers(tmp_path, capsys, monkeypatch, minari):
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     argv = [
         "dataset",

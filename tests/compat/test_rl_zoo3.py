@@ -8,8 +8,14 @@ import pytest
 
 from tests.rally_env.test_replay_support import run_py
 
-pytestmark = pytest.mark.compat
-pytest.importorskip("rl_zoo3")
+pytestmark = [pytest.mark.compat, pytest.mark.usefixtures("rl_zoo3")]
+
+
+@pytest.fixture
+def rl_zoo3():
+    """Skips without the compat extra."""
+    return pytest.importorskip("rl_zoo3")
+
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "agents" / "configs" / "rl_zoo3" / "ppo.yml"

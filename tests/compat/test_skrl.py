@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rally_env import RallyVectorEnv
+
 pytestmark = pytest.mark.compat
-pytest.importorskip("skrl")
-torch = pytest.importorskip("torch")
-
-from skrl.envs.wrappers.torch import wrap_env  # noqa: E402
-
-from rally_env import RallyVectorEnv  # noqa: E402
 
 
 def test_wrap_env_steps_and_renders():
     """Failed before: skrl renders a vector env with env.call("render"), which it lacked."""
+    pytest.importorskip("skrl")
+    torch = pytest.importorskip("torch")
+    from skrl.envs.wrappers.torch import wrap_env
+
     env = wrap_env(RallyVectorEnv(3, render_mode="rgb_array"), wrapper="gymnasium")
     assert env.num_envs == 3
     obs, _ = env.reset()

@@ -5,18 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.compat
-torchrl = pytest.importorskip("torchrl")
+from rally_env import INFO_KEYS, RallyVectorEnv
 
-from torchrl.envs import GymEnv, GymWrapper  # noqa: E402
-from torchrl.envs.utils import check_env_specs  # noqa: E402
+pytestmark = [pytest.mark.compat, pytest.mark.usefixtures("torchrl")]
 
-from rally_env import INFO_KEYS, RallyVectorEnv  # noqa: E402
+
+@pytest.fixture
+def torchrl():
+    """The torchrl module (skips without the compat extra)."""
+    return pytest.importorskip("torchrl")
 
 
 def test_gym_env_single_reads_every_info_key():
     """Failed before: a float subclass and strings in the info ("'float' object has no
     attribute 'dtype'")."""
+    from torchrl.envs import GymEnv
+    from torchrl.envs.utils import check_env_specs
+
     env = GymEnv("rally_env:RallyDirect-v0").auto_register_info_dict()
     check_env_specs(env)
     td = env.rollout(5)
@@ -28,6 +33,9 @@ def test_gym_env_single_reads_every_info_key():
 def test_gym_env_num_envs_4():
     """Failed before: 'batch dimension mismatch ... value.shape=torch.Size([2, 4])' from the
     object arrays Gymnasium's async vector env made of the info."""
+    from torchrl.envs import GymEnv
+    from torchrl.envs.utils import check_env_specs
+
     env = GymEnv("rally_env:RallyDirect-v0", num_envs=4)
     try:
         check_env_specs(env)
@@ -41,6 +49,9 @@ def test_gym_env_num_envs_4():
 @pytest.mark.parametrize("mode", ["SameStep", "Disabled"])
 def test_gym_wrapper_on_the_native_vector_env(mode):
     """Failed before in SameStep: the nested reward_terms dict and the string arrays."""
+    from torchrl.envs import GymWrapper
+    from torchrl.envs.utils import check_env_specs
+
     env = GymWrapper(RallyVectorEnv(4, autoreset_mode=mode, termination={"time_limit_s": 0.5}))
     check_env_specs(env)
     td = env.rollout(12, break_when_any_done=False if mode == "SameStep" else True)

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+try:  # the server extra; without it the server tests skip (tests/server/conftest.py)
+    import httpx
+except ImportError:
+    httpx = None
 
 ROOT = Path(__file__).resolve().parents[2]
 

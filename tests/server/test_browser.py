@@ -9,13 +9,9 @@ import os
 import pytest
 
 import tracks
-
-pytest.importorskip("fastapi", reason="the server extra is not installed")
-pytest.importorskip("playwright", reason="the server extra is not installed")
-
 from tests.server.support import Server, add_token, submit, wait_verdict
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("browser_extra")]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless",

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra is not installed")
-pytest.importorskip("httpx", reason="the server extra is not installed")
-
 from tests.server.support import load_mix, run_load
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("server_extra")]
 
 
 def test_load_sqlite_honest_and_tampered_mixed(tmp_path):

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra is not installed")
-pytest.importorskip("httpx", reason="the server extra is not installed")
-
 from rally_env.server.store import open_store
 from tests.server.support import Postgres, Server, add_token, submit
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("server_extra")]
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,18 @@ import time
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra is not installed")
-httpx = pytest.importorskip("httpx", reason="the server extra is not installed")
-
-from tests.server.support import (  # noqa: E402
+from tests.server.support import (
     Postgres,
     Server,
     add_token,
     faster,
+    httpx,
     submit,
     tampered_action,
     wait_verdict,
 )
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("server_extra")]
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

@@ -300,6 +300,9 @@ class MPCPlanner:
     def bind(self, envs: list[Any]) -> None:
         """Start planning for ``envs`` (reset ``RallyEnv`` s, one per observation row)."""
         self._close_episodes()
+        keep = {e.config.digest() for e in envs}
+        for key in [k for k in self._models if k not in keep]:  # another stage's model
+            self._models.pop(key).close()
         self._episodes = [_Episode(e, self) for e in envs]
         if self.progress:
             for ep in self._episodes:

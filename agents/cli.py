@@ -570,8 +570,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     seeds = list(range(args.seed, args.seed + args.episodes))
     try:
         _check_eval_outputs(args)
+        from agents.evaluate import resolve_stages
         from agents.policies import make_policy
+        from agents.progress import Progress
 
+        n_stages = len(resolve_stages(args.stages))
+        where = "" if args.ray_address is None else f" on the Ray cluster {args.ray_address}"
+        print(
+            f"rally eval: {args.agent} on {n_stages} stage(s) x {args.episodes} episode(s) "
+            f"(seeds {seeds[0]}..{seeds[-1]}){where}",
+            file=sys.stderr,
+            flush=True,
+        )
         # progress: a planner's bar per episode (it is slow); other agents ignore it
         policy = make_policy(
             args.agent, seed=seeds[0], action_space=args.action_space, progress=True
@@ -594,6 +604,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 action_space=args.action_space,
             )
         else:
+            bar = Progress(n_stages * len(seeds), "rally eval", "episode")
             res = evaluate(
                 policy,
                 args.stages,
@@ -603,7 +614,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 progress=False,
                 replay_dir=args.replays,
                 env_kwargs=vehicle_env_kwargs(args) or None,
+                on_run=lambda r: bar.update(_run_note(r)),
             )
+            bar.close()
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally eval: error: {e}", file=sys.stderr)
         return 2
@@ -623,13 +636,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_note(run: Any) -> str:
+    """An episode in a few words: ``opener 83.37 s`` or ``opener off_stage``."""
+    how = f"{run.stage_time_s:.2f} s" if run.finished else run.end_reason
+    return f"{run.stage} {how}"
+
+
 def cmd_dataset(args: argparse.Namespace) -> int:
     from agents.dataset import record_dataset
 
     if args.episodes < 1 or (args.max_steps is not None and args.max_steps < 1):
         print("rally dataset: --episodes and --max-steps must be >= 1", file=sys.stderr)
         return 2
+    from agents.evaluate import resolve_stages
+    from agents.progress import Progress
+
     try:
+        n = len(resolve_stages(args.stages)) * args.episodes
+        print(
+            f"rally dataset: {args.agent}, {n} episode(s) -> Minari dataset {args.out}",
+            file=sys.stderr,
+            flush=True,
+        )
+        bar = Progress(n, "rally dataset", "episode")
         ds = record_dataset(
             args.agent,
             args.stages,
@@ -639,7 +668,9 @@ def cmd_dataset(args: argparse.Namespace) -> int:
             env_kwargs=vehicle_env_kwargs(args) or None,
             data_dir=args.dir,
             max_steps=args.max_steps,
+            on_episode=lambda steps: bar.update(f"{steps} steps"),
         )
+        bar.close()
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally dataset: error: {e}", file=sys.stderr)
         return 2

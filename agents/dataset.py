@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -71,6 +71,7 @@ def record_dataset(
     env_kwargs: dict[str, Any] | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     max_steps: int | None = None,
+    on_episode: Callable[[int], None] | None = None,
 ) -> Any:
     """Drive ``agent`` for ``episodes`` episodes on each stage and save a Minari dataset.
 
@@ -86,6 +87,7 @@ def record_dataset(
         data_dir: the Minari datasets root (default: Minari's, ``MINARI_DATASETS_PATH`` or
             ``~/.minari/datasets``).
         max_steps: cut every episode after this many steps (default: the env's own end).
+        on_episode: called with each episode's step count as it ends (a progress bar).
 
     Returns:
         The :class:`minari.MinariDataset`.
@@ -123,7 +125,9 @@ def record_dataset(
     env = DataCollector(gym.make(_env_id(kwargs), **kwargs), record_infos=True)
     try:
         for s in seeds:
-            _episode(env, policy, s, max_steps)
+            steps = _episode(env, policy, s, max_steps)
+            if on_episode is not None:
+                on_episode(steps)
         ds = env.create_dataset(
             dataset_id=dataset_id,
             algorithm_name=label,
@@ -147,7 +151,8 @@ def record_dataset(
     return ds
 
 
-def _episode(env: Any, policy: Any, seed: int, max_steps: int | None) -> None:
+def _episode(env: Any, policy: Any, seed: int, max_steps: int | None) -> int:
+    """Drive one episode; returns its step count."""
     from agents.policies import act_one, reset_policy
 
     obs, _ = env.reset(seed=seed)
@@ -157,7 +162,7 @@ def _episode(env: Any, policy: Any, seed: int, max_steps: int | None) -> None:
         obs, _, term, trunc, _ = env.step(act_one(policy, obs))
         steps += 1
         if term or trunc or (max_steps is not None and steps >= max_steps):
-            return
+            return steps
 
 
 def _check_dataset_id(dataset_id: Any) -> None:

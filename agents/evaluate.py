@@ -18,7 +18,7 @@ import csv
 import json
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,8 +162,26 @@ class EvalResult:
         return p
 
     def table(self, rich: bool | None = None) -> str:
-        """The per-stage table as text (rich's rendering when available, else plain)."""
-        return format_table(self.stages, rich=rich)
+        """The per-stage table as text (rich's rendering when available, else plain), with
+        how the runs that did not finish ended (:meth:`unfinished`)."""
+        return format_table(self.stages, rich=rich, unfinished=self.unfinished())
+
+    def unfinished(self) -> list[str]:
+        """Per stage (in the order of ``stages``), how its runs that did not finish ended:
+        ``"off_stage 7, stuck 3"`` (most frequent first), ``"-"`` when every run finished."""
+        return [unfinished_ends(self.runs, s.stage) for s in self.stages]
+
+
+def unfinished_ends(runs: Sequence[RunResult], stage: str) -> str:
+    """How the runs of ``runs`` on ``stage`` that did not finish ended: each end reason with
+    its count, most frequent first (``"off_stage 7, stuck 3"``); ``"-"`` for none."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        if r.stage == stage and not r.finished:
+            counts[r.end_reason] = counts.get(r.end_reason, 0) + 1
+    if not counts:
+        return "-"
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def json_safe(v: Any) -> Any:
@@ -373,6 +391,7 @@ def evaluate(
     agent_name: str | None = None,
     progress: bool = False,
     replay_dir: str | None = None,
+    on_run: Callable[[RunResult], None] | None = None,
 ) -> EvalResult:
     """Evaluate a policy: one episode per (stage, seed).
 
@@ -388,6 +407,7 @@ def evaluate(
         progress: print one line per stage on stderr.
         replay_dir: save every episode there as a verifiable replay
             (:class:`rally_env.RecordReplay`).
+        on_run: called with each episode's :class:`RunResult` as it ends (a progress bar).
 
     Returns:
         An :class:`EvalResult` (``.stages``, ``.runs``, ``.table()``, ``.to_dict()``).
@@ -413,11 +433,14 @@ def evaluate(
             from rally_env.replay import RecordReplay
 
             env = RecordReplay(env, directory=replay_dir, meta={"agent": name})
-        sr = [run_episode(pol, stage, s, env=env, record=record) for s in seeds]
-        env.close()
         sname = _stage_name(stage)
-        for r in sr:
-            r.stage = sname
+        sr = []
+        for s in seeds:
+            sr.append(run_episode(pol, stage, s, env=env, record=record))
+            sr[-1].stage = sname
+            if on_run is not None:
+                on_run(sr[-1])
+        env.close()
         runs.extend(sr)
         summaries.append(summarize(sname, name, sr, par, vehicle=env.unwrapped.config.vehicle))
         if progress:
@@ -458,10 +481,31 @@ def _fmt(key: str, v: Any, s: StageSummary) -> str:
     return str(v)
 
 
-def format_table(stages: Sequence[StageSummary], rich: bool | None = None) -> str:
-    """The stage-time table (``rich`` rendering if installed and not disabled, else plain)."""
-    cols = list(_HEAD)
+#: The table's column of :func:`format_table`'s ``unfinished``.
+UNFINISHED_HEAD = "did not finish"
+
+
+def format_table(
+    stages: Sequence[StageSummary],
+    rich: bool | None = None,
+    unfinished: Sequence[str] | None = None,
+) -> str:
+    """The stage-time table (``rich`` rendering if installed and not disabled, else plain).
+
+    Args:
+        unfinished: one entry per stage row, how its runs that did not finish ended
+            (:func:`unfinished_ends`), shown as the last column; ``None``: no such column.
+    """
+    head = dict(_HEAD)
+    cols = list(head)
     rows = [[_fmt(c, getattr(s, c), s) for c in cols] for s in stages]
+    if unfinished is not None:
+        if len(unfinished) != len(rows):
+            raise ValueError(f"unfinished: {len(unfinished)} entries for {len(rows)} stage rows")
+        head["unfinished"] = UNFINISHED_HEAD
+        cols.append("unfinished")
+        for r, u in zip(rows, unfinished, strict=True):
+            r.append(u)
     if rich is not False:
         try:
             from io import StringIO
@@ -471,7 +515,8 @@ def format_table(stages: Sequence[StageSummary], rich: bool | None = None) -> st
 
             t = Table(title="stage times (reference: point-mass racing line)")
             for c in cols:
-                t.add_column(_HEAD[c], justify="left" if c in ("stage", "agent") else "right")
+                left = c in ("stage", "agent", "unfinished")
+                t.add_column(head[c], justify="left" if left else "right")
             for r in rows:
                 t.add_row(*r)
             buf = StringIO()
@@ -480,8 +525,8 @@ def format_table(stages: Sequence[StageSummary], rich: bool | None = None) -> st
         except ImportError:
             if rich:
                 raise
-    widths = [max(len(_HEAD[c]), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-    lines = ["  ".join(_HEAD[c].rjust(w) for c, w in zip(cols, widths, strict=True))]
+    widths = [max(len(head[c]), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    lines = ["  ".join(head[c].rjust(w) for c, w in zip(cols, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     for r in rows:
         lines.append("  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)))

@@ -38,6 +38,11 @@ MIN_LOOP_LENGTH_M = 400.0
 MAX_POOL = 65536
 #: ``random_stage.pool_steps`` when a pool is set without it: env steps per pool window.
 DEFAULT_POOL_STEPS = 200
+#: ``random_stage.pool`` at most this many times ``pool_steps``: every window draws its
+#: ``pool`` stages' seeds and difficulties (about 1-2 us each, the next window's too), so a
+#: pool of 65,536 stages redrawn every env step cost 90 ms a step, 500 times a default step;
+#: at 16 stages a step the draws cost under a fifth of a default step.
+MAX_POOL_PER_STEP = 16
 MAX_RANDOM_LENGTH_M = 10000.0
 
 
@@ -605,6 +610,15 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
                 "random_stage.pool", out["pool"], "a stage pool and a level set exclude each other"
             )
         out.setdefault("pool_steps", DEFAULT_POOL_STEPS)
+        if out["pool"] > MAX_POOL_PER_STEP * out["pool_steps"]:
+            need = -(-out["pool"] // MAX_POOL_PER_STEP)
+            raise ConfigError(
+                "random_stage.pool",
+                out["pool"],
+                f"a window of {out['pool']} stages every {out['pool_steps']} env steps draws "
+                f"more than {MAX_POOL_PER_STEP} stages a step: make pool_steps at least {need} "
+                f"or the pool at most {MAX_POOL_PER_STEP * out['pool_steps']}",
+            )
     elif "pool_steps" in out:
         raise ConfigError("random_stage.pool_steps", out["pool_steps"], "needs pool (a pool size)")
     return _check_loops(out)

@@ -124,6 +124,64 @@ def gen_key(seed: int, length_m: float, difficulty: float, laps: int = 0) -> tup
     return ("gen", int(seed), float(length_m), float(difficulty), int(laps))
 
 
+def _exact(x: float) -> str:
+    """A float as its shortest exact text, without a trailing ``.0``."""
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def drawn_stage_name(seed: int, length_m: float, difficulty: float, laps: int = 0) -> str:
+    """The board name of a randomly drawn stage (:func:`gen_key`'s arguments): one name per
+    stage, from which :func:`drawn_stage` makes it again. The stage's own name
+    (``gen-S-400m-d0.11``) rounds the length and difficulty and leaves out the laps, so
+    several stages share it; this one is exact: ``gen-S-400m-d0.113457`` or
+    ``gen-S-600m-d0.5-loop3``. A draw of the default arguments is ``gen-<seed>``."""
+    if (float(length_m), float(difficulty), int(laps)) == (2000.0, 0.5, 0):
+        return f"gen-{int(seed)}"
+    name = f"gen-{int(seed)}-{_exact(length_m)}m-d{_exact(difficulty)}"
+    return name + (f"-loop{int(laps)}" if laps else "")
+
+
+_DRAWN_RE = re.compile(
+    r"gen-([0-9]{1,10})-([0-9][0-9.e+-]{0,24})m-d([0-9][0-9.e+-]{0,24})(?:-loop([0-9]{1,2}))?"
+)
+
+
+def parse_drawn_name(name: Any) -> tuple[int, float, float, int] | None:
+    """(seed, length_m, difficulty, laps) of a name :func:`drawn_stage_name` makes (exactly
+    that text, nothing that merely reads alike), else None."""
+    m = _DRAWN_RE.fullmatch(name) if isinstance(name, str) else None
+    if m is None:
+        return None
+    try:
+        seed, length, diff = int(m.group(1)), float(m.group(2)), float(m.group(3))
+    except ValueError:
+        return None
+    laps = int(m.group(4) or 0)
+    if drawn_stage_name(seed, length, diff, laps) != name:
+        return None
+    if (laps and length < 400.0) or not (200.0 <= length <= 20000.0 and 0.0 <= diff <= 1.0):
+        return None
+    return seed, length, diff, laps
+
+
+def board_stage(name: str) -> tracks.Stage | None:
+    """The stage a board name stands for: a library stage, ``gen-<seed>``, or a drawn
+    stage's exact name (:func:`drawn_stage_name`); None for any other name (a stage of the
+    user's own, or a ``gen-`` name that stands for no single stage).
+
+    Raises:
+        ValueError: the name is one of these but its stage cannot be made.
+    """
+    if is_stage_name(name):
+        return resolve_stage(name)
+    drawn = parse_drawn_name(name)
+    if drawn is None:
+        return None
+    seed, length, diff, laps = drawn
+    return generated_stage(seed, length, diff, laps=laps)
+
+
 def generated_stage(
     seed: int, length_m: float, difficulty: float, sectioned: bool = False, laps: int = 0
 ) -> tracks.Stage:
@@ -683,6 +741,11 @@ class StageBank:
         return True
 
     # ------------------------------------------------------------------ random-mode slots
+    def key_of(self, slot: int) -> Any:
+        """The key of the stage a random-mode slot holds (:func:`gen_key` for a generated
+        stage), or None."""
+        return self._slot_key[slot]
+
     def holds(self, key: Any) -> bool:
         """Whether a slot holds the stage ``key`` names (its next :meth:`acquire` builds
         nothing)."""

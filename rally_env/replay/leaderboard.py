@@ -33,7 +33,7 @@ from rally_env.paths import why_not_writable
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
 from rally_env.replay.errors import ReplayError
 from rally_env.replay.format import Replay, load_replay, replay_from_bytes
-from rally_env.replay.verify import VerifyReport, rules_of_kwargs, verify
+from rally_env.replay.verify import VerifyReport, drive_id, rules_of_kwargs, verify
 
 SCHEMA_VERSION = 1
 ENV_DB = "RALLY_LEADERBOARD"
@@ -118,16 +118,55 @@ def rules_of(replay: Replay) -> tuple[str, bool]:
     return rules_of_kwargs(replay.env_kwargs, replay.vehicle_digest)
 
 
+#: What :func:`current_stage_digest` gives for a ``gen-`` name that stands for no single stage:
+#: a digest no stage has, so its board is empty.
+NO_STAGE = "-"
+
+
 def current_stage_digest(name: str) -> str | None:
-    """Digest of the library (or ``gen-<seed>``) stage ``name`` in this installation."""
-    import tracks
-    from tracks.io import is_stage_name
+    """The digest a board of ``name`` holds runs of (with ``versions`` current): that of the
+    library stage, of ``gen-<seed>`` (``tracks.generate(seed)``) or of a drawn stage's exact
+    name (:func:`rally_env.stages.drawn_stage_name`) in this installation; :data:`NO_STAGE`
+    for any other ``gen-`` name (such a name stands for no single stage, so it is no board);
+    None for a stage of the user's own (every version). The server and ``rally leaderboard
+    show`` both read boards through this."""
+    from rally_env.stages import board_stage
 
     try:
-        if is_stage_name(name):
-            return tracks.load_stage(name).digest()
+        st = board_stage(name)
     except (ValueError, OSError):
-        return None
+        return NO_STAGE
+    if st is None:
+        return NO_STAGE if name.startswith("gen-") else None
+    return st.digest()
+
+
+def run_drive(report: VerifyReport, replay: Replay) -> str:
+    """:func:`~rally_env.replay.verify.drive_id` of an accepted run: the report's, or (a
+    report made without it) derived from the report and the replay it accepted."""
+    if report.drive_id:
+        return report.drive_id
+    return drive_id(report.stage_digest, report.rules, replay.initial_hash, replay.actions)
+
+
+def same_drive(cur: Any, ph: str, report: VerifyReport, want: str) -> str | None:
+    """The run id of a stored run whose drive (:func:`~rally_env.replay.verify.drive_id`)
+    is ``want``, the drive of the accepted ``report``, or None. The stored runs are compared
+    by what they drove, re-derived from their stored replays (verified, so their claims are
+    the re-simulation's); only runs of the same stage, rules, steps and finish time can be
+    of the same drive, so few are read."""
+    cur.execute(
+        f"SELECT run_id, rules, stage_digest, replay FROM runs WHERE stage_digest = {ph} "
+        f"AND rules = {ph} AND steps = {ph} AND finish_time_s = {ph}",
+        (report.stage_digest, report.rules, report.steps, float(report.finish_time_s)),
+    )
+    for run_id, rules, digest, blob in cur.fetchall():
+        try:
+            old = replay_from_bytes(bytes(blob), f"leaderboard run {run_id}")
+        except ReplayError:
+            continue
+        if drive_id(digest, rules, old.initial_hash, old.actions) == want:
+            return str(run_id)
     return None
 
 
@@ -290,6 +329,12 @@ class Leaderboard:
         blob = replay.to_bytes(compress=True)
         try:
             with self._transaction():
+                same = same_drive(self.conn.cursor(), "?", report, run_drive(report, replay))
+                if same is not None:
+                    raise LeaderboardError(
+                        f"the same drive is already on the leaderboard as run {same}",
+                        "duplicate",
+                    )
                 try:
                     rowid = insert_run(self.conn.cursor(), "?", report, blob, player)
                 except sqlite3.IntegrityError:
@@ -374,13 +419,20 @@ class Leaderboard:
 
 
 def insert_run(
-    cur: Any, ph: str, report: VerifyReport, blob: bytes, player: str, on_conflict: bool = False
+    cur: Any,
+    ph: str,
+    report: VerifyReport,
+    blob: bytes,
+    player: str,
+    on_conflict: bool = False,
+    added_utc: str | None = None,
 ) -> int | None:
     """Insert a verified run's row (filed under the re-simulation's findings); its id.
+    ``added_utc``: the time shown with it (default now; the server's is the upload's).
 
     A run already stored raises the driver's integrity error, or with ``on_conflict`` is
     skipped (None)."""
-    added = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    added = added_utc or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cols = (
         "run_id, stage_name, stage_digest, rules, standard, control_hz, vehicle_digest, "
         "finish_time_s, steps, player, added_utc, replay"

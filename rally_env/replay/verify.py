@@ -53,6 +53,21 @@ def rules_of_kwargs(kw: dict[str, Any], vehicle_digest: str) -> tuple[str, bool]
     return digest, digest == standard_rules()
 
 
+def drive_id(stage_digest: str, rules: str, initial_hash: str, actions: Any) -> str:
+    """What a run *drove*: the stage (its digest), the rules that shape the dynamics
+    (:func:`rules_of_config`), the state after the reset and the action stream; not the
+    reward weights, the metadata or any other setting a finished run never pays for (the
+    run id, :meth:`~rally_env.replay.Replay.run_id`, covers the whole config). Two runs of
+    one drive are one run on a board, whoever sends them."""
+    a = np.ascontiguousarray(actions)
+    h = hashlib.blake2b(digest_size=16)
+    for part in (stage_digest, rules, initial_hash, a.dtype.str, str(a.shape)):
+        h.update(part.encode())
+        h.update(b"\0")
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
 _STANDARD: list[str] = []
 
 
@@ -92,13 +107,18 @@ class VerifyReport:
         step: first control step where it diverged (``None`` if not tied to a step).
         expected, got: the claimed and the re-simulated value.
         steps: the replay's control steps.
-        stage, stage_digest, stage_kind: the stage the re-simulated car drove (its name,
-            content digest and how the settings chose it).
+        stage, stage_digest, stage_kind: the stage the re-simulated car drove (the name its
+            runs are filed under, its content digest and how the settings chose it); a
+            randomly drawn stage is filed under its exact name
+            (:func:`rally_env.stages.drawn_stage_name`), not its own rounded one.
         rules, standard: the rules class of the re-simulated settings
             (:func:`rules_of_config`).
         control_hz, env_id, vehicle_digest: of the re-simulated env.
         finish_time_s, checkpoint_times_s, end_reason: the re-simulated result.
         run_id: identifies the run (settings, stage, initial state, actions).
+        initial_hash: the re-simulated state hash after the reset.
+        drive_id: what the run drove (:func:`drive_id`: stage, rules, initial state,
+            actions), set when accepted: a board's duplicate check.
         elapsed_s: wall time of the verification.
     """
 
@@ -123,6 +143,8 @@ class VerifyReport:
     env_id: str = ""
     vehicle_digest: str = ""
     checkpoint_times_s: list[float | None] = field(default_factory=list)
+    initial_hash: str = ""
+    drive_id: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -189,7 +211,8 @@ def _check_digests(cfg: Any, replay: Replay, rep: VerifyReport) -> None:
 def _check_stage(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
     """The stage the re-simulated car drives against the claimed one; fills the filing."""
     core = sim.core
-    st = core.bank.slots[int(core.eistate[0, K.EI_SLOT])]
+    slot = int(core.eistate[0, K.EI_SLOT])
+    st = core.bank.slots[slot]
     rep.stage, rep.stage_digest = st.name, st.digest()
     rep.stage_kind = stage_kind(replay.env_kwargs.get("stage", "opener"))
     claim = (
@@ -207,6 +230,19 @@ def _check_stage(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
             list(claim),
             list(got),
         )
+    rep.stage = board_name(core, slot)
+
+
+def board_name(core: Any, slot: int) -> str:
+    """The name a run on the stage of ``slot`` is filed under: the stage's own name, but for
+    a randomly drawn stage its exact name (:func:`rally_env.stages.drawn_stage_name`: its own
+    rounds the difficulty and leaves out the laps, so it names several stages)."""
+    from rally_env.stages import drawn_stage_name
+
+    key = core.bank.key_of(slot)
+    if isinstance(key, tuple) and len(key) == 5 and key[0] == "gen":
+        return drawn_stage_name(key[1], key[2], key[3], key[4])
+    return core.bank.slots[slot].name
 
 
 def _run(sim: Resim, replay: Replay) -> None:
@@ -324,6 +360,7 @@ def verify_replay(replay: Replay, budgets: Budgets | None = None) -> VerifyRepor
         sim = Resim(replay, budgets, settings)
         _check_stage(sim, replay, rep)
         initial = sim.state_hash()
+        rep.initial_hash = initial
         rep.run_id = _run_id(sim, replay, rep, initial)
         _run(sim, replay)
         _check_result(sim, replay, rep)
@@ -333,6 +370,7 @@ def verify_replay(replay: Replay, budgets: Budgets | None = None) -> VerifyRepor
         return rep
     ft = rep.finish_time_s
     rep.accepted, rep.status = True, "accepted"
+    rep.drive_id = drive_id(rep.stage_digest, rep.rules, rep.initial_hash, replay.actions)
     rep.message = (
         f"verified: {rep.stage} "
         + (f"finished in {ft:.3f} s" if ft is not None else f"{rep.end_reason or 'partial run'}")

@@ -12,10 +12,11 @@ The server adds three tables of its own:
   plain digest cannot be brute-forced), revocable;
 - ``traces``: the cached trace (poses, speed, splits per control step) of accepted runs.
 
-SQLite runs in WAL mode with a busy timeout and ``BEGIN IMMEDIATE`` transactions; PostgreSQL
-(psycopg 3) in ``READ COMMITTED`` with ``FOR UPDATE SKIP LOCKED`` for the queue, so several
-servers can share one database. Every method opens its own transaction; connections are per
-thread.
+SQLite runs in WAL mode: reads are deferred transactions (WAL readers, never blocked by a
+writer), writes ``BEGIN IMMEDIATE``; a database still busy after :data:`BUSY_TIMEOUT_S` raises
+:class:`StoreBusy` (the server answers 503 with ``Retry-After``). PostgreSQL (psycopg 3) runs
+in ``READ COMMITTED`` with ``FOR UPDATE SKIP LOCKED`` for the queue, so several servers can
+share one database. Every method opens its own transaction; connections are per thread.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from rally_env.replay.leaderboard import (
     insert_run,
     insert_splits,
     rank_rows,
+    same_drive,
 )
 from rally_env.replay.verify import VerifyReport
 
@@ -91,8 +93,11 @@ CREATE INDEX IF NOT EXISTS rate_buckets_last ON rate_buckets (bucket, last);
 
 #: Statuses of a submission, in the order it goes through them.
 STATUSES = ("queued", "verifying", "accepted", "rejected")
-#: A submission whose verification was interrupted this often (server killed) is rejected.
+#: A submission whose verification was interrupted this often (server killed, verifier
+#: process died) gets the verdict ``verifier_error`` (its upload is kept).
 MAX_ATTEMPTS = 3
+#: How long a SQLite statement waits for another writer before :class:`StoreBusy` (s).
+BUSY_TIMEOUT_S = 5.0
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 TOKEN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
@@ -103,6 +108,10 @@ class StoreError(RallyEnvError):
 
 class QueueFull(StoreError):
     """The verification queue is at its limit; try again later."""
+
+
+class StoreBusy(StoreError):
+    """The database stayed locked by another writer past the busy timeout; try again later."""
 
 
 def _now() -> str:
@@ -152,7 +161,8 @@ class Store:
         return c
 
     @contextlib.contextmanager
-    def tx(self) -> Iterator[Any]:  # pragma: no cover - overridden
+    def tx(self, write: bool = True) -> Iterator[Any]:  # pragma: no cover - overridden
+        """A transaction (``write=False``: one that only reads)."""
         raise NotImplementedError
         yield
 
@@ -180,6 +190,10 @@ class Store:
         """Lock the rows a transaction reads (SQLite's BEGIN IMMEDIATE already holds the
         database)."""
         return ""
+
+    def _board_lock(self, cur: Any) -> None:
+        """Serialize verdicts that may add to the board, so two uploads of one drive cannot
+        both pass the duplicate check (SQLite's BEGIN IMMEDIATE already does)."""
 
     # --------------------------------------------------------------------- rate limits
     def take_rate(self, bucket: str, key: str, rate: float, per: float, now: float) -> float:
@@ -250,7 +264,7 @@ class Store:
             return cur.rowcount > 0
 
     def tokens(self) -> list[dict[str, Any]]:
-        with self.tx() as cur:
+        with self.tx(write=False) as cur:
             cur.execute("SELECT name, created_utc, revoked_utc FROM tokens ORDER BY id")
             return [
                 {"name": r[0], "created_utc": r[1], "revoked_utc": r[2]} for r in cur.fetchall()
@@ -258,7 +272,7 @@ class Store:
 
     def token_id(self, token: str) -> tuple[int, str] | None:
         """(id, name) of a live token, else None."""
-        with self.tx() as cur:
+        with self.tx(write=False) as cur:
             cur.execute(
                 self.q("SELECT id, name FROM tokens WHERE hash = ? AND revoked_utc IS NULL"),
                 (hash_token(token),),
@@ -312,8 +326,10 @@ class Store:
                     cur,
                     sub_id,
                     "rejected",
-                    "verifier_failed",
-                    f"the verification was interrupted {attempts} times",
+                    "verifier_error",
+                    f"the verification was interrupted {attempts} times; the upload is kept "
+                    "for the operator",
+                    keep_upload=True,
                 )
                 return None
             cur.execute(
@@ -335,6 +351,37 @@ class Store:
             )
             return max(cur.rowcount, 0)
 
+    def requeue(self, sub_id: str, why: str) -> str:
+        """Put a submission whose verifier died back in the queue, unless that has happened
+        :data:`MAX_ATTEMPTS` times: then the verdict ``verifier_error`` (the upload is kept).
+        ``why``: what happened (the message of that verdict). The new status."""
+        with self.tx() as cur:
+            cur.execute(
+                self.q("SELECT attempts, status FROM submissions WHERE id = ?") + self._row_lock(),
+                (sub_id,),
+            )
+            row = cur.fetchone()
+            if row is None or row[1] not in ("queued", "verifying"):
+                return "" if row is None else str(row[1])
+            if int(row[0]) >= MAX_ATTEMPTS:
+                self._verdict(
+                    cur,
+                    sub_id,
+                    "rejected",
+                    "verifier_error",
+                    f"{why} ({int(row[0])} attempts); the upload is kept for the operator",
+                    keep_upload=True,
+                )
+                return "rejected"
+            cur.execute(
+                self.q(
+                    "UPDATE submissions SET status = 'queued', lease_until = NULL, message = ? "
+                    "WHERE id = ?"
+                ),
+                (f"requeued: {why}"[:2000], sub_id),
+            )
+        return "queued"
+
     def _verdict(
         self,
         cur: Any,
@@ -345,11 +392,13 @@ class Store:
         step: int | None = None,
         run_id: str | None = None,
         report: dict[str, Any] | None = None,
+        keep_upload: bool = False,
     ) -> None:
+        upload = "" if keep_upload else "upload = NULL, "
         cur.execute(
             self.q(
                 "UPDATE submissions SET status = ?, reason = ?, message = ?, step = ?, "
-                "run_id = ?, report = ?, verdict_utc = ?, upload = NULL, lease_until = NULL "
+                f"run_id = ?, report = ?, verdict_utc = ?, {upload}lease_until = NULL "
                 "WHERE id = ? AND status IN ('queued', 'verifying')"
             ),
             (
@@ -375,11 +424,15 @@ class Store:
         (its row, splits and trace in the same transaction). The final status."""
         rep = report.to_dict()
         with self.tx() as cur:
-            cur.execute(self.q("SELECT player, status FROM submissions WHERE id = ?"), (sub_id,))
+            self._board_lock(cur)
+            cur.execute(
+                self.q("SELECT player, status, submitted_utc FROM submissions WHERE id = ?"),
+                (sub_id,),
+            )
             row = cur.fetchone()
             if row is None or row[1] not in ("queued", "verifying"):
                 return "" if row is None else str(row[1])
-            player = str(row[0])
+            player, submitted = str(row[0]), str(row[2])
             if not report.accepted:
                 where = f" at step {report.step}" if report.step is not None else ""
                 msg = (
@@ -402,14 +455,23 @@ class Store:
                     rep,
                 )
                 return "rejected"
-            rowid = insert_run(cur, self.ph, report, blob, player, on_conflict=True)
+            same = same_drive(cur, self.ph, report, report.drive_id) if report.drive_id else None
+            rowid = (
+                None
+                if same is not None
+                else insert_run(
+                    cur, self.ph, report, blob, player, on_conflict=True, added_utc=submitted
+                )
+            )
             if rowid is None:
+                same = same or report.run_id
                 self._verdict(
                     cur,
                     sub_id,
                     "rejected",
                     "duplicate",
-                    f"run {report.run_id} is already on the leaderboard",
+                    f"the same drive is already on the leaderboard (run {same}): the first "
+                    "verified upload of a drive holds its place, whoever sends it again",
                     None,
                     report.run_id,
                     rep,
@@ -421,14 +483,14 @@ class Store:
             self._verdict(cur, sub_id, "accepted", "", report.message, None, report.run_id, rep)
         return "accepted"
 
-    def fail(self, sub_id: str, reason: str, message: str) -> None:
+    def fail(self, sub_id: str, reason: str, message: str, keep_upload: bool = False) -> None:
         """Reject a submission whose verification could not complete (over the time or
-        memory budget)."""
+        memory budget; ``keep_upload`` for a failure of the verifier, not of the run)."""
         with self.tx() as cur:
-            self._verdict(cur, sub_id, "rejected", reason, message)
+            self._verdict(cur, sub_id, "rejected", reason, message, keep_upload=keep_upload)
 
     def counts(self) -> dict[str, int]:
-        with self.tx() as cur:
+        with self.tx(write=False) as cur:
             cur.execute("SELECT status, COUNT(*) FROM submissions GROUP BY status")
             out = dict.fromkeys(STATUSES, 0)
             out.update({str(s): int(n) for s, n in cur.fetchall()})
@@ -445,7 +507,7 @@ class Store:
         cols = (
             "id, status, player, submitted_utc, verdict_utc, reason, message, step, run_id, report"
         )
-        with self.tx() as cur:
+        with self.tx(write=False) as cur:
             cur.execute(self.q(f"SELECT {cols} FROM submissions WHERE id = ?"), (any_id,))
             row = cur.fetchone()
             if row is None:
@@ -508,13 +570,13 @@ class Store:
         return d
 
     def replay_blob(self, run_id: str) -> bytes | None:
-        with self.tx() as cur:
+        with self.tx(write=False) as cur:
             cur.execute(self.q("SELECT replay FROM runs WHERE run_id = ?"), (run_id,))
             row = cur.fetchone()
         return None if row is None else bytes(row[0])
 
     def trace(self, run_id: str) -> bytes | None:
-        with self.tx() as cur:
+        with self.tx(write=False) as cur:
             cur.execute(self.q("SELECT data FROM traces WHERE run_id = ?"), (run_id,))
             row = cur.fetchone()
         return None if row is None else bytes(row[0])
@@ -537,7 +599,7 @@ class Store:
         """:meth:`Leaderboard.best` (``digest`` resolved by the caller)."""
         check_limit(limit)
         q, args = best_query(stage, digest, rules, self.ph)
-        with self.tx() as cur:
+        with self.tx(write=False) as cur:
             cur.execute(q, args)
             rows = cur.fetchall()
 
@@ -551,7 +613,7 @@ class Store:
 
     def stage_names(self) -> list[str]:
         """Stages with at least one run on the board."""
-        with self.tx() as cur:
+        with self.tx(write=False) as cur:
             cur.execute("SELECT DISTINCT stage_name FROM runs ORDER BY stage_name")
             return [str(r[0]) for r in cur.fetchall()]
 
@@ -565,7 +627,7 @@ class SQLiteStore(Store):
 
     ph = "?"
 
-    def __init__(self, path: str | Path, timeout_s: float = 30.0):
+    def __init__(self, path: str | Path, timeout_s: float = BUSY_TIMEOUT_S):
         super().__init__()
         self.path = Path(path)
         self.url = str(self.path)
@@ -594,16 +656,24 @@ class SQLiteStore(Store):
         return c
 
     @contextlib.contextmanager
-    def tx(self) -> Iterator[Any]:
+    def tx(self, write: bool = True) -> Iterator[Any]:
         c = self._conn()
         cur = c.cursor()
-        cur.execute("BEGIN IMMEDIATE")
         try:
-            yield cur
-            cur.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
+            # a read is a WAL reader: it takes no lock a writer waits for, and waits for none
+            cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                raise StoreBusy(
+                    f"the database is busy (locked by another writer for over {self.timeout_s:g} s)"
+                ) from None
             raise
 
     def integrity_check(self) -> str:
@@ -652,7 +722,7 @@ class PostgresStore(Store):
         return self._psycopg.connect(self.url, autocommit=True)
 
     @contextlib.contextmanager
-    def tx(self) -> Iterator[Any]:
+    def tx(self, write: bool = True) -> Iterator[Any]:
         c = self._conn()
         with c.transaction(), c.cursor() as cur:
             yield cur
@@ -668,6 +738,9 @@ class PostgresStore(Store):
 
     def _row_lock(self) -> str:
         return " FOR UPDATE"
+
+    def _board_lock(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(8128003)")
 
     def integrity_check(self) -> str:
         with self.tx() as cur:  # every split belongs to a run, every accepted run is stored

@@ -269,3 +269,51 @@ CRAFTED: dict[str, tuple[Callable[[dict[str, Any]], bytes], str, str]] = {
     "deep_nesting": (deep_nesting, "unusable", "nested"),
     "huge_int": (huge_int, "unusable", "digits"),
 }
+
+
+# ----------------------------------------------------------- attacks on a leaderboard's trust
+def stolen(doc: dict[str, Any]) -> bytes:
+    """Someone else's accepted run with a setting a finished run never pays changed
+    (``reward_weights.crash`` 20 -> 21) and ``config_digest`` recomputed: a valid replay of
+    the same drive under another run id. A board must take it as a duplicate."""
+    d = copy.deepcopy(doc)
+    d["env_kwargs"]["reward_weights"]["crash"] += 1.0
+    d["meta"] = {"player": "thief"}
+    return _bytes(redigest(d))
+
+
+def pool_bomb(doc: dict[str, Any]) -> bytes:
+    """1.4 KB that redrew two 65,536-stage pool windows every env step (28 s for 300 steps
+    where a 4-stage pool took 0.07 s): refused by the settings check."""
+    d = copy.deepcopy(doc)
+    d["env_kwargs"]["stage"] = "random"
+    d["env_kwargs"]["random_stage"] = {
+        "pool": 65536,
+        "pool_steps": 1,
+        "loops": 1.0,
+        "laps": 10,
+        "length_m": 5000,
+    }
+    d["reset"]["pool"] = {"seed": 1, "clock": 0}
+    return _bytes(d)
+
+
+def spoofed_gen_stage(name: str = "gen-5", length_m: float = 300.0) -> bytes:
+    """An honest, finished run on an embedded straight ``length_m`` long *named* ``name``
+    (the name of a generated stage it is not): it verifies, and a board of ``name`` must not
+    show it (recorded here: a few seconds)."""
+    from tests.rally_env.test_replay_support import record_run
+    from tracks import Finish, PathBuilder, Section, Stage, Start
+
+    b = PathBuilder(knot_spacing_m=10.0)
+    b.straight(length_m + 60.0)
+    st = Stage(
+        name=name,
+        knots=b.knots(),
+        sections=(Section(0.0, 8.0, "gravel"),),
+        finish=Finish(s_m=length_m),
+        start=Start(10.0, 0.0),
+    )
+    run, _ = record_run(seed=1, vmax=30.0, stage=st)
+    assert run.finished, run.end_reason
+    return run.to_bytes(compress=True)

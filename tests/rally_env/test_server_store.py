@@ -95,7 +95,7 @@ def test_interrupted_verifications_are_retaken_then_given_up(tmp_path, honest):
         assert st.requeue_verifying() == 1
     assert st.claim(60.0) is None
     d = st.submission(a)
-    assert (d["status"], d["reason"]) == ("rejected", "verifier_failed")
+    assert (d["status"], d["reason"]) == ("rejected", "verifier_error")
     # an expired lease is retaken without a restart (another server died)
     b = st.submit(data, 1, "-", "ada", max_queue=10)
     assert st.claim(-1.0)[0] == b

@@ -6,8 +6,12 @@ Subcommands import what they need when they run (``rally demo`` never imports py
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from pathlib import Path
+
+#: Where ``rally record`` and ``rally play`` save replays unless told (``out/``, as the demo's
+#: ``out/demo``): one place for a session's runs, to verify or race as ghosts.
+REPLAY_DIR = "out/replays"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -27,6 +31,13 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
     try:
         _check_record_args(args)
+        if not args.quiet:
+            keep = "no replay" if args.no_replay else f"replay in {args.replay_dir or REPLAY_DIR}/"
+            print(
+                f"rally record: {args.agent} on {args.stage} -> {args.out} ({keep})",
+                file=sys.stderr,
+                flush=True,
+            )
         from rally_env.env import RallyEnv
 
         kw = {}
@@ -53,7 +64,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         if not args.no_replay:
             from rally_env.replay import RecordReplay
 
-            replay_dir = args.replay_dir or str(Path(args.out).resolve().parent)
+            replay_dir = args.replay_dir or REPLAY_DIR
             env = RecordReplay(env, directory=replay_dir, save_partial=True, meta={"agent": label})
         gif = True if args.gif == "" else args.gif
         res = render_episode(
@@ -143,12 +154,37 @@ def add_vehicle_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def no_window_reason() -> str | None:
+    """Why ``rally play`` could not show its window, or ``None``.
+
+    An ``SDL_VIDEODRIVER`` the user set is what they asked for (``dummy`` runs without a
+    window, as the tests and ``--frames`` demos do); otherwise, on Linux, a window needs a
+    display: ``DISPLAY`` (X11) or ``WAYLAND_DISPLAY``. Without either, SDL would run on no
+    screen at all, silently (the renderer falls back to the dummy driver when headless).
+    """
+    if os.environ.get("SDL_VIDEODRIVER"):
+        return None
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        return (
+            "no display to open the window on (neither DISPLAY nor WAYLAND_DISPLAY is set): "
+            "run it in a desktop session, or set SDL_VIDEODRIVER=dummy to drive without a "
+            "window (with --frames N)"
+        )
+    return None
+
+
 def _cmd_play(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
     from rally_env.render.ghost import GhostFileError
     from rally_env.render.play import play
 
+    why = no_window_reason()
+    if why is not None:
+        print(f"rally play: error: {why}", file=sys.stderr)
+        return 2
     try:
         res = play(
             args.stage,
@@ -228,7 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rec.add_argument("--quiet", action="store_true", help="no progress bar")
     rec.add_argument(
-        "--replay-dir", default=None, metavar="DIR", help="where the replay goes (the video's)"
+        "--replay-dir",
+        default=None,
+        metavar="DIR",
+        help=f"where the replay goes ({REPLAY_DIR}/)",
     )
     rec.add_argument("--no-replay", action="store_true", help="do not save a replay")
     _add_view_args(rec, 600, 400)
@@ -249,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     play.add_argument("--seed", type=int, default=0, help="reset seed (0)")
     play.add_argument(
-        "--save-dir", default="replays", help="where finished runs are saved (replays/)"
+        "--save-dir", default=REPLAY_DIR, help=f"where finished runs are saved ({REPLAY_DIR}/)"
     )
     play.add_argument("--no-save", action="store_true", help="do not save finished runs")
     play.add_argument("--frames", type=int, default=None, help="quit after N frames (demo/test)")

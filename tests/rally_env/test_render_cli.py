@@ -26,6 +26,13 @@ def _count_frames(path) -> int:
         return rd.count_frames()
 
 
+@pytest.fixture(autouse=True)
+def _in_a_temporary_directory(tmp_path, monkeypatch):
+    """``rally record`` and ``rally play`` save replays to out/replays/ under the current
+    directory: each test runs in its own."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(scope="module")
 def sprint() -> Stage:
     """A 120 m straight: start at 20 m, a checkpoint at 35 m, the finish at 50 m."""
@@ -251,13 +258,19 @@ def test_rally_play_cli_headless(tmp_path, capsys):
 
 
 def test_rally_record_saves_a_verifiable_replay(tmp_path, capsys):
+    """The replay goes to out/replays/ (before: beside the video, by default the current
+    directory), and the command says where."""
     from rally_env.replay import verify
 
-    out = tmp_path / "rec.mp4"
-    args = ["record", "--agent", "line", "--out", str(out), "--max-seconds", "0.5", "--quiet"]
+    out = tmp_path / "video" / "rec.mp4"
+    args = ["record", "--agent", "line", "--out", str(out), "--max-seconds", "0.5"]
     assert main([*args, "--width", "160", "--height", "120"]) == 0
-    (replay,) = tmp_path.glob("*.rrp.json.gz")
-    assert f"wrote replay {replay}" in capsys.readouterr().out
+    (replay,) = (tmp_path / "out" / "replays").glob("*.rrp.json.gz")
+    assert not list(tmp_path.rglob("video/*.rrp.json.gz"))
+    got = capsys.readouterr()
+    assert f"wrote replay {replay.relative_to(tmp_path)}" in got.out
+    assert f"rally record: line on opener -> {out} (replay in out/replays/)" in got.err
+    args.append("--quiet")
     assert verify(replay).accepted
     assert main([*args, "--no-replay", "--replay-dir", str(tmp_path / "none")]) == 0
     assert not (tmp_path / "none").exists()
@@ -275,7 +288,23 @@ def test_rally_play_and_record_take_library_vehicles_and_planets(tmp_path, capsy
     assert main([*args, "--vehicle", "rally-car", *small]) == 0
     from rally_env.replay import verify
 
-    (replay,) = tmp_path.glob("*.rrp.json.gz")
+    (replay,) = (tmp_path / "out" / "replays").glob("*.rrp.json.gz")
     assert verify(replay).accepted
     assert main([*args, "--vehicle", "hovercraft", *small]) == 2
     assert "hovercraft" in capsys.readouterr().err
+
+
+def test_rally_play_without_a_display_says_so(monkeypatch, capsys):
+    """Before, on a machine without a display it ran with no window and no message."""
+    import sys
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    for var in ("SDL_VIDEODRIVER", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["play", "--frames", "3", "--no-save"]) == 2
+    err = capsys.readouterr().err
+    assert "rally play: error: no display to open the window on" in err
+    assert "SDL_VIDEODRIVER=dummy" in err and "Traceback" not in err
+    # asked for explicitly: no window, as asked
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    assert main(["play", "--frames", "3", "--no-save", "--width", "160", "--height", "120"]) == 0

@@ -765,13 +765,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # beside the reference solver's here (rally_env.precompile); no Python first: the demo
     # drives whole stages, and running them as Python would only slow the compiling
     precompile.start(RallyConfig.build(stage=stage), interpret=False)
+    _say(
+        f"rally demo: the heuristic driver and the shipped policies ({', '.join(SHIPPED)}) on "
+        f"{stage} against the physics reference time; the figures and a video of the best run "
+        f"go to {out}/"
+    )
+    _say("computing the reference time (the point-mass solver) ...")
     ref = reference_time(stage)
     cen = reference_time(stage, "centerline")
     print(
         f"{stage}: reference time {ref.time_s:.2f} s on the racing line, {cen.time_s:.2f} s on "
         "the centerline (point-mass quasi-steady solver; a reference, not a strict bound)"
     )
-    results: list[EvalResult] = [evaluate("heuristic", stage, [0])]
+
+    def drive(name: str) -> EvalResult:
+        _say(f"driving {name} on {stage} ...")
+        res = evaluate(name, stage, [0])
+        _say(f"  {name}: {_run_note(res.runs[0])}")
+        return res
+
+    results: list[EvalResult] = [drive("heuristic")]
     for name in SHIPPED:
         try:
             shipped_policy_path(name)
@@ -779,11 +792,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"(skipping {name}: {e})")
             continue
         try:
-            results.append(evaluate(name, stage, [0]))
+            results.append(drive(name))
         except ImportError as e:
             print(f"(skipping {name}: needs stable-baselines3/torch: {e})")
     rows = [s for r in results for s in r.stages]
-    print(format_table(rows), end="")
+    print(format_table(rows, unfinished=[u for r in results for u in r.unfinished()]), end="")
     out.mkdir(parents=True, exist_ok=True)
     doc = {
         "stage": stage,
@@ -800,6 +813,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             one = EvalResult(best_res.agent, best_res.stages, [best_run], [best_run.seed], 0.0)
             w, h = (320, 240) if args.quick else (640, 400)
             cut = 4.0 if args.quick else None
+            _say(f"rendering the best run ({best_res.agent}) to video ...")
             for p in best_run_videos(one, out, width=w, height=h, max_seconds=cut):
                 print(f"wrote {p} (best run: {best_res.agent}, {best_run.stage_time_s:.2f} s)")
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from rally_env.cli import main
 
@@ -12,6 +13,13 @@ def test_demo_quick(tmp_path, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert "reference time" in out and "heuristic" in out
+    # a line per phase as it starts (before, nothing for the first 23-52 s)
+    lines = out.splitlines()
+    assert lines[0].startswith("rally demo: the heuristic driver and the shipped policies")
+    assert lines[1] == "computing the reference time (the point-mass solver) ..."
+    assert lines[3] == "driving heuristic on opener ..."
+    assert re.fullmatch(r"  heuristic: opener \d+\.\d\d s", lines[4])
+    assert "driving ppo-opener on opener ..." in lines
     doc = json.loads((tmp_path / "demo.json").read_text())
     assert doc["stage"] == "opener" and doc["reference_time_s"] > 0
     agents = [r["agent"] for r in doc["results"]]

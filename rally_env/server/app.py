@@ -1,14 +1,18 @@
 """The HTTP API and web pages of ``rally serve`` (FastAPI on uvicorn).
 
 Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with a matching status: 400
-(``bad_request``, ``bad_run_id``, ``bad_player``, ``empty_body``), 401 (``missing_token``,
-``bad_token``), 404 (``not_found``), 408 (``slow_body``), 413 (``too_large``), 429
-(``rate_limited``, with ``Retry-After``), 503 (``queue_full``, with ``Retry-After``).
+(``bad_request``, ``bad_run_id``, ``bad_player``, ``empty_body``, ``bad_upload``), 401
+(``missing_token``, ``bad_token``), 404 (``not_found``), 408 (``slow_body``), 413
+(``too_large``), 415 (``unsupported_media_type``), 429 (``rate_limited``, with
+``Retry-After``), 503 (``queue_full`` or ``busy``, with ``Retry-After``); the web pages answer
+an error page instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.parser
+import email.policy
 import functools
 import gzip
 import json
@@ -31,13 +35,29 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rally_env.replay.budgets import DEFAULT_BUDGETS
 from rally_env.server.pool import TaskFailed, TaskLimits, Verifier
-from rally_env.server.store import ID_RE, QueueFull, Store
+from rally_env.server.store import ID_RE, QueueFull, Store, StoreBusy
 
 log = logging.getLogger("rally_env.server")
 HERE = Path(__file__).parent
 STAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 RULES_RE = re.compile(r"^(standard|all|[0-9a-f]{16})$")
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
+#: Content types of an upload taken as the replay's bytes (``curl --data-binary`` sends
+#: ``application/x-www-form-urlencoded`` unless told otherwise); ``multipart/form-data`` is
+#: read for its one file part; any other type is refused (415).
+RAW_TYPES = (
+    "",
+    "application/octet-stream",
+    "application/gzip",
+    "application/x-gzip",
+    "application/json",
+    "application/x-www-form-urlencoded",
+)
+HOW_TO_UPLOAD = (
+    "send the replay file as the body (curl --data-binary @run.rrp.json.gz -H "
+    "'Content-Type: application/octet-stream' ...) or as the one file of a multipart form "
+    "(curl -F file=@run.rrp.json.gz ...)"
+)
 
 
 @dataclass
@@ -165,6 +185,12 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
     )
     app.state.store, app.state.verifier, app.state.config = store, ctx.verifier, cfg
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    def page_error(status: int, message: str) -> HTMLResponse:
+        page = ctx.jinja.get_template("error.html").render(status=status, message=message)
+        return HTMLResponse(page, status_code=status)
+
+    app.add_middleware(StrictQuery, page_error=page_error)
     for add in (_error_handlers, _upload_route, _run_routes, _stage_routes, _page_routes):
         add(app, ctx)
     return app
@@ -194,13 +220,19 @@ class _Ctx:
         return d
 
     def board(self, stage: str, rules: str, limit: int, versions: str) -> list[Any]:
-        digest = _stage(stage).digest() if (versions == "current" and stage in _library()) else None
+        """A board as ``rally leaderboard show`` reads it (one code path: the stage version
+        of a library, ``gen-<seed>`` or drawn stage name is the one its name makes here)."""
+        digest = _board_digest(stage) if versions == "current" else None
         rules_arg = None if rules == "all" else rules
         return self.store.best(stage, digest, rules_arg, limit)
 
     def stages(self) -> list[dict[str, Any]]:
         names = list(_library())
-        names += [n for n in self.store.stage_names() if n not in names]
+        names += [
+            n
+            for n in self.store.stage_names()
+            if n not in names and self.board(n, "all", 1, "current")
+        ]
         out = []
         for n in names:
             lib = n in _library()
@@ -252,6 +284,13 @@ def _library() -> tuple[str, ...]:
     return tuple(tracks.list_stages())
 
 
+@functools.lru_cache(maxsize=256)
+def _board_digest(name: str) -> str | None:
+    from rally_env.replay.leaderboard import current_stage_digest
+
+    return current_stage_digest(name)
+
+
 @functools.lru_cache(maxsize=64)
 def _stage(name: str) -> Any:
     import tracks
@@ -285,17 +324,30 @@ def _svg_path(geom: dict[str, Any], w: float = 240, h: float = 160) -> dict[str,
 def _error_handlers(app: FastAPI, ctx: _Ctx) -> None:
     """Errors as JSON under /api/, as the error page elsewhere."""
 
+    def page_error(status: int, message: str, headers: dict | None = None) -> HTMLResponse:
+        page = ctx.jinja.get_template("error.html").render(status=status, message=message)
+        return HTMLResponse(page, status_code=status, headers=headers)
+
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, e: ApiError):
+        if not request.url.path.startswith("/api/"):
+            return page_error(e.status, e.message, e.headers)
         return _err(e.status, e.code, e.message, e.headers)
+
+    @app.exception_handler(StoreBusy)
+    async def _busy(request: Request, e: StoreBusy):
+        headers = {"Retry-After": str(ctx.cfg.retry_after_s)}
+        msg = f"{e}; retry in {ctx.cfg.retry_after_s} s"
+        if not request.url.path.startswith("/api/"):
+            return page_error(503, msg, headers)
+        return _err(503, "busy", msg, headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, e: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
         if request.url.path.startswith("/api/"):
             return _err(e.status_code, code, str(e.detail))
-        page = ctx.jinja.get_template("error.html").render(status=e.status_code, message=e.detail)
-        return HTMLResponse(page, status_code=e.status_code)
+        return page_error(e.status_code, str(e.detail))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, e: RequestValidationError):
@@ -303,7 +355,10 @@ def _error_handlers(app: FastAPI, ctx: _Ctx) -> None:
         for err in e.errors()[:3]:
             loc = ".".join(str(x) for x in err.get("loc", ()) if x != "query")
             parts.append(f"{loc}: {err.get('msg', 'invalid')}")
-        return _err(400, "bad_request", "; ".join(parts) or "invalid request")
+        msg = "; ".join(parts) or "invalid request"
+        if not request.url.path.startswith("/api/"):
+            return page_error(400, msg)
+        return _err(400, "bad_request", msg)
 
 
 def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
@@ -317,7 +372,13 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
             "requestBody": {
                 "required": True,
                 "content": {
-                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                    "multipart/form-data": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {"file": {"type": "string", "format": "binary"}},
+                        }
+                    },
                 },
             }
         },
@@ -326,6 +387,7 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
             401: {"description": "missing or bad token"},
             408: {"description": "the body arrived too slowly"},
             413: {"description": "the body is over the size limit"},
+            415: {"description": "not a replay's bytes nor a multipart form"},
             429: {"description": "rate limited (Retry-After)"},
             503: {"description": "the queue is full (Retry-After)"},
         },
@@ -337,7 +399,8 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         ),
     ) -> JSONResponse:
         """The body is the replay file (``.rrp.json.gz`` or JSON) as
-        ``application/octet-stream``; ``Authorization: Bearer <token>``."""
+        ``application/octet-stream``, or a ``multipart/form-data`` form whose one file part is
+        the replay (``curl -F file=@run.rrp.json.gz``); ``Authorization: Bearer <token>``."""
         addr = request.client.host if request.client else "-"
         wait = await ctx.db(ctx.addr_rl.take, addr)
         if wait:
@@ -373,6 +436,14 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
                 "bad_player",
                 "player: 1-40 printable characters, no leading or trailing spaces",
             )
+        ctype = request.headers.get("content-type", "")
+        media = ctype.split(";", 1)[0].strip().lower()
+        if media not in RAW_TYPES and media != "multipart/form-data":
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                f"an upload of type {media[:80]!r} is not taken: {HOW_TO_UPLOAD}",
+            )
         limit = ctx.cfg.max_upload_bytes
         length = request.headers.get("content-length")
         if length is not None:
@@ -381,6 +452,8 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
             if int(length) > limit:
                 raise ApiError(413, "too_large", f"the upload is over the {limit} byte limit")
         body = await _read_body(request, limit, ctx.cfg.body_timeout_s)
+        if media == "multipart/form-data":
+            body = multipart_file(body, ctype)
         try:
             sub_id = await ctx.db(ctx.store.submit, body, token_id, addr, name, ctx.cfg.max_queue)
         except QueueFull as e:
@@ -496,9 +569,10 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
         rules: str = Query("standard"),
         limit: int = Query(50, ge=1, le=100),
     ) -> HTMLResponse:
-        _stage_name(stage)
+        if not STAGE_RE.match(stage):
+            raise StarletteHTTPException(400, "a stage name is lowercase letters, digits, . _ -")
         if not RULES_RE.match(rules):
-            raise ApiError(400, "bad_request", "rules: standard, all or a rules digest")
+            raise StarletteHTTPException(400, "rules: standard, all or a 16-digit rules digest")
         entries = await ctx.db(ctx.board, stage, rules, limit, "current")
         lib = stage in _library()
         if not entries and not lib:
@@ -536,6 +610,97 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
                 }
             ),
         )
+
+
+def multipart_file(body: bytes, content_type: str) -> bytes:
+    """The content of the one file part of a ``multipart/form-data`` body (RFC 7578; the
+    part with a ``filename``, or the only part); read here, so the server needs no form
+    library.
+
+    Raises:
+        ApiError: (400 ``bad_upload``) not a well-formed form, or not exactly one file in it.
+    """
+    head = email.parser.BytesHeaderParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode("latin-1", "replace") + b"\r\n\r\n"
+    )
+    boundary = head.get_param("boundary")
+    if not isinstance(boundary, str) or not 1 <= len(boundary) <= 70:
+        raise ApiError(400, "bad_upload", f"the multipart form has no boundary: {HOW_TO_UPLOAD}")
+    delim = b"\r\n--" + boundary.encode("latin-1", "replace")
+    start = body.find(delim[2:])
+    if start < 0 or (start and body[start - 2 : start] != b"\r\n"):
+        raise ApiError(400, "bad_upload", f"the multipart form is malformed: {HOW_TO_UPLOAD}")
+    pieces = (b"\r\n" + body[start:]).split(delim)[1:]
+    if not pieces or not pieces[-1].startswith(b"--"):
+        raise ApiError(400, "bad_upload", "the multipart form is truncated (no final boundary)")
+    parts: list[tuple[bool, bytes]] = []
+    for piece in pieces[:-1]:
+        headers, sep, content = piece.partition(b"\r\n\r\n")
+        if not sep:
+            raise ApiError(400, "bad_upload", "a part of the multipart form has no headers")
+        msg = email.parser.BytesHeaderParser(policy=email.policy.HTTP).parsebytes(
+            headers.lstrip(b" \t").removeprefix(b"\r\n") + b"\r\n\r\n"
+        )
+        parts.append((msg.get_filename() is not None, content))
+    files = [c for is_file, c in parts if is_file] or [c for _, c in parts if len(parts) == 1]
+    if len(files) != 1:
+        raise ApiError(
+            400,
+            "bad_upload",
+            f"a multipart upload holds one file part, this one has {len(files)}: {HOW_TO_UPLOAD}",
+        )
+    if not files[0]:
+        raise ApiError(400, "empty_body", "the uploaded file is empty")
+    return files[0]
+
+
+class StrictQuery:
+    """ASGI middleware: a query string whose names or values are not UTF-8 once
+    percent-decoded (``%FF``, a lone surrogate), or that repeats a name, is refused (400)
+    before any route reads it; Starlette would replace the bytes with U+FFFD and keep the
+    last of a repeated name."""
+
+    def __init__(self, app: Any, page_error: Any):
+        self.app, self.page_error = app, page_error
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            problem = query_problem(scope.get("query_string", b""))
+            if problem is not None:
+                code, message = problem
+                path = scope.get("path", "")
+                if path.startswith("/api/"):
+                    resp: Response = _err(400, code, message)
+                else:
+                    resp = self.page_error(400, message)
+                await resp(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def query_problem(raw: bytes) -> tuple[str, str] | None:
+    """(error code, message) of what is wrong with a raw query string, or None."""
+    from urllib.parse import unquote_to_bytes
+
+    seen: set[str] = set()
+    for field_ in raw.split(b"&"):
+        if not field_:
+            continue
+        key, _, value = field_.partition(b"=")
+        try:
+            name = unquote_to_bytes(key.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            return "bad_request", "a query parameter's name is not UTF-8"
+        try:
+            unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            code = "bad_player" if name == "player" else "bad_request"
+            return code, f"{name[:40]}: not UTF-8 text once percent-decoded"
+        if name in seen:
+            code = "bad_player" if name == "player" else "bad_request"
+            return code, f"{name[:40]}: given more than once"
+        seen.add(name)
+    return None
 
 
 async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:

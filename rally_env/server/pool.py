@@ -4,9 +4,18 @@ Each of the N pool threads owns one worker process (started with ``spawn``: noth
 server's state is inherited) and loops: claim the oldest queued submission from the store,
 send its bytes to the worker, wait at most the task's time budget, record the verdict. The
 worker runs :func:`rally_env.replay.verify_bytes` with the server's
-:class:`~rally_env.replay.budgets.Budgets` under an address-space limit (``RLIMIT_AS``); a
-worker over its time budget is killed, one that runs out of memory fails its allocation or
-dies, and either way the run is rejected (``over_budget``) and a fresh worker takes its place.
+:class:`~rally_env.replay.budgets.Budgets` under an address-space limit (``RLIMIT_AS``).
+
+The time budget of a run is proportional to what a default-settings run of the same length
+costs on this machine: each worker measures that when it starts (building a default env and
+stepping it, :func:`calibrate`), reports the claimed step count of a replay as soon as it has
+parsed it, and the run then gets :attr:`TaskLimits.cost_factor` times the default run's cost
+(at least :attr:`TaskLimits.min_timeout_s`, at most :attr:`TaskLimits.timeout_s`). A worker
+over its budget is killed and the run rejected (``over_budget``); one that runs out of memory
+fails its allocation and the run is rejected the same way. A worker that *dies* (killed, a
+crash) is the verifier's failure, not the run's: the run goes back to the queue, and after
+:data:`~rally_env.server.store.MAX_ATTEMPTS` deaths gets the verdict ``verifier_error`` with
+its upload kept. Either way a fresh worker takes the place of the old one.
 An accepted run's trace (:mod:`rally_env.server.trace`) is computed by the same worker.
 """
 
@@ -28,34 +37,95 @@ log = logging.getLogger("rally_env.server")
 
 @dataclass(frozen=True)
 class TaskLimits:
-    """What one verification may cost: wall time (s) and address space (MiB; 0 = none)."""
+    """What one verification may cost: wall time (s) and address space (MiB; 0 = none).
+
+    Attributes:
+        timeout_s: the most any task may take (s).
+        memory_mb: the worker's address space (MiB; 0 = no limit).
+        budgets: what a replay may claim (checked before anything is built).
+        cost_factor: a run's time budget is this many times the cost of a default-settings
+            run of the same step count, as the worker measured it (:func:`calibrate`).
+        min_timeout_s: the least time budget of a run (s): slack for a loaded machine.
+        parse_timeout_s: the most a worker may take to read a replay before it reports its
+            step count (s).
+    """
 
     timeout_s: float = 60.0
     memory_mb: int = 2048
     budgets: Budgets = DEFAULT_BUDGETS
+    cost_factor: float = 4.0
+    min_timeout_s: float = 10.0
+    parse_timeout_s: float = 20.0
+
+    def run_timeout(self, steps: int, cost: tuple[float, float] | None) -> float:
+        """The time budget (s) of a run of ``steps`` control steps, given the measured cost
+        ``(setup s, s per step)`` of a default-settings run (None: not measured)."""
+        if cost is None:
+            return self.timeout_s
+        setup_s, step_s = cost
+        budget = self.cost_factor * (setup_s + max(int(steps), 0) * step_s)
+        return min(self.timeout_s, max(self.min_timeout_s, budget))
 
 
 class TaskFailed(Exception):
-    """A task exceeded its time or memory budget (the worker was replaced)."""
+    """A task exceeded its time or memory budget, or its worker died (the worker was
+    replaced). ``reason``: ``over_budget`` or ``verifier_died``."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
         self.reason = reason
 
 
+def calibrate(steps: int = 200) -> tuple[float, float]:
+    """(setup s, s per step) of a default-settings run on this machine now: a default env
+    built and reset, then ``steps`` steps at full throttle. What a worker's run budgets are
+    proportional to (:meth:`TaskLimits.run_timeout`)."""
+    import time
+
+    import numpy as np
+
+    from rally_env.env import RallyEnv
+
+    t0 = time.perf_counter()
+    env = RallyEnv()
+    env.reset(seed=0)
+    t1 = time.perf_counter()
+    a = np.array([0.0, 1.0, 0.0, 0.0], np.float32)
+    for _ in range(steps):
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            env.reset()
+    t2 = time.perf_counter()
+    env.close()
+    return t1 - t0, (t2 - t1) / steps
+
+
 def run_task(
-    kind: str, payload: bytes, budgets: Budgets, where: str = "<upload>"
+    kind: str,
+    payload: bytes,
+    budgets: Budgets,
+    where: str = "<upload>",
+    started: Any = None,
 ) -> dict[str, Any]:
     """One task of a worker: ``verify`` (the report, and for an accepted run its stored
     blob and trace), ``report`` (the report alone) or ``trace``; errors as
-    ``{"error": ...}``, never raised. ``where`` names the input in messages."""
+    ``{"error": ...}``, never raised. ``where`` names the input in messages; ``started``
+    (if given) is called with the replay's claimed step count once it is parsed, before
+    anything is built from it."""
+    from rally_env.replay.errors import ReplayError
     from rally_env.replay.format import replay_from_bytes
-    from rally_env.replay.verify import verify_bytes
+    from rally_env.replay.verify import unusable, verify_replay
     from rally_env.server.trace import encode, trace_of
 
     try:
         if kind in ("verify", "report"):
-            rep = verify_bytes(payload, budgets, where)
+            try:
+                replay = replay_from_bytes(payload, where, budgets)
+                if started is not None:
+                    started(replay.steps)
+                rep = verify_replay(replay, budgets)
+            except ReplayError as e:
+                rep = unusable(e)
             out: dict[str, Any] = {"report": rep}
             if kind == "verify" and rep.accepted and rep.finish_time_s is not None:
                 replay = replay_from_bytes(payload, "<upload>", budgets)
@@ -84,13 +154,17 @@ def _worker_main(conn: Any, limits: TaskLimits) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
     import rally_env.replay.verify  # noqa: F401  (loaded before the first task's clock)
 
-    conn.send(("ready", os.getpid()))
+    try:
+        cost: tuple[float, float] | None = calibrate()
+    except Exception:  # no measure: the flat time budget
+        cost = None
+    conn.send(("ready", os.getpid(), cost))
     while True:
         try:
             kind, payload, where = conn.recv()
         except (EOFError, OSError):
             return  # the server is gone
-        out = run_task(kind, payload, limits.budgets, where)
+        out = run_task(kind, payload, limits.budgets, where, lambda n: conn.send(("steps", int(n))))
         try:
             conn.send(out)
         except (EOFError, OSError):
@@ -106,7 +180,8 @@ def ray_task(kind: str, payload: bytes, limits_json: str, where: str = "<upload>
     import json
 
     doc = json.loads(limits_json)
-    limits = TaskLimits(doc["timeout_s"], doc["memory_mb"], Budgets(**doc["budgets"]))
+    doc["budgets"] = Budgets(**doc["budgets"])
+    limits = TaskLimits(**doc)
     try:
         out = bounded_task(kind, payload, limits, where)
     except TaskFailed as e:
@@ -159,6 +234,8 @@ class Worker:
         self.proc: Any = None
         self.conn: Any = None
         self.pid = 0
+        #: (setup s, s per step) of a default-settings run, as this worker measured it
+        self.cost: tuple[float, float] | None = None
 
     def start(self) -> None:
         ctx = mp.get_context("spawn")
@@ -171,7 +248,7 @@ class Worker:
         try:
             if not parent.poll(self.ready_timeout_s):
                 raise EOFError
-            _, self.pid = parent.recv()
+            _, self.pid, self.cost = parent.recv()
         except (EOFError, OSError):
             code = self.proc.exitcode
             self.stop()
@@ -182,6 +259,23 @@ class Worker:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
+
+    def _death(self) -> str:
+        """What ended the worker process (read after it is reaped), and replace it."""
+        code = None
+        if self.proc is not None:
+            self.proc.join(5)
+            code = self.proc.exitcode
+        self.stop()
+        if code is None:
+            return "the verifier process stopped answering"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"the verifier process was killed by {name}"
+        return f"the verifier process exited with code {code}"
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -201,24 +295,25 @@ class Worker:
         if not self.alive():
             self.stop()
             self.start()
+        lim = self.limits
         try:
             self.conn.send((kind, payload, where))
-            if not self.conn.poll(self.limits.timeout_s):
-                self.stop()
-                raise TaskFailed(
-                    "over_budget",
-                    f"the verification took longer than the {self.limits.timeout_s:g} s time "
-                    "budget",
-                )
-            out = self.conn.recv()
+            budget = lim.parse_timeout_s if kind != "trace" else lim.timeout_s
+            while True:
+                if not self.conn.poll(budget):
+                    self.stop()
+                    raise TaskFailed(
+                        "over_budget",
+                        f"the verification took longer than its {budget:.3g} s time budget",
+                    )
+                out = self.conn.recv()
+                if isinstance(out, tuple) and out and out[0] == "steps":
+                    budget = lim.run_timeout(out[1], self.cost)
+                    continue
+                break
         except (EOFError, OSError, BrokenPipeError):
-            code = self.proc.exitcode if self.proc is not None else None
-            self.stop()
-            raise TaskFailed(
-                "over_budget",
-                f"the verifier died (exit code {code}): over the {self.limits.memory_mb} MiB "
-                "memory budget",
-            ) from None
+            why = self._death()
+            raise TaskFailed("verifier_died", why) from None
         if out.get("error") == "memory":
             self.stop()  # a fresh process: nothing half-allocated survives
             raise TaskFailed(
@@ -285,8 +380,8 @@ class RayWorker:
             raise TaskFailed(
                 "over_budget", f"the verifier died on the cluster ({type(e).__name__})"
             ) from None
-        if out.get("error") == "over_budget":
-            raise TaskFailed("over_budget", out["message"])
+        if out.get("error") in ("over_budget", "verifier_died"):
+            raise TaskFailed(out["error"], out["message"])
         if "report" in out:
             out["report"] = VerifyReport(**out["report"])
         return out
@@ -351,6 +446,14 @@ class Verifier:
                     log.exception("a verification worker failed to start")
                     self.stopping.wait(5.0)
                     continue
+                cost = getattr(w, "cost", None)
+                log.info(
+                    "verification worker %s ready (a default run here: %s)",
+                    getattr(w, "pid", "-"),
+                    "not measured"
+                    if cost is None
+                    else f"{cost[0]:.2f} s to set up, {cost[1] * 1e3:.3f} ms a step",
+                )
             try:
                 job = self.store.claim(self.lease_s)
             except Exception:
@@ -365,13 +468,23 @@ class Verifier:
             try:
                 out = w.call("verify", blob)
                 if "error" in out:
-                    self.store.fail(sub_id, "verifier_error", out.get("message", out["error"]))
+                    self.store.fail(
+                        sub_id,
+                        "verifier_error",
+                        out.get("message", out["error"]),
+                        keep_upload=True,
+                    )
                 else:
                     self.store.finish(sub_id, out["report"], out.get("blob"), out.get("trace"))
             except TaskFailed as e:
                 if self.stopping.is_set():
                     return  # killed by stop(): the run stays verifying, a restart retakes it
-                self.store.fail(sub_id, e.reason, str(e))
+                if e.reason == "verifier_died":  # the verifier's failure, not the run's
+                    status = self.store.requeue(sub_id, str(e))
+                    log.warning("verifying %s: %s; %s", sub_id, e, status or "gone")
+                    self.wake.set()
+                else:
+                    self.store.fail(sub_id, e.reason, str(e))
             except Exception:
                 if self.stopping.is_set():
                     return

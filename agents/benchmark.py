@@ -774,7 +774,8 @@ def _stage_row(
 
 
 class _Progress:
-    """A progress bar over stages (tqdm when installed, else a line per ten stages)."""
+    """A progress bar over stages in a terminal (tqdm when installed); otherwise, as in a
+    log, a first line and a plain line per ten stages."""
 
     def __init__(self, total: int, desc: str, enabled: bool):
         self.total = total
@@ -783,12 +784,15 @@ class _Progress:
         self.enabled = enabled
         self.bar = None
         if enabled:
-            try:
-                from tqdm.auto import tqdm
-
-                self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr)
-            except ImportError:
-                print(f"{desc}: {total} stages", file=sys.stderr)
+            if sys.stderr.isatty():
+                try:
+                    from tqdm.auto import tqdm
+                except ImportError:
+                    pass
+                else:
+                    self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr)
+            if self.bar is None:
+                print(f"{desc}: {total} stages", file=sys.stderr, flush=True)
 
     def step(self, run: RunResult) -> None:
         self.n += 1
@@ -799,7 +803,9 @@ class _Progress:
             self.bar.set_postfix(finished=f"{self.fin}/{self.n}", refresh=False)
             self.bar.update(1)
         elif self.n % 10 == 0 or self.n == self.total:
-            print(f"  {self.n}/{self.total} stages, {self.fin} finished", file=sys.stderr)
+            print(
+                f"  {self.n}/{self.total} stages, {self.fin} finished", file=sys.stderr, flush=True
+            )
 
     def close(self) -> None:
         if self.bar is not None:

@@ -227,6 +227,13 @@ def _wrap_verify(local: Any, leaderboard: bool) -> Any:
                     flag = "--" + opt.replace("_", "-")
                     print(f"rally: error: {flag} goes with --ray-address", file=sys.stderr)
                     return 2
+            what = "verifying and filing" if leaderboard else "verifying"
+            print(
+                f"rally: {what} {len(args.files)} replay(s): each is re-simulated from the file "
+                "alone",
+                file=sys.stderr,
+                flush=True,
+            )
             return local(args)
         return _verify_distributed(args, local, leaderboard)
 

@@ -22,84 +22,7 @@ from rally_env.cli import add_vehicle_args, vehicle_env_kwargs
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Add ``train``, ``eval`` and ``par``, and point ``demo`` at :func:`cmd_demo`."""
-    tr = sub.add_parser(
-        "train",
-        help="train PPO or SAC (stable-baselines3) on the native vector env",
-        description="Train a policy; the model, config.json, checkpoints, eval_log.csv and "
-        "TensorBoard logs go to --out. Hyperparameters: agents.sb3.PPO_DEFAULTS / SAC_DEFAULTS "
-        "(docs/agents.md).",
-    )
-    tr.add_argument(
-        "--config",
-        default=None,
-        metavar="RECIPE.toml",
-        help="train from a recipe file holding every setting (agents/configs/general.toml); "
-        "only --out, --overwrite and --no-progress may go with it",
-    )
-    tr.add_argument(
-        "--algo",
-        choices=("ppo", "sac", "rllib-ppo"),
-        default="ppo",
-        help="ppo, sac (stable-baselines3) or rllib-ppo (RLlib on Ray: docs/ray.md)",
-    )
-    tr.add_argument("--stage", default="opener", help="stage name, gen-<seed> or 'random'")
-    tr.add_argument("--timesteps", type=int, default=1_000_000, help="environment steps (1e6)")
-    tr.add_argument("--n-envs", type=int, default=8, help="cars in the vector env (8)")
-    tr.add_argument("--seed", type=int, default=0)
-    add_vehicle_args(tr)
-    tr.add_argument(
-        "--out",
-        default="runs/ppo-opener",
-        help="output directory; refused when it holds files, unless --resume or --overwrite",
-    )
-    tr.add_argument(
-        "--resume",
-        default=None,
-        metavar="CKPT.zip",
-        help="continue a checkpoint (--out may hold the run it came from: its eval_log.csv "
-        "goes on)",
-    )
-    tr.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="remove the run already in --out (its model, logs, checkpoints, tb/) first",
-    )
-    tr.add_argument("--eval-freq", type=int, default=None, help="steps between evaluations")
-    tr.add_argument("--eval-seeds", type=int, default=None, help="episodes per evaluation")
-    tr.add_argument("--checkpoint-freq", type=int, default=None, help="steps between checkpoints")
-    tr.add_argument("--threads", type=int, default=None, help="torch threads (1)")
-    tr.add_argument(
-        "--warmstart-steps",
-        type=int,
-        default=None,
-        help="PPO: behaviour-clone the heuristic driver on N env steps first (default 0)",
-    )
-    tr.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="override a hyperparameter, e.g. --set learning_rate=1e-4 (repeatable)",
-    )
-    tr.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress bar (in a terminal) and no progress line every 30 s (otherwise)",
-    )
-    add_ray_address(tr, "rllib-ppo: the cluster to train on (default local)")
-    tr.add_argument(
-        "--num-env-runners",
-        type=int,
-        default=None,
-        help="rllib-ppo: env-runner actors sampling in parallel (default 0: the driver samples)",
-    )
-    tr.add_argument(
-        "--envs-per-runner",
-        type=int,
-        default=None,
-        help="rllib-ppo: cars of the one native RallyVectorEnv each runner steps (default 8)",
-    )
-    tr.set_defaults(func=cmd_train)
+    _add_train_parser(sub)
 
     ev = sub.add_parser(
         "eval",
@@ -185,6 +108,88 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--out", default="out/demo", help="where the video and JSON go")
     demo.add_argument("--no-video", action="store_true")
     demo.set_defaults(func=cmd_demo)
+
+
+def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+    """``rally train``'s options."""
+    tr = sub.add_parser(
+        "train",
+        help="train PPO or SAC (stable-baselines3) on the native vector env",
+        description="Train a policy; the model, config.json, checkpoints, eval_log.csv and "
+        "TensorBoard logs go to --out. Hyperparameters: agents.sb3.PPO_DEFAULTS / SAC_DEFAULTS "
+        "(docs/agents.md).",
+    )
+    tr.add_argument(
+        "--config",
+        default=None,
+        metavar="RECIPE.toml",
+        help="train from a recipe file holding every setting (agents/configs/general.toml); "
+        "only --out, --overwrite and --no-progress may go with it",
+    )
+    tr.add_argument(
+        "--algo",
+        choices=("ppo", "sac", "rllib-ppo"),
+        default="ppo",
+        help="ppo, sac (stable-baselines3) or rllib-ppo (RLlib on Ray: docs/ray.md)",
+    )
+    tr.add_argument("--stage", default="opener", help="stage name, gen-<seed> or 'random'")
+    tr.add_argument("--timesteps", type=int, default=1_000_000, help="environment steps (1e6)")
+    tr.add_argument("--n-envs", type=int, default=8, help="cars in the vector env (8)")
+    tr.add_argument("--seed", type=int, default=0)
+    add_vehicle_args(tr)
+    tr.add_argument(
+        "--out",
+        default="runs/ppo-opener",
+        help="output directory; refused when it holds files, unless --resume or --overwrite",
+    )
+    tr.add_argument(
+        "--resume",
+        default=None,
+        metavar="CKPT.zip",
+        help="continue a checkpoint (--out may hold the run it came from: its eval_log.csv "
+        "goes on)",
+    )
+    tr.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="remove the run already in --out (its model, logs, checkpoints, tb/) first",
+    )
+    tr.add_argument("--eval-freq", type=int, default=None, help="steps between evaluations")
+    tr.add_argument("--eval-seeds", type=int, default=None, help="episodes per evaluation")
+    tr.add_argument("--checkpoint-freq", type=int, default=None, help="steps between checkpoints")
+    tr.add_argument("--threads", type=int, default=None, help="torch threads (1)")
+    tr.add_argument(
+        "--warmstart-steps",
+        type=int,
+        default=None,
+        help="PPO: behaviour-clone the heuristic driver on N env steps first (default 0)",
+    )
+    tr.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="override a hyperparameter, e.g. --set learning_rate=1e-4 (repeatable)",
+    )
+    tr.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (in a terminal) and no progress line every 30 s (otherwise)",
+    )
+    add_ray_address(tr, "rllib-ppo: the cluster to train on (default local)")
+    tr.add_argument(
+        "--num-env-runners",
+        type=int,
+        default=None,
+        help="rllib-ppo: env-runner actors sampling in parallel (default 0: the driver samples)",
+    )
+    tr.add_argument(
+        "--envs-per-runner",
+        type=int,
+        default=None,
+        help="rllib-ppo: cars of the one native RallyVectorEnv each runner steps (default 8)",
+    )
+    tr.set_defaults(func=cmd_train)
 
 
 def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -524,6 +525,10 @@ def phase_env(recipe: Recipe, step: int) -> dict[str, Any]:
     return env
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = True) -> dict:
     """Train as the recipe says; returns the summary (also written to ``summary.json``).
     An ``es`` recipe runs :func:`agents.es.run_es_recipe`; an ``rllib-ppo`` recipe runs
@@ -634,11 +639,14 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
             model.set_env(venv)
         per = int(hp["n_steps"]) * recipe.n_envs
         steps = max(per, (end - model.num_timesteps) // per * per)
+        # a progress bar in a terminal; in a log, a plain line every 30 s
+        tty = sys.stdout.isatty()
+        lines = [sb3.ProgressLines(steps, 30.0, _say)] if progress and not tty else []
         model.learn(
             steps,
-            callback=CallbackList(cbs),
+            callback=CallbackList(cbs + lines),
             reset_num_timesteps=False,
-            progress_bar=progress and sb3._has_progress_bar(),
+            progress_bar=progress and tty and sb3._has_progress_bar(),
         )
     timing["train_s"] = time.perf_counter() - t_train
     model_path = out / "model.zip"

@@ -18,12 +18,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the server extra is not installed")
-httpx = pytest.importorskip("httpx", reason="the server extra is not installed")
+from tests.server.support import Server, add_token, httpx, rally, submit, wait_verdict
 
-from tests.server.support import Server, add_token, rally, submit, wait_verdict  # noqa: E402
-
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.usefixtures("server_extra")]
 
 
 @pytest.fixture(scope="module")

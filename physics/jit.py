@@ -40,6 +40,14 @@ compiled function is its twin too (:func:`python_twin`), so it runs what
 Python (tested for the physics, the tile bake, the stage generator and whole env runs), so a
 call may run as Python and the next one compiled; each function switches as soon as the cache
 has it (loading from the cache takes milliseconds).
+
+A corrupt cache entry (a file truncated by a full disk or a killed process) is never fatal:
+every project function's cache (:class:`SafeCache`) treats an entry it cannot load as missing,
+so the function is compiled again and the entry replaced.
+
+Cold compiles said once (:func:`notice_cold_compile`): the env's start registers its kernels
+and a callback, called once when a call from Python is about to compile one of them that the
+cache does not hold (the caller waits for it), never on a warm cache.
 """
 
 from __future__ import annotations
@@ -50,12 +58,14 @@ import textwrap
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numba
 from numba import config
 from numba.core import targetconfig
+from numba.core.caching import FunctionCache
 from numba.core.dispatcher import Dispatcher
 from numba.core.registry import CPUDispatcher
 
@@ -268,6 +278,85 @@ def in_cache(disp: Any, sig: tuple) -> bool:
         return True
 
 
+class SafeCache(FunctionCache):
+    """numba's cache of a compiled function, except that an entry it cannot load (a
+    truncated or corrupt index or data file: ``UnpicklingError``, ``EOFError``, ...) is a
+    miss: the index is emptied and the function compiled again, which writes the entry
+    anew. A failure to save is a warning: the function runs compiled all the same."""
+
+    def __init__(self, py_func: Callable) -> None:
+        super().__init__(py_func)
+        self.what = f"{py_func.__module__}.{py_func.__qualname__}"
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as e:
+            try:
+                self.flush()  # an empty index: the entries are compiled and written again
+            except Exception:
+                pass
+            warnings.warn(
+                f"numba's cache entry of {self.what} could not be loaded "
+                f"({type(e).__name__}: {str(e)[:100]}); compiling it again",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return None
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        try:
+            super().save_overload(sig, data)
+        except Exception as e:
+            warnings.warn(
+                f"numba's cache entry of {self.what} could not be written "
+                f"({type(e).__name__}: {str(e)[:100]})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+
+def _safe_cache(disp: Any) -> Any:
+    """``disp`` with a :class:`SafeCache` in place of numba's plain cache (if it caches)."""
+    if type(getattr(disp, "_cache", None)) is FunctionCache:
+        disp._cache = SafeCache(disp.py_func)
+    return disp
+
+
+class _ColdWatch:
+    """:func:`notice_cold_compile`'s state: the dispatchers watched and the callback."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ids: set[int] = set()
+        self.callback: Callable[[], Any] | None = None
+
+    def check(self, disp: Any, args: tuple) -> None:
+        try:
+            sig = tuple(disp.typeof_pyval(a) for a in args)
+            if disp.overloads.get(sig) is not None or _in_cache(disp, sig):
+                return
+        except Exception:
+            return
+        with self.lock:
+            callback, self.callback = self.callback, None
+            self.ids = set()
+        if callback is not None:
+            callback()
+
+
+_COLD = _ColdWatch()
+
+
+def notice_cold_compile(dispatchers: Any, callback: Callable[[], Any]) -> None:
+    """Call ``callback()`` once, when a call from Python to one of ``dispatchers`` is about
+    to compile it for argument types numba's cache does not hold (the caller then waits for
+    the compiler); never for a call that loads from the cache or runs as Python first."""
+    with _COLD.lock:
+        _COLD.ids = {id(d) for d in dispatchers}
+        _COLD.callback = callback
+
+
 _in_cache = in_cache  # what TieredDispatcher asks (the tests stand in for it)
 _next_look: dict[int, float] = {}  # id(dispatcher) -> when to look in the cache again
 
@@ -286,7 +375,12 @@ class TieredDispatcher(CPUDispatcher):
             if not _in_cache(self, sig):
                 _next_look[id(self)] = now + 0.1
                 return python_twin(self)
+        if _COLD.ids and id(self) in _COLD.ids and not kws:
+            _COLD.check(self, args)
         return super()._compile_for_args(*args, **kws)
+
+    def enable_caching(self) -> None:
+        self._cache = SafeCache(self.py_func)
 
 
 def njit(*args: Any, **options: Any) -> Any:
@@ -299,7 +393,7 @@ def njit(*args: Any, **options: Any) -> Any:
         d = numba.njit(*args, **options)(f)
         if isinstance(d, CPUDispatcher) and type(d) is CPUDispatcher:
             d.__class__ = TieredDispatcher
-        return d
+        return _safe_cache(d)
 
     return deco
 
@@ -307,6 +401,9 @@ def njit(*args: Any, **options: Any) -> Any:
 class InnerDispatcher(CPUDispatcher):
     """A dispatcher for compiled code only: calling it from Python raises :class:`TypeError`
     (but while :func:`interpreting`, a twin calling it gets its twin)."""
+
+    def enable_caching(self) -> None:
+        self._cache = SafeCache(self.py_func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _TIER.active():

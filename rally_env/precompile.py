@@ -38,6 +38,15 @@ and compiles and waits as before: a step of many cars in Python would take secon
 threaded env starts no Python first of its own but joins a running one (its worker then also
 compiles the post-step kernel it would have compiled beside the worker). ``RALLY_INTERPRET=0``
 turns Python first off (the test suite does, so that its compile checks see compiled code).
+
+**Never waiting longer than compiling.** An env that waits for a worker (its own or another
+process's, through the lock) stops waiting as soon as every kernel of its list is in the
+cache, and once it has waited about as long as compiling what is still missing would take
+(:data:`KERNEL_COMPILE_S` a kernel) it compiles that itself instead: a lock held by a stalled
+process costs seconds, not :data:`WAIT_S`. The workers die with the process that started them
+(they watch its pid and a pipe from it, :func:`_die_with_parent`): killing an env leaves no
+orphan compiling. A start that has to wait for compiling (a worker's, or its own on a cold
+cache) says so once on stderr (:func:`notice`); a warm start prints nothing.
 """
 
 from __future__ import annotations
@@ -115,6 +124,14 @@ KERNELS = {
 SIGNATURES = Path(__file__).with_name("precompile_signatures.pkl")
 #: How long an env waits for the worker before compiling by itself (s).
 WAIT_S = 300.0
+#: About the longest one kernel of a list takes to compile (s, two cores, a loaded machine):
+#: an env waits for others' compiling at most this long per kernel still missing.
+KERNEL_COMPILE_S = 6.0
+#: A first start that compiles the simulator takes about this long (s) on two cores: measured
+#: with an empty cache, RALLY_INTERPRET=0, under a load of about 2 (Rally-v0 43 s with its
+#: worker, RallyWheelSpeed-v1 41-70 s).
+COMPILE_ESTIMATE_S = 45
+NOTICE = "rally-env: compiling the simulator once (about {s} s on 2 cores; cached afterwards)\u2026"
 #: The most cars an env may have to run as Python while the workers compile (see the module
 #: docstring); a bigger env ends that for the process.
 INTERPRET_MAX_CARS = 16
@@ -125,6 +142,32 @@ _started: set[str] = set()
 _others: set[str] = set()  # kinds whose worker another process runs (it holds the lock)
 _done: list[subprocess.Popen] = []  # workers :func:`wait` stopped waiting for
 _spawned_at: list[float] = []  # when this process started its first worker
+_noticed: list[bool] = []  # notice() has printed
+
+
+def notice() -> None:
+    """Say once per process, on stderr, that this start waits for the simulator to compile
+    (:data:`NOTICE`)."""
+    with _lock:
+        if _noticed:
+            return
+        _noticed.append(True)
+    try:
+        print(NOTICE.format(s=COMPILE_ESTIMATE_S), file=sys.stderr, flush=True)
+    except Exception:
+        pass
+
+
+def _watch_cold_compiles() -> None:
+    """Have the first compile of a kernel of the lists that the cache lacks say so
+    (:func:`notice`, through :func:`physics.jit.notice_cold_compile`)."""
+    disps = []
+    for mod, name in dict.fromkeys((*SERIAL_ALL, *THREADED_ALL)):
+        try:
+            disps.append(getattr(importlib.import_module(mod), name))
+        except Exception:
+            pass
+    jit.notice_cold_compile(disps, notice)
 
 
 def fingerprint(config: Any) -> tuple:
@@ -238,7 +281,13 @@ def start(config: Any, threaded: bool = False, n_cars: int = 1, interpret: bool 
     with _lock:
         if kind in _started:
             return kind in _procs or kind in _others
+        first_start = not _started
         _started.add(kind)
+        if first_start and not _noticed:
+            try:
+                _watch_cold_compiles()
+            except Exception:
+                pass
         try:
             import fcntl  # noqa: F401
         except ImportError:
@@ -282,13 +331,52 @@ def _spawn(env: dict, *args: str) -> subprocess.Popen:
     if not _spawned_at:
         _spawned_at.append(time.monotonic())
         atexit.register(_stop_workers)
+    env = {**env, PARENT_ENV: str(os.getpid())}
+    # stdin: a pipe this process never writes and never closes: the worker sees its end when
+    # this process is gone (_die_with_parent)
     return subprocess.Popen(
         [sys.executable, "-m", "rally_env.precompile", *args],
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,
     )
+
+
+#: The environment variable a worker finds the pid of the process that started it in.
+PARENT_ENV = "RALLY_PRECOMPILE_PARENT"
+
+
+def _die_with_parent(poll_s: float = 0.25) -> None:
+    """In a worker: exit as soon as the process that started it is gone, whatever it is
+    doing (numba writes each cache file whole, so none is left half written). Two watches,
+    both portable: the parent's pid (a worker whose parent died is re-parented, so its
+    parent pid changes) and the end of the pipe on stdin (closed when the parent dies, unless
+    a child it forked still holds it)."""
+    try:
+        parent = int(os.environ.get(PARENT_ENV, "0"))
+    except ValueError:
+        parent = 0
+
+    def pid_watch() -> None:
+        while True:
+            if parent and os.getppid() != parent:
+                os._exit(0)
+            time.sleep(poll_s)
+
+    def pipe_watch() -> None:
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except Exception:
+            return
+        os._exit(0)
+
+    if not parent:  # run by hand (python -m rally_env.precompile): stdin is not our pipe
+        return
+    threading.Thread(target=pid_watch, name="parent-watch", daemon=True).start()
+    if sys.stdin is not None:
+        threading.Thread(target=pipe_watch, name="pipe-watch", daemon=True).start()
 
 
 def _stop_workers() -> None:
@@ -357,28 +445,44 @@ def wait(threaded: bool = False, timeout: float = WAIT_S, useful: bool = True) -
             if p is not None:
                 p.kill()
         return
-    deadline = time.monotonic() + timeout
-    if proc is not None or other:
-        try:
-            share(threaded)
-        except Exception:
-            pass  # the worker's and this env's own compiles still cover every kernel
-    if proc is not None:
-        try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
-        except subprocess.TimeoutExpired:
-            return  # compile what is still missing here; the worker finishes on its own
-    if proc is not None or other:
-        try:
-            path = _lock_path(kind)
-            while time.monotonic() < deadline:
+    if proc is None and not other:
+        return
+    kernels = _load_signatures(kind) or []
+    if any(not all(_cached(d, sig) for sig in sigs) for d, sigs in kernels):
+        notice()  # this start waits for compiling, its own and the workers'
+    start = time.monotonic()
+    deadline = start + timeout
+    try:
+        share(threaded)
+    except Exception:
+        pass  # the worker's and this env's own compiles still cover every kernel
+    try:
+        path = _lock_path(kind)
+        look = time.monotonic()
+        while True:
+            if proc is not None:  # this process's worker: wait for it to end
+                try:
+                    proc.wait(timeout=0.05)
+                    proc = None
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc is None:  # then for whichever worker holds the lock
                 fd = _try_lock(path)
                 if fd is not None:
                     _unlock(fd)
                     return
+            now = time.monotonic()
+            if now >= deadline:
+                return  # compile what is still missing here; the worker finishes on its own
+            if now >= look:
+                missing = sum(1 for d, sigs in kernels if not all(_cached(d, sig) for sig in sigs))
+                if missing == 0 or now - start >= KERNEL_COMPILE_S * missing:
+                    return  # nothing left to wait for, or compiling it here is quicker
+                look = now + 0.5
+            if proc is None:
                 time.sleep(0.05)
-        except Exception:
-            return
+    except Exception:
+        return
 
 
 def compile_all(kind: str = "serial") -> int:
@@ -442,6 +546,7 @@ def _compile_claimed(kind: str, i: int, disp: Any, sigs: list[Any]) -> int | Non
 
 
 def _main(argv: list[str]) -> int:
+    _die_with_parent()
     kind = argv[1] if len(argv) > 1 and argv[1] in KERNELS else "serial"
     if len(argv) > 2 and argv[2] == "back":  # the second worker: from the end of the list
         share(kind=kind)

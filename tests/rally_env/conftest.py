@@ -113,6 +113,7 @@ def fresh_module(monkeypatch):
         monkeypatch.setattr(P, name, value)
     monkeypatch.setattr(P, "_done", [])
     monkeypatch.setattr(P, "_spawned_at", [])
+    monkeypatch.setattr(P, "_noticed", [])
     yield P
     jit.stop_interpreting()
 

@@ -112,12 +112,12 @@ def run_task(
     ``{"error": ...}``, never raised. ``where`` names the input in messages; ``started``
     (if given) is called with the replay's claimed step count once it is parsed, before
     anything is built from it."""
-    from rally_env.replay.errors import ReplayError
-    from rally_env.replay.format import replay_from_bytes
-    from rally_env.replay.verify import unusable, verify_replay
-    from rally_env.server.trace import encode, trace_of
-
     try:
+        from rally_env.replay.errors import ReplayError
+        from rally_env.replay.format import replay_from_bytes
+        from rally_env.replay.verify import unusable, verify_replay
+        from rally_env.server.trace import encode, trace_of
+
         if kind in ("verify", "report"):
             try:
                 replay = replay_from_bytes(payload, where, budgets)
@@ -164,7 +164,12 @@ def _worker_main(conn: Any, limits: TaskLimits) -> None:
             kind, payload, where = conn.recv()
         except (EOFError, OSError):
             return  # the server is gone
-        out = run_task(kind, payload, limits.budgets, where, lambda n: conn.send(("steps", int(n))))
+        try:
+            out = run_task(
+                kind, payload, limits.budgets, where, lambda n: conn.send(("steps", int(n)))
+            )
+        except MemoryError:  # even reporting ran out of memory
+            out = {"error": "memory"}
         try:
             conn.send(out)
         except (EOFError, OSError):

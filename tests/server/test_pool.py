@@ -74,3 +74,40 @@ def test_serve_ray_address_without_ray_or_cluster_is_a_message(tmp_path, capsys)
     db = str(tmp_path / "b.sqlite3")
     assert main(["serve", "--db", db, "--ray-address", "127.0.0.1:1"]) == 2
     assert want in capsys.readouterr().err
+
+
+def test_a_runs_time_budget_is_proportional_to_a_default_run_of_its_length():
+    lim = TaskLimits(timeout_s=60.0, cost_factor=4.0, min_timeout_s=2.0)
+    assert lim.run_timeout(1000, (0.5, 0.001)) == pytest.approx(6.0)  # 4 x (0.5 + 1000 x 1 ms)
+    assert lim.run_timeout(10, (0.1, 0.001)) == 2.0  # at least min_timeout_s
+    assert lim.run_timeout(10**7, (0.5, 0.001)) == 60.0  # at most timeout_s
+    assert lim.run_timeout(1000, None) == 60.0  # not measured: the flat budget
+    w = Worker(TaskLimits(timeout_s=600.0, memory_mb=3072, min_timeout_s=0.001))
+    try:
+        w.start()
+        setup_s, step_s = w.cost  # measured by the worker as it started
+        assert setup_s > 0 and step_s > 0
+        w.cost = (0.0, 1e-9)  # a machine where a default run costs nothing: no time to verify
+        with pytest.raises(TaskFailed, match="time budget") as e:
+            w.call("verify", HONEST.read_bytes())
+        assert e.value.reason == "over_budget" and not w.alive()
+    finally:
+        w.stop()
+
+
+def test_a_worker_that_dies_is_reported_by_its_real_cause():
+    import os
+    import signal
+    import threading
+
+    w = Worker(TaskLimits(timeout_s=600.0, memory_mb=3072))
+    try:
+        w.start()
+        os.kill(w.pid, signal.SIGSTOP)  # holds the task until it is killed
+        threading.Timer(0.5, os.kill, (w.pid, signal.SIGKILL)).start()
+        with pytest.raises(TaskFailed, match="killed by SIGKILL") as e:
+            w.call("verify", HONEST.read_bytes())
+        assert e.value.reason == "verifier_died" and "memory" not in str(e.value)
+        assert w.call("verify", HONEST.read_bytes())["report"].accepted  # a fresh worker
+    finally:
+        w.stop()

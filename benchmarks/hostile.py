@@ -19,10 +19,15 @@ per input:
   refused before its settings are built has no twin, and is compared with the honest opener
   run (1,790 steps), less work than any of them claims. ``x ref`` is work CPU / ref CPU.
 
-The target (issue 14, item 4): no replay under 32 MiB costs more than 1 GB of memory or more
-than 2x the re-simulation time of an honest run of its claimed length; a row that misses it is
-marked ``MISS``. With ``--rounds N`` the inputs run in N interleaved rounds, best time of each
-(and the largest peak RSS). It never asserts; it also writes ``out/bench_hostile.json``.
+The target: no replay under 32 MiB costs more than 1 GB of memory or more than 2x the
+re-simulation time of an honest run of its claimed length; a row that misses it is marked
+``MISS``. The rows of item ``t`` are attacks on a leaderboard's trust and faults around it
+(``tests/rally_env/hostile_replays.py``'s ``stolen``, ``spoofed_gen_stage``, ``pool_bomb``,
+``pool_at_bound``, and the server's and the compiler's faults, each run for real in the
+child); their replays are compared with a *default-settings* run of the same step count, and
+a verdict that lets a forgery through, loses a run or shows a traceback is marked ``FAIL``.
+With ``--rounds N`` the inputs run in N interleaved rounds, best time of each (and the
+largest peak RSS). It never asserts; it also writes ``out/bench_hostile.json``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 # a benchmark measures compiled code: no Python first on a cold numba cache
 os.environ.setdefault("RALLY_INTERPRET", "0")
+# as the server's verifiers run: no prefetch process generating stages ahead (its CPU would
+# not count)
+os.environ.setdefault("RALLY_PREFETCH", "0")
 
 MB = 1024 * 1024
 TARGET_RSS_MB = 1000.0
@@ -89,6 +97,13 @@ def _child(action: str, path: str, arg: str) -> dict[str, Any]:
         }
         state = edited_state(good, *edits[arg])
     vehicle_doc = json.loads(Path(path).read_text()) if action == "vehicle" else None
+    if action == "board":  # the honest run is on the board before the clock starts
+        from rally_env.replay import replay_from_bytes
+        from rally_env.replay.leaderboard import Leaderboard
+        from tests.rally_env.hostile_replays import HONEST
+
+        lb = Leaderboard(Path(tempfile.mkdtemp(prefix="rally-board-")) / "b.sqlite3")
+        lb.add(replay_from_bytes(HONEST.read_bytes()), player="ada")
     r0 = _vm_hwm_kb()
     t0, c0 = time.perf_counter(), time.process_time()
     try:
@@ -97,6 +112,22 @@ def _child(action: str, path: str, arg: str) -> dict[str, Any]:
             verdict = f"{rep.status} {rep.reason}".strip()
             if rep.accepted:
                 verdict += f" ({rep.stage}, {rep.end_reason or 'partial'}, {rep.steps} steps)"
+        elif action == "board":  # item t1/t2: a forgery through a board
+            from rally_env.replay import load_replay
+            from rally_env.replay.leaderboard import LeaderboardError
+
+            try:
+                entry, _ = lb.add(load_replay(path), player="mallory")
+                on_board = [e.player for e in lb.best(entry.stage)]
+                verdict = (
+                    f"filed {entry.stage}; its board holds {on_board}"
+                    if "mallory" not in on_board
+                    else f"FORGERY ACCEPTED on {entry.stage}: {on_board}"
+                )
+            except LeaderboardError as e:
+                verdict = f"refused {e.reason}: {str(e)[:60]}"
+        elif action == "fault":
+            verdict = _fault(arg, Path(path))
         elif action == "stage":
             st = tracks.load_stage(path)
             verdict = f"loaded ({len(st.knots)} knots)"
@@ -150,6 +181,134 @@ def _child(action: str, path: str, arg: str) -> dict[str, Any]:
         "rss_before_mb": r0 / 1024,
         "peak_mb": _vm_hwm_kb() / 1024,
     }
+
+
+def _fault(kind: str, tmp: Path) -> str:
+    """Item t4-t10: a fault of the server or the compiler, made for real; the verdict."""
+    import signal
+    import sqlite3
+
+    from tests.rally_env.hostile_replays import HONEST
+
+    if kind == "verifier_killed":  # t4: SIGKILL of the busy verification worker
+        from rally_env.server.pool import TaskLimits, Verifier
+        from rally_env.server.store import SQLiteStore
+
+        st = SQLiteStore(tmp / "k.sqlite3")
+        v = Verifier(st, 1, TaskLimits())
+        v.start()
+        w = v.workers[0]
+        while not w.pid:  # started and calibrated
+            time.sleep(0.05)
+        os.kill(w.pid, signal.SIGSTOP)
+        sub = st.submit(HONEST.read_bytes(), 1, "-", "ada", 10)
+        v.notify()
+        while st.submission(sub)["status"] != "verifying":
+            time.sleep(0.02)
+        os.kill(w.pid, signal.SIGKILL)
+        while st.submission(sub)["status"] in ("queued", "verifying"):
+            time.sleep(0.05)
+        d = st.submission(sub)
+        v.stop()
+        return f"{d['status']} {d['reason']} after a SIGKILL (requeued)".replace("  ", " ")
+    if kind == "db_locked":  # t5: another writer holds the SQLite file
+        from rally_env.server.store import SQLiteStore, StoreBusy
+
+        st = SQLiteStore(tmp / "l.sqlite3")
+        tok = st.add_token("ada")
+        other = sqlite3.connect(tmp / "l.sqlite3", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("UPDATE tokens SET name = name")
+        t0 = time.perf_counter()
+        st.counts(), st.best("opener", None, None, 5), st.token_id(tok)
+        t_read = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        try:
+            st.submit(b"{}", 1, "-", "ada", 10)
+            write = "WRITE WENT THROUGH"
+        except StoreBusy:
+            write = f"write StoreBusy (503) after {time.perf_counter() - t0:.1f} s"
+        other.execute("ROLLBACK")
+        return f"reads {t_read * 1e3:.0f} ms; {write}"
+    if kind == "http":  # t6/t10: multipart, other types, query strings, page errors
+        try:
+            from fastapi.testclient import TestClient
+        except ImportError:
+            return "skipped (no server extra)"
+        from rally_env.server.app import ServerConfig, create_app
+        from rally_env.server.store import SQLiteStore
+
+        st = SQLiteStore(tmp / "h.sqlite3")
+        auth = {"Authorization": f"Bearer {st.add_token('ada')}"}
+        c = TestClient(create_app(st, ServerConfig(workers=0)))
+        data = HONEST.read_bytes()
+        got = [
+            c.post("/api/v1/runs", headers=auth, files={"file": ("r.rrp.json.gz", data)}),
+            c.post("/api/v1/runs", headers={**auth, "Content-Type": "text/plain"}, content=data),
+            c.post("/api/v1/runs?player=%FF%FE", headers=auth, content=data),
+            c.post("/api/v1/runs?player=%ED%A0%80", headers=auth, content=data),
+            c.post("/api/v1/runs?player=x&player=y", headers=auth, content=data),
+            c.get("/stages/opener?rules=bad"),
+        ]
+        codes = [r.status_code for r in got]
+        html = got[-1].headers["content-type"].startswith("text/html")
+        queued = st.counts()["queued"]
+        want = [202, 415, 400, 400, 400, 400]
+        ok = codes == want and html and queued == 1
+        return ("ok " if ok else "FAIL ") + f"{codes}, page html={html}, queued {queued}"
+    if kind == "held_lock":  # t7: another process's lock held for ever, every kernel cached
+        from rally_env import precompile as P
+
+        fd = P._try_lock(P._lock_path())
+        P._others.add("serial")  # what start() records when it finds the lock held
+        t0 = time.perf_counter()
+        P.wait(timeout=3600.0)
+        P._unlock(fd)
+        return f"env start went on after {time.perf_counter() - t0:.2f} s (was up to 300 s)"
+    if kind == "cache_truncated":  # t8: a truncated numba cache entry
+        mod = "from physics.jit import njit\n@njit(cache=True)\ndef f(x):\n    return x + 1\n"
+        (tmp / "cachemod.py").write_text(mod)
+        env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp / "cache"))
+        env["PYTHONPATH"] = f"{tmp}{os.pathsep}{ROOT}"
+        code = [sys.executable, "-c", "import cachemod; print(cachemod.f(1))"]
+        runs = [subprocess.run(code, capture_output=True, text=True, env=env)]
+        for p in (tmp / "cache").rglob("*.nb*"):
+            p.write_bytes(p.read_bytes()[: p.stat().st_size // 3])
+        runs += [subprocess.run(code, capture_output=True, text=True, env=env) for _ in (1, 2)]
+        ok = all(r.returncode == 0 and r.stdout.strip() == "2" for r in runs)
+        tb = any("Traceback" in r.stderr for r in runs)
+        return ("recompiled and replaced" if ok and not tb else "FAIL: ") + (
+            "" if ok and not tb else runs[1].stderr.strip().splitlines()[-1][:60]
+        )
+    if kind == "orphans":  # t9: the env process killed while its workers compile
+        from rally_env import precompile as P
+
+        fd = P._try_lock(P._lock_path("serial"))  # the worker waits for it: busy
+        parent = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import os, time; from rally_env import precompile as P; "
+                "print(P._spawn(dict(os.environ), 'serial').pid, flush=True); time.sleep(600)",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+        worker = int(parent.stdout.readline())
+        time.sleep(1.0)
+        parent.kill()
+        parent.wait()
+        t0 = time.perf_counter()
+        while Path(f"/proc/{worker}").exists() and time.perf_counter() - t0 < 30:
+            state = Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state in ("Z", "X"):
+                break
+            time.sleep(0.05)
+        P._unlock(fd)
+        dt = time.perf_counter() - t0
+        return f"worker gone {dt:.2f} s after its parent" if dt < 30 else "ORPHAN left running"
+    raise SystemExit(f"unknown fault {kind!r}")
 
 
 # ----------------------------------------------------------------------- the parent side
@@ -289,6 +448,47 @@ def _inputs(tmp: Path) -> list[dict[str, Any]]:
         add(f"stage_{name}", "10", "stage", p)
     # item 11: a random stage that cannot be generated
     add("random_stage_20km", "11", "random_stage", "-", "20000")
+    # item t: the leaderboard's trust under attack and faults
+    from tests.rally_env.hostile_replays import (
+        pool_at_bound,
+        pool_bomb,
+        spoofed_gen_stage,
+        stolen,
+    )
+    from tests.rally_env.test_replay_support import record_run
+
+    def default_twin(data: bytes) -> str:
+        """An honest default-settings opener run as long as ``data`` claims."""
+        from rally_env.replay import replay_from_bytes
+
+        steps = replay_from_bytes(data).steps
+        p = tmp / f"default-{steps}.rrp.json.gz"
+        if not p.exists():
+            run, _ = record_run(seed=0, max_steps=steps)
+            p.write_bytes(run.to_bytes())
+        return str(p)
+
+    for name, make, action in (
+        ("t1_stolen_run", lambda: stolen(doc), "board"),
+        ("t2_spoofed_gen_5", lambda: spoofed_gen_stage("gen-5"), "board"),
+        ("t3_pool_bomb", lambda: pool_bomb(doc), "verify"),
+        ("t3_pool_at_bound", pool_at_bound, "verify"),
+    ):
+        data = make()
+        p = tmp / f"{name}.rrp.json.gz"
+        p.write_bytes(data)
+        add(name, "t", action, p, twin=default_twin(data) if action == "verify" else None)
+    for fault in (
+        "verifier_killed",
+        "db_locked",
+        "http",
+        "held_lock",
+        "cache_truncated",
+        "orphans",
+    ):
+        d = tmp / f"fault-{fault}"
+        d.mkdir()
+        add(f"t_{fault}", "t", "fault", d, fault)
     # item 12: timing lines inside one control step (episode, full throttle)
     for name, hz, cps in (
         ("lines_cp_0.5m_before_finish_10Hz", 10, (1149.5,)),
@@ -357,7 +557,10 @@ def main() -> None:
         ratio = r["work_cpu"] / ref_cpu if ref_cpu else None
         miss = replay and c["size"] < 32 * MB and c["name"] != "honest"
         miss = miss and not (r["peak_mb"] <= TARGET_RSS_MB and (ratio or 0) <= TARGET_RATIO)
-        bad = r["verdict"].startswith(("CRASH", "TIMEOUT")) or "NON-FINITE" in r["verdict"]
+        bad = r["verdict"].startswith(("CRASH", "TIMEOUT", "FAIL")) or any(
+            w in r["verdict"] for w in ("NON-FINITE", "FORGERY", "ORPHAN", "WENT THROUGH")
+        )
+        bad = bad or (c["name"] == "t_verifier_killed" and "accepted" not in r["verdict"])
         if miss or bad:
             misses.append(c["name"])
         size = f"{c['size'] / 1024:.1f}K" if c["size"] else "-"

@@ -317,3 +317,17 @@ def spoofed_gen_stage(name: str = "gen-5", length_m: float = 300.0) -> bytes:
     run, _ = record_run(seed=1, vmax=30.0, stage=st)
     assert run.finished, run.end_reason
     return run.to_bytes(compress=True)
+
+
+#: The pool bomb's settings at the bound the settings check allows (16 stages a step).
+POOL_AT_BOUND = {"pool": 16, "pool_steps": 1, "loops": 1.0, "laps": 10, "length_m": 5000.0}
+
+
+def pool_at_bound(steps: int = 1790) -> bytes:
+    """An honest run of ``steps`` steps with the costliest stage pool the settings allow (a
+    fresh window of 16 five-kilometre ten-lap loops every env step): what verifying the
+    largest pool work costs (recorded here)."""
+    from tests.rally_env.test_replay_support import record_run
+
+    run, _ = record_run(seed=3, max_steps=steps, stage="random", random_stage=POOL_AT_BOUND)
+    return run.to_bytes(compress=True)

@@ -141,6 +141,26 @@ def current_stage_digest(name: str) -> str | None:
     return st.digest()
 
 
+def stage_name_problem(report: VerifyReport) -> str | None:
+    """Why an accepted run cannot be filed under its stage's name, or None: a stage of the
+    user's own may not take the name of a library stage, of ``gen-<seed>`` or of a drawn
+    stage (nor any other ``gen-`` name): such a name stands for one stage only, the one it
+    makes here (:func:`current_stage_digest`)."""
+    want = current_stage_digest(report.stage)
+    if want is None or want == report.stage_digest:
+        return None
+    if want == NO_STAGE:
+        return (
+            f"the stage is named {report.stage!r}, a generated stage's name that stands for no "
+            "single stage; a stage of your own needs a name of its own"
+        )
+    return (
+        f"the stage is named {report.stage!r} but is not the stage that name stands for "
+        f"(its digest is {report.stage_digest}, {report.stage!r}'s is {want}); a stage of your "
+        "own needs a name of its own"
+    )
+
+
 def run_drive(report: VerifyReport, replay: Replay) -> str:
     """:func:`~rally_env.replay.verify.drive_id` of an accepted run: the report's, or (a
     report made without it) derived from the report and the replay it accepted."""
@@ -285,9 +305,10 @@ class Leaderboard:
 
         Raises:
             LeaderboardError: the file is unusable (``bad_replay``), the run did not finish
-                (``unfinished``), is already stored (``duplicate``), failed verification
-                (``rejected``) or the database refused the write (``database``: busy past
-                the timeout, read-only); nothing is written then.
+                (``unfinished``), is already stored (``duplicate``: the same drive), is on a stage
+                of its own under a name that stands for another stage (``stage_name``), failed
+                verification (``rejected``) or the database refused the write (``database``:
+                busy past the timeout, read-only); nothing is written then.
         """
         try:
             if not isinstance(replay, Replay):
@@ -320,6 +341,9 @@ class Leaderboard:
             raise LeaderboardError(
                 f"verification failed{where}: {report.message}", "rejected", report
             )
+        problem = stage_name_problem(report)
+        if problem is not None:
+            raise LeaderboardError(problem, "stage_name", report)
         if player is None:
             player = str(replay.meta.get("player") or "")
         self._insert(replay, report, player[:100])

@@ -48,6 +48,7 @@ from rally_env.replay.leaderboard import (
     insert_splits,
     rank_rows,
     same_drive,
+    stage_name_problem,
 )
 from rally_env.replay.verify import VerifyReport
 
@@ -423,6 +424,11 @@ class Store:
         """Record a verification's verdict; an accepted, finished, new run enters the board
         (its row, splits and trace in the same transaction). The final status."""
         rep = report.to_dict()
+        name_problem = (
+            stage_name_problem(report)
+            if report.accepted and report.finish_time_s is not None
+            else None
+        )
         with self.tx() as cur:
             self._board_lock(cur)
             cur.execute(
@@ -441,6 +447,11 @@ class Store:
                     else (f"verification failed{where}: {report.message}")
                 )
                 self._verdict(cur, sub_id, "rejected", report.reason, msg, report.step, None, rep)
+                return "rejected"
+            if name_problem is not None:
+                self._verdict(
+                    cur, sub_id, "rejected", "stage_name", name_problem, None, report.run_id, rep
+                )
                 return "rejected"
             if report.finish_time_s is None or blob is None:
                 self._verdict(

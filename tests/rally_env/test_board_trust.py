@@ -81,11 +81,23 @@ def test_the_server_store_keeps_the_first_upload_of_a_drive(tmp_path, theft):
 def test_a_board_of_a_generated_name_holds_only_that_stage(tmp_path):
     spoof = spoofed_gen_stage("gen-5")
     rep = verify_bytes(spoof)
-    assert rep.accepted and rep.stage == "gen-5"
+    assert rep.accepted and rep.stage == "gen-5"  # a valid run, on a stage of its own
     assert current_stage_digest("gen-5") == tracks.generate(5).digest() != rep.stage_digest
     with Leaderboard(tmp_path / "b.sqlite3") as lb:
-        lb.add(replay_from_bytes(spoof), player="spoofer")
-        assert lb.best("gen-5") == []  # the board of gen-5 is tracks.generate(5)'s
+        with pytest.raises(LeaderboardError, match="not the stage that name stands for") as e:
+            lb.add(replay_from_bytes(spoof), player="spoofer")
+        assert e.value.reason == "stage_name"
+        assert lb.best("gen-5", digest=None) == [] and lb.count() == 0
+    # a board reads only the stage its name makes, whatever a database holds
+    with sqlite3.connect(tmp_path / "b.sqlite3") as c:
+        c.execute(
+            "INSERT INTO runs (run_id, stage_name, stage_digest, rules, standard, control_hz, "
+            "vehicle_digest, finish_time_s, steps, player, added_utc, replay) "
+            "VALUES ('x', 'gen-5', ?, ?, 1, 20, '', 1.0, 20, 'spoofer', '', x'00')",
+            (rep.stage_digest, rep.rules),
+        )
+    with Leaderboard(tmp_path / "b.sqlite3") as lb:
+        assert lb.best("gen-5") == []
         assert [e.player for e in lb.best("gen-5", digest=None)] == ["spoofer"]
 
 

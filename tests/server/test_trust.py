@@ -61,7 +61,19 @@ def test_a_stage_named_like_a_generated_one_is_not_on_its_board(srv):
 
     r = submit(srv.url, srv.token, spoofed_gen_stage("gen-5"), "spoofer")
     v = wait_verdict(srv.url, r.json()["id"])
-    assert v["status"] == "accepted" and v["stage"] == "gen-5", v  # a valid run, filed as named
+    assert (v["status"], v["reason"]) == ("rejected", "stage_name"), v
+    assert "gen-5" in v["message"]
+    # a board reads only the stage its name makes, whatever the database holds (a row put
+    # there by an older server)
+    rep = httpx.get(f"{srv.url}/api/v1/runs/{r.json()['id']}").json()
+    assert rep["verdict"] == "accepted"  # the replay itself verified
+    with contextlib.closing(sqlite3.connect(srv.db)) as c, c:
+        c.execute(
+            "INSERT INTO runs (run_id, stage_name, stage_digest, rules, standard, control_hz, "
+            "vehicle_digest, finish_time_s, steps, player, added_utc, replay) VALUES "
+            "('f' || hex(randomblob(15)), 'gen-5', 'spoofdigest', 'r', 1, 20, '', 1.0, 20, "
+            "'spoofer', '', x'00')"
+        )
     board = httpx.get(srv.url + "/api/v1/boards/gen-5").json()
     assert board["entries"] == []
     every = httpx.get(srv.url + "/api/v1/boards/gen-5?versions=all").json()["entries"]

@@ -189,13 +189,21 @@ def faster(data: bytes) -> bytes:
 
 
 # ------------------------------------------------------------------------------ load
+#: The kinds of :func:`load_mix`'s hostile share, in turn.
+HOSTILE_KINDS = ("theft", "spoof", "bomb")
+
+
 def load_mix(
-    n_honest: int, n_tampered: int, seed: int = 0
+    n_honest: int, n_tampered: int, seed: int = 0, n_hostile: int = 0
 ) -> tuple[list[tuple[str, bytes]], set[str]]:
     """The submissions of a load run, shuffled: ``n_honest`` distinct honest finished opener
     runs (recorded here) and ``n_tampered`` tampered copies of them (one action changed, or a
-    finish claimed 1 ms faster, alternately). Returns ``[(kind, bytes)]`` with kind "honest"
-    or "tampered", and the run ids of the honest runs."""
+    finish claimed 1 ms faster, alternately), and ``n_hostile`` attacks (in turn: the theft of
+    an honest run of the mix with a free setting changed, ``hostile_replays.stolen``; a
+    finished run on a straight named ``gen-<k>``, ``spoofed_gen_stage``; the pool bomb,
+    ``pool_bomb``). Returns ``[(kind, bytes)]`` with kind "honest", "tampered" or one of
+    :data:`HOSTILE_KINDS` (a theft as ``theft:<run id of the run it copies>``: it is sent once
+    that run has its verdict, as a thief downloads it), and the run ids of the honest runs."""
     import numpy as np
 
     from tests.rally_env.test_replay_support import record_run
@@ -220,6 +228,19 @@ def load_mix(
             items.append(("tampered", faster(src)))
         else:
             items.append(("tampered", tampered_action(src, int(rng.integers(50, 1500)))))
+    if n_hostile:
+        from tests.rally_env.hostile_replays import pool_bomb, spoofed_gen_stage, stolen
+
+        for k in range(n_hostile):
+            kind = HOSTILE_KINDS[k % len(HOSTILE_KINDS)]
+            if kind == "theft" and n_honest:
+                data, rid = honest[(k // len(HOSTILE_KINDS)) % n_honest]
+                items.append((f"theft:{rid}", stolen(json.loads(gzip.decompress(data)))))
+            elif kind == "spoof":
+                items.append(("spoof", spoofed_gen_stage(f"gen-{k}", 300.0 + k)))
+            else:
+                doc = json.loads(gzip.decompress(honest[0][0]))
+                items.append(("bomb", pool_bomb(doc)))
     order = rng.permutation(len(items))
     return [items[j] for j in order], {rid for _, rid in honest[:n_honest]}
 
@@ -235,6 +256,7 @@ class LoadResult:
     wall_s: float = 0.0
     peak_mb: float = 0.0
     checks: dict[str, bool] = field(default_factory=dict)
+    killed: list[int] = field(default_factory=list)
 
     def failed(self) -> list[str]:
         return [name for name, ok in self.checks.items() if not ok]
@@ -247,14 +269,19 @@ def run_load(
     clients: int,
     workers: int = 2,
     max_seconds: float = 1500.0,
+    kill_worker_after: int | None = None,
 ) -> LoadResult:
     """Start ``rally serve`` on ``db`` (a SQLite path or a ``postgresql://`` URL) on 127.0.0.1,
     and have ``clients`` concurrent clients (one token each) submit ``items``: each uploads a
-    run, polls until its verdict, uploads the next. Everything stops by ``max_seconds`` (a run
-    without a verdict by then fails the checks); the server is stopped before returning."""
+    run, polls until its verdict, uploads the next (a theft waits for the verdict of the run it
+    copies). With ``kill_worker_after`` = n, one verification worker is killed (SIGKILL) once n
+    verdicts are in, while it verifies. Everything stops by ``max_seconds`` (a run without a
+    verdict by then fails the checks); the server is stopped before returning. Results keep
+    the kind without the theft's run id."""
     out = LoadResult()
     n_h = sum(1 for kind, _ in items if kind == "honest")
     n_t = len(items) - n_h
+    verdict_of: dict[str, threading.Event] = {rid: threading.Event() for rid in honest_ids}
     tokens = [add_token(db, f"client{c}") for c in range(clients)]
     server = Server(
         db,
@@ -279,12 +306,31 @@ def run_load(
         while not done.wait(0.2):
             out.peak_mb = max(out.peak_mb, server.rss_mb())
 
+    killed: list[int] = []
+
+    def kill_one() -> None:
+        """SIGKILL a worker that holds a run (it never sends that run's verdict)."""
+        for pid in server.pids():
+            with contextlib.suppress(OSError, ValueError):
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                busy = stat[0] == "R"
+                if b"spawn_main" in cmd and int(stat[1]) == server.proc.pid and busy:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    return
+
     def client(c: int) -> None:
         mine = items[c::clients]
         with httpx.Client(base_url=server.url, timeout=60) as h:
             for kind, data in mine:
                 if time.monotonic() > deadline:
                     return
+                if kind.startswith("theft:"):  # copied once the original is on the board
+                    src = verdict_of.get(kind.split(":", 1)[1])
+                    if src is not None:
+                        src.wait(max(0.0, deadline - time.monotonic()))
+                    kind = "theft"
                 t = time.perf_counter()
                 r = submit(server.url, tokens[c], data)
                 if r.status_code != 202:
@@ -299,6 +345,16 @@ def run_load(
                             out.results.append(
                                 (kind, d["status"], d["reason"], time.perf_counter() - t)
                             )
+                            if d.get("run_id") in verdict_of and kind == "honest":
+                                verdict_of[d["run_id"]].set()
+                            kill = (
+                                kill_worker_after is not None
+                                and not killed
+                                and len(out.results) >= kill_worker_after
+                            )
+                        while kill and not killed and time.monotonic() < deadline:
+                            kill_one()
+                            time.sleep(0.01)
                         break
                     time.sleep(0.05)
 
@@ -340,13 +396,14 @@ def run_load(
             n_sub = conn.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
             dup = conn.execute("SELECT COUNT(*) - COUNT(DISTINCT run_id) FROM runs").fetchone()[0]
     res = out.results
+    out.killed = killed
     out.checks = {
         "every honest run accepted": sum(
             1 for k, s, _, _ in res if k == "honest" and s == "accepted"
         )
         == n_h,
-        "every tampered run rejected": sum(
-            1 for k, s, _, _ in res if k == "tampered" and s == "rejected"
+        "every tampered run and forgery rejected": sum(
+            1 for k, s, _, _ in res if k != "honest" and s == "rejected"
         )
         == n_t,
         "a verdict for every submission": len(res) == len(items),
@@ -358,6 +415,8 @@ def run_load(
         "integrity check ok": integrity == "ok",
         "server stayed up": alive,
     }
+    if kill_worker_after is not None:
+        out.checks["a worker was killed while it verified"] = bool(killed)
     return out
 
 

@@ -222,9 +222,15 @@ class _Ctx:
     def board(self, stage: str, rules: str, limit: int, versions: str) -> list[Any]:
         """A board as ``rally leaderboard show`` reads it (one code path: the stage version
         of a library, ``gen-<seed>`` or drawn stage name is the one its name makes here)."""
-        digest = _board_digest(stage) if versions == "current" else None
         rules_arg = None if rules == "all" else rules
-        return self.store.best(stage, digest, rules_arg, limit)
+        if versions != "current":
+            return self.store.best(stage, None, rules_arg, limit)
+        # a name with no runs has an empty board: never make its stage (a request could name
+        # any gen- stage, each seconds to generate); the names with runs came from verified
+        # uploads, and their stages are made once (cached)
+        if stage not in _library() and not self.store.best(stage, None, rules_arg, 1):
+            return []
+        return self.store.best(stage, _board_digest(stage), rules_arg, limit)
 
     def stages(self) -> list[dict[str, Any]]:
         names = list(_library())

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
+from rally_env.server.store import CHECK_HERE
 
 log = logging.getLogger("rally_env.server")
 
@@ -128,6 +129,10 @@ def run_task(
                 rep = unusable(e)
             out: dict[str, Any] = {"report": rep}
             if kind == "verify" and rep.accepted and rep.finish_time_s is not None:
+                from rally_env.replay.leaderboard import stage_name_problem
+
+                # here, where the run's stage is made already (cached): not in the server
+                out["stage_name_problem"] = stage_name_problem(rep)
                 replay = replay_from_bytes(payload, "<upload>", budgets)
                 out["blob"] = replay.to_bytes(compress=True)
                 out["trace"] = encode(trace_of(replay, budgets))
@@ -483,7 +488,13 @@ class Verifier:
                         keep_upload=True,
                     )
                 else:
-                    self.store.finish(sub_id, out["report"], out.get("blob"), out.get("trace"))
+                    self.store.finish(
+                        sub_id,
+                        out["report"],
+                        out.get("blob"),
+                        out.get("trace"),
+                        out.get("stage_name_problem", CHECK_HERE),
+                    )
             except TaskFailed as e:
                 if self.stopping.is_set():
                     return  # killed by stop(): the run stays verifying, a restart retakes it

@@ -97,6 +97,8 @@ STATUSES = ("queued", "verifying", "accepted", "rejected")
 #: A submission whose verification was interrupted this often (server killed, verifier
 #: process died) gets the verdict ``verifier_error`` (its upload is kept).
 MAX_ATTEMPTS = 3
+#: :meth:`Store.finish`'s ``name_problem`` when the verifier did not check the stage's name.
+CHECK_HERE = object()
 #: How long a SQLite statement waits for another writer before :class:`StoreBusy` (s).
 BUSY_TIMEOUT_S = 5.0
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -420,15 +422,19 @@ class Store:
         report: VerifyReport,
         blob: bytes | None = None,
         trace: bytes | None = None,
+        name_problem: Any = CHECK_HERE,
     ) -> str:
         """Record a verification's verdict; an accepted, finished, new run enters the board
-        (its row, splits and trace in the same transaction). The final status."""
+        (its row, splits and trace in the same transaction). The final status.
+        ``name_problem``: :func:`~rally_env.replay.leaderboard.stage_name_problem` of the
+        report as the verifier found it, or :data:`CHECK_HERE` to find it here."""
         rep = report.to_dict()
-        name_problem = (
-            stage_name_problem(report)
-            if report.accepted and report.finish_time_s is not None
-            else None
-        )
+        if name_problem is CHECK_HERE:
+            name_problem = (
+                stage_name_problem(report)
+                if report.accepted and report.finish_time_s is not None
+                else None
+            )
         with self.tx() as cur:
             self._board_lock(cur)
             cur.execute(

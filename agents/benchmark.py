@@ -616,6 +616,7 @@ def run_benchmark(
     *,
     chunk: int = DEFAULT_CHUNK,
     limit: int | None = None,
+    start: int = 0,
     seed: int = 0,
     baseline: str | Path | None = None,
     progress: bool = False,
@@ -632,6 +633,9 @@ def run_benchmark(
         chunk: stages driven together.
         limit: only the first ``limit`` stages of each set (a quick look, not the protocol:
             the result is marked ``partial``).
+        start: skip the first ``start`` stages of each set (with ``limit``: stages
+            ``start`` to ``start + limit - 1``; marked ``partial`` too), so a long run
+            can be split between processes.
         seed: the agent's seed (the random agent's stream).
         baseline: the baseline file with the reference and heuristic times (default
             :data:`BASELINE_PATH`); what it lacks is computed here.
@@ -653,6 +657,8 @@ def run_benchmark(
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise ValueError(f"start must be a non-negative integer, got {start!r}")
     defs = resolve_sets(sets)
     policy = make_policy(agent, seed=seed, progress=progress)
     name = agent_name or policy_name(policy, agent)
@@ -664,7 +670,7 @@ def run_benchmark(
     t_start = time.perf_counter()
     plan = []
     for bs in defs:
-        specs = bs.stage_specs()
+        specs = bs.stage_specs()[start:]
         plan.append((bs, specs[:limit] if limit is not None else specs))
     total = sum(len(s) for _, s in plan)
     remote = None
@@ -727,7 +733,7 @@ def run_benchmark(
         metrics,
         rows,
         defs,
-        partial=limit is not None,
+        partial=limit is not None or start > 0,
         timing=timing,
         observation=policy_env_kwargs(policy),
     )
@@ -843,6 +849,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="only the first N stages of each set (a quick look; marked partial)",
     )
+    p.add_argument(
+        "--start",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip the first N stages of each set (with --limit M: stages N to N+M-1; "
+        "marked partial), to split a long run between processes",
+    )
     p.add_argument("--seed", type=int, default=0, help="the agent's seed (random agent)")
     p.add_argument(
         "--baseline", default=None, metavar="FILE", help="baseline file (default: the shipped one)"
@@ -889,11 +903,12 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     if args.write_baseline and (
         args.agent != "heuristic"
         or args.limit is not None
+        or args.start
         or set(args.sets.split(",")) != set(SETS)
     ):
         print(
             "rally benchmark: error: --write-baseline needs --agent heuristic over all sets "
-            "without --limit",
+            "without --limit or --start",
             file=sys.stderr,
         )
         return 2
@@ -908,6 +923,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             args.sets,
             chunk=args.chunk,
             limit=args.limit,
+            start=args.start,
             seed=args.seed,
             baseline=args.baseline,
             progress=not args.no_progress,
@@ -922,7 +938,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     print(
         f"{len(res.rows)} stages in {t['wall_s']:.0f} s (building stages {t['build_s']:.0f} s, "
         f"reference times {t['reference_s']:.0f} s, heuristic times {t['heuristic_s']:.0f} s)"
-        + (" - partial (--limit): not the protocol" if res.partial else "")
+        + (" - partial (--limit/--start): not the protocol" if res.partial else "")
     )
     if args.json:
         print(f"wrote {res.write_json(args.json)}")

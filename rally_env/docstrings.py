@@ -696,6 +696,34 @@ or the dict the env draws; observations inside the observation space. The messag
 entry, the car and the rule. `pickle` and `copy.deepcopy` of the env itself
 also work, before or after `render()` (the renderer stays behind; a copy makes its own).
 
+### One car's state: cloning into a vector env
+
+A planner or a tree search that uses the batched simulator as its model copies one car into
+many:
+
+```python
+env = RallyEnv(stage="opener")                      # the car that drives
+model = RallyVectorEnv(128, stage="opener")         # the same arguments: its model
+model.reset(seed=0)
+obs = model.set_car_states(range(128), env.get_state())   # every car is now a copy of env's
+st = model.get_car_state(5)                         # car 5, as RallyEnv.get_state() returns it
+env.set_state(st)                                   # a single env continues as car 5 would
+model.set_car_states([0, 1], st)                    # or cars 0 and 1 of a vector env
+```
+
+`set_car_states(cars, state)` takes a car index, a list of them or a bool mask of shape
+`(num_envs,)`, and a one-car state (`RallyEnv.get_state()`, or `get_car_state(k)` of a vector env
+built with the same arguments). Each car gets the source's physics, stage (in random-stage
+modes the stage travels in the state and the cars share one slot for it), timers, randomization
+draws and a copy of its RNG stream, so stepping it with the same actions gives the source's
+observations, rewards, ends and infos bit for bit, whatever the other cars do and across their
+resets; the other cars, the stage pool and the env's step count are untouched. A car whose
+source episode had ended resets at its next step (`"NextStep"`). The state is checked exactly
+as `RallyEnv.set_state` checks it (a one-car core of the same settings does the checking); a bad
+state raises `StateError`, bad car indices `ValueError`, a vector env not reset yet
+`ResetNeeded`, and none of them changes anything. A replay recorder on the vector env drops the
+open episodes of the cars it replaced.
+
 ## Domain randomization
 
 `randomize=True` (or a dict of `(low, high)` multiplier ranges) draws per car at every reset,

@@ -167,11 +167,26 @@ def test_same_agent_same_figures(tmp_path):
     assert a.sets == b.sets
 
 
+def test_start_and_limit_pick_a_slice_of_each_set(tmp_path):
+    full = B.run_benchmark(_brake_policy, [TINY], agent_name="b", baseline=tmp_path / "n.json")
+    tail = B.run_benchmark(
+        _brake_policy, [TINY], start=1, agent_name="b", baseline=tmp_path / "n.json"
+    )
+    assert [r.stage for r in tail.rows] == [full.rows[1].stage] == ["gen-16-250m-d0.50"]
+    assert tail.partial and not full.partial
+    head = B.run_benchmark(
+        _brake_policy, [TINY], start=0, limit=1, agent_name="b", baseline=tmp_path / "n.json"
+    )
+    assert [r.stage for r in head.rows] == ["gen-11-250m-d0.50"]
+
+
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="unknown benchmark set 'nope'"):
         B.resolve_sets("library,nope")
     with pytest.raises(ValueError, match="limit"):
         B.run_benchmark("heuristic", "library", limit=0)
+    with pytest.raises(ValueError, match="start must be a non-negative integer"):
+        B.run_benchmark("heuristic", "library", start=-1)
     with pytest.raises(ValueError, match="chunk"):
         B.run_stages(_brake_policy, ["opener"], chunk=0)
 

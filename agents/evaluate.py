@@ -213,7 +213,9 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------- stages
 def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
-    """``"opener,forest"``, ``"library"``, ``"random:N"`` (held out) or a list -> stage list."""
+    """``"opener,forest"``, ``"library"``, ``"random:N"`` (held out: the benchmark's default
+    test stages), ``"validation:N"`` (a training run's validation stages, disjoint from every
+    test set and from the training seeds) or a list -> stage list."""
     import tracks
 
     if not isinstance(spec, str):
@@ -225,6 +227,11 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         if part == "library":
             out.extend(tracks.list_stages())
+        elif part.startswith("validation:"):
+            n = int(part.split(":", 1)[1])
+            if n < 1:
+                raise ValueError(f"validation:N needs N >= 1, got {part!r}")
+            out.extend(validation_stages(n))
         elif part.startswith("random:"):
             n = int(part.split(":", 1)[1])
             if n < 1:

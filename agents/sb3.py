@@ -66,6 +66,10 @@ SAC_DEFAULTS: dict[str, Any] = {
     "policy_kwargs": {"net_arch": [128, 128]},
 }
 #: Environment / wrapper defaults of ``rally train``.
+#: Validation stages ``rally train --stage random`` selects ``best_model.zip`` on
+#: (``validation:N``: generated, disjoint from the training seeds and every test set).
+VALIDATION_STAGES = 50
+
 TRAIN_DEFAULTS: dict[str, Any] = {
     "n_envs": 8,
     "norm_obs": True,
@@ -420,6 +424,7 @@ def train(
     td = dict(TRAIN_DEFAULTS)
     n_envs = int(n_envs or td["n_envs"])
     eval_freq = int(td["eval_freq"] if eval_freq is None else eval_freq)
+    eval_seeds_given = eval_seeds
     eval_seeds = int(td["eval_seeds"] if eval_seeds is None else eval_seeds)
     checkpoint_freq = int(td["checkpoint_freq"] if checkpoint_freq is None else checkpoint_freq)
     threads = int(td["threads"] if threads is None else threads)
@@ -454,8 +459,11 @@ def train(
                 'no TensorBoard logs: tensorboard is not installed (pip install "rally-env[train]")'
             )
     if eval_stages is None:
-        # generated training stages are evaluated on held-out generated stages
-        eval_stages = "random:2" if stage == "random" else stage
+        # generated training stages are selected on validation stages: generated, disjoint
+        # from the training seeds and from every benchmark test set, one run each
+        eval_stages = f"validation:{VALIDATION_STAGES}" if stage == "random" else stage
+        if stage == "random" and eval_seeds_given is None:
+            eval_seeds = 1
     config = {
         "algo": algo,
         "stage": _stage_label(stage),
@@ -499,7 +507,9 @@ def train(
             obs, tg = collect_heuristic(warmstart_steps, stage, n_envs, seed, **(env_kwargs or {}))
             config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
     _write_json(out / "config.json", config)
-    evaluator = StageTimeCallback(eval_stages, eval_seeds, eval_freq, out, n_envs)
+    evaluator = StageTimeCallback(
+        eval_stages, eval_seeds, eval_freq, out, n_envs, env_kwargs=env_kwargs
+    )
     cbs = [evaluator]
     if checkpoint_freq > 0:
         cbs.append(
@@ -650,9 +660,19 @@ class StageTimeCallback(_make_callback_base()):
     stage time, mean episode return of the training episodes) and ``best_model.zip``.
     """
 
-    def __init__(self, stages: Any, n_seeds: int, eval_freq: int, out: Path, n_envs: int):
+    def __init__(
+        self,
+        stages: Any,
+        n_seeds: int,
+        eval_freq: int,
+        out: Path,
+        n_envs: int,
+        env_kwargs: dict[str, Any] | None = None,
+    ):
         super().__init__(verbose=0)
         self.stages = stages
+        #: the training envs' settings (vehicle, version, observation): evaluated on the same
+        self.env_kwargs = dict(env_kwargs or {})
         self.seeds = list(range(1000, 1000 + max(0, n_seeds)))
         self.eval_freq = eval_freq
         self.out = Path(out)
@@ -678,17 +698,31 @@ class StageTimeCallback(_make_callback_base()):
         return True
 
     def evaluate_now(self, model: Any, vn: Any, final: bool = False) -> dict[str, Any]:
-        from agents.evaluate import evaluate
+        from agents.evaluate import evaluate, resolve_stages
 
-        res = evaluate(_LivePolicy(model, vn), self.stages, self.seeds, agent_name="training")
-        fr = float(np.mean([s.finish_rate for s in res.stages]))
-        times = [s.median_time_s for s in res.stages]
-        med = float(np.mean(times)) if all(math.isfinite(t) for t in times) else math.nan
-        best = (
-            float(np.nanmin([s.best_time_s for s in res.stages]))
-            if any(math.isfinite(s.best_time_s) for s in res.stages)
-            else math.nan
-        )
+        pol = _LivePolicy(model, vn)
+        stages = resolve_stages(self.stages)
+        if len(self.seeds) == 1 and len(stages) > 1:
+            # many stages, one run each (validation): driven together, like the benchmark
+            from agents.benchmark import run_stages
+
+            runs, _ = run_stages(pol, stages, env_kwargs=self.env_kwargs)
+            fr = float(np.mean([r.finished for r in runs]))
+            done = [r.stage_time_s for r in runs if r.finished]
+            med = float(np.median(done)) if done else math.nan
+            best = float(min(done)) if done else math.nan
+        else:
+            res = evaluate(
+                pol, stages, self.seeds, agent_name="training", env_kwargs=self.env_kwargs
+            )
+            fr = float(np.mean([s.finish_rate for s in res.stages]))
+            times = [s.median_time_s for s in res.stages]
+            med = float(np.mean(times)) if all(math.isfinite(t) for t in times) else math.nan
+            best = (
+                float(np.nanmin([s.best_time_s for s in res.stages]))
+                if any(math.isfinite(s.best_time_s) for s in res.stages)
+                else math.nan
+            )
         ep_ret = math.nan
         buf = getattr(model, "ep_info_buffer", None)
         if buf:

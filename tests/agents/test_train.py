@@ -53,3 +53,27 @@ def test_ppo_smoke_save_reload_evaluate(tmp_path):
         "ppo", "opener", timesteps=2048, n_envs=4, seed=1, out=tmp_path / "c", resume=ckpt, **KW
     )
     assert s3["timesteps"] > 2048
+
+
+def test_random_stage_training_selects_on_validation_stages_with_its_own_settings(tmp_path):
+    """``rally train --stage random`` picks ``best_model.zip`` on 50 validation stages, none a
+    test stage nor a training stage, evaluated with the training envs' settings (here the
+    road-ahead observation, which the default env's observation does not fit)."""
+    from agents.benchmark import SETS, TRAIN_SEED_LIMIT
+    from agents.evaluate import resolve_stages
+
+    out = tmp_path / "r"
+    kw = {"road_ahead": True, "termination": {"time_limit_s": 3}}
+    train("ppo", "random", timesteps=2048, n_envs=4, seed=0, out=out, eval_freq=2048,
+          checkpoint_freq=0, progress_bar=False, env_kwargs=kw)  # fmt: skip
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["eval_stages"] == "validation:50" and cfg["eval_seeds"] == 1
+    log = (out / "eval_log.csv").read_text().splitlines()
+    assert len(log) >= 2 and (out / "best_model.zip").exists()
+    names = resolve_stages("validation:50")
+    assert len(set(names)) == 50
+    seeds = {int(n.split("-")[1]) for n in names}
+    test_seeds = {s for bs in SETS.values() for s in bs.seeds}
+    assert not seeds & test_seeds and min(seeds) >= TRAIN_SEED_LIMIT
+    with pytest.raises(ValueError, match="validation:N needs N >= 1"):
+        resolve_stages("validation:0")

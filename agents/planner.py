@@ -92,7 +92,7 @@ class PlannerSettings:
         threads: step the model env with threads (numba's, over its cars).
     """
 
-    samples: int = 64
+    samples: int = 32
     horizon: int = 40
     tail: int = 160
     iterations: int = 3

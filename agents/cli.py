@@ -774,9 +774,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     stage = args.stage
     out = Path(args.out)
     # an empty numba cache: the env's step kernels compile on the other core from now on,
-    # beside the reference solver's here (rally_env.precompile); no Python first: the demo
-    # drives whole stages, and running them as Python would only slow the compiling
-    precompile.start(RallyConfig.build(stage=stage), interpret=False)
+    # beside the reference solver's here (rally_env.precompile)
+    precompile.start(RallyConfig.build(stage=stage))
     _say(
         f"rally demo: the heuristic driver and the shipped policies ({', '.join(SHIPPED)}) on "
         f"{stage} against the physics reference time; the figures and a video of the best run "

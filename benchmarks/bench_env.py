@@ -40,9 +40,6 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# a benchmark measures compiled code: no Python first on a cold numba cache
-os.environ.setdefault("RALLY_INTERPRET", "0")
-
 import gymnasium as gym
 
 import rally_env  # noqa: F401

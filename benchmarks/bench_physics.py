@@ -36,9 +36,8 @@ print(time.perf_counter() - t0)
 
 
 # A new user's first env: gym.make + reset + step of Rally-v0, then the first step of a
-# threaded vector env (which compiles the prange kernels on top). On a cold cache both run as
-# Python until the precompile workers have compiled what they call (rally_env.precompile);
-# the script then waits for the workers, so the second run is warm.
+# threaded vector env (which compiles the prange kernels on top). On a cold cache the first
+# env's step kernels compile in a second process meanwhile (rally_env.precompile).
 _ENV_START = """
 import time
 t0 = time.perf_counter()
@@ -54,9 +53,6 @@ v = RallyVectorEnv(num_envs=4, parallel=True)
 v.reset(seed=0)
 v.step(np.stack([v.single_action_space.sample() for _ in range(4)]))
 t2 = time.perf_counter()
-from physics import jit
-while jit.interpreting():  # let the precompile workers finish, so the next run is warm
-    time.sleep(0.1)
 print(t1 - t0, t2 - t1)
 """
 

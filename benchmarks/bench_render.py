@@ -30,9 +30,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# a benchmark measures compiled code: no Python first on a cold numba cache
-os.environ.setdefault("RALLY_INTERPRET", "0")
-
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 import numpy as np

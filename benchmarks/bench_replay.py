@@ -24,9 +24,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-# a benchmark measures compiled code: no Python first on a cold numba cache
-os.environ.setdefault("RALLY_INTERPRET", "0")
-
 from rally_env import DEFAULT_LAYOUT, RallyEnv  # noqa: E402
 from rally_env.info import end_reason  # noqa: E402
 from rally_env.replay import RecordReplay, load_replay, verify  # noqa: E402

@@ -24,8 +24,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# a benchmark measures compiled code: no Python first on a cold numba cache
-os.environ.setdefault("RALLY_INTERPRET", "0")
 
 
 def _best(fn, repeat: int) -> float:

@@ -83,7 +83,7 @@ print(json.dumps({"single env": 200 / best1, "vector 64 cars": 64 * 50 / bestv})
 
 
 def _run(tree: str, cache: str, child: str) -> dict[str, float]:
-    # compiled code only: no Python first while round 0 fills the cache
+    # compiled code only: an older tree runs Python first on a cold cache unless told not to
     env = dict(os.environ, PYTHONPATH=tree, NUMBA_CACHE_DIR=cache, RALLY_INTERPRET="0")
     return json.loads(last_line(child, env, tree))
 

@@ -21,13 +21,9 @@ import argparse
 import csv
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
-
-# a benchmark measures compiled code: no Python first on a cold numba cache
-os.environ.setdefault("RALLY_INTERPRET", "0")
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:

@@ -21,6 +21,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_warmup(args: argparse.Namespace) -> int:
+    import json
+
+    from rally_env.warmup import warmup
+
+    print(json.dumps(warmup(clear=args.clear)))
+    return 0
+
+
 def _cmd_record(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
@@ -228,6 +237,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the project's demo")
     demo.add_argument("--quick", action="store_true", help="a shorter run (for tests)")
     demo.set_defaults(func=_cmd_demo)
+    warm = sub.add_parser(
+        "warmup",
+        help="compile the simulator into numba's cache now (a first env then loads it)",
+        description="Compile what a Rally-v0 env and a threaded vector env run into numba's "
+        "cache, so that the first env of a later process loads it instead of compiling.",
+    )
+    warm.add_argument(
+        "--clear",
+        action="store_true",
+        help="first delete the project's entries of numba's cache (after an unreadable one)",
+    )
+    warm.set_defaults(func=_cmd_warmup)
 
     rec = sub.add_parser(
         "record",

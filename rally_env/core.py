@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from physics import VehicleBatch, jit
+from physics import VehicleBatch
 from physics import layout as L
 from physics.kernel import set_commands
 from rally_env import info as I
@@ -64,19 +64,23 @@ class RallyCore:
     def __init__(self, config: RallyConfig, n_cars: int, parallel: bool | None = None):
         par = int(n_cars) >= 64 if parallel is None else bool(parallel)
         # an empty numba cache: the step kernels compile on another core (until the first reset)
-        self._precompiling = precompile.start(config, par, int(n_cars))
+        self._precompiling = precompile.start(config, par)
+        self._first_step = True  # the first step says the cache holds this kind of env
+        self._fp = precompile.fingerprint(config)
         self.config = config
         self.n = int(n_cars)
         self.n_sub = config.substeps
         self.dt = config.dt_s
-        self.bank = S.StageBank(config, self.n)
+        with precompile.cache_errors():  # the stage's and the terrain's compiled code
+            self.bank = S.StageBank(config, self.n)
         self.version = config.version
         self.layout = ObsLayout(
             len(config.vehicle.wheels), version=config.version, road_ahead=config.road_ahead
         )
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
-        self.sim = VehicleBatch(self.n, config.vehicle, self.bank.terrains, parallel=par)
+        with precompile.cache_errors():
+            self.sim = VehicleBatch(self.n, config.vehicle, self.bank.terrains, parallel=par)
         n = self.n
         self.estate = np.zeros((n, K.N_E), np.float64)
         self.eistate = np.zeros((n, K.N_EI), np.int64)
@@ -196,7 +200,8 @@ class RallyCore:
             seeds = list(seeds) if seeds is not None else [None] * len(cars)
             for h in self.hooks:
                 h.before_reset(cars, seeds)
-        self._reset(cars, seeds)
+        with precompile.cache_errors():
+            self._reset(cars, seeds)
         for h in self.hooks:
             h.after_reset(cars)
 
@@ -261,9 +266,9 @@ class RallyCore:
         self.trunc[cars] = False
 
     def _await_precompile(self, cars: np.ndarray) -> None:
-        """The first reset of a process whose numba cache lacked the step kernels: wait for
-        the worker compiling them (:mod:`rally_env.precompile`) if they are this env's, after
-        compiling a threaded env's post-step kernel here meanwhile."""
+        """The first reset of a process whose numba cache lacked the step kernels: take them
+        from the worker compiling them (:mod:`rally_env.precompile`) if they are this env's,
+        after compiling a threaded env's post-step kernel here meanwhile."""
         if not self._precompiling:
             return
         self._precompiling = False
@@ -272,11 +277,8 @@ class RallyCore:
             return
         args = self._kernel_args()
         if not precompile.matches((cars, args), threaded):
-            jit.stop_interpreting()  # the workers compile other types: compile here
-            precompile.wait(threaded, useful=False)
+            precompile.wait(threaded, useful=False)  # it compiles other types: compile here
             return
-        if jit.interpreting():
-            return  # the workers compile on; what is not compiled yet runs as Python
         if threaded:
             post = (self._all, self.n_sub, self.actions, args)
             precompile.compile_beside(K.post_step_parallel, post)
@@ -450,6 +452,12 @@ class RallyCore:
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray, cars: np.ndarray | None = None) -> None:
         """Step cars (all, or ``cars``) with validated, clipped ``actions`` (N, 4) float64."""
+        if self._first_step:
+            self._first_step = False
+            with precompile.cache_errors():
+                self.step(actions, cars)
+            precompile.mark_warm("threaded" if self.sim.parallel else "serial", self._fp)
+            return
         idx = self._all if cars is None else cars
         # the one writer of the command columns (physics' clamp and finiteness check); the
         # env's own validation (rally_env.actions) already raised for what it would refuse

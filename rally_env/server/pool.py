@@ -150,8 +150,6 @@ def run_task(
 
 def _worker_main(conn: Any, limits: TaskLimits) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops its workers itself
-    # verifying is throughput under a wall-clock budget: compile, never run as Python first
-    os.environ["RALLY_INTERPRET"] = "0"
     # one car, one episode: no second process generating pool or next stages ahead, whose
     # CPU would escape the run's time budget
     os.environ["RALLY_PREFETCH"] = "0"

@@ -45,8 +45,8 @@ def test_demo_starts_the_precompile_worker_before_it_compiles_anything(tmp_path,
 
     calls = []
 
-    def start(config, threaded=False, n_cars=1, interpret=True):
-        calls.append(("start", config.stage, interpret))
+    def start(config, threaded=False):
+        calls.append(("start", config.stage, threaded))
 
     monkeypatch.setattr(precompile, "start", start)
 
@@ -57,5 +57,4 @@ def test_demo_starts_the_precompile_worker_before_it_compiles_anything(tmp_path,
     monkeypatch.setattr(agents.reference, "reference_time", reference_time)
     with pytest.raises(RuntimeError, match="stop here"):
         main(["demo", "--quick", "--out", str(tmp_path)])
-    # no Python first: the demo drives whole stages (running them as Python only slows it)
     assert calls == [("start", "opener", False), ("reference",)]

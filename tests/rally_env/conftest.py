@@ -104,18 +104,16 @@ class FakeProc:
 
 @pytest.fixture
 def fresh_module(monkeypatch):
-    """``rally_env.precompile`` as in a new process on two cores (Python first ended after)."""
-    from physics import jit
+    """``rally_env.precompile`` as in a new process on two cores, on a cold cache."""
     from rally_env import precompile as P
 
     monkeypatch.setattr(P, "_cores", lambda: 2)
+    monkeypatch.setattr(P, "is_warm", lambda kind, fp: False)
     for name, value in (("_started", set()), ("_procs", {}), ("_others", set())):
         monkeypatch.setattr(P, name, value)
     monkeypatch.setattr(P, "_done", [])
-    monkeypatch.setattr(P, "_spawned_at", [])
     monkeypatch.setattr(P, "_noticed", [])
-    yield P
-    jit.stop_interpreting()
+    return P
 
 
 @pytest.fixture

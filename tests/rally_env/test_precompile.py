@@ -1,10 +1,9 @@
-"""The precompile worker (rally_env.precompile) and the kernels compiled for kernels only
-(physics.jit.njit_inner)."""
+"""The first start on a cold numba cache (rally_env.precompile) and the kernels compiled for
+kernels only (physics.jit.njit_inner)."""
 
 from __future__ import annotations
 
 import os
-import pickle
 import subprocess
 import sys
 import textwrap
@@ -27,23 +26,15 @@ ROOT = Path(__file__).resolve().parents[2]
 JIT_ON = not numba.config.DISABLE_JIT
 
 
-def _recorded() -> dict:
-    with open(P.SIGNATURES, "rb") as f:
-        return pickle.load(f)
+def _config(**kw):
+    from rally_env.config import RallyConfig
 
-
-def _skip_other_numba(data):
-    if data["numba"] != numba.__version__:
-        pytest.skip(
-            f"recorded with numba {data['numba']}, this is {numba.__version__}: the worker "
-            "stays off here (python -m rally_env.precompile_record re-records)"
-        )
+    return RallyConfig.build(**kw)  # (a gym.make would start the precompile worker itself)
 
 
 @pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
 def test_the_recorded_signatures_are_what_the_default_envs_compile():
-    data = _recorded()
-    _skip_other_numba(data)
+    data = P._load_file()
     env = gym.make("Rally-v0")
     env.reset(seed=0)
     env.step(env.action_space.sample())
@@ -53,14 +44,21 @@ def test_the_recorded_signatures_are_what_the_default_envs_compile():
     vec.reset(seed=0)
     vec.step(np.stack([vec.single_action_space.sample() for _ in range(4)]))
     vec.close()
-    for kind, kernels in P.KERNELS.items():
-        for (mod, name), sigs in zip(kernels, data["signatures"][kind], strict=True):
-            disp = getattr(sys.modules[mod], name)
+    for kind in P.KERNELS:
+        for disp, sigs in P._load_signatures(kind):
             for sig in sigs:
                 assert sig in disp.signatures, (
-                    f"{mod}.{name}: a default {kind} env no longer compiles the recorded "
-                    "signature; run python -m rally_env.precompile_record"
+                    f"{disp.py_func.__qualname__}: a default {kind} env no longer compiles the "
+                    "recorded signature; run python -m rally_env.warmup record"
                 )
+
+
+def test_a_description_gives_back_its_type():
+    for kind in P.KERNELS:
+        for sigs in P._load_file()["signatures"][kind]:
+            for descs in sigs:
+                for d in descs:
+                    assert P.describe(numba.typeof(P.placeholder(d))) == d
 
 
 @pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
@@ -71,9 +69,8 @@ def test_the_post_step_kernel_compiled_beside_the_worker_is_the_one_a_step_calls
     for the argument types its steps then pass (no second specialization)."""
     from rally_env import kernels as K
 
-    _skip_other_numba(_recorded())
     compiled = []
-    monkeypatch.setattr(P, "start", lambda config, threaded=False, n_cars=1: True)
+    monkeypatch.setattr(P, "start", lambda config, threaded=False: True)
     monkeypatch.setattr(P, "running", lambda threaded=False: True)
     monkeypatch.setattr(P, "wait", lambda *a, **k: None)
     monkeypatch.setattr(P, "compile_beside", lambda d, args: compiled.append((d, args)))
@@ -88,173 +85,173 @@ def test_the_post_step_kernel_compiled_beside_the_worker_is_the_one_a_step_calls
     vec.close()
 
 
-_CHECK = textwrap.dedent(
+_LOADS = textwrap.dedent(
     """
     from rally_env import precompile as P
-    kernels = P._load_signatures("serial") + P._load_signatures("threaded")
-    print(all(P._cached(d, s) for d, sigs in kernels for s in sigs), len(kernels))
+    hits = misses = 0
+    for kind in P.KERNELS:
+        for d, sigs in P._load_signatures(kind):
+            for s in sigs:
+                d.compile(s)
+            hits += sum(d.stats.cache_hits.values())
+            misses += sum(d.stats.cache_misses.values())
+    print(hits, misses)
     """
 )
+
+
+def _run(args, env):
+    out = subprocess.run(
+        [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.split()
 
 
 @pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
 def test_the_worker_fills_an_empty_cache_with_every_recorded_kernel(tmp_path):
-    _skip_other_numba(_recorded())
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
-
-    def run(args):
-        return subprocess.run(
-            [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
-        )
-
-    n = str(len(P.SERIAL) + len(P.THREADED))
-    assert run(["-c", _CHECK]).stdout.split() == ["False", n]  # empty
-    assert run(["-m", "rally_env.precompile", "serial"]).returncode == 0
-    assert run(["-m", "rally_env.precompile", "threaded"]).returncode == 0
-    assert run(["-c", _CHECK]).stdout.split() == ["True", n]
-    again = "from rally_env import precompile as P; print(P.compile_all('threaded'))"
-    assert run(["-c", again]).stdout.split() == ["0"]  # nothing loaded only to be dropped
-    # the lists of Python first: the stage's functions too, and the threaded post-step kernel
-    every = _CHECK.replace(
-        '"serial") + P._load_signatures("threaded")',
-        '"serial-all") + P._load_signatures("threaded-all")',
-    )
-    n_all = str(len(P.SERIAL_ALL) + len(P.THREADED_ALL))
-    assert run(["-c", every]).stdout.split() == ["False", n_all]
-    # the second worker passes over what is cached (the end of the list is) and fills the rest
-    assert run(["-m", "rally_env.precompile", "serial-all", "back"]).returncode == 0
-    assert run(["-m", "rally_env.precompile", "threaded-all"]).returncode == 0
-    assert run(["-c", every]).stdout.split() == ["True", n_all]
-
-
-_CACHED = textwrap.dedent(
-    """
-    from rally_env import precompile as P
-    print("".join("1" if all(P._cached(d, s) for s in sigs) else "0"
-                  for d, sigs in P._load_signatures("serial")))
-    """
-)
-
-
-def _claimed_run(tmp_path, monkeypatch, claim: int, code: list[str]) -> tuple[str, str]:
-    """Hold the claim on serial kernel ``claim`` of a fresh cache while a process runs
-    ``code``; (its last output line, which kernels the cache then holds as 0/1)."""
-    _skip_other_numba(_recorded())
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # the claims' lock files name it
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-
-    def run(args):
-        out = subprocess.run(
-            [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-
-    fd = P._claim("serial", claim)
-    assert fd is not None
-    try:
-        last = run(code)
-    finally:
-        P._unlock(fd)
-    return last, run(["-c", _CACHED])
+    _run(["-m", "rally_env.precompile", "serial"], env)
+    _run(["-m", "rally_env.precompile", "threaded"], env)
+    hits, misses = _run(["-c", _LOADS], env)
+    assert int(hits) >= len(P.SERIAL) + len(P.THREADED) and misses == "0"  # all loaded
 
 
 @pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
 def test_the_worker_stops_at_a_kernel_the_env_claimed(tmp_path, monkeypatch):
-    # the env compiles from the end of the list back and holds each kernel's claim meanwhile:
-    # the worker, first to last, compiles up to it and leaves the rest to the env
-    code = ["-c", "from rally_env import precompile as P; print(P.compile_all('serial'))"]
-    last, cached = _claimed_run(tmp_path, monkeypatch, 1, code)
-    assert last == "1"  # the first kernel only (its callees in the list are cached with it)
-    assert cached[:2] == "10"
+    # the env compiles from the end of the list back and holds each kernel's claim: the
+    # worker, first to last, compiles up to it and leaves the rest to the env
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # the claims' lock files name it
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    fd = P._claim("serial", 1)
+    assert fd is not None
+    try:
+        code = "from rally_env import precompile as P; print(P.compile_all('serial'))"
+        assert _run(["-c", code], env)[-1] == "1"
+    finally:
+        P._unlock(fd)
 
 
-@pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
-def test_an_env_compiles_the_last_kernels_until_it_meets_the_worker(tmp_path, monkeypatch):
-    # the worker holds the claim on the last kernel but one: the env's share compiles the
-    # last kernel only, then stops there (and waits for the worker)
-    n = len(P.SERIAL)
-    code = ["-c", "from rally_env import precompile as P; print(P.share(False))"]
-    last, cached = _claimed_run(tmp_path, monkeypatch, n - 2, code)
-    assert last == "1"
-    assert cached[0] == "0" and cached[-2:] == "01"
+class _Kernel:
+    """A stand-in kernel: records when it was compiled."""
+
+    def __init__(self, i: int, log: list) -> None:
+        self.i, self.log = i, log
+
+    def compile(self, sig) -> None:
+        self.log.append(self.i)
 
 
-def _config(**kw):
-    return gym.make("Rally-v0", **kw).unwrapped.config
+def _kernels(monkeypatch, n: int) -> list:
+    log: list = []
+    kernels = [(_Kernel(i, log), [()]) for i in range(n)]
+    monkeypatch.setattr(P, "_load_signatures", lambda kind="serial": kernels)
+    return log
 
 
-def test_no_worker_when_turned_off_warm_or_for_other_envs(fresh_module, monkeypatch):
+def test_an_env_compiles_the_last_kernels_then_takes_the_workers_in_turn(
+    fresh_module, monkeypatch, tmp_path
+):
+    """The worker holds the claim on kernel 2 of 6: the env compiles 5, 4, 3, then takes 2
+    when the worker releases it, then 1 and 0 (from the cache)."""
+    pytest.importorskip("fcntl")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    log = _kernels(monkeypatch, 6)
+    P._others.add("serial")  # another process's worker
+    fd = P._claim("serial", 2)
+    released = []
+
+    def release():
+        time.sleep(0.3)
+        released.append(list(log))
+        P._unlock(fd)
+
+    threading.Thread(target=release).start()
+    P.wait()
+    assert released == [[5, 4, 3]]
+    assert log == [5, 4, 3, 2, 1, 0]
+
+
+def test_a_stalled_claim_is_waited_on_about_as_long_as_compiling_would_take(
+    fresh_module, monkeypatch, tmp_path
+):
+    pytest.importorskip("fcntl")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    log = _kernels(monkeypatch, 3)
+    monkeypatch.setattr(P, "KERNEL_COMPILE_S", 0.2)
+    P._others.add("serial")
+    fd = P._claim("serial", 2)  # held for ever by a stalled process
+    try:
+        t0 = time.monotonic()
+        P.wait()
+        assert time.monotonic() - t0 < 30.0
+        assert log == [2, 1, 0]  # compiled here after the wait
+    finally:
+        P._unlock(fd)
+
+
+def test_no_worker_when_turned_off_warm_or_for_other_envs(fresh_module, monkeypatch, capsys):
     spawned = []
     monkeypatch.setattr(P.subprocess, "Popen", lambda *a, **k: spawned.append(a))
     cfg = _config()
 
-    def again():
+    def again(c=cfg):
         monkeypatch.setattr(P, "_started", set())
-        return P.start(cfg)
+        return P.start(c)
 
     monkeypatch.setenv("RALLY_PRECOMPILE", "0")
     assert again() is False
     monkeypatch.delenv("RALLY_PRECOMPILE")
-    monkeypatch.setattr(P, "_cached", lambda d, s: True)  # a warm cache
-    assert again() is False
-    monkeypatch.setattr(P, "_cached", lambda d, s: False)
     monkeypatch.setattr(P, "_cores", lambda: 1)  # the worker would only compete
     assert again() is False
     monkeypatch.setattr(P, "_cores", lambda: 2)
-    cfg = _config(road_ahead=True)  # other types than the recorded ones
-    assert again() is False
-    cfg = _config()
-    monkeypatch.setattr(P, "_load_file", lambda: None)  # another numba version
+    assert again(_config(road_ahead=True)) is False  # other types than the recorded ones
+    monkeypatch.setattr(P, "_load_file", lambda: None)  # no recorded types
     assert again() is False
     assert spawned == []
+    # each of those cold starts compiles in this process: said once
+    assert capsys.readouterr().err.count("compiling the simulator once (about 30 s") == 1
+    monkeypatch.setattr(P, "_noticed", [])
+    monkeypatch.setattr(P, "is_warm", lambda kind, fp: True)  # a warm cache
+    assert again() is False
+    assert spawned == [] and capsys.readouterr().err == ""  # a warm start says nothing
 
 
 @pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
-def test_a_cold_cache_starts_one_worker_per_process_and_kind(fresh_module, spawned, monkeypatch):
-    _skip_other_numba(_recorded())
-    monkeypatch.setattr(P, "_cached", lambda d, s: False)
+def test_a_cold_cache_starts_one_worker_per_process_and_kind(fresh_module, spawned, capsys):
     cfg = _config()
     assert P.start(cfg) is True
     assert P.start(cfg) is True  # once per process
     assert P.start(cfg, threaded=True) is True
-    # Python first is off in the suite (tests/conftest.py): one worker per kind
     assert [a[-1] for a in spawned] == ["serial", "threaded"]
-    proc = P._procs["serial"]
+    assert capsys.readouterr().err.count("compiling the simulator once (about 15 s") == 1
     assert P.running() and P.running(True)
-    P.wait()
-    assert proc.waited and not P.running()
-    P.wait()  # nothing left to wait for
     proc = P._procs["threaded"]
-    P.wait(True, useful=False)  # an env of other types stops waiting for it
-    assert proc.killed and not proc.waited and not P.running(True)
+    P.wait(True, useful=False)  # an env of other types stops the worker
+    assert proc.killed and not P.running(True)
 
 
-def test_a_worker_of_another_process_is_waited_for_through_the_lock(fresh_module, monkeypatch):
+def test_a_worker_of_another_process_is_shared_through_the_lock(fresh_module, monkeypatch):
     pytest.importorskip("fcntl")
-    monkeypatch.setattr(P, "_cached", lambda d, s: False)
-    cfg = _config()
-    recorded = {"fingerprint": P.fingerprint(cfg)}
-    monkeypatch.setattr(P, "_load_file", lambda: recorded)
-    monkeypatch.setattr(P, "_load_signatures", lambda kind="serial": [(None, [None])])
     monkeypatch.setattr(P.subprocess, "Popen", lambda *a, **k: pytest.fail("spawned a second"))
     fd = P._try_lock(P._lock_path())  # "another process's worker" holds the lock
     assert fd is not None
-    released = []
     try:
-        assert P.start(cfg) is True
-
-        def release():
-            time.sleep(0.3)
-            released.append(time.monotonic())
-            P._unlock(fd)
-
-        threading.Thread(target=release).start()
-        P.wait(timeout=30.0)
-        assert released and time.monotonic() >= released[0]
+        assert P.start(_config()) is True
+        assert P.running()
     finally:
-        if not released:
-            P._unlock(fd)
+        P._unlock(fd)
+
+
+def test_the_warm_stamp_follows_the_sources(monkeypatch, tmp_path):
+    monkeypatch.setattr(P, "_stamp_path", lambda kind, fp: tmp_path / f"{kind}-{fp}")
+    monkeypatch.setattr(P, "_marked", set())
+    fp = (0, False, False)
+    assert not P.is_warm("serial", fp)
+    P.mark_warm("serial", fp)
+    assert P.is_warm("serial", fp) and not P.is_warm("threaded", fp)
+    monkeypatch.setattr(P, "_sources_digest", lambda: "a source changed")
+    assert not P.is_warm("serial", fp)
 
 
 @pytest.mark.skipif(not JIT_ON, reason="JIT disabled")
@@ -264,3 +261,13 @@ def test_a_kernel_only_helper_refuses_a_call_from_python():
         kernel._substep(0, np.zeros((1, 1)))
     # entry points keep their wrappers
     assert not isinstance(kernel.step_cars, InnerDispatcher)
+
+
+def test_rally_warmup_compiles_ahead_and_clears_first_when_told(monkeypatch, capsys):
+    from rally_env import warmup
+    from rally_env.cli import main
+
+    calls = []
+    monkeypatch.setattr(warmup, "warmup", lambda clear=False: calls.append(clear) or {"env_s": 1.0})
+    assert main(["warmup"]) == 0 and main(["warmup", "--clear"]) == 0
+    assert calls == [False, True] and '"env_s": 1.0' in capsys.readouterr().out

@@ -1,0 +1,113 @@
+"""``rally warmup``: compile the simulator into numba's cache ahead of a first env, or clear
+the project's entries of that cache; and the recording of the argument types the precompile
+worker compiles for (``python -m rally_env.warmup record``). A module of its own because it
+builds envs, and the env core imports :mod:`rally_env.precompile`."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from rally_env.precompile import (
+    KERNELS,
+    PACKAGES,
+    SIGNATURES,
+    cache_dir,
+    describe,
+    fingerprint,
+    stamp_folder,
+)
+
+
+def clear_cache() -> int:
+    """Delete numba's cache entries of the project's compiled functions and the stamps;
+    returns how many files."""
+    from numba.core.dispatcher import Dispatcher
+
+    import rally_env.vector  # noqa: F401  (imports every module the env compiles)
+
+    folders: dict[str, set[str]] = {}
+    for modname, mod in list(sys.modules.items()):
+        if modname.split(".")[0] not in PACKAGES or mod is None:
+            continue
+        for value in list(vars(mod).values()):
+            if isinstance(value, Dispatcher) and value.py_func.__module__ == modname:
+                folder = value.stats.cache_path
+                folders.setdefault(folder, set()).add(modname.rsplit(".", 1)[-1])
+    n = 0
+    for folder, stems in folders.items():
+        for p in Path(folder).glob("*.nb[ic]"):
+            if p.name.split(".")[0] in stems:
+                p.unlink(missing_ok=True)
+                n += 1
+    for p in stamp_folder().glob("rally-warm-*"):
+        p.unlink(missing_ok=True)
+    return n
+
+
+def warmup(clear: bool = False) -> dict:
+    """Compile what a ``Rally-v0`` env and a threaded vector env run into numba's cache (so a
+    first start loads instead of compiling); ``clear=True`` deletes the project's entries
+    first. Returns what it did and how long it took."""
+    import gymnasium as gym
+    import numpy as np
+
+    import rally_env  # noqa: F401  (registers the env ids)
+    from rally_env.vector import RallyVectorEnv
+
+    out: dict = {"cache": cache_dir()}
+    if clear:
+        out["deleted_files"] = clear_cache()
+    t0 = time.perf_counter()
+    env = gym.make("Rally-v0")
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    env.close()
+    out["env_s"] = round(time.perf_counter() - t0, 2)
+    t1 = time.perf_counter()
+    vec = RallyVectorEnv(num_envs=4, parallel=True)
+    vec.reset(seed=0)
+    vec.step(np.stack([vec.single_action_space.sample() for _ in range(4)]))
+    vec.close()
+    out["vector_env_s"] = round(time.perf_counter() - t1, 2)
+    return out
+
+
+def record(path: Path = SIGNATURES) -> None:
+    """Write the argument types of the kernels of a default ``Rally-v0`` env's first reset
+    and step, and of a 4-car threaded vector env's: ``python -m rally_env.warmup record``
+    (after a change to a reset or step kernel's arguments; a test says when)."""
+    import gymnasium as gym
+    import numpy as np
+
+    import rally_env  # noqa: F401  (registers the env ids)
+    from rally_env.vector import RallyVectorEnv
+
+    env = gym.make("Rally-v0")
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    vec = RallyVectorEnv(num_envs=4, parallel=True)
+    vec.reset(seed=0)
+    vec.step(np.stack([vec.single_action_space.sample() for _ in range(4)]))
+    sigs: dict[str, list] = {}
+    for kind, kernels in KERNELS.items():
+        sigs[kind] = []
+        for mod, name in kernels:
+            disp = getattr(importlib.import_module(mod), name)
+            if not disp.signatures:
+                raise RuntimeError(f"{mod}.{name} was not compiled by the {kind} env")
+            sigs[kind].append([[describe(t) for t in sig] for sig in disp.signatures])
+    data = {"fingerprint": list(fingerprint(env.unwrapped.config)), "signatures": sigs}
+    env.close()
+    vec.close()
+    path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["record"]:
+        record()
+    else:
+        print(json.dumps(warmup(clear="--clear" in sys.argv[1:])))

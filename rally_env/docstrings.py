@@ -754,14 +754,17 @@ is most of the cost; the env layer adds one small numba kernel per step plus the
 
 ### The first start (an empty numba cache)
 
-numba compiles the kernels on first use and caches them. With an empty cache, the first env
-of a process with at most 16 cars starts two processes that compile the kernels of a default
-`Rally-v0` (`rally_env.precompile`) and, until they are done, runs whatever is not compiled yet
-as plain Python, with the same results to the bit. So the first `Rally-v0` step comes in about
-a second; steps run at about 50-220 steps/s until the step kernels are compiled (9-10 s on 2
-cores), then at full speed. `RALLY_INTERPRET=0` turns this off (the first step then comes
-after 13-14 s of compiling); `RALLY_PRECOMPILE=0` turns off the background compiling too (about
-25 s in one process). An env of more than 16 cars compiles before it steps.
+numba compiles the simulator on first use and caches it (once per machine and version of the
+code). A first start says so in one line on stderr (`rally-env: compiling the simulator once
+(about 15 s; cached afterwards)`); a warm start prints nothing. Meanwhile the first env of a
+process compiles its reset and step kernels in a second process, on another core
+(`rally_env.precompile`), while it builds its stage: the first `Rally-v0` step comes after
+13-14 s of compiling on 2 idle cores (about 25 s when two other busy processes share them), a
+first threaded vector step 4-5 s after it (about 6 s loaded); a warm start takes under a second.
+`rally warmup` compiles ahead (a `Rally-v0` env and a threaded vector env);
+`rally warmup --clear` deletes the project's cache entries first, for when numba reports a
+cache file it cannot read (`rally_env.precompile.CacheFileError`, cut short by a full disk or
+a killed process). `RALLY_PRECOMPILE=0` turns off the second process (about 25 s in one).
 
 ### Random stages (`stage="random"`)
 

@@ -759,12 +759,13 @@ code). A first start says so in one line on stderr (`rally-env: compiling the si
 (about 15 s; cached afterwards)`); a warm start prints nothing. Meanwhile the first env of a
 process compiles its reset and step kernels in a second process, on another core
 (`rally_env.precompile`), while it builds its stage: the first `Rally-v0` step comes after
-13-14 s of compiling on 2 idle cores (about 25 s when two other busy processes share them), a
-first threaded vector step 4-5 s after it (about 6 s loaded); a warm start takes under a second.
+about 11.5 s of compiling on 2 idle cores (about 25 s when two other busy processes share
+them), a first threaded vector step about 3.6 s after it (about 6 s loaded); a warm start
+takes under a second.
 `rally warmup` compiles ahead (a `Rally-v0` env and a threaded vector env);
 `rally warmup --clear` deletes the project's cache entries first, for when numba reports a
 cache file it cannot read (`rally_env.precompile.CacheFileError`, cut short by a full disk or
-a killed process). `RALLY_PRECOMPILE=0` turns off the second process (about 25 s in one).
+a killed process). `RALLY_PRECOMPILE=0` turns off the second process (about 22 s in one).
 
 ### Random stages (`stage="random"`)
 

@@ -210,7 +210,7 @@ def test_no_worker_when_turned_off_warm_or_for_other_envs(fresh_module, monkeypa
     assert again() is False
     assert spawned == []
     # each of those cold starts compiles in this process: said once
-    assert capsys.readouterr().err.count("compiling the simulator once (about 30 s") == 1
+    assert capsys.readouterr().err.count("compiling the simulator once (about 25 s") == 1
     monkeypatch.setattr(P, "_noticed", [])
     monkeypatch.setattr(P, "is_warm", lambda kind, fp: True)  # a warm cache
     assert again() is False

@@ -22,8 +22,11 @@ while it tries to brake later or carry more speed.
 2. every candidate is rolled out for ``horizon`` steps of its own actions and ``tail`` steps
    of its tuned heuristic; its score is the credited distance it reached (distance gained off
    the road does not count), plus the look-ahead time left at ``finish_speed_mps`` if it
-   finished, minus ``off_road_cost_m`` per step with the car's centre off the road and
-   ``crash_cost_m`` if the episode ended without finishing;
+   finished, minus ``off_road_cost_m`` per step with the car's centre off the road,
+   ``crash_cost_m`` if the episode ended without finishing and ``end_off_road_cost_m`` if it
+   is still running off the road when its look-ahead ends (a car that leaves the road at
+   speed is on its way off the stage: without this cost the search kept choosing a drive that
+   ended its look-ahead off the road, and later found only crashes);
 3. the mean moves to the exponentially weighted average of the candidates (weights
    ``exp((score - best) / (temperature * spread))``), the noise shrinks by ``decay``, and the
    next iteration samples around it. The plan is the best candidate of all iterations, as the
@@ -87,6 +90,8 @@ class PlannerSettings:
         temperature: MPPI temperature, relative to the spread of the candidates' scores.
         off_road_cost_m: score cost of a step with the car's centre off the road (m).
         crash_cost_m: score cost of an episode that ends without finishing (m).
+        end_off_road_cost_m: score cost of a candidate still off the road when its
+            look-ahead ends (m).
         finish_speed_mps: score per second of look-ahead left when a candidate finishes.
         seed: the noise stream's seed (a run is a function of the stage and the settings).
         threads: step the model env with threads (numba's, over its cars).
@@ -106,6 +111,7 @@ class PlannerSettings:
     temperature: float = 0.1
     off_road_cost_m: float = 20.0
     crash_cost_m: float = 10_000.0
+    end_off_road_cost_m: float = 1_000.0
     finish_speed_mps: float = 40.0
     seed: int = 0
     threads: bool = True
@@ -126,7 +132,14 @@ class PlannerSettings:
                 raise PlannerSettingsError(name, v, f"must be an integer >= {lo}")
         positive = ("temperature", "finish_speed_mps")
         sigmas = ("sigma_steer", "sigma_pedal", "sigma_tune", "sigma_line")
-        for name in (*positive, *sigmas, "decay", "off_road_cost_m", "crash_cost_m"):
+        for name in (
+            *positive,
+            *sigmas,
+            "decay",
+            "off_road_cost_m",
+            "crash_cost_m",
+            "end_off_road_cost_m",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
                 raise PlannerSettingsError(name, v, "must be a number")
@@ -484,6 +497,8 @@ class MPCPlanner:
                 alive &= ~ended
                 if not alive.any():
                     break
+        # still running off the road when the look-ahead ends: on its way off the stage
+        bonus[alive & info["off_road"]] -= s.end_off_road_cost_m
         return progress + bonus - s.off_road_cost_m * off, steps
 
     # ------------------------------------------------------------------ bookkeeping

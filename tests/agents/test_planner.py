@@ -40,6 +40,7 @@ def short_stage():
         ({"temperature": 0.0}, "temperature"),
         ({"decay": 1.5}, "decay"),
         ({"crash_cost_m": "a lot"}, "crash_cost_m"),
+        ({"end_off_road_cost_m": None}, "end_off_road_cost_m"),
         ({"seed": -3}, "seed"),
         ({"threads": "yes"}, "threads"),
     ],

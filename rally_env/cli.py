@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument(
         "--clear",
         action="store_true",
-        help="first delete the project's entries of numba's cache (after an unreadable one)",
+        help="first delete the project's entries of numba's cache (all compile again)",
     )
     warm.set_defaults(func=_cmd_warmup)
 

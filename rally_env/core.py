@@ -11,6 +11,7 @@ its own rows in every array, and the kernels touch only its rows.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -71,16 +72,17 @@ class RallyCore:
         self.n = int(n_cars)
         self.n_sub = config.substeps
         self.dt = config.dt_s
-        with precompile.cache_errors():  # the stage's and the terrain's compiled code
-            self.bank = S.StageBank(config, self.n)
+        # the stage's and the terrain's compiled code (an unreadable cache entry compiles again)
+        self.bank = precompile.cache_safe(S.StageBank, config, self.n)
         self.version = config.version
         self.layout = ObsLayout(
             len(config.vehicle.wheels), version=config.version, road_ahead=config.road_ahead
         )
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
-        with precompile.cache_errors():
-            self.sim = VehicleBatch(self.n, config.vehicle, self.bank.terrains, parallel=par)
+        self.sim = precompile.cache_safe(
+            VehicleBatch, self.n, config.vehicle, self.bank.terrains, parallel=par
+        )
         n = self.n
         self.estate = np.zeros((n, K.N_E), np.float64)
         self.eistate = np.zeros((n, K.N_EI), np.int64)
@@ -200,10 +202,39 @@ class RallyCore:
             seeds = list(seeds) if seeds is not None else [None] * len(cars)
             for h in self.hooks:
                 h.before_reset(cars, seeds)
-        with precompile.cache_errors():
-            self._reset(cars, seeds)
+        # numba loads the reset's compiled code at the first reset: a snapshot to undo it by
+        undo = None if self.ever_reset.any() else self._undo_point()
+        precompile.cache_safe(self._reset, cars, seeds, undo=undo)
         for h in self.hooks:
             h.after_reset(cars)
+
+    def _undo_point(self) -> Callable[[], None]:
+        """A function putting back the arrays, random generators and draws as they are now:
+        a reset or first step that numba stopped at an unreadable cache entry part way
+        (:func:`rally_env.precompile.cache_safe`) is undone before it runs again."""
+        arrays = [
+            (o, name, v, v.copy())
+            for o in (self, self.sim)
+            for name, v in vars(o).items()
+            if isinstance(v, np.ndarray) and v.flags.writeable
+        ]
+        rngs = [(r, None if r is None else r.bit_generator.state) for r in self.rngs]
+        draws = list(self.draws)
+        clock = getattr(self, "clock", None)
+
+        def undo() -> None:
+            for o, name, v, saved in arrays:
+                setattr(o, name, v)
+                v[...] = saved
+            for r, st in rngs:
+                if r is not None:
+                    r.bit_generator.state = st
+            self.rngs[:] = [r for r, _ in rngs]
+            self.draws[:] = draws
+            if clock is not None:
+                self.clock = clock
+
+        return undo
 
     def _reset(self, cars: np.ndarray, seeds: list[np.random.SeedSequence | None] | None) -> None:
         cfg = self.config
@@ -454,8 +485,7 @@ class RallyCore:
         """Step cars (all, or ``cars``) with validated, clipped ``actions`` (N, 4) float64."""
         if self._first_step:
             self._first_step = False
-            with precompile.cache_errors():
-                self.step(actions, cars)
+            precompile.cache_safe(self.step, actions, cars, undo=self._undo_point())
             precompile.mark_warm("threaded" if self.sim.parallel else "serial", self._fp)
             return
         idx = self._all if cars is None else cars

@@ -25,9 +25,11 @@ recorded ones (:func:`fingerprint`). Processes sharing a cache share one worker 
 The workers die with the process that started them (:func:`_die_with_parent`).
 
 ``rally warmup`` compiles everything ahead (:mod:`rally_env.warmup`); ``rally warmup --clear``
-deletes the project's cache entries first. numba stops at a cache file it cannot read (a file cut
-short by a full disk or a killed process): the env then raises :class:`CacheFileError`
-naming the cache folder and ``rally warmup --clear``.
+deletes the project's cache entries first. numba stops at a cache file it cannot read (a file
+cut short by a full disk or a killed process): the env's construction, resets and first step
+go through :func:`cache_safe`, which deletes that function's files, says so on stderr and runs
+the call again (numba compiles the function and writes its entry anew); only a second failure
+raises :class:`CacheFileError` naming the cache folder and ``rally warmup --clear``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,8 @@ _marked: set[tuple] = set()  # stamps this process wrote
 
 class CacheFileError(RuntimeError):
     """numba could not read a file of its cache (cut short by a full disk or a killed
-    process); ``rally warmup --clear`` deletes the project's entries and compiles them again."""
+    process) even after :func:`cache_safe` deleted it and compiled the function again;
+    ``rally warmup --clear`` deletes the project's entries and compiles them again."""
 
 
 def cache_dir() -> str:
@@ -108,11 +110,82 @@ def cache_dir() -> str:
     return config.CACHE_DIR or f"the __pycache__ folders under {_ROOT}"
 
 
-@contextlib.contextmanager
-def cache_errors() -> Iterator[None]:
-    """Turn numba's error on an unreadable cache file into a :class:`CacheFileError`."""
+def project_entries() -> list[Path]:
+    """numba's cache files (index ``.nbi`` and data ``.nbc``) of the project's compiled
+    functions in the modules imported so far."""
+    from numba.core.dispatcher import Dispatcher
+
+    folders: dict[str, set[str]] = {}
+    for modname, mod in list(sys.modules.items()):
+        if modname.split(".")[0] not in PACKAGES or mod is None:
+            continue
+        for value in list(vars(mod).values()):
+            if isinstance(value, Dispatcher) and value.py_func.__module__ == modname:
+                folders.setdefault(value.stats.cache_path, set()).add(modname.rsplit(".", 1)[-1])
+    return [
+        p
+        for folder, stems in folders.items()
+        for p in sorted(Path(folder).glob("*.nb[ic]"))
+        if p.name.split(".")[0] in stems
+    ]
+
+
+def _entries_of(error: BaseException) -> list[Path]:
+    """The cache files of the function whose entry numba failed to read: the innermost
+    dispatcher compiling in the error's traceback (numba names a function's files
+    ``<module>.<qualname>-<first line>.pyXY[.n].nbi/.nbc`` in ``stats.cache_path``); else every
+    project cache file that is not a whole sequence of pickles."""
+    from numba.core.dispatcher import Dispatcher
+
+    disp, tb = None, error.__traceback__
+    while tb is not None:
+        here = tb.tb_frame.f_locals.get("self")
+        if isinstance(here, Dispatcher):
+            disp = here
+        tb = tb.tb_next
+    if disp is not None:
+        f = disp.py_func
+        stem = f"{f.__module__.rsplit('.', 1)[-1]}.{f.__qualname__}-{f.__code__.co_firstlineno}"
+        return sorted(Path(disp.stats.cache_path).glob(f"{stem}.py*.nb[ic]"))
+    return [p for p in project_entries() if not _readable(p)]
+
+
+def _readable(path: Path) -> bool:
     try:
-        yield
+        with open(path, "rb") as f:
+            end = os.fstat(f.fileno()).st_size
+            while f.tell() < end:
+                pickle.load(f)
+        return True
+    except Exception:
+        return False
+
+
+def cache_safe(fn: Any, *args: Any, undo: Any = None, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; if numba finds a file of its cache it cannot read (cut short by
+    a full disk or a killed process), delete that function's cache files, say so on stderr,
+    call ``undo()`` (if given: put back what the failed call changed) and call again: numba
+    then compiles the function and writes its entry anew. Only a second failure raises
+    :class:`CacheFileError`."""
+    try:
+        return fn(*args, **kwargs)
+    except (EOFError, pickle.UnpicklingError) as e:
+        files = _entries_of(e)
+        for p in files:
+            with contextlib.suppress(OSError):
+                p.unlink()
+        name = files[0].name.split(".py")[0] if files else "an entry"
+        with contextlib.suppress(Exception):
+            print(
+                f"rally-env: numba's cache entry {name} in {cache_dir()} is unreadable "
+                f"({type(e).__name__}); compiling it again",
+                file=sys.stderr,
+                flush=True,
+            )
+    if undo is not None:
+        undo()
+    try:
+        return fn(*args, **kwargs)
     except (EOFError, pickle.UnpicklingError) as e:
         raise CacheFileError(
             f"numba's cache holds a file it cannot read ({type(e).__name__}: {e}) in "

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from rally_env.precompile import (
     KERNELS,
-    PACKAGES,
     SIGNATURES,
     cache_dir,
     describe,
     fingerprint,
+    project_entries,
     stamp_folder,
 )
 
@@ -25,27 +25,14 @@ from rally_env.precompile import (
 def clear_cache() -> int:
     """Delete numba's cache entries of the project's compiled functions and the stamps;
     returns how many files."""
-    from numba.core.dispatcher import Dispatcher
-
     import rally_env.vector  # noqa: F401  (imports every module the env compiles)
 
-    folders: dict[str, set[str]] = {}
-    for modname, mod in list(sys.modules.items()):
-        if modname.split(".")[0] not in PACKAGES or mod is None:
-            continue
-        for value in list(vars(mod).values()):
-            if isinstance(value, Dispatcher) and value.py_func.__module__ == modname:
-                folder = value.stats.cache_path
-                folders.setdefault(folder, set()).add(modname.rsplit(".", 1)[-1])
-    n = 0
-    for folder, stems in folders.items():
-        for p in Path(folder).glob("*.nb[ic]"):
-            if p.name.split(".")[0] in stems:
-                p.unlink(missing_ok=True)
-                n += 1
+    files = project_entries()
+    for p in files:
+        p.unlink(missing_ok=True)
     for p in stamp_folder().glob("rally-warm-*"):
         p.unlink(missing_ok=True)
-    return n
+    return len(files)
 
 
 def warmup(clear: bool = False) -> dict:

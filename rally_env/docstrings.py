@@ -763,9 +763,11 @@ about 11.5 s of compiling on 2 idle cores (about 25 s when two other busy proces
 them), a first threaded vector step about 3.6 s after it (about 6 s loaded); a warm start
 takes under a second.
 `rally warmup` compiles ahead (a `Rally-v0` env and a threaded vector env);
-`rally warmup --clear` deletes the project's cache entries first, for when numba reports a
-cache file it cannot read (`rally_env.precompile.CacheFileError`, cut short by a full disk or
-a killed process). `RALLY_PRECOMPILE=0` turns off the second process (about 22 s in one).
+`rally warmup --clear` deletes the project's cache entries first. A cache file numba cannot
+read (cut short by a full disk or a killed process) is deleted and its function compiled
+again, said in one line on stderr; the env goes on with the same results (only if that fails
+again, `rally_env.precompile.CacheFileError` names the cache folder and
+`rally warmup --clear`). `RALLY_PRECOMPILE=0` turns off the second process (about 22 s in one).
 
 ### Random stages (`stage="random"`)
 

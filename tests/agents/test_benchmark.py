@@ -53,6 +53,22 @@ def test_the_shipped_baseline_covers_every_test_stage():
     assert all("heuristic_time_s" in v for v in base.values())  # made with today's settings
 
 
+def test_the_shipped_oracle_covers_the_library_and_the_first_default_stages():
+    """The oracle file holds a finished planner run, with its command and compute, for the 8
+    library stages and the first 20 of the default set, keyed by what the benchmark builds."""
+    oracle = B.load_oracle()
+    base = B.load_baseline()
+    for name, n in (("library", 8), ("default", 20)):
+        bs = B.SETS[name]
+        for sp in bs.stage_specs()[:n]:
+            dg = bs.build(sp).digest()
+            rec = oracle[dg]
+            assert rec["stage"] == sp["stage"] and rec["set"] == name
+            assert rec["command"].startswith("rally benchmark --agent mpc")
+            assert rec["compute"]["car_steps"] > 0 and rec["compute"]["cpu_s"] > 0
+            assert 0 < base[dg]["reference_time_s"] < rec["oracle_time_s"]
+
+
 def test_the_shipped_baseline_is_what_the_heuristic_drives_today():
     base = B.load_baseline()
     st = B.SETS["default"].build(B.SETS["default"].stage_specs()[0])

@@ -819,7 +819,7 @@ class _Progress:
 
 
 # ------------------------------------------------------------------------------------ CLI
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Any) -> None:
     """Add ``rally benchmark`` to the ``rally`` command line."""
     p = sub.add_parser(
         "benchmark",

@@ -20,7 +20,7 @@ from agents.distributed import add_ray_address
 from rally_env.cli import add_vehicle_args, vehicle_env_kwargs
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:
+def add_subcommands(sub: Any) -> None:
     """Add ``train``, ``eval`` and ``par``, and point ``demo`` at :func:`cmd_demo`."""
     _add_train_parser(sub)
 
@@ -110,7 +110,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=cmd_demo)
 
 
-def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+def _add_train_parser(sub: Any) -> None:
     """``rally train``'s options."""
     tr = sub.add_parser(
         "train",
@@ -192,7 +192,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     tr.set_defaults(func=cmd_train)
 
 
-def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:
+def _add_distributed_verify(sub: Any) -> None:
     """``--ray-address`` for ``rally verify`` and ``rally leaderboard add`` (their parsers
     are rally_env's; the cluster path is here, with Ray)."""
 
@@ -217,11 +217,11 @@ def _add_distributed_verify(sub: argparse._SubParsersAction) -> None:
 
     if "verify" in sub.choices:
         add_cluster_options(sub.choices["verify"], leaderboard=False)
+    from rally_env.replay.cli import PARSERS
+
     lb = sub.choices.get("leaderboard")
-    if lb is not None:
-        for action in lb._actions:
-            if isinstance(action, argparse._SubParsersAction) and "add" in action.choices:
-                add_cluster_options(action.choices["add"], leaderboard=True)
+    if lb is not None and PARSERS.get("leaderboard") is lb:
+        add_cluster_options(PARSERS["leaderboard add"], leaderboard=True)
 
 
 def _wrap_verify(local: Any, leaderboard: bool) -> Any:

@@ -17,6 +17,11 @@ from rally_env.replay.ghost import load_any_ghost
 from rally_env.replay.resim import Resim
 from rally_env.replay.verify import unusable, verify_bytes, verify_replay
 
+#: The parsers :func:`add_subcommands` made last, by command (``"leaderboard"``,
+#: ``"leaderboard add"``): where another package adds options to them (``rally leaderboard add
+#: --ray-address``) without reading argparse's internals.
+PARSERS: dict[str, Any] = {}
+
 
 def add_subcommands(subparsers: Any) -> None:
     """Add ``replay``, ``verify`` and ``leaderboard`` to the ``rally`` command line."""
@@ -52,6 +57,7 @@ def add_subcommands(subparsers: Any) -> None:
     p = subparsers.add_parser("leaderboard", help="local leaderboard of verified times")
     sub = p.add_subparsers(dest="leaderboard_command", required=True)
     a = sub.add_parser("add", help="verify replays and store them")
+    PARSERS.update({"leaderboard": p, "leaderboard add": a})
     a.add_argument("files", nargs="+", help="replay files")
     a.add_argument("--db", help="database file (default $RALLY_LEADERBOARD or ~/.local/share)")
     a.add_argument("--player", help="player name (default: the replay's meta.player)")

@@ -227,16 +227,15 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         if part == "library":
             out.extend(tracks.list_stages())
-        elif part.startswith("validation:"):
-            n = int(part.split(":", 1)[1])
+        elif part.startswith(("random:", "validation:")):
+            kind, _, count = part.partition(":")
+            n = int(count) if count.strip().isdigit() else 0
             if n < 1:
-                raise ValueError(f"validation:N needs N >= 1, got {part!r}")
-            out.extend(validation_stages(n))
-        elif part.startswith("random:"):
-            n = int(part.split(":", 1)[1])
-            if n < 1:
-                raise ValueError(f"random:N needs N >= 1, got {part!r}")
-            out.extend(f"gen-{HELD_OUT_SEED_BASE + i}" for i in range(n))
+                raise ValueError(f"{kind}:N needs N >= 1, got {part!r}")
+            if kind == "validation":
+                out.extend(validation_stages(n))
+            else:
+                out.extend(f"gen-{HELD_OUT_SEED_BASE + i}" for i in range(n))
         else:
             out.append(part)
     if not out:

@@ -424,8 +424,9 @@ def train(
     td = dict(TRAIN_DEFAULTS)
     n_envs = int(n_envs or td["n_envs"])
     eval_freq = int(td["eval_freq"] if eval_freq is None else eval_freq)
-    eval_seeds_given = eval_seeds
-    eval_seeds = int(td["eval_seeds"] if eval_seeds is None else eval_seeds)
+    if eval_seeds is None:  # one run per validation stage of a generated-stage run
+        eval_seeds = 1 if stage == "random" and eval_stages is None else td["eval_seeds"]
+    eval_seeds = int(eval_seeds)
     checkpoint_freq = int(td["checkpoint_freq"] if checkpoint_freq is None else checkpoint_freq)
     threads = int(td["threads"] if threads is None else threads)
     warmstart_steps = int(td["warmstart_steps"] if warmstart_steps is None else warmstart_steps)
@@ -462,8 +463,6 @@ def train(
         # generated training stages are selected on validation stages: generated, disjoint
         # from the training seeds and from every benchmark test set, one run each
         eval_stages = f"validation:{VALIDATION_STAGES}" if stage == "random" else stage
-        if stage == "random" and eval_seeds_given is None:
-            eval_seeds = 1
     config = {
         "algo": algo,
         "stage": _stage_label(stage),

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rally_env.precompile import (
     KERNELS,
@@ -35,31 +36,38 @@ def clear_cache() -> int:
     return len(files)
 
 
-def warmup(clear: bool = False) -> dict:
-    """Compile what a ``Rally-v0`` env and a threaded vector env run into numba's cache (so a
-    first start loads instead of compiling); ``clear=True`` deletes the project's entries
-    first. Returns what it did and how long it took."""
+def _first_steps() -> tuple[Any, Any, float, float]:
+    """A default ``Rally-v0`` env's and a 4-car threaded vector env's first reset and step
+    (what a first start compiles). Returns both envs, still open, and the seconds each took."""
     import gymnasium as gym
     import numpy as np
 
     import rally_env  # noqa: F401  (registers the env ids)
     from rally_env.vector import RallyVectorEnv
 
-    out: dict = {"cache": cache_dir()}
-    if clear:
-        out["deleted_files"] = clear_cache()
     t0 = time.perf_counter()
     env = gym.make("Rally-v0")
     env.reset(seed=0)
     env.step(env.action_space.sample())
-    env.close()
-    out["env_s"] = round(time.perf_counter() - t0, 2)
     t1 = time.perf_counter()
     vec = RallyVectorEnv(num_envs=4, parallel=True)
     vec.reset(seed=0)
     vec.step(np.stack([vec.single_action_space.sample() for _ in range(4)]))
+    return env, vec, t1 - t0, time.perf_counter() - t1
+
+
+def warmup(clear: bool = False) -> dict:
+    """Compile what a ``Rally-v0`` env and a threaded vector env run into numba's cache (so a
+    first start loads instead of compiling); ``clear=True`` deletes the project's entries
+    first. Returns what it did and how long it took."""
+    out: dict = {"cache": cache_dir()}
+    if clear:
+        out["deleted_files"] = clear_cache()
+    env, vec, env_s, vec_s = _first_steps()
+    env.close()
     vec.close()
-    out["vector_env_s"] = round(time.perf_counter() - t1, 2)
+    out["env_s"] = round(env_s, 2)
+    out["vector_env_s"] = round(vec_s, 2)
     return out
 
 
@@ -67,18 +75,7 @@ def record(path: Path = SIGNATURES) -> None:
     """Write the argument types of the kernels of a default ``Rally-v0`` env's first reset
     and step, and of a 4-car threaded vector env's: ``python -m rally_env.warmup record``
     (after a change to a reset or step kernel's arguments; a test says when)."""
-    import gymnasium as gym
-    import numpy as np
-
-    import rally_env  # noqa: F401  (registers the env ids)
-    from rally_env.vector import RallyVectorEnv
-
-    env = gym.make("Rally-v0")
-    env.reset(seed=0)
-    env.step(env.action_space.sample())
-    vec = RallyVectorEnv(num_envs=4, parallel=True)
-    vec.reset(seed=0)
-    vec.step(np.stack([vec.single_action_space.sample() for _ in range(4)]))
+    env, vec, _, _ = _first_steps()
     sigs: dict[str, list] = {}
     for kind, kernels in KERNELS.items():
         sigs[kind] = []

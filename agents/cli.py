@@ -116,8 +116,9 @@ def _add_train_parser(sub: Any) -> None:
         "train",
         help="train PPO or SAC (stable-baselines3) on the native vector env",
         description="Train a policy; the model, config.json, checkpoints, eval_log.csv and "
-        "TensorBoard logs go to --out. Hyperparameters: agents.sb3.PPO_DEFAULTS / SAC_DEFAULTS "
-        "(docs/agents.md).",
+        "TensorBoard logs go to --out. The env has RallyLearn-v0's settings unless the vehicle "
+        "options say otherwise: decisions at 10 Hz, the road ahead, crash cost 100, no "
+        "handbrake. Hyperparameters: agents.sb3.PPO_DEFAULTS / SAC_DEFAULTS (docs/agents.md).",
     )
     tr.add_argument(
         "--config",
@@ -133,8 +134,15 @@ def _add_train_parser(sub: Any) -> None:
         help="ppo, sac (stable-baselines3) or rllib-ppo (RLlib on Ray: docs/ray.md)",
     )
     tr.add_argument("--stage", default="opener", help="stage name, gen-<seed> or 'random'")
-    tr.add_argument("--timesteps", type=int, default=1_000_000, help="environment steps (1e6)")
-    tr.add_argument("--n-envs", type=int, default=8, help="cars in the vector env (8)")
+    tr.add_argument(
+        "--timesteps", type=int, default=10_000_000, help="environment steps (10,000,000)"
+    )
+    tr.add_argument("--n-envs", type=int, default=None, help="cars in the vector env (32)")
+    tr.add_argument(
+        "--handbrake",
+        action="store_true",
+        help="the policy also has a handbrake output (default: steer, throttle, brake)",
+    )
     tr.add_argument("--seed", type=int, default=0)
     add_vehicle_args(tr)
     tr.add_argument(
@@ -491,6 +499,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         env_kwargs=vehicle_env_kwargs(args) or None,
         say=_say,
         progress_lines_s=None if (bar or args.no_progress) else 30.0,
+        handbrake=args.handbrake,
     )
     fe = summary.get("final_eval") or {}
     print(
@@ -509,7 +518,14 @@ def _say(line: str) -> None:
 def _train_recipe(args: argparse.Namespace) -> int:
     from agents.recipe import RecipeError, load_recipe, run_recipe
 
-    defaults = {"algo": "ppo", "stage": "opener", "timesteps": 1_000_000, "n_envs": 8, "seed": 0}
+    defaults = {
+        "algo": "ppo",
+        "stage": "opener",
+        "timesteps": 10_000_000,
+        "n_envs": None,
+        "seed": 0,
+        "handbrake": False,
+    }
     clash = [k for k, v in defaults.items() if getattr(args, k) != v]
     clash += [
         k

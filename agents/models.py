@@ -16,9 +16,10 @@ import numpy as np
 
 #: Name of the metadata member ``rally train`` adds to a model zip (normalisation, config).
 META_NAME = "rally_meta.json"
-#: The env settings that shape a model's observation, kept in its metadata's ``"env"`` table
-#: so evaluation builds the env the model was trained on (they change no dynamics or reward).
-OBS_ENV_KEYS = ("road_ahead",)
+#: The env settings a model drives with, kept in its metadata's ``"env"`` table so evaluation
+#: builds the env the model was trained on: the observation's shape (``road_ahead``) and how
+#: often it decides (``control_hz``; the physics is the same, an action is held longer).
+OBS_ENV_KEYS = ("road_ahead", "control_hz")
 #: Format of a policy ``rally train --algo rllib-ppo`` exports (``policy.json``'s ``format``).
 EXPORT_FORMAT = "rally-mlp-policy"
 EXPORT_VERSION = 2
@@ -31,17 +32,16 @@ MADE_BY = "rally train"
 
 # ------------------------------------------------------------------------------- actions
 def from_policy_action(a: np.ndarray) -> np.ndarray:
-    """Policy actions in ``[-1, 1]`` -> env actions.
+    """Policy actions in ``[-1, 1]`` -> env actions (``rally_env.policy_to_env_action``).
 
     Steer as is; throttle ``(a + 1) / 2``; brake and handbrake ``max(a, 0)`` (the lower half
     of their range is "off", so a fresh policy, whose mean action is 0, drives off instead
-    of standing on half brake).
+    of standing on half brake). A policy with three outputs (``RallyLearn-v0``'s: steer,
+    throttle, brake) leaves the handbrake off.
     """
-    a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
-    out = a.copy()
-    out[..., 1] = (a[..., 1] + np.float32(1.0)) * np.float32(0.5)
-    out[..., 2:] = np.maximum(a[..., 2:], np.float32(0.0))
-    return out
+    from rally_env.learn import policy_to_env_action
+
+    return policy_to_env_action(a)
 
 
 def to_policy_action(a: np.ndarray) -> np.ndarray:
@@ -287,6 +287,15 @@ def obs_env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in env.items():
         if k not in OBS_ENV_KEYS:
+            continue
+        if k == "control_hz":
+            from rally_env.config import CONTROL_HZ_CHOICES
+
+            if isinstance(v, bool) or v not in CONTROL_HZ_CHOICES:
+                raise ValueError(
+                    f"model metadata env.control_hz must be one of {CONTROL_HZ_CHOICES}, got {v!r}"
+                )
+            out[k] = int(v)
             continue
         if not isinstance(v, bool):
             raise ValueError(f"model metadata env.{k} must be true or false, got {v!r}")

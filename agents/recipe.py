@@ -6,8 +6,9 @@ A recipe holds every setting of a training run, so one command reproduces it fro
 
     [run]          # algo, timesteps, n_envs, seed, out, threads, checkpoint_freq
     [env]          # RallyEnv arguments of the training env (stage = "random", ...)
-    [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included), and
-                   # inputs: the observation fields the actor reads (all by default)
+    [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included) over
+                   # RECIPE_PPO_BASE; inputs: the observation fields the actor reads (all
+                   # by default); handbrake = false: no handbrake output
     [warmstart]    # behaviour cloning of the heuristic driver before PPO (optional)
     [residual]     # the policy acts on top of a base driver (base, scale, kind, hold)
     [[phase]]      # a curriculum: env overrides from ``from_step`` on (optional, in order)
@@ -78,6 +79,23 @@ _PPO_KEYS = {
     "sde_sample_freq",
     "policy_kwargs",
     "inputs",
+    "handbrake",
+}
+#: What a recipe's ``[ppo]`` starts from (a key it gives replaces one of these): the PPO
+#: settings of the first recipes, kept so each recipe file reproduces its run; ``rally
+#: train``'s own defaults (:data:`agents.sb3.PPO_DEFAULTS`) moved on.
+RECIPE_PPO_BASE: dict[str, Any] = {
+    "n_steps": 512,
+    "batch_size": 512,
+    "n_epochs": 10,
+    "learning_rate": 3e-4,
+    "gamma": 0.995,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "ent_coef": 0.0,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "policy_kwargs": {"net_arch": [64, 64], "log_std_init": -1.0},
 }
 _POLICY_KWARGS = {"net_arch", "log_std_init", "ortho_init", "activation_fn", "squash_output"}
 
@@ -98,6 +116,9 @@ class WarmStart:
         dagger_rounds: rounds after the first fit in which the clone drives (with
             ``dagger_noise``) and the driver labels the states it reaches; each round adds
             ``dagger_steps`` env steps to the data and refits for ``dagger_epochs`` epochs.
+        teacher: ``"blind"``, the heuristic driver reading RallyDirect-v0's fields only, or
+            ``"ahead"``, the driver that also reads the road-ahead block (needs
+            ``road_ahead``); it runs at the env's ``control_hz``.
     """
 
     steps: int = 0
@@ -110,6 +131,7 @@ class WarmStart:
     dagger_steps: int = 0
     dagger_noise: float = 0.1
     dagger_epochs: int = 4
+    teacher: str = "blind"
 
 
 @dataclass(frozen=True)
@@ -182,6 +204,9 @@ class Recipe:
     #: ``ppo`` only (``[ppo] inputs``): the observation fields or groups the actor reads
     #: (:func:`restrict_actor_inputs`); ``None``: all of them
     inputs: tuple[str, ...] | None = None
+    #: ``ppo`` only (``[ppo] handbrake``): ``false``: a plain policy acts on steer, throttle
+    #: and brake (the handbrake stays off)
+    handbrake: bool = True
     #: ``rllib-ppo`` only: the cluster, RLlib's hyperparameters, episodes per evaluation
     ray: RayRun = field(default_factory=RayRun)
     rllib: dict[str, Any] = field(default_factory=dict)
@@ -283,6 +308,11 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     ppo = copy.deepcopy(_table(src, doc, "ppo"))
     _check_keys(src, "ppo", ppo, _PPO_KEYS)
     inputs = ppo.pop("inputs", None)
+    handbrake = ppo.pop("handbrake", True)
+    if not isinstance(handbrake, bool):
+        raise RecipeError(f"{src}: ppo.handbrake must be true or false, got {handbrake!r}")
+    if not handbrake and _table(src, doc, "residual").get("base"):
+        raise RecipeError(f"{src}: ppo.handbrake = false is for a plain policy, not a residual")
     if inputs is not None:
         from agents.es import check_inputs
 
@@ -307,7 +337,14 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
         dagger_steps=_int(src, "warmstart.dagger_steps", ws.get("dagger_steps", 0)),
         dagger_noise=_num(src, "warmstart.dagger_noise", ws.get("dagger_noise", 0.1)),
         dagger_epochs=_int(src, "warmstart.dagger_epochs", ws.get("dagger_epochs", 4), 1),
+        teacher=ws.get("teacher", "blind"),
     )
+    if warm.teacher not in ("blind", "ahead"):
+        raise RecipeError(
+            f'{src}: warmstart.teacher must be "blind" or "ahead", got {warm.teacher!r}'
+        )
+    if warm.teacher == "ahead" and env.get("road_ahead") is not True:
+        raise RecipeError(f'{src}: warmstart.teacher = "ahead" needs env.road_ahead = true')
     if warm.dagger_rounds > 0 and (warm.steps == 0 or warm.dagger_steps == 0):
         raise RecipeError(
             f"{src}: warmstart.dagger_rounds needs warmstart.steps and warmstart.dagger_steps > 0"
@@ -359,6 +396,7 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
             stages=_int(src, "eval.stages", ev.get("stages", 20)),
         ),
         inputs=inputs,
+        handbrake=handbrake,
     )
 
 
@@ -553,7 +591,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(recipe.threads)
-    hp = sb3.algo_defaults("ppo")
+    hp = copy.deepcopy(RECIPE_PPO_BASE)
     for k, v in recipe.ppo.items():
         hp[k] = {**hp.get("policy_kwargs", {}), **v} if k == "policy_kwargs" else v
     config = {"recipe": recipe.to_dict(), "hyperparams": hp, "versions": sb3._versions()}
@@ -567,6 +605,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
             stage=stage,
             seed=recipe.seed + step,
             residual=recipe.residual.spec(),
+            handbrake=recipe.handbrake,
             **env,
         )
         return VecMonitor(v)
@@ -720,7 +759,7 @@ def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: ScoreEvaluator
         )
 
     obs, tg = sb3.collect_heuristic(
-        ws.steps, stage0, recipe.n_envs, recipe.seed, noise=ws.noise, **env0
+        ws.steps, stage0, recipe.n_envs, recipe.seed, noise=ws.noise, teacher=ws.teacher, **env0
     )
     mses = [fit(obs, tg, ws.epochs, True)]
     env_steps = len(obs)
@@ -733,6 +772,7 @@ def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: ScoreEvaluator
             recipe.seed + 1 + r,
             noise=ws.dagger_noise,
             learner=sb3._LivePolicy(model, venv),
+            teacher=ws.teacher,
             **env0,
         )
         obs, tg = np.concatenate([obs, o2]), np.concatenate([tg, t2])

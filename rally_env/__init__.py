@@ -3,7 +3,7 @@
     import gymnasium as gym
     import rally_env
 
-    gym.register_envs(rally_env)  # RallyDirect-v0, RallyWheelSpeed-v1 (+ their *Ahead ids)
+    gym.register_envs(rally_env)  # RallyDirect-v0, RallyWheelSpeed-v1 (+ *Ahead), RallyLearn-v0
     env = gym.make("RallyDirect-v0", stage="opener")  # or "rally_env:RallyDirect-v0", no import
     envs = gym.make_vec("RallyDirect-v0", num_envs=64, vectorization_mode="vector_entry_point")
 
@@ -33,14 +33,16 @@ from rally_env.info import (
     end_reason,
     reward_terms,
 )
+from rally_env.learn import LEARN_ENV_ID, LEARN_ENV_KWARGS, policy_to_env_action
 from rally_env.replay import RecordReplay, ReplayError
 from rally_env.spaces import DEFAULT_LAYOUT, DEFAULT_LAYOUT_V1, DISCRETE_ACTIONS, ObsLayout
 from rally_env.vector import RallyVectorEnv
 
 
 def register_envs() -> None:
-    """Register :data:`ENV_IDS`, :data:`LEGACY_ENV_IDS` and :data:`AHEAD_ENV_IDS` (the same
-    envs with ``road_ahead=True``) with Gymnasium (idempotent; run
+    """Register :data:`ENV_IDS`, :data:`LEGACY_ENV_IDS`, :data:`AHEAD_ENV_IDS` (the same
+    envs with ``road_ahead=True``) and :data:`LEARN_ENV_ID` (``RallyLearn-v0``: version 0 with
+    the settings an agent learns from, :mod:`rally_env.learn`) with Gymnasium (idempotent; run
     on ``import rally_env``, by ``gym.make("rally_env:RallyDirect-v0")`` and by the
     ``gymnasium.envs`` entry point).
 
@@ -75,6 +77,12 @@ def register_envs() -> None:
                 )
         if version and old_id not in registry:
             registry[old_id] = registry[new_id]
+    if LEARN_ENV_ID not in registry:  # RallyDirect-v0 with the settings an agent learns from
+        register(
+            id=LEARN_ENV_ID,
+            entry_point="rally_env.learn:make_env",
+            vector_entry_point="rally_env.learn:make_vector_env",
+        )
 
 
 register_envs()
@@ -101,6 +109,8 @@ __all__ = [
     "ENV_IDS",
     "INFO_KEYS",
     "INFO_KEYS_V1",
+    "LEARN_ENV_ID",
+    "LEARN_ENV_KWARGS",
     "LEGACY_ENV_IDS",
     "REWARD_TERMS",
     "ConfigError",
@@ -117,6 +127,7 @@ __all__ = [
     "TerminationConfig",
     "checkpoint_times",
     "end_reason",
+    "policy_to_env_action",
     "register_envs",
     "render_episode",
     "reward_terms",

@@ -29,18 +29,24 @@ def test_ppo_smoke_save_reload_evaluate(tmp_path):
     assert s["timesteps"] == 4096
     model_path = out / "model.zip"
     meta = read_meta(model_path)
-    assert meta["algo"] == "ppo" and len(meta["obs_norm"]["mean"]) == 59
+    # rally train's env: RallyLearn-v0's settings (10 Hz, the road ahead), no handbrake
+    assert meta["algo"] == "ppo" and len(meta["obs_norm"]["mean"]) == 92
     assert meta["made_by"] == "rally train"
+    assert meta["env"] == {"road_ahead": True, "control_hz": 10}
+    assert load_model(model_path)[0].action_space.shape == (3,)
     # strict JSON: a not-yet-finished evaluation's NaN times are null, never a bare NaN
     text = (out / "summary.json").read_text()
     doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
     assert "NaN" not in text and doc["timesteps"] == 4096
     assert set(doc["final_eval"]) >= {"finish_rate", "median_time_s"}
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["algo"] == "ppo" and cfg["seed"] == 1 and cfg["hyperparams"]["n_steps"] == 512
+    assert cfg["algo"] == "ppo" and cfg["seed"] == 1 and cfg["hyperparams"]["n_steps"] == 128
+    # a minibatch is at most one rollout: 128 steps x 4 cars
+    assert cfg["hyperparams"]["batch_size"] == 512
+    assert cfg["env_kwargs"]["reward_weights"] == {"crash": 100.0}
     assert (out / "eval_log.csv").read_text().count("\n") >= 2
     assert list((out / "checkpoints").glob("ppo_*_steps.zip"))
-    assert model_path.stat().st_size < 400_000
+    assert model_path.stat().st_size < 2_000_000  # what a shipped policy may weigh
     res = evaluate(str(model_path), "opener", [0], env_kwargs={"termination": {"time_limit_s": 5}})
     assert res.stages[0].episodes == 1
     # same seed, same result

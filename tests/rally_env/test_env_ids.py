@@ -11,7 +11,12 @@ from gymnasium import logger as gym_logger
 
 import rally_env
 
-DOCUMENTED = (*rally_env.ENV_IDS, *rally_env.LEGACY_ENV_IDS, *rally_env.AHEAD_ENV_IDS)
+DOCUMENTED = (
+    *rally_env.ENV_IDS,
+    *rally_env.LEGACY_ENV_IDS,
+    *rally_env.AHEAD_ENV_IDS,
+    rally_env.LEARN_ENV_ID,
+)
 
 
 @pytest.fixture

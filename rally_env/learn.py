@@ -1,0 +1,146 @@
+"""``RallyLearn-v0``: the env with the settings a standard RL algorithm learns from.
+
+The same car, stages and physics as ``RallyDirect-v0`` (``RallyEnv(version=0)``), with:
+
+- **decisions at 10 Hz** (``control_hz=10``: each action held for 48 physics substeps). On this
+  low-grip car a steering or braking mistake takes seconds to become a crash; at 20 Hz a
+  discount of 0.995 per decision reaches back 10 s and plain PPO does not learn random stages.
+- **the road ahead** (``road_ahead=True``): 8 bins up to 600 m (the default observation sees
+  100 m; braking from 25 m/s on this car takes about 135 m).
+- **a crash cost of 100** (``reward_weights.crash``; 20 in the other ids): about what the rest of
+  an average stage is worth, so the objective values finishing the way the benchmark does (a
+  run that does not finish scores 0).
+- **three actions in [-1, 1]** (:data:`POLICY_ACTION_NAMES`; :func:`policy_to_env_action`):
+  steer as is, throttle ``(a + 1) / 2``, brake ``max(a, 0)``, no handbrake. A fresh policy
+  (mean action 0) drives off at half throttle instead of standing on half brake and half
+  handbrake, which an agent sampling the env's own ``[0, 1]`` pedals would.
+
+Every other ``RallyEnv`` argument (``stage``, ``random_stage``, ``randomize``, ...) is accepted
+and overrides these. The env underneath is a plain :class:`rally_env.RallyEnv` (replays,
+``get_state``, the renderer work on ``env.unwrapped``); the actions it records are the env
+actions the wrapper made.
+
+    env = gym.make("RallyLearn-v0", stage="random")
+    envs = gym.make_vec("RallyLearn-v0", num_envs=32, vectorization_mode="vector_entry_point")
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+#: The id registered for this env (``rally_env.register_envs``).
+LEARN_ENV_ID = "RallyLearn-v0"
+#: What ``RallyLearn-v0`` sets on ``RallyEnv`` (an argument given to ``gym.make`` wins; a
+#: ``reward_weights`` dict given there is merged over these weights).
+LEARN_ENV_KWARGS: dict[str, Any] = {
+    "stage": "opener",
+    "control_hz": 10,
+    "road_ahead": True,
+    "reward_weights": {"crash": 100.0},
+}
+#: The policy actions, each in [-1, 1].
+POLICY_ACTION_NAMES: tuple[str, ...] = ("steer", "throttle", "brake")
+#: The single-car policy action space of ``RallyLearn-v0``.
+POLICY_ACTION_SPACE = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+
+
+def policy_to_env_action(a: Any) -> np.ndarray:
+    """Policy actions in ``[-1, 1]`` -> the env's box, shape ``(..., 4)``.
+
+    Takes ``(..., 3)`` (steer, throttle, brake; the handbrake stays off) or ``(..., 4)``
+    (steer, throttle, brake, handbrake). Steer as is; throttle ``(a + 1) / 2``; brake and
+    handbrake ``max(a, 0)`` (the lower half of their range is "off").
+
+    Raises:
+        ValueError: a last axis other than 3 or 4.
+    """
+    a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
+    if a.ndim == 0 or a.shape[-1] not in (3, 4):
+        raise ValueError(
+            f"policy actions have shape {a.shape}; the last axis must be 3 "
+            "(steer, throttle, brake) or 4 (steer, throttle, brake, handbrake)"
+        )
+    out = np.zeros((*a.shape[:-1], 4), np.float32)
+    out[..., 0] = a[..., 0]
+    out[..., 1] = (a[..., 1] + np.float32(1.0)) * np.float32(0.5)
+    out[..., 2 : a.shape[-1]] = np.maximum(a[..., 2:], np.float32(0.0))
+    return out
+
+
+def env_to_policy_action(a: Any) -> np.ndarray:
+    """Env actions ``(..., 4)`` -> policy actions ``(..., 3)`` (a right inverse of
+    :func:`policy_to_env_action` where the handbrake is off: a zero brake maps to 0)."""
+    a = np.asarray(a, dtype=np.float32)
+    out = a[..., :3].copy()
+    out[..., 1] = a[..., 1] * np.float32(2.0) - np.float32(1.0)
+    return out
+
+
+def learn_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """:data:`LEARN_ENV_KWARGS` with ``kwargs`` over them (a ``reward_weights`` dict merged)."""
+    out = copy.deepcopy(LEARN_ENV_KWARGS)
+    for k, v in kwargs.items():
+        if k == "reward_weights" and isinstance(v, dict):
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+class PolicyActions(gym.ActionWrapper):
+    """A ``RallyEnv`` acting on three policy actions in ``[-1, 1]`` (see the module)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+
+    def action(self, action: Any) -> np.ndarray:
+        return policy_to_env_action(_checked(action, (3,)))
+
+
+class VectorPolicyActions(gym.vector.VectorActionWrapper):
+    """A ``RallyVectorEnv`` acting on ``(num_envs, 3)`` policy actions (see the module)."""
+
+    def __init__(self, env: gym.vector.VectorEnv):
+        super().__init__(env)
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
+
+    def actions(self, actions: Any) -> np.ndarray:
+        return policy_to_env_action(_checked(actions, (self.num_envs, 3)))
+
+
+def _checked(action: Any, shape: tuple[int, ...]) -> np.ndarray:
+    from gymnasium.error import InvalidAction
+
+    try:
+        a = np.asarray(action, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InvalidAction(f"action cannot be read as real numbers: {e}") from None
+    if a.shape != shape:
+        raise InvalidAction(
+            f"action shape {a.shape} != {shape}: expected "
+            + ("" if len(shape) == 1 else f"one row per car ({shape[0]}) of ")
+            + f"({', '.join(POLICY_ACTION_NAMES)}), each in [-1, 1]"
+        )
+    if not np.isfinite(a).all():
+        raise InvalidAction("action has a non-finite value; actions must be finite")
+    return a
+
+
+def make_env(**kwargs: Any) -> PolicyActions:
+    """``gym.make("RallyLearn-v0", ...)``'s entry point."""
+    from rally_env.env import RallyEnv
+
+    return PolicyActions(RallyEnv(**learn_kwargs(kwargs)))
+
+
+def make_vector_env(num_envs: int = 1, **kwargs: Any) -> VectorPolicyActions:
+    """``gym.make_vec("RallyLearn-v0", ...)``'s vector entry point."""
+    from rally_env.vector import RallyVectorEnv
+
+    return VectorPolicyActions(RallyVectorEnv(num_envs, **learn_kwargs(kwargs)))

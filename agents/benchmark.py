@@ -525,7 +525,8 @@ class BenchmarkResult:
             "agent": self.agent,
             "partial": self.partial,
             "protocol": {
-                "env": "RallyDirect-v0 (default settings), one episode per stage, reset(seed=0)",
+                "env": "RallyDirect-v0 (default settings; the agent's own observation and "
+                "decision rate: observation), one episode per stage, reset(seed=0)",
                 "observation": dict(self.observation),
                 "score": "reference_time_s / stage_time_s, 0 if not finished",
                 "train_seed_limit": TRAIN_SEED_LIMIT,

@@ -180,6 +180,14 @@ def _add_train_parser(sub: Any) -> None:
         help="override a hyperparameter, e.g. --set learning_rate=1e-4 (repeatable)",
     )
     tr.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="a RallyEnv argument over RallyLearn-v0's settings, e.g. --env control_hz=20 "
+        "(repeatable)",
+    )
+    tr.add_argument(
         "--no-progress",
         action="store_true",
         help="no progress bar (in a terminal) and no progress line every 30 s (otherwise)",
@@ -312,6 +320,39 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
     return hp
 
 
+def _parse_env(items: list[str]) -> dict[str, Any]:
+    """``--env KEY=JSON`` items as ``RallyEnv`` arguments, checked by building the config.
+
+    Raises:
+        ValueError: not KEY=VALUE, or an argument ``RallyConfig`` refuses (its message).
+    """
+    env: dict[str, Any] = {}
+    for it in items:
+        key, sep, val = it.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env needs KEY=VALUE, got {it!r}")
+        try:
+            env[key] = json.loads(val)
+        except json.JSONDecodeError:
+            env[key] = val
+    if env:
+        from rally_env.config import RallyConfig
+        from rally_env.errors import ConfigError
+
+        bad = sorted(set(env) & {"stage", "render_mode"})
+        if bad:
+            raise ValueError(
+                f"--env {bad[0]}: give the stage with --stage; training does not render"
+            )
+        try:
+            RallyConfig.build(**env)
+        except ConfigError as e:
+            raise ValueError(f"--env: {e}") from None
+        except TypeError as e:
+            raise ValueError(f"--env: {e}") from None
+    return env
+
+
 def check_model_file(path: str, what: str) -> Path:
     """A saved model (a stable-baselines3 ``.zip``) that exists as a regular zip file.
 
@@ -339,6 +380,7 @@ def _check_train_args(args: argparse.Namespace) -> None:
     """
     from rally_env.paths import check_output_dir, check_positive
 
+    _parse_env(args.env)
     check_positive(args.timesteps, "--timesteps")
     check_positive(args.n_envs, "--n-envs")
     for name in ("eval_freq", "eval_seeds", "checkpoint_freq", "threads"):
@@ -496,7 +538,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         threads=args.threads,
         progress_bar=bar,
         warmstart_steps=args.warmstart_steps,
-        env_kwargs=vehicle_env_kwargs(args) or None,
+        env_kwargs={**vehicle_env_kwargs(args), **_parse_env(args.env)} or None,
         say=_say,
         progress_lines_s=None if (bar or args.no_progress) else 30.0,
         handbrake=args.handbrake,
@@ -532,8 +574,8 @@ def _train_recipe(args: argparse.Namespace) -> int:
         for k in ("resume", "eval_freq", "eval_seeds", "checkpoint_freq", "threads")
         if getattr(args, k) is not None
     ]
-    if args.set or args.warmstart_steps is not None or vehicle_env_kwargs(args):
-        clash.append("set/warmstart-steps/vehicle options")
+    if args.set or args.env or args.warmstart_steps is not None or vehicle_env_kwargs(args):
+        clash.append("set/env/warmstart-steps/vehicle options")
     if args.ray_address or args.num_env_runners is not None or args.envs_per_runner is not None:
         clash.append("ray-address/num-env-runners/envs-per-runner (the recipe's [ray])")
     if clash:

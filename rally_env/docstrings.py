@@ -367,6 +367,11 @@ def ids_table() -> str:
     rows = ["| id | first id | `version` | what |", "| --- | --- | --- | --- |"]
     for v, (new, old, w) in enumerate(zip(ENV_IDS, LEGACY_ENV_IDS, what, strict=True)):
         rows.append(f"| `{new}` | `{old}` | {v}{' (default)' if v == 0 else ''} | {w} |")
+    rows.append(
+        "| `RallyLearn-v0` | - | 0 | `RallyDirect-v0` with the settings an agent learns from: "
+        "decisions at 10 Hz, the road ahead, crash cost 100, three policy actions in [-1, 1] "
+        "(no handbrake); see below |"
+    )
     return "\n".join(rows)
 
 
@@ -445,6 +450,32 @@ lists are accepted.
 `discrete_actions=True` replaces the Box by `Discrete(15)` (for DQN):
 
 {discrete_table_markdown()}
+
+## RallyLearn-v0: the settings an agent learns from
+
+`gym.make("RallyLearn-v0")` is `RallyDirect-v0`'s car, stages and physics with the settings
+plain PPO learns random stages from (`rally_env.LEARN_ENV_KWARGS`; each measured in
+docs/benchmark.md, "What each default buys"):
+
+- **decisions at 10 Hz** (`control_hz=10`: each action held for 48 physics substeps). On this
+  low-grip car a steering or braking mistake takes seconds to become a crash; at 20 Hz a
+  discount of 0.995 per decision reaches back 10 s and the same PPO learns far less;
+- **the road ahead** (`road_ahead=True`, below): the default observation sees 100 m, while
+  braking from 25 m/s takes about 135 m;
+- **a crash cost of 100** (`reward_weights.crash`, 20 elsewhere): about what the rest of an
+  average stage is worth, so the objective values a finish the way the benchmark does (a run
+  that does not finish scores 0);
+- **three actions in [-1, 1]**: steer as is, throttle `(a + 1) / 2`, brake `max(a, 0)`; the
+  handbrake stays off (`rally_env.policy_to_env_action`). A fresh policy (mean action 0) drives
+  off at half throttle, where one sampling the env's own [0, 1] pedals stands on half brake and
+  half handbrake.
+
+Any `RallyEnv` argument given to `gym.make` overrides these (a `reward_weights` dict is merged
+over the crash cost). The env underneath (`env.unwrapped`) is a plain `RallyEnv`: replays,
+`get_state`, the renderer and `rally verify` work on it, and a replay records the env actions
+the wrapper made. `gym.make_vec("RallyLearn-v0", num_envs=N,
+vectorization_mode="vector_entry_point")` is the native vector env behind the same action
+wrapper. `rally train` trains on these settings by default, and `net-general` drives them.
 
 """
 
@@ -1093,4 +1124,7 @@ def _md_versions() -> str:
 - The ids got names that say the model (`RallyDirect-v0`, `RallyWheelSpeed-v1`; the envs are
   unchanged, the old ids still work) and the info contract changed (see Info and
   CHANGELOG.md).
+- `RallyLearn-v0`: `RallyDirect-v0` with decisions at 10 Hz, the road ahead, crash cost 100
+  and three policy actions (above), with golden hashes of its own; every other id is
+  unchanged.
 """

@@ -1,0 +1,116 @@
+"""rally train's settings for RallyLearn-v0: the docs' plain-SB3 quick-start runs, ``--env``
+is checked before anything is written, recipes take ``handbrake`` and ``teacher``, and the
+docs' defaults table is the code's."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+from agents.recipe import RecipeError, load_recipe
+from agents.sb3 import PPO_DEFAULTS, SAC_DEFAULTS, TRAIN_DEFAULTS, TRAIN_ENV_DEFAULTS
+from rally_env.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTS_MD = (ROOT / "docs" / "agents.md").read_text()
+
+
+def test_the_docs_quickstart_trains_with_plain_sb3(tmp_path, monkeypatch):
+    block = re.search(
+        r"<!-- quickstart-sb3 -->\n```python\n(.*?)```\n<!-- /quickstart-sb3 -->", AGENTS_MD, re.S
+    )
+    assert block, "docs/agents.md lost its quick-start block"
+    code = block.group(1)
+    assert "TIMESTEPS = 10_000_000" in code
+    code = code.replace("TIMESTEPS = 10_000_000", "TIMESTEPS = 256").replace(
+        "n_envs=32", "n_envs=2"
+    )
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    exec(compile(code, "docs/agents.md quick-start", "exec"), ns)
+    assert ns["model"].num_timesteps >= 256
+    assert ns["model"].action_space.shape == (3,)
+    assert (tmp_path / "ppo-rally-learn.zip").exists()
+
+
+def _doc_table_value(key: str, col: int) -> str:
+    m = re.search(rf"^\| `{re.escape(key)}` \| (.*?) \| (.*?) \|$", AGENTS_MD, re.M)
+    assert m, key
+    return m.group(col).strip("`")
+
+
+def test_the_docs_defaults_table_is_the_code():
+    for key in dict.fromkeys([*PPO_DEFAULTS, *SAC_DEFAULTS]):
+        for col, d in ((1, PPO_DEFAULTS), (2, SAC_DEFAULTS)):
+            want = json.dumps(d[key]) if key in d else "-"
+            assert _doc_table_value(key, col) == want, (key, col)
+    for key, v in TRAIN_DEFAULTS.items():
+        m = re.search(rf"^\| `{key}` \| `(.*?)`", AGENTS_MD, re.M)
+        assert m and m.group(1) == json.dumps(v), key
+    for key, v in TRAIN_ENV_DEFAULTS.items():
+        m = re.search(rf"^\| env `{key}` \| `(.*?)` \|$", AGENTS_MD, re.M)
+        assert m and m.group(1) == json.dumps(v), key
+
+
+@pytest.mark.parametrize(
+    "env, msg",
+    [
+        ("control_hz=7", "--env: control_hz = 7: must divide"),
+        ("foo=1", "--env: foo = 1: unknown argument"),
+        ("stage=opener", "--env stage: give the stage with --stage"),
+        ("road_ahead", "--env needs KEY=VALUE"),
+    ],
+)
+def test_a_bad_env_setting_is_refused_before_anything_is_written(tmp_path, capsys, env, msg):
+    out = tmp_path / "run"
+    assert main(["train", "--env", env, "--timesteps", "1024", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_env_settings_reach_the_run(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--stage", "opener", "--timesteps", "256", "--n-envs", "2", "--out"]
+    argv += [str(out), "--env", "control_hz=20", "--env", 'reward_weights={"time": 1.0}']
+    argv += ["--eval-seeds", "1", "--eval-freq", "100000", "--no-progress"]
+    assert main(argv) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["env_kwargs"]["control_hz"] == 20 and cfg["env_kwargs"]["road_ahead"] is True
+    assert cfg["env_kwargs"]["reward_weights"] == {"crash": 100.0, "time": 1.0}
+    assert cfg["handbrake"] is False
+
+
+def _recipe(tmp_path, text):
+    p = tmp_path / "r.toml"
+    p.write_text(text)
+    return p
+
+
+def test_recipe_handbrake_and_teacher(tmp_path):
+    base = '[env]\nstage = "random"\nroad_ahead = true\n'
+    r = load_recipe(
+        _recipe(tmp_path, base + '[ppo]\nhandbrake = false\n[warmstart]\nteacher = "ahead"\n')
+    )
+    assert r.handbrake is False and r.warmstart.teacher == "ahead" and "handbrake" not in r.ppo
+    with pytest.raises(RecipeError, match=r"ppo\.handbrake must be true or false"):
+        load_recipe(_recipe(tmp_path, base + '[ppo]\nhandbrake = "no"\n'))
+    with pytest.raises(RecipeError, match=r'warmstart\.teacher must be "blind" or "ahead"'):
+        load_recipe(_recipe(tmp_path, base + '[warmstart]\nteacher = "oracle"\n'))
+    with pytest.raises(RecipeError, match=r"needs env\.road_ahead = true"):
+        load_recipe(_recipe(tmp_path, '[warmstart]\nteacher = "ahead"\n'))
+    with pytest.raises(RecipeError, match="for a plain policy, not a residual"):
+        load_recipe(
+            _recipe(tmp_path, base + '[ppo]\nhandbrake = false\n[residual]\nbase = "heuristic"\n')
+        )
+
+
+def test_the_net_general_recipe_loads():
+    r = load_recipe(ROOT / "agents" / "configs" / "net-general.toml")
+    assert r.handbrake is False and r.env["control_hz"] == 10 and r.env["road_ahead"] is True
+    assert r.env["stage"] == "random" and r.residual.spec() is None

@@ -135,6 +135,15 @@ class PolicyActionWrapper(gym.ActionWrapper):
 
 
 # ------------------------------------------------------------------------------- adapter
+def _indices(indices: Any, n: int) -> list[int]:
+    """The car indices a ``VecEnv`` method's ``indices`` argument names (all for ``None``)."""
+    if indices is None:
+        return list(range(n))
+    if isinstance(indices, (int, np.integer)):
+        return [int(indices)]
+    return [int(i) for i in indices]
+
+
 class RallyVecEnv(VecEnv):
     """:class:`rally_env.RallyVectorEnv` as a stable-baselines3 ``VecEnv``.
 
@@ -184,17 +193,26 @@ class RallyVecEnv(VecEnv):
         self._outputs: np.ndarray | None = None  # a held residual's outputs for this step
         self.render_mode = self.venv.render_mode
         self._obs: np.ndarray | None = None  # what the residual's base driver acts on
+        self._car_seeds: list[int | None] = [None] * num_envs  # for the next reset
         if self.residual is not None and not rescale_actions:
             raise ValueError("a residual policy acts in the policy box: rescale_actions=True")
 
     # SB3 API
+    def seed(self, seed: int | None = None) -> list[int | None]:
+        """Car i gets ``seed + i`` at the next reset (``VecEnv.seed``'s contract; ``None``
+        draws a seed, as SB3 does)."""
+        if seed is None:
+            seed = int(np.random.default_rng().integers(0, np.iinfo(np.uint32).max))
+        self._car_seeds = [int(seed) + i for i in range(self.num_envs)]
+        return list(self._car_seeds)
+
     def reset(self) -> np.ndarray:
-        seeds = [None if s is None else int(s) for s in self._seeds]
+        seeds = [None if s is None else int(s) for s in self._car_seeds]
         if all(s is None for s in seeds):
             obs, info = self.venv.reset()
         else:  # a car without a seed continues its stream, as DummyVecEnv's envs do
             obs, info = self.venv.reset(seed=seeds)
-        self._reset_seeds()
+        self._car_seeds = [None] * self.num_envs  # a seed is used at one reset only
         self.reset_infos = _car_infos(info, self.num_envs)
         if self.residual is not None:
             self.residual.reset(self.num_envs)
@@ -267,7 +285,7 @@ class RallyVecEnv(VecEnv):
         self.venv.close()
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
-        idx = self._get_indices(indices)
+        idx = _indices(indices, self.num_envs)
         val = getattr(self.venv, attr_name)
         return [val for _ in idx]
 
@@ -275,12 +293,12 @@ class RallyVecEnv(VecEnv):
         setattr(self.venv, attr_name, value)
 
     def env_method(self, method_name: str, *args: Any, indices: Any = None, **kw: Any) -> list:
-        idx = self._get_indices(indices)
+        idx = _indices(indices, self.num_envs)
         res = getattr(self.venv, method_name)(*args, **kw)
         return [res for _ in idx]
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
-        return [False for _ in self._get_indices(indices)]
+        return [False for _ in _indices(indices, self.num_envs)]
 
     def get_images(self) -> list[np.ndarray | None]:
         """One (H, W, 3) uint8 frame per car (``render_mode="rgb_array"``), as

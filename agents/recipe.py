@@ -582,7 +582,7 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
         )
     import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+    from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.vec_env import VecMonitor
 
     from agents import sb3
@@ -646,11 +646,11 @@ def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = T
     cbs: list[Any] = [evaluator]
     if recipe.checkpoint_freq > 0:
         cbs.append(
-            CheckpointCallback(
-                save_freq=max(1, recipe.checkpoint_freq // (recipe.n_envs * hold)),
-                save_path=str(out / "checkpoints"),
-                name_prefix="ppo",
-                save_vecnormalize=True,
+            sb3.Checkpoints(
+                recipe.checkpoint_freq // (recipe.n_envs * hold),
+                out / "checkpoints",
+                "ppo",
+                {"algo": "ppo", "env": obs_env, **evaluator.residual_meta()},
             )
         )
     sb3._write_json(out / "config.json", config)

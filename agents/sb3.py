@@ -481,7 +481,7 @@ def train(
     """
     import torch
     from stable_baselines3 import PPO, SAC
-    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+    from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
     td = dict(TRAIN_DEFAULTS)
@@ -588,11 +588,11 @@ def train(
     cbs = [evaluator]
     if checkpoint_freq > 0:
         cbs.append(
-            CheckpointCallback(
-                save_freq=max(1, checkpoint_freq // n_envs),
-                save_path=str(out / "checkpoints"),
-                name_prefix=algo,
-                save_vecnormalize=True,
+            Checkpoints(
+                checkpoint_freq // n_envs,
+                out / "checkpoints",
+                algo,
+                {"algo": algo, "env": obs_env_kwargs({"env": env_kwargs})},
             )
         )
     if progress_lines_s is not None and say is not None:
@@ -854,6 +854,38 @@ class StageTimeCallback(_make_callback_base()):
         if not final:
             self.last = figures
         return figures
+
+
+class Checkpoints(_make_callback_base()):
+    """Every ``save_freq`` calls: ``{prefix}_{steps}_steps.zip`` (with the run's metadata,
+    so ``rally eval`` and ``rally benchmark`` drive a checkpoint as the final model: its
+    action convention, observation normalisation and env settings) and
+    ``{prefix}_vecnormalize_{steps}_steps.pkl`` (what ``--resume`` reads) in ``path``.
+
+    Args:
+        meta: the metadata the checkpoint's zip gets (``obs_norm`` is added at each save).
+    """
+
+    def __init__(self, save_freq: int, path: Path, prefix: str, meta: dict[str, Any]):
+        super().__init__(verbose=0)
+        self.save_freq = max(1, int(save_freq))
+        self.path = Path(path)
+        self.prefix = prefix
+        self.meta = dict(meta)
+
+    def _on_step(self) -> bool:
+        if self.n_calls % self.save_freq == 0:
+            self.path.mkdir(parents=True, exist_ok=True)
+            n = int(self.num_timesteps)
+            zp = self.path / f"{self.prefix}_{n}_steps.zip"
+            self.model.save(str(zp))
+            vn = self.model.get_vec_normalize_env()
+            meta = dict(self.meta, timesteps=n)
+            if vn is not None:
+                vn.save(str(self.path / f"{self.prefix}_vecnormalize_{n}_steps.pkl"))
+                meta["obs_norm"] = obs_norm_meta(vn)
+            write_meta(zp, meta)
+        return True
 
 
 class ProgressLines(_make_callback_base()):

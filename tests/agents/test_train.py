@@ -45,7 +45,13 @@ def test_ppo_smoke_save_reload_evaluate(tmp_path):
     assert cfg["hyperparams"]["batch_size"] == 512
     assert cfg["env_kwargs"]["reward_weights"] == {"crash": 100.0}
     assert (out / "eval_log.csv").read_text().count("\n") >= 2
-    assert list((out / "checkpoints").glob("ppo_*_steps.zip"))
+    ckpts = list((out / "checkpoints").glob("ppo_*_steps.zip"))
+    assert ckpts
+    # a checkpoint drives as the final model does: it carries the run's metadata
+    cm = read_meta(ckpts[0])
+    assert cm["made_by"] == "rally train" and cm["env"] == meta["env"]
+    assert len(cm["obs_norm"]["mean"]) == 92
+    assert ckpts[0].name == f"ppo_{cm['timesteps']}_steps.zip"
     assert model_path.stat().st_size < 2_000_000  # what a shipped policy may weigh
     res = evaluate(str(model_path), "opener", [0], env_kwargs={"termination": {"time_limit_s": 5}})
     assert res.stages[0].episodes == 1

@@ -2,7 +2,8 @@
 
     python3 benchmarks/learnability.py ablate --timesteps 2000000 --out out/ablations
     python3 benchmarks/learnability.py ablate --variants hz20,crash20 ...   # some of them
-    python3 benchmarks/learnability.py study --timesteps 2000000 --out out/study
+    python3 benchmarks/learnability.py study --timesteps 2000000 --out out/study \
+        [--unlimited-from RUN/checkpoints/ppo_2000000_steps.zip]
     python3 benchmarks/learnability.py curve RUN_DIR [--set default]       # checkpoints
     python3 benchmarks/learnability.py report out/ablations out/study
 
@@ -15,8 +16,9 @@ exists is skipped, so a stopped chain resumes.
 
 ``study`` is the generalization study (Procgen's ``num_levels``): the same recipe (rally
 train's defaults) trained on 10, 100 and 1,000 training stages (``random_stage =
-{"num_levels": N}``) and on unlimited stages, the same budget each; each run's best model
-(by validation) is then scored on the benchmark's 100 held-out default stages.
+{"num_levels": N}``) and on unlimited stages, the same budget each; each run's model at the
+end of the budget is scored on the benchmark's 100 held-out default stages (``--unlimited-from
+CKPT`` takes the unlimited point from a checkpoint of a defaults run at that step count).
 
 ``curve`` drives every checkpoint of a run on a benchmark set: the learning curve on the
 held-out stages (finish rate and median score against env steps).
@@ -129,6 +131,33 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _driveable(model: Path, run: Path) -> Path:
+    """``model``, or (a checkpoint saved before checkpoints carried the run's metadata) a copy
+    with the metadata of ``run``'s config.json and the checkpoint's own normalisation."""
+    import pickle
+    import shutil
+    import tempfile
+
+    from agents.models import (
+        _vecnormalize_for,
+        obs_env_kwargs,
+        obs_norm_meta,
+        read_meta,
+        write_meta,
+    )
+
+    if read_meta(model):
+        return model
+    cfg = json.loads((run / "config.json").read_text())
+    with _vecnormalize_for(model).open("rb") as f:
+        vn = pickle.load(f)
+    dst = Path(tempfile.mkdtemp()) / model.name
+    shutil.copy(model, dst)
+    env = obs_env_kwargs({"env": cfg.get("env_kwargs", {})})
+    write_meta(dst, {"algo": cfg.get("algo", "ppo"), "obs_norm": obs_norm_meta(vn), "env": env})
+    return dst
+
+
 def _score_on(model: Path, sets: str, limit: int | None = None) -> dict[str, Any]:
     from agents.benchmark import run_benchmark
 
@@ -140,19 +169,29 @@ def _score_on(model: Path, sets: str, limit: int | None = None) -> dict[str, Any
 
 
 def cmd_study(args: argparse.Namespace) -> int:
+    """Each point: the model at the end of the budget (not selected), on the 100 held-out
+    default stages. ``--unlimited-from CKPT``: the unlimited point is that checkpoint (of a
+    run of rally train's defaults with this budget's step count: the same training)."""
     for n in STUDY_LEVELS:
         tag = f"levels-{n}" if n else "levels-unlimited"
         out = Path(args.out) / tag
         if (out / "study.json").exists():
             print(f"{tag}: done already")
             continue
-        if not (out / "summary.json").exists():
-            env = {"random_stage": {"num_levels": n}} if n else {}
-            print(f"== {tag}", flush=True)
-            _train(out, args.timesteps, env, {}, None, None)
-        best = out / "best_model.zip"
-        scores = _score_on(best if best.exists() else out / "model.zip", "default")
-        doc = {"num_levels": n, "timesteps": args.timesteps, "test": scores}
+        if n == 0 and args.unlimited_from:
+            ck = Path(args.unlimited_from)
+            model = _driveable(ck, ck.parent.parent)
+            source = str(ck)
+        else:
+            if not (out / "summary.json").exists():
+                env = {"random_stage": {"num_levels": n}} if n else {}
+                print(f"== {tag}", flush=True)
+                _train(out, args.timesteps, env, {}, None, None)
+            model = out / "model.zip"
+            source = str(model)
+        out.mkdir(parents=True, exist_ok=True)
+        scores = _score_on(model, "default")
+        doc = {"num_levels": n, "timesteps": args.timesteps, "model": source, "test": scores}
         (out / "study.json").write_text(json.dumps(doc, indent=2) + "\n")
         print(f"{tag}: {scores}", flush=True)
     return 0
@@ -172,7 +211,7 @@ def cmd_curve(args: argparse.Namespace) -> int:
         if steps in have:
             continue
         t0 = time.perf_counter()
-        s = _score_on(c, args.set)[args.set]
+        s = _score_on(_driveable(c, run), args.set)[args.set]
         row = {"env_steps": steps, **s, "eval_s": round(time.perf_counter() - t0, 1)}
         done.append(row)
         rows.append(row)
@@ -184,7 +223,7 @@ def cmd_curve(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     for d in args.dirs:
         d = Path(d)
-        rows = sorted(d.glob("*/summary.json"))
+        rows = sorted([*d.glob("*/summary.json"), *d.glob("*/study.json")])
         if not rows:
             continue
         study = any(p.parent.name.startswith("levels-") for p in rows)
@@ -270,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("study")
     s.add_argument("--timesteps", type=int, default=2_000_000)
     s.add_argument("--out", default="out/study")
+    s.add_argument("--unlimited-from", default=None, metavar="CKPT.zip")
     s.set_defaults(func=cmd_study)
     c = sub.add_parser("curve")
     c.add_argument("run")

@@ -9,7 +9,8 @@ A recipe holds every setting of a training run, so one command reproduces it fro
     [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included) over
                    # RECIPE_PPO_BASE; inputs: the observation fields the actor reads (all
                    # by default); handbrake = false: no handbrake output
-    [warmstart]    # behaviour cloning of the heuristic driver before PPO (optional)
+    [warmstart]    # behaviour cloning of the heuristic driver before PPO (optional; with
+                   # run.timesteps = 0 the run is the cloning and its DAgger rounds alone)
     [residual]     # the policy acts on top of a base driver (base, scale, kind, hold)
     [[phase]]      # a curriculum: env overrides from ``from_step`` on (optional, in order)
     [eval]         # held-out validation stages, how often, the learning curve
@@ -377,10 +378,17 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
         phases.append(Phase(start, penv))
     ev = _table(src, doc, "eval")
     _check_keys(src, "eval", ev, {"freq", "stages"})
+    # timesteps = 0: the warm start alone (behaviour cloning and DAgger, no PPO)
+    timesteps = _int(src, "run.timesteps", run.get("timesteps", 1_000_000), 0)
+    if timesteps == 0 and (warm.steps == 0 or warm.critic_steps > 0 or phases):
+        raise RecipeError(
+            f"{src}: run.timesteps = 0 (no PPO) is a warm start alone: it needs "
+            "warmstart.steps > 0, no warmstart.critic_steps and no [[phase]]"
+        )
     return Recipe(
         source=src,
         algo=algo,
-        timesteps=_int(src, "run.timesteps", run.get("timesteps", 1_000_000), 1),
+        timesteps=timesteps,
         n_envs=_int(src, "run.n_envs", run.get("n_envs", 16), 1),
         seed=_int(src, "run.seed", run.get("seed", 0)),
         out=str(run.get("out", "runs/recipe")),

@@ -114,3 +114,36 @@ def test_the_net_general_recipe_loads():
     r = load_recipe(ROOT / "agents" / "configs" / "net-general.toml")
     assert r.handbrake is False and r.env["control_hz"] == 10 and r.env["road_ahead"] is True
     assert r.env["stage"] == "random" and r.residual.spec() is None
+
+
+def test_a_warm_start_alone_recipe(tmp_path):
+    base = '[run]\ntimesteps = 0\n[env]\nstage = "random"\nroad_ahead = true\n'
+    r = load_recipe(_recipe(tmp_path, base + "[warmstart]\nsteps = 1000\n"))
+    assert r.timesteps == 0 and r.warmstart.steps == 1000
+    for extra in ("", "steps = 1000\ncritic_steps = 10\n"):  # no data; a critic to train
+        with pytest.raises(RecipeError, match=r"run\.timesteps = 0 \(no PPO\)"):
+            load_recipe(_recipe(tmp_path, base + "[warmstart]\n" + extra))
+
+
+def test_a_warm_start_alone_run_keeps_the_best_fit(tmp_path):
+    text = (ROOT / "agents" / "configs" / "net-general.toml").read_text()
+    for a, b in (
+        ("steps = 300_000", "steps = 2_000"),
+        ("dagger_rounds = 8", "dagger_rounds = 1"),
+        ("dagger_steps = 250_000", "dagger_steps = 1_000"),
+        ("stages = 50", "stages = 2"),
+        ("epochs = 8", "epochs = 1"),
+    ):
+        assert a in text
+        text = text.replace(a, b)
+    from agents.recipe import run_recipe
+
+    s = run_recipe(load_recipe(_recipe(tmp_path, text)), out=tmp_path / "run", progress=False)
+    assert s["timesteps"] == 0
+    log = (tmp_path / "run" / "eval_log.csv").read_text().splitlines()
+    assert [row.split(",")[2] for row in log[1:]] == ["bc", "dagger1", "final"]
+    from agents.models import load_model, read_meta
+
+    best = tmp_path / "run" / "best_model.zip"
+    assert read_meta(best)["env"] == {"road_ahead": True, "control_hz": 10}
+    assert load_model(best)[0].action_space.shape == (3,)

@@ -239,7 +239,7 @@ def normalize_obs(obs: np.ndarray, rms: tuple) -> np.ndarray:
 def write_meta(model_path: Path, meta: dict[str, Any]) -> None:
     """Add (or replace) :data:`META_NAME` in a model zip, marked ``made_by`` :data:`MADE_BY`
     with the policy action convention it was trained with."""
-    meta = {"made_by": MADE_BY, "actions": "policy [-1, 1]^4 (from_policy_action)", **meta}
+    meta = {"made_by": MADE_BY, "actions": "policy [-1, 1]^n (from_policy_action)", **meta}
     model_path = Path(model_path)
     with zipfile.ZipFile(model_path, "r") as z:
         members = {n: z.read(n) for n in z.namelist() if n != META_NAME}

@@ -36,6 +36,9 @@ POLICY_DIR = Path(__file__).parent / "policies"
 #: Policies shipped with the package: name -> zip file in ``agents/policies/``.
 SHIPPED = {
     "ppo-opener": "ppo-opener.zip",
+    # the learned driver: a network from the observation to steer, throttle and brake at
+    # 10 Hz, distilled from the road-ahead heuristic with DAgger (agents/configs/net-general.toml)
+    "net-general": "net-general.zip",
     # residual PPO on top of the heuristic driver, trained on generated stages
     # (agents/configs/general.toml)
     "ppo-general": "ppo-general.zip",
@@ -99,9 +102,12 @@ class SB3Policy:
         else:
             self.remap = action_space == "policy"
             why = f"--action-space {action_space}"
+        n_out = int(self.model.action_space.shape[0])
         self.action_note = (
-            "policy actions in [-1, 1]^4 mapped to the env's box (rally train's convention: "
-            f"throttle (a + 1) / 2, brake and handbrake max(a, 0)), because {why}"
+            f"policy actions in [-1, 1]^{n_out} mapped to the env's box (rally train's "
+            "convention: throttle (a + 1) / 2, brake"
+            + (" and handbrake max(a, 0))" if n_out == 4 else " max(a, 0), no handbrake)")
+            + f", because {why}"
             if self.remap
             else f"actions used as the model outputs them, in the env's own action space, "
             f"because {why}"

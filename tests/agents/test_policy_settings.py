@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -145,3 +146,21 @@ def test_the_shipped_generalists_load_and_finish_opener(name):
     res = evaluate(name, "opener", [0])
     run = res.runs[0]
     assert run.finished, (run.end_reason, run.progress_m)
+
+
+def test_net_general_is_a_network_at_10_hz_and_rally_eval_finishes_opener(tmp_path):
+    """The learned driver: a network alone (no residual base), three outputs, deciding at
+    10 Hz with the road ahead; ``rally eval --agent net-general`` drives it so."""
+    from agents.policies import POLICY_DIR, SHIPPED, make_policy
+    from rally_env.cli import main
+
+    path = POLICY_DIR / SHIPPED["net-general"]
+    assert path.stat().st_size <= 2 * 1024 * 1024
+    pol = make_policy("net-general")
+    assert pol.env_kwargs == {"road_ahead": True, "control_hz": 10}
+    assert pol.residual is None and pol.model.action_space.shape == (3,)
+    assert "[-1, 1]^3" in pol.action_note and "no handbrake" in pol.action_note
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--agent", "net-general", "--stages", "opener", "--json", str(out)]) == 0
+    run = json.loads(out.read_text())["stages"][0]
+    assert run["stage"] == "opener" and run["finish_rate"] == 1.0, run

@@ -230,7 +230,9 @@ def residual_meta(meta: dict[str, Any]) -> ResidualSpec | None:
 
 def normalize_obs(obs: np.ndarray, rms: tuple) -> np.ndarray:
     """Observations normalised as a saved model's ``VecNormalize`` statistics say: ``rms``
-    is ``(mean, var, clip, epsilon)`` (:func:`load_model`'s ``obs_rms``)."""
+    is ``(mean, var, clip, epsilon)`` (:func:`load_model`'s ``obs_rms``, float64), computed in
+    float64 and rounded to float32 once, exactly as ``VecNormalize.normalize_obs`` and the
+    policy's input cast do in training."""
     mean, var, clip, eps = rms
     return np.clip((obs - mean) / np.sqrt(var + eps), -clip, clip).astype(np.float32)
 
@@ -340,9 +342,9 @@ def load_model(path: str | Path):
     rms = None
     norm = meta.get("obs_norm")
     if norm:
-        rms = (
-            np.asarray(norm["mean"], np.float32),
-            np.asarray(norm["var"], np.float32),
+        rms = (  # float64, as VecNormalize keeps them: the model acts as it did in training
+            np.asarray(norm["mean"], np.float64),
+            np.asarray(norm["var"], np.float64),
             float(norm["clip_obs"]),
             float(norm["epsilon"]),
         )
@@ -354,8 +356,8 @@ def load_model(path: str | Path):
                 if getattr(vn, "norm_obs", True):
                     m = obs_norm_meta(vn)
                     rms = (
-                        np.asarray(m["mean"], np.float32),
-                        np.asarray(m["var"], np.float32),
+                        np.asarray(m["mean"], np.float64),
+                        np.asarray(m["var"], np.float64),
                         m["clip_obs"],
                         m["epsilon"],
                     )

@@ -89,3 +89,27 @@ def test_random_stage_training_selects_on_validation_stages_with_its_own_setting
     assert not seeds & test_seeds and min(seeds) >= TRAIN_SEED_LIMIT
     with pytest.raises(ValueError, match="validation:N needs N >= 1"):
         resolve_stages("validation:0")
+
+
+def test_a_saved_model_acts_exactly_as_in_training(tmp_path):
+    """The saved model (its normalisation from the zip's metadata) gives bit-for-bit the
+    actions the training run's own evaluation got from the live model and its VecNormalize
+    (float32 statistics gave other roundings, and a marginal driver other outcomes)."""
+    from agents.policies import make_policy
+    from agents.sb3 import RallyVecEnv, normalized
+
+    out = tmp_path / "m"
+    train("ppo", "random", timesteps=512, n_envs=2, seed=3, out=out, eval_seeds=0, **{
+        k: v for k, v in KW.items() if k != "eval_seeds"})  # fmt: skip
+    model, _, meta = load_model(out / "model.zip")
+    venv = normalized(RallyVecEnv(2, stage="random", road_ahead=True, control_hz=10), 0.995)
+    venv.obs_rms.mean = np.asarray(meta["obs_norm"]["mean"], np.float64)
+    venv.obs_rms.var = np.asarray(meta["obs_norm"]["var"], np.float64)
+    rng = np.random.default_rng(0)
+    obs = rng.normal(0.0, 2.0, size=(64, len(venv.obs_rms.mean))).astype(np.float32)
+    live, _ = model.predict(venv.normalize_obs(obs), deterministic=True)
+    pol = make_policy(str(out / "model.zip"))
+    from agents.models import from_policy_action
+
+    np.testing.assert_array_equal(pol(obs), from_policy_action(live))
+    venv.close()

@@ -6,6 +6,7 @@
         [--unlimited-from RUN/checkpoints/ppo_2000000_steps.zip]
     python3 benchmarks/learnability.py curve RUN_DIR [--set default]       # checkpoints
     python3 benchmarks/learnability.py report out/ablations out/study
+    python3 benchmarks/learnability.py plot RUN_DIR curve.png --test 2000000:22:0.0
 
 ``ablate`` trains ``rally train --algo ppo --stage random`` (``agents.sb3.train``) once per
 variant, each with the same budget and seed: ``defaults`` (rally train's defaults), each
@@ -298,6 +299,37 @@ def _plot_study(pts: list[tuple[int, float, int]], path: Path) -> None:
     print(f"wrote {path}")
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    """A run's learning curve: validation finish rate (``eval_log.csv``) and, where given,
+    held-out test points (``--test STEPS:FINISHED:MEDIAN``) against env steps."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = Path(args.run)
+    rows = list(csv.DictReader((run / "eval_log.csv").open()))
+    xs = [int(r["timesteps"]) / 1e6 for r in rows]
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    ax.plot(xs, [float(r["finish_rate"]) for r in rows], "o-", label="validation finish rate (50)")
+    if args.test:
+        pts = [t.split(":") for t in args.test]
+        tx = [int(p[0]) / 1e6 for p in pts]
+        ax.plot(tx, [int(p[1]) / 100 for p in pts], "s", ms=8, label="test finish rate (100)")
+        ax.plot(tx, [float(p[2]) for p in pts], "D", ms=7, label="test median score (100)")
+    ax.set_xlabel("env steps (millions)")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title(args.title)
+    fig.tight_layout()
+    fig.savefig(args.png, dpi=110)
+    print(f"wrote {args.png}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -315,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("run")
     c.add_argument("--set", default="default")
     c.set_defaults(func=cmd_curve)
+    pl = sub.add_parser("plot")
+    pl.add_argument("run")
+    pl.add_argument("png")
+    pl.add_argument("--test", action="append", default=[], metavar="STEPS:FINISHED:MEDIAN")
+    pl.add_argument("--title", default="rally train --algo ppo --stage random (defaults)")
+    pl.set_defaults(func=cmd_plot)
     r = sub.add_parser("report")
     r.add_argument("dirs", nargs="+")
     r.set_defaults(func=cmd_report)

@@ -277,25 +277,23 @@ def _best(run: Path) -> str:
 
 
 def _plot_study(pts: list[tuple[int, float, int]], path: Path) -> None:
+    """Test median score and finish rate against the number of training stages (log x;
+    "unlimited" drawn at 10^5)."""
     if not pts:
         return
-    import matplotlib
+    from agents.plots import curve_plot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    xs = [n if n else 10**5 for n, _, _ in pts]
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    ax.plot(xs, [s for _, s, _ in pts], "o-", label="median score (100 test stages)")
-    ax.plot(xs, [f / 100 for _, _, f in pts], "s--", label="finish rate")
-    ax.set_xscale("log")
-    ax.set_xticks(xs, [str(n) if n else "unlimited" for n, _, _ in pts])
-    ax.set_xlabel("training stages (num_levels)")
-    ax.set_ylim(0, 1)
-    ax.legend(loc="lower right")
-    ax.set_title("PPO (rally train defaults), same budget each")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    xs = [math.log10(n if n else 10**5) for n, _, _ in pts]
+    curve_plot(
+        [
+            ("median score, 100 test stages", xs, [s for _, s, _ in pts]),
+            ("finish rate", xs, [f / 100 for _, _, f in pts]),
+        ],
+        path,
+        "PPO (rally train defaults), the same budget each",
+        "log10(training stages); 5 = unlimited",
+        "score / rate",
+    )
     print(f"wrote {path}")
 
 
@@ -304,28 +302,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     held-out test points (``--test STEPS:FINISHED:MEDIAN``) against env steps."""
     import csv
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from agents.plots import curve_plot
 
     run = Path(args.run)
     rows = list(csv.DictReader((run / "eval_log.csv").open()))
     xs = [int(r["timesteps"]) / 1e6 for r in rows]
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    ax.plot(xs, [float(r["finish_rate"]) for r in rows], "o-", label="validation finish rate (50)")
+    series = [("validation finish rate (50 stages)", xs, [float(r["finish_rate"]) for r in rows])]
     if args.test:
         pts = [t.split(":") for t in args.test]
         tx = [int(p[0]) / 1e6 for p in pts]
-        ax.plot(tx, [int(p[1]) / 100 for p in pts], "s", ms=8, label="test finish rate (100)")
-        ax.plot(tx, [float(p[2]) for p in pts], "D", ms=7, label="test median score (100)")
-    ax.set_xlabel("env steps (millions)")
-    ax.set_ylim(0, 1)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    ax.set_title(args.title)
-    fig.tight_layout()
-    fig.savefig(args.png, dpi=110)
+        series.append(("test finish rate (100 default stages)", tx, [int(p[1]) / 100 for p in pts]))
+        series.append(("test median score", tx, [float(p[2]) for p in pts]))
+    curve_plot(series, args.png, args.title, "env steps (millions)", "rate / score")
     print(f"wrote {args.png}")
     return 0
 

@@ -147,3 +147,27 @@ def test_a_warm_start_alone_run_keeps_the_best_fit(tmp_path):
     best = tmp_path / "run" / "best_model.zip"
     assert read_meta(best)["env"] == {"road_ahead": True, "control_hz": 10}
     assert load_model(best)[0].action_space.shape == (3,)
+
+
+def test_the_documented_commands_run_end_to_end(tmp_path):
+    """``rally train --algo ppo --stage random`` (defaults but the budget) and ``rally train
+    --config`` on net-general's recipe (a few thousand steps) run through the CLI."""
+    out = tmp_path / "ppo"
+    argv = ["train", "--algo", "ppo", "--stage", "random", "--timesteps", "4096"]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["n_envs"] == 32 and cfg["eval_stages"] == "validation:50"
+    head = (out / "eval_log.csv").read_text().splitlines()[0]
+    assert head.endswith(",median_score")
+    text = (ROOT / "agents" / "configs" / "net-general.toml").read_text()
+    for a, b in (
+        ("steps = 300_000", "steps = 2_000"),
+        ("dagger_rounds = 8", "dagger_rounds = 1"),
+        ("dagger_steps = 250_000", "dagger_steps = 1_000"),
+        ("stages = 50", "stages = 2"),
+    ):
+        text = text.replace(a, b)
+    recipe = _recipe(tmp_path, text)
+    out2 = tmp_path / "net"
+    assert main(["train", "--config", str(recipe), "--out", str(out2), "--no-progress"]) == 0
+    assert (out2 / "best_model.zip").exists() and (out2 / "learning_curve.png").exists()

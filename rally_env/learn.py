@@ -81,7 +81,20 @@ def env_to_policy_action(a: Any) -> np.ndarray:
 
 
 def learn_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """:data:`LEARN_ENV_KWARGS` with ``kwargs`` over them (a ``reward_weights`` dict merged)."""
+    """:data:`LEARN_ENV_KWARGS` with ``kwargs`` over them (a ``reward_weights`` dict merged).
+
+    Raises:
+        ConfigError: ``discrete_actions=True`` (the policy actions are continuous).
+    """
+    if kwargs.get("discrete_actions"):
+        from rally_env.errors import ConfigError
+
+        raise ConfigError(
+            "discrete_actions",
+            kwargs["discrete_actions"],
+            f"must be False on {LEARN_ENV_ID}, which acts on three continuous policy actions "
+            "(RallyDirect-v0 has the discrete table)",
+        )
     out = copy.deepcopy(LEARN_ENV_KWARGS)
     for k, v in kwargs.items():
         if k == "reward_weights" and isinstance(v, dict):

@@ -136,3 +136,8 @@ def test_vector_env_matches_single_envs():
         envs.step(np.zeros((3, 4), np.float32))
     envs.close()
     assert POLICY_ACTION_NAMES == ("steer", "throttle", "brake")
+
+
+def test_the_discrete_table_is_refused():
+    with pytest.raises(rally_env.ConfigError, match=r"discrete_actions.*three continuous"):
+        gym.make("RallyLearn-v0", discrete_actions=True)

@@ -7,9 +7,9 @@ loads no plugin entry points, so a bare ``RallyDirect-v0`` needs ``rally_env`` i
 ``rally_env:RallyDirect-v0`` form). This launcher imports ``rally_env`` and runs the zoo's
 script unchanged, so every zoo command works the same way::
 
-    python -m agents.zoo train --algo ppo --env RallyDirect-v0 -f logs/
-    python -m agents.zoo enjoy --algo ppo --env RallyDirect-v0 -f logs/ --exp-id 1
-    python -m agents.zoo record_video --algo ppo --env RallyDirect-v0 -f logs/ --exp-id 1
+    python -m agents.zoo train --algo ppo --env RallyLearn-v0 -f logs/
+    python -m agents.zoo enjoy --algo ppo --env RallyLearn-v0 -f logs/ --exp-id 1
+    python -m agents.zoo record_video --algo ppo --env RallyLearn-v0 -f logs/ --exp-id 1
 
 ``train`` without ``--conf-file`` uses the hyperparameters shipped for the algorithm
 (:data:`CONFIG_DIR`, ``ppo.yml`` / ``sac.yml``: the zoo's format, ``rally train``'s values).
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"agents.zoo: needs rl-zoo3 ({e}); pip install rl-zoo3", file=sys.stderr)
         return 2
-    import rally_env  # noqa: F401  (registers RallyDirect-v0, RallyWheelSpeed-v1)
+    import rally_env  # noqa: F401  (registers RallyDirect-v0, RallyLearn-v0, ...)
 
     try:
         sys.argv = zoo_argv(argv[0], argv[1:])

@@ -29,8 +29,8 @@ RUN_MODULE = (
 
 
 def _zoo(command: str, logs: Path, *args: str) -> None:
-    """``python -m <command words> --algo ppo --env RallyDirect-v0 -f LOGS ARGS``."""
-    common = ["--algo", "ppo", "--env", "RallyDirect-v0", "-f", str(logs), *args]
+    """``python -m <command words> --algo ppo --env RallyLearn-v0 -f LOGS ARGS``."""
+    common = ["--algo", "ppo", "--env", "RallyLearn-v0", "-f", str(logs), *args]
     r = run_py(RUN_MODULE, *command.split(), *common, env={"SDL_VIDEODRIVER": "dummy"}, timeout=600)
     assert r.returncode == 0, (command, r.stdout[-3000:], r.stderr[-3000:])
 
@@ -40,9 +40,9 @@ def test_train_enjoy_record_video(tmp_path):
     plain = ["--gym-packages", "rally_env"]  # what rl-zoo3's own scripts need
     _zoo("rl_zoo3.train", logs, *plain, "--conf-file", str(CONF), "-n", "256", *SMALL,
          "--eval-freq", "-1", "--seed", "0")  # fmt: skip
-    run = logs / "ppo" / "RallyDirect-v0_1"
-    assert (run / "RallyDirect-v0.zip").exists()
-    assert (run / "RallyDirect-v0" / "vecnormalize.pkl").exists()
+    run = logs / "ppo" / "RallyLearn-v0_1"
+    assert (run / "RallyLearn-v0.zip").exists()
+    assert (run / "RallyLearn-v0" / "vecnormalize.pkl").exists()
     _zoo("rl_zoo3.enjoy", logs, *plain, "--exp-id", "1", "-n", "30", "--no-render")
     video = tmp_path / "video"
     _zoo("agents.zoo record_video", logs, "--exp-id", "1", "-n", "10", "-o", str(video))
@@ -54,14 +54,13 @@ def test_zoo_hyperparameters_are_rally_trains(algo):
     """The shipped zoo files hold rally train's values (they cannot drift apart)."""
     import yaml
 
-    from agents.sb3 import TRAIN_DEFAULTS, algo_defaults
+    from agents.sb3 import TRAIN_DEFAULTS, TRAIN_ENV_DEFAULTS, algo_defaults
     from agents.zoo import config_path
-    from rally_env import ENV_IDS, LEGACY_ENV_IDS
+    from rally_env import LEARN_ENV_ID, LEARN_ENV_KWARGS
 
     doc = yaml.safe_load(config_path(algo).read_text())
-    entry = doc[f"rally_env:{ENV_IDS[0]}"]
-    for key in (ENV_IDS[0], LEGACY_ENV_IDS[0], f"rally_env:{LEGACY_ENV_IDS[0]}"):
-        assert doc[key] == entry
+    entry = doc[f"rally_env:{LEARN_ENV_ID}"]
+    assert doc[LEARN_ENV_ID] == entry
     hp = algo_defaults(algo)
     pk = hp.pop("policy_kwargs")
     assert eval(entry["policy_kwargs"], {"dict": dict}) == pk
@@ -74,4 +73,7 @@ def test_zoo_hyperparameters_are_rally_trains(algo):
         "norm_reward": TRAIN_DEFAULTS["norm_reward"],
         "clip_obs": TRAIN_DEFAULTS["clip_obs"],
     }
-    assert entry["env_wrapper"] == ["agents.sb3.PolicyActionWrapper"]
+    # the env is rally train's: RallyLearn-v0's settings are TRAIN_ENV_DEFAULTS, no handbrake
+    assert "env_wrapper" not in entry and entry["env_kwargs"] == {"stage": "random"}
+    assert {k: v for k, v in LEARN_ENV_KWARGS.items() if k != "stage"} == TRAIN_ENV_DEFAULTS
+    assert TRAIN_DEFAULTS["handbrake"] is False

@@ -430,6 +430,9 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
             for o, v in (
                 ("--threads", args.threads),
                 ("--warmstart-steps", args.warmstart_steps),
+                ("--n-envs", args.n_envs),
+                ("--env", args.env or None),
+                ("--handbrake", args.handbrake or None),
             )
             if v is not None
         ]

@@ -171,3 +171,11 @@ def test_the_documented_commands_run_end_to_end(tmp_path):
     out2 = tmp_path / "net"
     assert main(["train", "--config", str(recipe), "--out", str(out2), "--no-progress"]) == 0
     assert (out2 / "best_model.zip").exists() and (out2 / "learning_curve.png").exists()
+
+
+@pytest.mark.parametrize("opts", [["--n-envs", "4"], ["--env", "control_hz=20"], ["--handbrake"]])
+def test_rllib_refuses_the_sb3_only_options(tmp_path, capsys, opts):
+    out = tmp_path / "r"
+    assert main(["train", "--algo", "rllib-ppo", *opts, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{opts[0]}: not for --algo rllib-ppo" in err and not out.exists()

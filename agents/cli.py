@@ -117,7 +117,7 @@ def _add_train_parser(sub: Any) -> None:
         help="train PPO or SAC (stable-baselines3) on the native vector env",
         description="Train a policy; the model, config.json, checkpoints, eval_log.csv and "
         "TensorBoard logs go to --out. The env has RallyLearn-v0's settings unless the vehicle "
-        "options say otherwise: decisions at 10 Hz, the road ahead, crash cost 100, no "
+        "options say otherwise: decisions at 10 Hz, crash cost 100, no "
         "handbrake. Hyperparameters: agents.sb3.PPO_DEFAULTS / SAC_DEFAULTS (docs/agents.md).",
     )
     tr.add_argument(

@@ -79,7 +79,7 @@ SAC_DEFAULTS: dict[str, Any] = {
 #: (``validation:N``: generated, disjoint from the training seeds and every test set).
 VALIDATION_STAGES = 50
 #: The env ``rally train`` trains on unless told otherwise: ``RallyLearn-v0``'s settings
-#: (:data:`rally_env.LEARN_ENV_KWARGS`: decisions at 10 Hz, the road ahead, crash cost 100)
+#: (:data:`rally_env.LEARN_ENV_KWARGS`: decisions at 10 Hz, crash cost 100)
 #: and no handbrake (``TRAIN_DEFAULTS["handbrake"]``). ``env_kwargs`` given to :func:`train`
 #: go over these (a ``reward_weights`` dict is merged).
 TRAIN_ENV_DEFAULTS: dict[str, Any] = {k: v for k, v in LEARN_ENV_KWARGS.items() if k != "stage"}

@@ -5,8 +5,9 @@ The same car, stages and physics as ``RallyDirect-v0`` (``RallyEnv(version=0)``)
 - **decisions at 10 Hz** (``control_hz=10``: each action held for 48 physics substeps). On this
   low-grip car a steering or braking mistake takes seconds to become a crash; at 20 Hz a
   discount of 0.995 per decision reaches back 10 s and plain PPO does not learn random stages.
-- **the road ahead** (``road_ahead=True``): 8 bins up to 600 m (the default observation sees
-  100 m; braking from 25 m/s on this car takes about 135 m).
+- **the default observation** (59 values, lookahead points to 100 m): with the road-ahead
+  block (``road_ahead=True``, 33 more values up to 600 m) the same PPO learned half as much by
+  2M steps (22 against 43 of 50 validation stages); ``road_ahead=True`` adds it back.
 - **a crash cost of 100** (``reward_weights.crash``; 20 in the other ids): about what the rest of
   an average stage is worth, so the objective values finishing the way the benchmark does (a
   run that does not finish scores 0).
@@ -39,7 +40,6 @@ LEARN_ENV_ID = "RallyLearn-v0"
 LEARN_ENV_KWARGS: dict[str, Any] = {
     "stage": "opener",
     "control_hz": 10,
-    "road_ahead": True,
     "reward_weights": {"crash": 100.0},
 }
 #: The policy actions, each in [-1, 1].

@@ -29,10 +29,10 @@ def test_ppo_smoke_save_reload_evaluate(tmp_path):
     assert s["timesteps"] == 4096
     model_path = out / "model.zip"
     meta = read_meta(model_path)
-    # rally train's env: RallyLearn-v0's settings (10 Hz, the road ahead), no handbrake
-    assert meta["algo"] == "ppo" and len(meta["obs_norm"]["mean"]) == 92
+    # rally train's env: RallyLearn-v0's settings (10 Hz, the default observation), no handbrake
+    assert meta["algo"] == "ppo" and len(meta["obs_norm"]["mean"]) == 59
     assert meta["made_by"] == "rally train"
-    assert meta["env"] == {"road_ahead": True, "control_hz": 10}
+    assert meta["env"] == {"control_hz": 10}
     assert load_model(model_path)[0].action_space.shape == (3,)
     # strict JSON: a not-yet-finished evaluation's NaN times are null, never a bare NaN
     text = (out / "summary.json").read_text()
@@ -50,7 +50,7 @@ def test_ppo_smoke_save_reload_evaluate(tmp_path):
     # a checkpoint drives as the final model does: it carries the run's metadata
     cm = read_meta(ckpts[0])
     assert cm["made_by"] == "rally train" and cm["env"] == meta["env"]
-    assert len(cm["obs_norm"]["mean"]) == 92
+    assert len(cm["obs_norm"]["mean"]) == 59
     assert ckpts[0].name == f"ppo_{cm['timesteps']}_steps.zip"
     assert model_path.stat().st_size < 2_000_000  # what a shipped policy may weigh
     res = evaluate(str(model_path), "opener", [0], env_kwargs={"termination": {"time_limit_s": 5}})
@@ -102,7 +102,7 @@ def test_a_saved_model_acts_exactly_as_in_training(tmp_path):
     train("ppo", "random", timesteps=512, n_envs=2, seed=3, out=out, eval_seeds=0, **{
         k: v for k, v in KW.items() if k != "eval_seeds"})  # fmt: skip
     model, _, meta = load_model(out / "model.zip")
-    venv = normalized(RallyVecEnv(2, stage="random", road_ahead=True, control_hz=10), 0.995)
+    venv = normalized(RallyVecEnv(2, stage="random", control_hz=10), 0.995)
     venv.obs_rms.mean = np.asarray(meta["obs_norm"]["mean"], np.float64)
     venv.obs_rms.var = np.asarray(meta["obs_norm"]["var"], np.float64)
     rng = np.random.default_rng(0)

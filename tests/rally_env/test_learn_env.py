@@ -16,13 +16,14 @@ from rally_env.learn import POLICY_ACTION_NAMES, env_to_policy_action, policy_to
 from rally_env.replay.hashing import car_state_hash
 
 # 40 fixed policy actions of gym.make("RallyLearn-v0") after reset(seed=123): the observation
-# hash, the physics state hash and the config digest, computed when the id was added. If one
-# changes, RallyLearn-v0 changed: that needs a new id, not an update of these values.
+# hash, the physics state hash and the config digest, computed when the id was released (its
+# first draft, in the same change, had the road-ahead block). If one changes, RallyLearn-v0
+# changed: that needs a new id, not an update of these values.
 LEARN_GOLDEN = {
-    "obs_hash": "8b1fed6060d03531632b45a60def7931",
+    "obs_hash": "1194bb03e3b66622b26cca05883df336",
     "state_hash": "5703ff689f568fa094e1a4ab51224327",
-    "config_digest": "5c01337be6be68f5adea53972c45ae1b",
-    "car_state_hash": "cdac75ed7e099d34f10dc4f6dde41ea3",
+    "config_digest": "708f096cb11588d64a8843081e35b1ec",
+    "car_state_hash": "93317dcdead31f8a6ca34199723186eb",
 }
 
 
@@ -58,7 +59,7 @@ def test_settings_and_spaces():
     u = env.unwrapped
     assert isinstance(u, rally_env.RallyEnv)
     assert u.config.control_hz == 10 and u.config.version == 0
-    assert u.config.road_ahead and u.observation_space.shape == (92,)
+    assert not u.config.road_ahead and u.observation_space.shape == (59,)
     assert u.config.reward_weights.crash == 100.0
     assert u.config.reward_weights.progress == rally_env.RewardWeights().progress
     assert env.action_space == gym.spaces.Box(-1.0, 1.0, (3,), np.float32)

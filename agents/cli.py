@@ -307,17 +307,29 @@ def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool)
 
 
 # ----------------------------------------------------------------------------- commands
-def _parse_sets(items: list[str]) -> dict[str, Any]:
-    hp: dict[str, Any] = {}
+def _key_values(items: list[str], opt: str) -> dict[str, Any]:
+    """``KEY=JSON`` items (a value that is not JSON is the string itself).
+
+    Raises:
+        ValueError: an item without ``=``, naming ``opt``.
+    """
+    out: dict[str, Any] = {}
     for it in items:
         key, sep, val = it.partition("=")
         if not sep:
-            raise SystemExit(f"rally train: --set needs KEY=VALUE, got {it!r}")
+            raise ValueError(f"{opt} needs KEY=VALUE, got {it!r}")
         try:
-            hp[key] = json.loads(val)
+            out[key] = json.loads(val)
         except json.JSONDecodeError:
-            hp[key] = val
-    return hp
+            out[key] = val
+    return out
+
+
+def _parse_sets(items: list[str]) -> dict[str, Any]:
+    try:
+        return _key_values(items, "--set")
+    except ValueError as e:
+        raise SystemExit(f"rally train: {e}") from None
 
 
 def _parse_env(items: list[str]) -> dict[str, Any]:
@@ -326,15 +338,10 @@ def _parse_env(items: list[str]) -> dict[str, Any]:
     Raises:
         ValueError: not KEY=VALUE, or an argument ``RallyConfig`` refuses (its message).
     """
-    env: dict[str, Any] = {}
     for it in items:
-        key, sep, val = it.partition("=")
-        if not sep or not key:
+        if it.startswith("="):  # no key
             raise ValueError(f"--env needs KEY=VALUE, got {it!r}")
-        try:
-            env[key] = json.loads(val)
-        except json.JSONDecodeError:
-            env[key] = val
+    env = _key_values(items, "--env")
     if env:
         from rally_env.config import RallyConfig
         from rally_env.errors import ConfigError

@@ -505,15 +505,7 @@ def train(
             hp[k] = v
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    batch_note = ""
-    if algo == "ppo" and int(hp["batch_size"]) > int(hp["n_steps"]) * n_envs:
-        # a minibatch cannot be larger than the rollout (SB3 would truncate it and warn)
-        roll = int(hp["n_steps"]) * n_envs
-        batch_note = (
-            f"batch_size {int(hp['batch_size']):,} -> {roll:,}: a minibatch is at most one "
-            f"rollout (n_steps {int(hp['n_steps'])} x {n_envs} cars)"
-        )
-        hp["batch_size"] = roll
+    batch_note = batch_within_rollout(algo, hp, n_envs)
     steps, rounding = run_steps(algo, int(timesteps), n_envs, hp)
     tb = str(out / "tb") if tensorboard and _has_tensorboard() else None
     if say is not None:
@@ -631,6 +623,20 @@ def train(
     _write_json(out / "summary.json", summary)
     venv.close()
     return summary
+
+
+def batch_within_rollout(algo: str, hp: dict[str, Any], n_envs: int) -> str:
+    """Cut PPO's ``batch_size`` in ``hp`` to one rollout (``n_steps`` x cars) when it is larger
+    (SB3 would truncate every minibatch and warn); returns the line saying so, or ""."""
+    roll = int(hp.get("n_steps", 0)) * n_envs
+    if algo != "ppo" or int(hp["batch_size"]) <= roll:
+        return ""
+    note = (
+        f"batch_size {int(hp['batch_size']):,} -> {roll:,}: a minibatch is at most one "
+        f"rollout (n_steps {int(hp['n_steps'])} x {n_envs} cars)"
+    )
+    hp["batch_size"] = roll
+    return note
 
 
 def run_steps(algo: str, timesteps: int, n_envs: int, hp: dict[str, Any]) -> tuple[int, str]:

@@ -45,12 +45,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 #: The defaults before RallyLearn-v0 (what each leave-one-out variant puts back).
+from agents.recipe import RECIPE_PPO_BASE  # noqa: E402  (rally train's PPO before RallyLearn-v0)
+
+#: PPO's old rollout, epochs and network (the old noise is its own variant)
 OLD_PPO = {
-    "n_steps": 512,
-    "batch_size": 512,
-    "n_epochs": 10,
+    **{k: RECIPE_PPO_BASE[k] for k in ("n_steps", "batch_size", "n_epochs")},
     "target_kl": None,
-    "policy_kwargs": {"net_arch": [64, 64]},
+    "policy_kwargs": {"net_arch": RECIPE_PPO_BASE["policy_kwargs"]["net_arch"]},
 }
 #: variant -> (what it reverts, env_kwargs, hyperparams, n_envs, handbrake)
 VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any], int | None, bool | None]] = {
@@ -78,7 +79,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any], int | None, bool 
     "old": (
         "all of them: the defaults before RallyLearn-v0",
         {"control_hz": 20, "road_ahead": False, "reward_weights": {"crash": 20.0}},
-        {**OLD_PPO, "gamma": 0.995, "policy_kwargs": {"net_arch": [64, 64], "log_std_init": -1.0}},
+        {**RECIPE_PPO_BASE, "target_kl": None},
         8,
         True,
     ),

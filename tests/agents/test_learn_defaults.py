@@ -125,17 +125,23 @@ def test_a_warm_start_alone_recipe(tmp_path):
             load_recipe(_recipe(tmp_path, base + "[warmstart]\n" + extra))
 
 
-def test_a_warm_start_alone_run_keeps_the_best_fit(tmp_path):
+def _tiny_net_general(*more: tuple[str, str]) -> str:
+    """net-general's recipe with a few thousand steps of data, one DAgger round, 2 stages."""
     text = (ROOT / "agents" / "configs" / "net-general.toml").read_text()
     for a, b in (
         ("steps = 300_000", "steps = 2_000"),
         ("dagger_rounds = 8", "dagger_rounds = 1"),
         ("dagger_steps = 250_000", "dagger_steps = 1_000"),
         ("stages = 50", "stages = 2"),
-        ("epochs = 8", "epochs = 1"),
+        *more,
     ):
         assert a in text
         text = text.replace(a, b)
+    return text
+
+
+def test_a_warm_start_alone_run_keeps_the_best_fit(tmp_path):
+    text = _tiny_net_general(("epochs = 8", "epochs = 1"))
     from agents.recipe import run_recipe
 
     s = run_recipe(load_recipe(_recipe(tmp_path, text)), out=tmp_path / "run", progress=False)
@@ -159,15 +165,7 @@ def test_the_documented_commands_run_end_to_end(tmp_path):
     assert cfg["n_envs"] == 32 and cfg["eval_stages"] == "validation:50"
     head = (out / "eval_log.csv").read_text().splitlines()[0]
     assert head.endswith(",median_score")
-    text = (ROOT / "agents" / "configs" / "net-general.toml").read_text()
-    for a, b in (
-        ("steps = 300_000", "steps = 2_000"),
-        ("dagger_rounds = 8", "dagger_rounds = 1"),
-        ("dagger_steps = 250_000", "dagger_steps = 1_000"),
-        ("stages = 50", "stages = 2"),
-    ):
-        text = text.replace(a, b)
-    recipe = _recipe(tmp_path, text)
+    recipe = _recipe(tmp_path, _tiny_net_general())
     out2 = tmp_path / "net"
     assert main(["train", "--config", str(recipe), "--out", str(out2), "--no-progress"]) == 0
     assert (out2 / "best_model.zip").exists() and (out2 / "learning_curve.png").exists()

@@ -11,7 +11,6 @@ from gymnasium.error import ResetNeeded
 from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig
 from rally_env.core import RallyCore, car_seed_sequence, state_digest
-from rally_env.docstrings import env_docstring
 from rally_env.errors import StateError
 from rally_env.render.envview import RENDER_MODES as _VIEW_RENDER_MODES
 from rally_env.spaces import action_space
@@ -61,7 +60,35 @@ def state_without_renderer(owner: Any) -> dict[str, Any]:
 
 
 class RallyEnv(gym.Env):
-    __doc__ = env_docstring()
+    """Rally stage driving: one car, one stage, against the clock.
+
+    ``gym.make("RallyDirect-v0")`` (the default), ``"RallyWheelSpeed-v1"`` (``version=1``) and
+    ``"RallyLearn-v0"`` make this env. A vehicle (by default a 3000 kg Mars rover) drives from
+    the stage's start line to its finish line as fast as it can without leaving the stage,
+    simulated per wheel at a fixed 480 Hz. It is the N = 1 case of the batched code path of
+    :class:`rally_env.RallyVectorEnv`.
+
+    - Action: ``Box([-1, 0, 0, 0], [1, 1, 1, 1], (4,), float32)``: steer (+1 = full left),
+      throttle, brake, handbrake. Finite out-of-range values are clipped; a NaN/inf entry, a
+      wrong shape or a non-numeric dtype raises ``gymnasium.error.InvalidAction`` and changes
+      nothing. ``discrete_actions=True``: ``Discrete(15)``.
+    - Observation: a ``Box`` of float32 values with finite bounds, scaled to about unit range;
+      ``rally_env.ObsLayout`` (``self.core.layout``) names every index and prints the table
+      (``table_markdown()``).
+    - Reward: the sum of named terms weighted by ``reward_weights``, each reported as
+      ``info["reward_<term>"]`` (``rally_env.REWARD_TERMS``).
+    - Episode end: ``info["end_code"]``, named by ``rally_env.end_reason(info)``: terminated
+      ``finished``, ``off_stage``, ``rolled``, ``stuck`` or ``wrong_way``; truncated
+      ``time_limit``.
+    - Arguments: ``stage`` (a library name, ``"gen-<seed>"``, a file, a ``tracks.Stage``,
+      ``"random"`` or a list), ``vehicle``, ``planet``, ``version``, ``control_hz``,
+      ``reward_weights``, ``termination``, ``randomize``, ``random_stage``,
+      ``discrete_actions``, ``render_mode``, ``road_ahead``; a bad value raises
+      ``rally_env.ConfigError`` naming it.
+
+    The full reference, with the observation, reward, episode-end, info and argument tables
+    made from the code: docs/env.md.
+    """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": RENDER_MODES, "render_fps": 20}
 

@@ -150,7 +150,7 @@ def main() -> int:
 
     # the model beyond the seed: wheel speed, and wheel speed + drivetrain, against the direct
     # model, serially at N = 1024 (same commands, same terrain)
-    from physics.validation import WHEEL_SPEED_ROVER, small_car
+    from benchmarks.physics_validation import WHEEL_SPEED_ROVER, small_car
     from physics.vehicles import vehicle
 
     models = {

@@ -122,8 +122,8 @@ def test_skidpad_centerline_flying_laps_match_the_circle():
 
 
 def test_drivetrain_vehicles_use_their_engine_and_driven_share():
+    from benchmarks.physics_validation import small_car
     from physics.drivetrain import SMALL_CAR
-    from physics.validation import small_car
 
     car = small_car()  # rear-driven, SMALL_CAR engine, 0.3 m wheels
     pm = PointMass.from_vehicle(car)

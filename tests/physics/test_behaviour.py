@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks import physics_validation as V
 from physics import ROVER, VehicleBatch, flat_terrain
 from physics import layout as L
-from physics import validation as V
 from physics.kernel import lateral_curve, load_sensitivity_factor
 
 

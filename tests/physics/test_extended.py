@@ -1,7 +1,7 @@
 """The model beyond the seed: wheel speed, drivetrain, extended rows, and their determinism.
 
 The behavioural figures (braking, launch, air spin-up, 30 Hz clamps, slope hold, gearbox,
-differentials) come from ``physics.validation.run_extended``, the same functions the
+differentials) come from ``benchmarks.physics_validation.run_extended``, the same functions the
 validation benchmark prints.
 """
 
@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
+from benchmarks import physics_validation as V
 from physics import ROVER, VehicleBatch
 from physics import layout as L
-from physics import validation as V
 from physics.drivetrain import SMALL_CAR
 from physics.errors import ParameterError
 
@@ -30,7 +30,7 @@ GOLDEN_HASH_EXTENDED = "26f52ef6baecd6cd32391891a1349e47 0f3b633b95848e9e0853b2f
 GOLDEN_SCRIPT = """
 import numpy as np
 from physics import crest_and_ramp_terrain, VehicleBatch
-from physics.validation import WHEEL_SPEED_ROVER, small_car
+from benchmarks.physics_validation import WHEEL_SPEED_ROVER, small_car
 out = []
 for params in (WHEEL_SPEED_ROVER, small_car()):
     sim = VehicleBatch(3, params, [crest_and_ramp_terrain()])

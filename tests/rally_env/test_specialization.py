@@ -56,7 +56,7 @@ if MODE == "vector":
     out["parallel"] = switches(kernel.step_cars_parallel)
 if MODE == "control":
     from physics import VehicleBatch
-    from physics.validation import WHEEL_SPEED_ROVER
+    from benchmarks.physics_validation import WHEEL_SPEED_ROVER
     VehicleBatch(2, WHEEL_SPEED_ROVER).step(2)
     out["serial"] = switches(kernel.step_cars)
 print(json.dumps(out))

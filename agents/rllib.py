@@ -82,18 +82,36 @@ def obs_filter(env: Any = None, *args: Any, **kwargs: Any) -> Any:
 
 
 def _runner_obs_stats(runner: Any) -> tuple[list[float], list[float]] | None:
-    """(mean, std) of an env runner's MeanStdFilter, or None (no filter, or nothing seen)."""
-    from ray.rllib.connectors.env_to_module import MeanStdFilter
+    """(mean, std) of an env runner's MeanStdFilter, or None (no filter, or nothing seen),
+    read from the runner's public state (``EnvRunner.get_state``)."""
+    from ray.rllib.core import COMPONENT_ENV_TO_MODULE_CONNECTOR
+    from ray.rllib.utils.filter import RunningStat
 
-    for c in runner._env_to_module.connectors:
-        if isinstance(c, MeanStdFilter) and c._filters:
-            rs = next(iter(c._filters.values())).running_stats
-            if rs.num_pushes < 2:
-                return None
-            return (
-                np.asarray(rs.mean, np.float64).tolist(),
-                np.asarray(rs.std, np.float64).tolist(),
-            )
+    state = runner.get_state(components=COMPONENT_ENV_TO_MODULE_CONNECTOR)
+    return filter_state_stats(
+        state.get(COMPONENT_ENV_TO_MODULE_CONNECTOR, {}), RunningStat.from_state
+    )
+
+
+def filter_state_stats(
+    pipeline_state: dict[str, Any], from_state: Any
+) -> tuple[list[float], list[float]] | None:
+    """(mean, std) in the state of an env-to-module pipeline (its pieces' states by class
+    name): the MeanStdFilter's running statistics of its first agent, restored with
+    ``from_state`` (RLlib's ``RunningStat.from_state``); None without such a filter or with
+    fewer than two observations seen."""
+    per_agent = pipeline_state.get("MeanStdFilter") or {}
+    for agent_state in per_agent.values():
+        stats = agent_state.get("running_stats") or []
+        if not stats:
+            return None
+        rs = from_state(stats[0])
+        if rs.num_pushes < 2:
+            return None
+        return (
+            np.asarray(rs.mean, np.float64).tolist(),
+            np.asarray(rs.std, np.float64).tolist(),
+        )
     return None
 
 

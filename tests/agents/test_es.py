@@ -131,7 +131,7 @@ def test_a_saved_tuner_drives_as_it_did_in_training(tmp_path):
 
 def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
     pytest.importorskip("stable_baselines3")
-    from agents.recipe import RecipeError, recipe_from_dict, run_recipe
+    from agents.recipe import RecipeError, recipe_from_dict, train
 
     doc = {
         "run": {"algo": "es", "seed": 0, "out": str(tmp_path / "run")},
@@ -155,7 +155,7 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
     assert r.es == ESSettings(
         1, 1, 2, 0.02, 0.01, 1, ("speed", "left_edge", "right_edge"), line=False
     )
-    summary = run_recipe(r)
+    summary = train(r)
     out = tmp_path / "run"
     rows = (out / "eval_log.csv").read_text().splitlines()
     assert len(rows) == 3 and rows[1].split(",")[2] == "start"  # header, start, after it 1

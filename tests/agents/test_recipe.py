@@ -14,10 +14,11 @@ from agents.evaluate import VALIDATION_SEED_BASE, score, validation_stages
 from agents.models import ResidualSpec
 from agents.recipe import (
     RecipeError,
+    command_recipe,
     load_recipe,
     phase_env,
     recipe_from_dict,
-    rllib_train_kwargs,
+    train,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,22 +68,51 @@ def test_bad_recipes_are_refused_with_the_key_named(doc, needle):
 _RL = {"run": {"algo": "rllib-ppo"}}
 
 
-def test_the_rllib_recipe_loads_into_train_rllib_arguments():
+def test_the_rllib_recipe_file_and_the_command_line_make_the_same_recipe():
     r = load_recipe(GENERAL.with_name("rllib-opener.toml"))
-    kw = rllib_train_kwargs(r, out="elsewhere")
-    assert kw["stage"] == "opener" and kw["env_kwargs"] is None and kw["out"] == "elsewhere"
-    assert (kw["num_env_runners"], kw["envs_per_runner"], kw["address"]) == (2, 4, "local")
-    assert kw["hyperparams"]["fcnet_hiddens"] == [64, 64] and kw["eval_seeds"] == 5
-    r = recipe_from_dict({**_RL, "env": {"stage": "random", "road_ahead": True}})
-    kw = rllib_train_kwargs(r)
-    assert kw["stage"] == "random" and kw["env_kwargs"] == {"road_ahead": True}
-    assert kw["hyperparams"] == {} and kw["eval_freq"] is None and kw["checkpoint_freq"] is None
-    with pytest.raises(ValueError, match="not an rllib-ppo recipe"):
-        rllib_train_kwargs(load_recipe(GENERAL))
-    from agents.recipe import run_recipe
+    assert r.env == {"stage": "opener"} and (r.ray.num_env_runners, r.ray.envs_per_runner) == (
+        2,
+        4,
+    )
+    assert r.rllib["fcnet_hiddens"] == [64, 64] and r.eval_seeds == 5
+    flags = command_recipe(
+        "rllib-ppo",
+        "opener",
+        timesteps=r.timesteps,
+        seed=r.seed,
+        out=r.out,
+        num_env_runners=2,
+        envs_per_runner=4,
+        hyperparams=r.rllib,
+        checkpoint_freq=r.checkpoint_freq,
+        eval_seeds=5,
+        eval_freq=r.eval.freq,
+    )
+    keep = ("algo", "timesteps", "seed", "out", "checkpoint_freq", "env", "ray", "rllib", "eval")
+    assert {k: getattr(flags, k) for k in keep} == {k: getattr(r, k) for k in keep}
+    assert flags.eval_seeds == r.eval_seeds
+    with pytest.raises(TypeError, match="unknown rally train settings: lr"):
+        command_recipe("ppo", "opener", lr=1e-3)
 
-    with pytest.raises(ValueError, match="run_recipe trains the 'ppo' recipes"):
-        run_recipe(r)
+
+def test_one_train_sends_each_recipe_to_its_backend(monkeypatch, tmp_path):
+    import agents.es
+    import agents.rllib
+    import agents.sb3
+
+    got = []
+    for mod, name in (
+        (agents.rllib, "train_rllib"),
+        (agents.es, "run_es_recipe"),
+        (agents.sb3, "train"),
+    ):
+        monkeypatch.setattr(mod, name, lambda r, *a, _n=name, **k: got.append((_n, r.algo)) or {})
+    train(recipe_from_dict({**_RL, "env": {"stage": "random", "road_ahead": True}}))
+    train(load_recipe(GENERAL.with_name("general-es.toml")))
+    train(command_recipe("sac", "opener"), resume=tmp_path / "ckpt.zip", progress=False)
+    assert got == [("train_rllib", "rllib-ppo"), ("run_es_recipe", "es"), ("train", "sac")]
+    with pytest.raises(ValueError, match="starts from scratch"):
+        train(load_recipe(GENERAL), resume=tmp_path / "ckpt.zip")
 
 
 @pytest.mark.parametrize(

@@ -376,13 +376,7 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     final parameters), ``config.json`` and ``summary.json``."""
     from agents import sb3
     from agents.benchmark import run_stages
-    from agents.evaluate import (
-        EVAL_LOG_HEADER,
-        reference_times,
-        score_summary,
-        validation_stages,
-    )
-    from agents.plots import validation_curve
+    from agents.evaluate import ValidationLog, validation_stages
 
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -392,26 +386,19 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     sb3._write_json(out / "config.json", config)
     env_kwargs = {k: v for k, v in recipe.env.items() if k != "stage"}
     stages = validation_stages(recipe.eval.stages)
-    refs = reference_times(stages)
-    eval_log = out / "eval_log.csv"
-    eval_log.write_text(EVAL_LOG_HEADER)
+    log = ValidationLog(out, stages, "env steps (millions)")
     (out / "es_log.csv").write_text("")
     t0 = time.perf_counter()
-    best: dict[str, Any] = {"key": (-1.0, -1.0)}
+    best: dict[str, Any] = {}
     last: dict[str, Any] = {}
     n_eval = [0]
 
     def evaluate(tuner: LinearTuner, theta: np.ndarray, env_steps: int) -> None:
         runs, _ = run_stages(TunerPolicy(spec, tuner, theta), stages, chunk=len(stages))
-        m = score_summary(runs, refs)
         phase = "start" if n_eval[0] == 0 else "es"
-        it = n_eval[0] * recipe.eval_every
+        it = min(n_eval[0] * recipe.eval_every, es.iterations)
         n_eval[0] += 1
-        with eval_log.open("a") as f:
-            f.write(
-                f"{min(it, es.iterations)},{env_steps},{phase},{time.perf_counter() - t0:.1f},"
-                f"{m['finish_rate']:.4f},{m['median_score']:.4f},{m['mean_score']:.4f}\n"
-            )
+        m, better = log.add(runs, it, env_steps, phase)
         if progress:
             print(
                 f"es: {env_steps:,} env steps: validation finish rate {m['finish_rate']:.2f}, "
@@ -419,9 +406,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
                 flush=True,
             )
         last.update(m, env_steps=int(env_steps))
-        key = (m["finish_rate"], m["median_score"])
-        if key > best["key"]:
-            best.update(key=key, env_steps=env_steps)
+        if better:
+            best.update(env_steps=env_steps)
             save_model(
                 out / "best_model.zip",
                 spec,
@@ -455,8 +441,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         res["theta"],
         {"env_steps": int(res["env_steps"]), "es": dataclasses.asdict(es), "config": config},
     )
+    log.plot()
     curve = out / "learning_curve.png"
-    validation_curve(eval_log, curve, len(stages), "env steps (millions)")
     summary = {
         "model": str(model_path),
         "best_model": str(out / "best_model.zip"),
@@ -464,13 +450,13 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         "env_steps": int(res["env_steps"]),
         "final_eval": last,
         "best_eval": {
-            "finish_rate": best["key"][0],
-            "median_score": best["key"][1],
+            "finish_rate": log.best[0],
+            "median_score": log.best[1],
             "env_steps": best.get("env_steps"),
         },
         "timing_s": {"train_s": train_s},
         "env_steps_per_s": res["env_steps"] / max(train_s, 1e-9),
-        "eval_log": str(eval_log),
+        "eval_log": str(log.path),
         "learning_curve": str(curve),
     }
     sb3._write_json(out / "summary.json", summary)

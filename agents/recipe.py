@@ -55,12 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluate import (
-    EVAL_LOG_HEADER,
-    reference_times,
-    score_summary,
-    validation_stages,
-)
+from agents.evaluate import ValidationLog, validation_stages
 
 _PPO_KEYS = {
     "n_steps",
@@ -970,7 +965,8 @@ def _base_callback():
 
 
 class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
-    """Every ``freq`` env steps: the policy on the validation stages -> ``eval_log.csv``."""
+    """Every ``freq`` env steps: the policy on the validation stages, through a
+    :class:`agents.evaluate.ValidationLog` (``eval_log.csv``, ``best_model.zip``)."""
 
     def __init__(
         self,
@@ -993,19 +989,10 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         self.warm_steps = 0
         self.freq = freq
         self.out = Path(out)
-        self.log_path = self.out / "eval_log.csv"
+        self.log = ValidationLog(self.out, stages, "env steps, warm start included (millions)")
         self._next = 0
-        self._t0 = time.perf_counter()
-        self.best: tuple[float, float] = (-1.0, -1.0)
-        self._refs: dict[str, float] | None = None
-
-    def _refs_for(self) -> dict[str, float]:
-        if self._refs is None:
-            self._refs = reference_times(self.stages)
-        return self._refs
 
     def _on_training_start(self) -> None:
-        self._log_header()
         if self._next <= self.num_timesteps * self.hold:
             self._next = self.num_timesteps * self.hold + self.freq
 
@@ -1022,10 +1009,6 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         from agents.models import ResidualSpec
 
         return {"residual": ResidualSpec(*self.residual).to_meta()}
-
-    def _log_header(self) -> None:
-        if not self.log_path.exists():
-            self.log_path.write_text(EVAL_LOG_HEADER)
 
     def evaluate_now(
         self,
@@ -1044,8 +1027,6 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
         if not self.stages:
             return {}
-        self._log_header()
-        refs = self._refs_for()
         if env_steps is None:
             env_steps = self.warm_steps + int(model.num_timesteps) * self.hold
         res = evaluate(
@@ -1055,19 +1036,11 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
             env_kwargs=self.env_kwargs,
             agent_name="training",
         )
-        m = score_summary(res.runs, refs)
-        wall = time.perf_counter() - self._t0
-        with self.log_path.open("a") as f:
-            f.write(
-                f"{model.num_timesteps},{env_steps},{phase},{wall:.1f},{m['finish_rate']:.4f},"
-                f"{m['median_score']:.4f},{m['mean_score']:.4f}\n"
-            )
+        m, better = self.log.add(res.runs, model.num_timesteps, env_steps, phase, final)
         if getattr(self, "model", None) is not None and not final:  # inside model.learn
             for k, v in m.items():
                 self.logger.record(f"eval/{k}", v)
-        key = (m["finish_rate"], m["median_score"])
-        if not final and key > self.best:
-            self.best = key
+        if better:
             p = self.out / "best_model.zip"
             model.save(str(p))
             write_meta(
@@ -1086,11 +1059,4 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
     def plot(self) -> Path | None:
         """``learning_curve.png``: validation finish rate and median score vs env steps."""
-        from agents.plots import validation_curve
-
-        return validation_curve(
-            self.log_path,
-            self.out / "learning_curve.png",
-            len(self.stages),
-            "env steps, warm start included (millions)",
-        )
+        return self.log.plot()

@@ -359,3 +359,25 @@ def test_a_restricted_actor_reads_only_its_columns_while_it_learns(pi):
     assert not torch.equal(after[:, [0, 2]], before[:, [0, 2]])
     with pytest.raises(ValueError, match="input columns must be in"):
         restrict_actor_inputs(model, np.array([3]))
+
+
+def test_the_validation_log_keeps_the_best_and_a_final_evaluation_never_is(tmp_path):
+    from types import SimpleNamespace
+
+    from agents.evaluate import EVAL_LOG_HEADER, ValidationLog
+
+    log = ValidationLog(tmp_path, ["opener"], "env steps (millions)")
+
+    def run(t):
+        return [SimpleNamespace(stage="opener", finished=t is not None, stage_time_s=t)]
+
+    m, better = log.add(run(None), 0, 0, "start")
+    assert better and m["finish_rate"] == 0.0 and log.best == (0.0, 0.0)
+    m, better = log.add(run(80.0), 10, 20, "ppo")
+    assert better and m["finish_rate"] == 1.0 and 0.0 < m["median_score"]
+    assert not log.add(run(90.0), 20, 40, "ppo")[1]
+    assert not log.add(run(70.0), 30, 60, "final", final=True)[1]
+    rows = (tmp_path / "eval_log.csv").read_text().splitlines()
+    assert rows[0] + "\n" == EVAL_LOG_HEADER and len(rows) == 5
+    assert [r.split(",")[:3] for r in rows[1:]][-1] == ["30", "60", "final"]
+    assert log.plot() == tmp_path / "learning_curve.png" and log.plot().stat().st_size > 0

@@ -458,38 +458,40 @@ def _cmd_train_rllib(args: argparse.Namespace) -> int:
     print(
         f"rally train: RLlib PPO on {args.stage}, {args.timesteps:,} env steps -> {out}", flush=True
     )
-    return _run_rllib(
-        {
-            "stage": args.stage,
-            "timesteps": args.timesteps,
-            "out": out,
-            "address": args.ray_address or "local",
-            "num_env_runners": args.num_env_runners or 0,
-            "envs_per_runner": args.envs_per_runner or 8,
-            "seed": args.seed,
-            "resume": args.resume,
-            "hyperparams": _parse_sets(args.set),
-            "checkpoint_freq": args.checkpoint_freq,
-            "eval_seeds": args.eval_seeds or 1,
-            "env_kwargs": vehicle_env_kwargs(args) or None,
-            "eval_freq": args.eval_freq,
-        },
-        progress=not args.no_progress,
+    from agents.recipe import command_recipe
+
+    recipe = command_recipe(
+        "rllib-ppo",
+        args.stage,
+        timesteps=args.timesteps,
+        out=out,
+        address=args.ray_address,
+        num_env_runners=args.num_env_runners,
+        envs_per_runner=args.envs_per_runner,
+        seed=args.seed,
+        hyperparams=_parse_sets(args.set),
+        checkpoint_freq=args.checkpoint_freq,
+        eval_seeds=args.eval_seeds,
+        env_kwargs=vehicle_env_kwargs(args) or None,
+        eval_freq=args.eval_freq,
     )
+    return _run_rllib(recipe, None, args.resume, progress=not args.no_progress)
 
 
-def _run_rllib(kwargs: dict[str, Any], progress: bool) -> int:
-    """``agents.rllib.train_rllib(**kwargs)`` for ``rally train`` (command line or recipe):
-    a missing Ray or a bad setting is a message and exit code 2; the summary line on success."""
+def _run_rllib(recipe: Any, out: str | None, resume: str | None, progress: bool) -> int:
+    """An ``rllib-ppo`` recipe (command line or file) for ``rally train``: a missing Ray or a
+    bad setting is a message and exit code 2; the summary line on success."""
     try:
-        from agents.rllib import train_rllib
+        import ray  # noqa: F401
+
+        from agents.recipe import train
     except ImportError as e:
         print(
             f'rally train: rllib-ppo needs Ray ({e}); pip install "rally-env[ray]"', file=sys.stderr
         )
         return 2
     try:
-        summary = train_rllib(**kwargs, progress=progress)
+        summary = train(recipe, out, resume=resume, progress=progress)
     except (ValueError, ImportError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
@@ -517,7 +519,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        from agents.sb3 import train
+        import agents.sb3  # noqa: F401
     except ImportError as e:
         print(
             f'rally train: needs stable-baselines3 and torch ({e}); pip install "rally-env[train]"',
@@ -529,30 +531,25 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
-    from agents.sb3 import _has_progress_bar
+    from agents.recipe import command_recipe, train
 
-    # a progress bar in a terminal; in a log, a plain line every 30 s
-    bar = not args.no_progress and sys.stdout.isatty() and _has_progress_bar()
-    summary = train(
+    recipe = command_recipe(
         args.algo,
         args.stage,
         timesteps=args.timesteps,
         n_envs=args.n_envs,
         seed=args.seed,
         out=args.out,
-        resume=args.resume,
         hyperparams=_parse_sets(args.set),
         eval_freq=args.eval_freq,
         eval_seeds=args.eval_seeds,
         checkpoint_freq=args.checkpoint_freq,
         threads=args.threads,
-        progress_bar=bar,
         warmstart_steps=args.warmstart_steps,
         env_kwargs={**vehicle_env_kwargs(args), **_parse_env(args.env)} or None,
-        say=_say,
-        progress_lines_s=None if (bar or args.no_progress) else 30.0,
         handbrake=args.handbrake,
     )
+    summary = train(recipe, resume=args.resume, progress=not args.no_progress, say=_say)
     fe = summary.get("final_eval") or {}
     print(
         f"trained {summary['timesteps']} steps in {summary['wall_time_s']:.0f} s -> "
@@ -568,7 +565,7 @@ def _say(line: str) -> None:
 
 
 def _train_recipe(args: argparse.Namespace) -> int:
-    from agents.recipe import RecipeError, load_recipe, run_recipe
+    from agents.recipe import RecipeError, load_recipe, train
 
     defaults = {
         "algo": "ppo",
@@ -613,7 +610,7 @@ def _train_recipe(args: argparse.Namespace) -> int:
     print(f"rally train: recipe {args.config} ({recipe.algo}) -> {out or recipe.out}", flush=True)
     if recipe.algo == "rllib-ppo":
         return _train_rllib_recipe(recipe, out, args)
-    summary = run_recipe(recipe, out=out, progress=not args.no_progress)
+    summary = train(recipe, out=out, progress=not args.no_progress)
     fe = summary.get("final_eval") or {}
     print(
         f"trained {summary['env_steps']} env steps ({summary['env_steps_per_s']:.0f} env steps/s)"
@@ -630,7 +627,6 @@ def _train_recipe(args: argparse.Namespace) -> int:
 
 
 def _train_rllib_recipe(recipe: Any, out: str | None, args: argparse.Namespace) -> int:
-    from agents.recipe import rllib_train_kwargs
     from rally_env.paths import check_output_dir
 
     try:
@@ -638,7 +634,7 @@ def _train_rllib_recipe(recipe: Any, out: str | None, args: argparse.Namespace) 
     except (FileNotFoundError, ValueError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
-    return _run_rllib(rllib_train_kwargs(recipe, out), progress=not args.no_progress)
+    return _run_rllib(recipe, out, None, progress=not args.no_progress)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

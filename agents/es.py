@@ -14,9 +14,9 @@ The policy is linear on the normalised observation, ``a = clip(W z + b, -1, 1)``
 residual (:class:`agents.models.ResidualSpec`): the first three multiply the base driver's
 speed-plan factors by ``exp(scale * a)``, the fourth (with ``line``) moves its line, all held
 for ``hold`` control steps. ``theta = 0`` is the
-base driver itself. The result is saved as a stable-baselines3 PPO model (``net_arch = []``:
-its action net is ``W, b``), so ``rally eval``, ``rally benchmark`` and ``SB3Policy`` drive
-it like any trained model.
+base driver itself. The result is saved as plain weights ``W, b`` (a ``"linear"`` model zip,
+:class:`agents.models.LinearModel`), which ``rally eval`` and ``rally benchmark`` drive like
+any trained model.
 
 Fitness of a member on a stage: ``t_center / t`` where ``t_center`` is the unperturbed
 parameters' stage time there (or, if they did not finish, the fastest member's),
@@ -159,14 +159,17 @@ def drive_batch(
     """One episode per car: car ``i`` on the generated stage of reset seed ``seeds[i]``
     (``stage="random"``), its outputs from its own parameters (``tuner None``: the base
     driver). Returns per car ``finished``, ``time_s`` (finish time, nan when not finished)
-    and ``steps``; with ``collect``, also the observations at the decision steps."""
+    and ``steps``; with ``collect``, also the observations at the decision steps.
+
+    The cars drive through the vector env's own ``step`` (its action checks and clock); a car
+    whose episode has ended drives on in a new one (the env's autoreset) until the last car
+    ends, and nothing of that new episode is counted."""
     from rally_env.vector import RallyVectorEnv
 
     n = len(seeds)
-    venv = RallyVectorEnv(n, stage="random", autoreset_mode="Disabled", **env_kwargs)
+    venv = RallyVectorEnv(n, stage="random", autoreset_mode="NextStep", **env_kwargs)
     try:
         obs, _ = venv.reset(seed=[int(s) for s in seeds])
-        core = venv.core
         drv = ResidualDriver(*spec)
         drv.reset(n)
         active = np.ones(n, bool)
@@ -181,18 +184,13 @@ def drive_batch(
                     seen.append(obs[active].copy())
                 if tuner is not None:
                     drv.hold_outputs(tuner.outputs(obs, theta_per_car, spec.n_outputs))
-            act = drv.base_act(obs).astype(np.float64)
-            idx = np.flatnonzero(active).astype(np.int64)
-            core.step(act, idx)
-            obs = core.obs
-            steps[idx] += 1
-            done = (core.term | core.trunc) & active
+            obs, _, term, trunc, info = venv.step(drv.base_act(obs))
+            steps[active] += 1
+            done = (term | trunc) & active
             if done.any():
-                ended = np.flatnonzero(done)
-                info = core.info(ended.astype(np.int64))
-                fin = np.asarray(info["finished"], bool)
-                finished[ended] = fin
-                time_s[ended] = np.where(fin, np.asarray(info["finish_time_s"], float), math.nan)
+                fin = np.asarray(info["finished"], bool) & done
+                finished |= fin
+                time_s[fin] = np.asarray(info["finish_time_s"], float)[fin]
                 active &= ~done
             t += 1
     finally:
@@ -343,32 +341,18 @@ def save_model(
     theta: np.ndarray,
     meta: dict[str, Any],
 ) -> Path:
-    """Save as a stable-baselines3 PPO model whose action net is ``W, b`` (``net_arch = []``)
-    with the observation statistics and the residual in its metadata."""
-    import torch
-    from stable_baselines3 import PPO
+    """Save as a ``"linear"`` model zip (:class:`agents.models.LinearModel`: plain weights
+    ``W, b`` over the whole observation) with the observation statistics and the residual in
+    its metadata."""
+    from agents.models import LinearModel
 
-    from agents.models import write_meta
-    from agents.sb3 import RallyVecEnv
-
-    venv = RallyVecEnv(1, stage="opener", road_ahead=True, residual=spec)
-    try:
-        model = PPO("MlpPolicy", venv, policy_kwargs={"net_arch": []}, device="cpu", seed=0)
-    finally:
-        venv.close()
     w, b = tuner.full_weights(theta)
     pad = spec.n_outputs - tuner.n_out  # outputs the policy does not set stay 0
     w = np.concatenate([w, np.zeros((pad, w.shape[1]), w.dtype)])
     b = np.concatenate([b, np.zeros(pad, b.dtype)])
-    with torch.no_grad():
-        model.policy.action_net.weight.copy_(torch.as_tensor(w))
-        model.policy.action_net.bias.copy_(torch.as_tensor(b))
-    path = Path(path)
-    model.save(str(path))
-    write_meta(
-        path,
+    return LinearModel(w, b).save(
+        Path(path),
         {
-            "algo": "ppo",
             "trained_by": "es",
             "actions": "the outputs of a 'tuning' residual (agents.models.ResidualSpec)",
             "obs_norm": {
@@ -382,7 +366,6 @@ def save_model(
             **meta,
         },
     )
-    return path
 
 
 def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = True) -> dict:
@@ -393,13 +376,7 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     final parameters), ``config.json`` and ``summary.json``."""
     from agents import sb3
     from agents.benchmark import run_stages
-    from agents.evaluate import (
-        EVAL_LOG_HEADER,
-        reference_times,
-        score_summary,
-        validation_stages,
-    )
-    from agents.plots import validation_curve
+    from agents.evaluate import ValidationLog, validation_stages
 
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -409,26 +386,19 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     sb3._write_json(out / "config.json", config)
     env_kwargs = {k: v for k, v in recipe.env.items() if k != "stage"}
     stages = validation_stages(recipe.eval.stages)
-    refs = reference_times(stages)
-    eval_log = out / "eval_log.csv"
-    eval_log.write_text(EVAL_LOG_HEADER)
+    log = ValidationLog(out, stages, "env steps (millions)")
     (out / "es_log.csv").write_text("")
     t0 = time.perf_counter()
-    best: dict[str, Any] = {"key": (-1.0, -1.0)}
+    best: dict[str, Any] = {}
     last: dict[str, Any] = {}
     n_eval = [0]
 
     def evaluate(tuner: LinearTuner, theta: np.ndarray, env_steps: int) -> None:
         runs, _ = run_stages(TunerPolicy(spec, tuner, theta), stages, chunk=len(stages))
-        m = score_summary(runs, refs)
         phase = "start" if n_eval[0] == 0 else "es"
-        it = n_eval[0] * recipe.eval_every
+        it = min(n_eval[0] * recipe.eval_every, es.iterations)
         n_eval[0] += 1
-        with eval_log.open("a") as f:
-            f.write(
-                f"{min(it, es.iterations)},{env_steps},{phase},{time.perf_counter() - t0:.1f},"
-                f"{m['finish_rate']:.4f},{m['median_score']:.4f},{m['mean_score']:.4f}\n"
-            )
+        m, better = log.add(runs, it, env_steps, phase)
         if progress:
             print(
                 f"es: {env_steps:,} env steps: validation finish rate {m['finish_rate']:.2f}, "
@@ -436,9 +406,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
                 flush=True,
             )
         last.update(m, env_steps=int(env_steps))
-        key = (m["finish_rate"], m["median_score"])
-        if key > best["key"]:
-            best.update(key=key, env_steps=env_steps)
+        if better:
+            best.update(env_steps=env_steps)
             save_model(
                 out / "best_model.zip",
                 spec,
@@ -472,8 +441,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         res["theta"],
         {"env_steps": int(res["env_steps"]), "es": dataclasses.asdict(es), "config": config},
     )
+    log.plot()
     curve = out / "learning_curve.png"
-    validation_curve(eval_log, curve, len(stages), "env steps (millions)")
     summary = {
         "model": str(model_path),
         "best_model": str(out / "best_model.zip"),
@@ -481,13 +450,13 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         "env_steps": int(res["env_steps"]),
         "final_eval": last,
         "best_eval": {
-            "finish_rate": best["key"][0],
-            "median_score": best["key"][1],
+            "finish_rate": log.best[0],
+            "median_score": log.best[1],
             "env_steps": best.get("env_steps"),
         },
         "timing_s": {"train_s": train_s},
         "env_steps_per_s": res["env_steps"] / max(train_s, 1e-9),
-        "eval_log": str(eval_log),
+        "eval_log": str(log.path),
         "learning_curve": str(curve),
     }
     sb3._write_json(out / "summary.json", summary)

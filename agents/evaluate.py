@@ -574,3 +574,57 @@ def score_summary(runs: list[Any], refs: dict[str, float]) -> dict[str, float]:
         "median_score": float(np.median(s)) if len(s) else math.nan,
         "mean_score": float(np.mean(s)) if len(s) else math.nan,
     }
+
+
+class ValidationLog:
+    """A training run's validation record, what every recipe backend (PPO with its warm
+    start, evolution strategies) writes through: ``eval_log.csv`` (:data:`EVAL_LOG_HEADER`,
+    one row per evaluation of the policy on ``stages``, one run each), the best evaluation
+    so far by (finish rate, median score), and ``learning_curve.png`` (:meth:`plot`).
+
+    Args:
+        out: the run directory.
+        stages: the validation stages (names).
+        xlabel: the learning curve's x axis label (env steps, in millions).
+    """
+
+    def __init__(self, out: str | Path, stages: list[str], xlabel: str):
+        self.out = Path(out)
+        self.stages = list(stages)
+        self.xlabel = xlabel
+        self.path = self.out / "eval_log.csv"
+        #: (finish rate, median score) of the best evaluation so far
+        self.best: tuple[float, float] = (-1.0, -1.0)
+        self._refs: dict[str, float] | None = None
+        self._t0 = time.perf_counter()
+        if not self.path.exists():
+            self.path.write_text(EVAL_LOG_HEADER)
+
+    def add(
+        self, runs: list[Any], timesteps: int, env_steps: int, phase: str, final: bool = False
+    ) -> tuple[dict[str, float], bool]:
+        """Score the runs (:class:`RunResult`, one per stage) and append their row; returns
+        the figures (:func:`score_summary`) and whether they are the best so far (a
+        ``final`` evaluation, of the last model, never is)."""
+        if self._refs is None:
+            self._refs = reference_times(self.stages)
+        m = score_summary(runs, self._refs)
+        wall = time.perf_counter() - self._t0
+        with self.path.open("a") as f:
+            f.write(
+                f"{timesteps},{env_steps},{phase},{wall:.1f},{m['finish_rate']:.4f},"
+                f"{m['median_score']:.4f},{m['mean_score']:.4f}\n"
+            )
+        key = (m["finish_rate"], m["median_score"])
+        better = not final and key > self.best
+        if better:
+            self.best = key
+        return m, better
+
+    def plot(self) -> Path | None:
+        """``learning_curve.png``: the finish rate and median score against env steps."""
+        from agents.plots import validation_curve
+
+        return validation_curve(
+            self.path, self.out / "learning_curve.png", len(self.stages), self.xlabel
+        )

@@ -28,6 +28,16 @@ EXPORT_READS = (1, 2)
 #: ``made_by`` of that metadata: the model acts in ``[-1, 1]^4`` and needs
 #: :func:`from_policy_action` (``rally eval`` applies it only to such models).
 MADE_BY = "rally train"
+#: What a model zip holds, by its metadata's ``"kind"``: ``"sb3"`` (also when there is no
+#: ``kind``: every model before the field, and any stable-baselines3 zip) a stable-baselines3
+#: PPO or SAC model; ``"linear"`` plain weights (:data:`LINEAR_WEIGHTS`: ``weight`` (n, D)
+#: and ``bias`` (n,)) of a linear policy ``clip(W z + b, -1, 1)``, what evolution strategies
+#: train (:func:`agents.es.save_model`).
+MODEL_KINDS = ("sb3", "linear")
+#: The member of a ``"linear"`` model zip holding its weights (``numpy.savez``), and the
+#: versions of that format :func:`load_model` reads.
+LINEAR_WEIGHTS = "weights.npz"
+LINEAR_VERSIONS = (1,)
 
 
 # ------------------------------------------------------------------------------- actions
@@ -316,29 +326,22 @@ def obs_norm_meta(vn: Any) -> dict[str, Any]:
 
 
 def load_model(path: str | Path):
-    """``(model, obs_rms, meta)`` of a model saved by :func:`train`.
+    """``(model, obs_rms, meta)`` of a saved model, read as its metadata's ``"kind"`` says
+    (:data:`MODEL_KINDS`).
 
-    ``obs_rms`` is ``(mean, var, clip, eps)`` from the zip's metadata, else from a
-    ``vecnormalize.pkl`` beside the model, else ``None``.
+    ``model`` acts through ``model.predict(obs, deterministic)`` on normalised observations
+    and has an ``action_space``. ``obs_rms`` is ``(mean, var, clip, eps)`` from the zip's
+    metadata, else from a ``vecnormalize.pkl`` beside the model, else ``None``.
+
+    Raises:
+        ValueError: an unknown kind or version, or a file that is not the model it says.
     """
-    import pickle
-
-    from stable_baselines3 import PPO, SAC
-
     path = Path(path)
     meta = read_meta(path)
-    algo = meta.get("algo")
-    classes = {"ppo": PPO, "sac": SAC}
-    order = [classes[algo]] if algo in classes else [PPO, SAC]
-    model, err = None, None
-    for cls in order:
-        try:
-            model = cls.load(str(path), device="cpu")
-            break
-        except Exception as e:  # not this algorithm
-            err = e
-    if model is None:
-        raise ValueError(f"{path}: not a PPO/SAC model ({err})")
+    kind = meta.get("kind", "sb3")
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"{path}: model metadata kind must be one of {MODEL_KINDS}: {kind!r}")
+    model = LinearModel.load(path, meta) if kind == "linear" else _load_sb3(path, meta)
     rms = None
     norm = meta.get("obs_norm")
     if norm:
@@ -348,27 +351,103 @@ def load_model(path: str | Path):
             float(norm["clip_obs"]),
             float(norm["epsilon"]),
         )
-    else:
-        for cand in (_vecnormalize_for(path) or path.with_name("vecnormalize.pkl"),):
-            if cand.exists():
-                with cand.open("rb") as f:
-                    vn = pickle.load(f)
-                if getattr(vn, "norm_obs", True):
-                    m = obs_norm_meta(vn)
-                    rms = (
-                        np.asarray(m["mean"], np.float64),
-                        np.asarray(m["var"], np.float64),
-                        m["clip_obs"],
-                        m["epsilon"],
-                    )
-                break
+    elif kind == "sb3":
+        rms = _pickled_obs_rms(path)
     return model, rms, meta
+
+
+def _load_sb3(path: Path, meta: dict[str, Any]) -> Any:
+    """The stable-baselines3 model of a zip: the class its metadata's ``algo`` names, else
+    (a zip from outside ``rally train``) PPO, then SAC."""
+    from stable_baselines3 import PPO, SAC
+
+    algo = meta.get("algo")
+    classes = {"ppo": PPO, "sac": SAC}
+    err = None
+    for cls in [classes[algo]] if algo in classes else [PPO, SAC]:
+        try:
+            return cls.load(str(path), device="cpu")
+        except Exception as e:  # not this algorithm
+            err = e
+    raise ValueError(f"{path}: not a PPO/SAC model ({err})")
+
+
+def _pickled_obs_rms(path: Path) -> tuple | None:
+    """The observation statistics of the ``vecnormalize.pkl`` a model's run left beside it."""
+    import pickle
+
+    cand = _vecnormalize_for(path) or path.with_name("vecnormalize.pkl")
+    if not cand.exists():
+        return None
+    with cand.open("rb") as f:
+        vn = pickle.load(f)
+    if not getattr(vn, "norm_obs", True):
+        return None
+    m = obs_norm_meta(vn)
+    return (
+        np.asarray(m["mean"], np.float64),
+        np.asarray(m["var"], np.float64),
+        m["clip_obs"],
+        m["epsilon"],
+    )
+
+
+class LinearModel:
+    """A ``"linear"`` model (:data:`MODEL_KINDS`): ``predict(z) = clip(W z + b, -1, 1)`` on
+    normalised observations ``z``. The product is torch's float32 ``linear``, the arithmetic
+    of the network it once was stored as, so a model drives as it did then."""
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray):
+        import gymnasium as gym
+
+        self.weight = np.asarray(weight, np.float32)
+        self.bias = np.asarray(bias, np.float32)
+        if self.weight.ndim != 2 or self.bias.shape != (self.weight.shape[0],):
+            raise ValueError(
+                f"linear model weights must be (n, D) and (n,), got {self.weight.shape} and "
+                f"{self.bias.shape}"
+            )
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (self.weight.shape[0],), np.float32)
+
+    @classmethod
+    def load(cls, path: Path, meta: dict[str, Any]) -> LinearModel:
+        import io
+
+        version = meta.get("version")
+        if version not in LINEAR_VERSIONS:
+            raise ValueError(f"{path}: linear model version {version!r} unknown")
+        with zipfile.ZipFile(path, "r") as z:
+            if LINEAR_WEIGHTS not in z.namelist():
+                raise ValueError(f"{path}: a linear model without {LINEAR_WEIGHTS}")
+            data = z.read(LINEAR_WEIGHTS)
+        with np.load(io.BytesIO(data), allow_pickle=False) as w:
+            return cls(w["weight"], w["bias"])
+
+    def save(self, path: Path, meta: dict[str, Any]) -> Path:
+        """Write the zip: the weights and :data:`META_NAME` (``meta``, kind and version)."""
+        import io
+
+        buf = io.BytesIO()
+        np.savez(buf, weight=self.weight, bias=self.bias)
+        path = Path(path)
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            z.writestr(LINEAR_WEIGHTS, buf.getvalue())
+        write_meta(path, {**meta, "kind": "linear", "version": LINEAR_VERSIONS[-1]})
+        return path
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> tuple[np.ndarray, None]:
+        import torch
+
+        x = torch.as_tensor(np.atleast_2d(np.asarray(obs, np.float32)))
+        y = torch.nn.functional.linear(x, torch.as_tensor(self.weight), torch.as_tensor(self.bias))
+        return np.clip(y.numpy(), -1.0, 1.0), None
 
 
 def ship_model(src: str | Path, dst: str | Path) -> Path:
     """Copy a model zip for shipping in ``agents/policies/``: the optimizer's running moments
     are zeroed (they only matter to resume training, and zeros compress to nothing), every
-    other member is kept as it is. Loading and acting are unchanged.
+    other member is kept as it is (a ``"linear"`` model, plain weights, is copied as it is).
+    Loading and acting are unchanged.
 
     Raises:
         ValueError: ``src`` is not a model zip with an optimizer state.
@@ -380,6 +459,10 @@ def ship_model(src: str | Path, dst: str | Path) -> Path:
     src, dst = Path(src), Path(dst)
     with zipfile.ZipFile(src, "r") as z:
         members = {n: z.read(n) for n in z.namelist()}
+    if read_meta(src).get("kind") == "linear":  # plain weights: nothing to drop
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(src.read_bytes())
+        return dst
     if "policy.optimizer.pth" not in members:
         raise ValueError(f"{src}: no policy.optimizer.pth (not a stable-baselines3 model?)")
     state = torch.load(io.BytesIO(members["policy.optimizer.pth"]), weights_only=True)

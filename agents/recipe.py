@@ -55,12 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluate import (
-    EVAL_LOG_HEADER,
-    reference_times,
-    score_summary,
-    validation_stages,
-)
+from agents.evaluate import ValidationLog, validation_stages
 
 _PPO_KEYS = {
     "n_steps",
@@ -216,6 +211,15 @@ class Recipe:
     #: iterations
     es: Any = None
     eval_every: int = 0
+    #: whose defaults and evaluation the run has: ``"recipe"`` (a recipe file's:
+    #: :data:`RECIPE_PPO_BASE`, validation scores) or ``"command"`` (``rally train``'s
+    #: flags, :func:`command_recipe`: :data:`agents.sb3.PPO_DEFAULTS` or ``SAC_DEFAULTS``,
+    #: stage times on ``eval_stages`` over ``eval_seeds`` runs each)
+    defaults: str = "recipe"
+    #: ``sac`` only (``rally train --algo sac``): hyperparameters over ``SAC_DEFAULTS``
+    sac: dict[str, Any] = field(default_factory=dict)
+    #: ``"command"`` only: the stages evaluated (a stage spec, ``"validation:50"``, ...)
+    eval_stages: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -526,28 +530,6 @@ def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
     )
 
 
-def rllib_train_kwargs(recipe: Recipe, out: str | Path | None = None) -> dict[str, Any]:
-    """The :func:`agents.rllib.train_rllib` arguments of an ``rllib-ppo`` recipe."""
-    if recipe.algo != "rllib-ppo":
-        raise ValueError(f"{recipe.source}: not an rllib-ppo recipe (run.algo = {recipe.algo!r})")
-    env = dict(recipe.env)
-    stage = env.pop("stage", "opener")
-    return {
-        "stage": stage,
-        "timesteps": recipe.timesteps,
-        "out": str(out or recipe.out),
-        "address": recipe.ray.address,
-        "num_env_runners": recipe.ray.num_env_runners,
-        "envs_per_runner": recipe.ray.envs_per_runner,
-        "seed": recipe.seed,
-        "hyperparams": dict(recipe.rllib),
-        "checkpoint_freq": recipe.checkpoint_freq or None,
-        "eval_seeds": recipe.eval_seeds,
-        "env_kwargs": env or None,
-        "eval_freq": recipe.eval.freq or None,
-    }
-
-
 def _check_env(src: str, where: str, env: dict[str, Any]) -> None:
     """The env settings must build (``RallyConfig`` names any bad one)."""
     from rally_env.config import RallyConfig
@@ -575,19 +557,157 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def run_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = True) -> dict:
-    """Train as the recipe says; returns the summary (also written to ``summary.json``).
-    An ``es`` recipe runs :func:`agents.es.run_es_recipe`; an ``rllib-ppo`` recipe runs
-    with :func:`agents.rllib.train_rllib` instead (its arguments: :func:`rllib_train_kwargs`)."""
+#: ``Recipe.source`` of a recipe made of ``rally train``'s flags
+COMMAND = "rally train"
+#: ``rally train``'s flags without ``--config`` (as :func:`command_recipe` takes them)
+COMMAND_FLAGS = frozenset(
+    {
+        "timesteps",
+        "n_envs",
+        "seed",
+        "out",
+        "hyperparams",
+        "eval_freq",
+        "eval_seeds",
+        "eval_stages",
+        "checkpoint_freq",
+        "threads",
+        "env_kwargs",
+        "warmstart_steps",
+        "handbrake",
+        "address",
+        "num_env_runners",
+        "envs_per_runner",
+    }
+)
+
+
+def command_recipe(algo: str = "ppo", stage: Any = "opener", **flags: Any) -> Recipe:
+    """The recipe of ``rally train``'s flags (``--algo``, ``--stage`` and :data:`COMMAND_FLAGS`;
+    a flag left out or ``None`` takes its default: :data:`agents.sb3.TRAIN_DEFAULTS` for
+    ``ppo`` and ``sac``, :data:`agents.rllib.RLLIB_PPO_DEFAULTS`'s run for ``rllib-ppo``).
+
+    ``env_kwargs`` go over ``RallyLearn-v0``'s settings (:func:`agents.sb3.train_env_kwargs`)
+    for ``ppo`` and ``sac``; ``hyperparams`` over the algorithm's defaults. Without
+    ``eval_stages`` a ``stage="random"`` run is evaluated on ``validation:50``, one run each,
+    any other on its stage with ``TRAIN_DEFAULTS["eval_seeds"]`` runs.
+
+    Raises:
+        TypeError: an unknown flag (naming it).
+        ValueError: an unknown algorithm.
+    """
+    bad = sorted(set(flags) - COMMAND_FLAGS)
+    if bad:
+        raise TypeError(f"unknown rally train settings: {', '.join(bad)}")
+    f = {k: v for k, v in flags.items() if v is not None}
+    hp = dict(f.get("hyperparams") or {})
+    if algo == "rllib-ppo":
+        return Recipe(
+            source=COMMAND,
+            defaults="command",
+            algo=algo,
+            timesteps=int(f.get("timesteps", 1_000_000)),
+            seed=int(f.get("seed", 0)),
+            out=str(f.get("out", f"runs/rllib-ppo-{stage}")),
+            checkpoint_freq=int(f.get("checkpoint_freq", 0)),
+            env={"stage": stage, **(f.get("env_kwargs") or {})},
+            ray=RayRun(
+                address=f.get("address") or "local",
+                num_env_runners=int(f.get("num_env_runners", 0)),
+                envs_per_runner=int(f.get("envs_per_runner", 8)),
+            ),
+            rllib=hp,
+            eval=EvalSpec(freq=int(f.get("eval_freq", 0)), stages=0),
+            eval_seeds=int(f.get("eval_seeds", 1)),
+        )
+    from agents.sb3 import TRAIN_DEFAULTS, VALIDATION_STAGES, algo_defaults, train_env_kwargs
+
+    algo = algo.lower()
+    algo_defaults(algo)  # names an unknown algorithm
+    td = {**TRAIN_DEFAULTS, **f}
+    eval_stages = f.get("eval_stages")
+    if "eval_seeds" not in f:  # one run per validation stage of a generated-stage run
+        td["eval_seeds"] = 1 if stage == "random" and eval_stages is None else td["eval_seeds"]
+    if eval_stages is None:
+        # generated training stages are selected on validation stages: generated, disjoint
+        # from the training seeds and from every benchmark test set, one run each
+        eval_stages = f"validation:{VALIDATION_STAGES}" if stage == "random" else stage
+    return Recipe(
+        source=COMMAND,
+        defaults="command",
+        algo=algo,
+        timesteps=int(f.get("timesteps", 1_000_000)),
+        n_envs=int(td["n_envs"]),
+        seed=int(f.get("seed", 0)),
+        out=str(f.get("out", "runs/ppo-opener")),
+        threads=int(td["threads"]),
+        checkpoint_freq=int(td["checkpoint_freq"]),
+        env={"stage": stage, **train_env_kwargs(f.get("env_kwargs"))},
+        ppo=hp if algo == "ppo" else {},
+        sac=hp if algo == "sac" else {},
+        warmstart=WarmStart(steps=int(td["warmstart_steps"])),
+        eval=EvalSpec(freq=int(td["eval_freq"]), stages=0),
+        eval_seeds=int(td["eval_seeds"]),
+        eval_stages=eval_stages,
+        handbrake=bool(td["handbrake"]),
+    )
+
+
+def train(
+    recipe: Recipe,
+    out: str | Path | None = None,
+    *,
+    resume: str | Path | None = None,
+    progress: bool = True,
+    say: Any = None,
+) -> dict[str, Any]:
+    """Train as the recipe says, with the backend its algorithm names; returns the summary
+    (also written to ``summary.json`` in ``out``, default the recipe's ``out``).
+
+    * ``ppo`` from a recipe file (behaviour cloning and DAgger included, alone with
+      ``run.timesteps = 0``): :func:`train_ppo_recipe`;
+    * ``ppo`` and ``sac`` from ``rally train``'s flags (:func:`command_recipe`):
+      :func:`agents.sb3.train`;
+    * ``rllib-ppo``: :func:`agents.rllib.train_rllib`;
+    * ``es``: :func:`agents.es.run_es_recipe`.
+
+    Args:
+        resume: a checkpoint the run continues (``rally train --resume``: a stable-baselines3
+            checkpoint zip, or an RLlib checkpoint directory).
+        progress: a progress bar in a terminal, plain progress lines in a log.
+        say: where a ``"command"`` run's own lines go (e.g. ``print``).
+
+    Raises:
+        ValueError: ``resume`` for a recipe file's run (it starts from scratch).
+    """
+    if resume is not None and recipe.algo != "rllib-ppo" and recipe.defaults != "command":
+        raise ValueError(f"{recipe.source}: a recipe file's run starts from scratch (no resume)")
     if recipe.algo == "es":
         from agents.es import run_es_recipe
 
         return run_es_recipe(recipe, out, progress)
-    if recipe.algo != "ppo":
-        raise ValueError(
-            f"{recipe.source}: run_recipe trains the 'ppo' recipes; this one is {recipe.algo!r} "
-            "(agents.rllib.train_rllib(**rllib_train_kwargs(recipe)))"
+    if recipe.algo == "rllib-ppo":
+        from agents.rllib import train_rllib
+
+        return train_rllib(recipe, out, resume=resume, progress=progress)
+    if recipe.defaults == "command":
+        from agents import sb3
+
+        # a progress bar in a terminal; in a log, a plain line every 30 s
+        bar = progress and sys.stdout.isatty() and sb3._has_progress_bar()
+        return sb3.train(
+            recipe,
+            out,
+            resume=resume,
+            say=say,
+            progress_bar=bar,
+            progress_lines_s=30.0 if progress and not bar else None,
         )
+    return train_ppo_recipe(recipe, out, progress)
+
+
+def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = True) -> dict:
+    """Train a ``ppo`` recipe file (see the module docstring); the summary."""
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CallbackList
@@ -845,7 +965,8 @@ def _base_callback():
 
 
 class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
-    """Every ``freq`` env steps: the policy on the validation stages -> ``eval_log.csv``."""
+    """Every ``freq`` env steps: the policy on the validation stages, through a
+    :class:`agents.evaluate.ValidationLog` (``eval_log.csv``, ``best_model.zip``)."""
 
     def __init__(
         self,
@@ -868,19 +989,10 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         self.warm_steps = 0
         self.freq = freq
         self.out = Path(out)
-        self.log_path = self.out / "eval_log.csv"
+        self.log = ValidationLog(self.out, stages, "env steps, warm start included (millions)")
         self._next = 0
-        self._t0 = time.perf_counter()
-        self.best: tuple[float, float] = (-1.0, -1.0)
-        self._refs: dict[str, float] | None = None
-
-    def _refs_for(self) -> dict[str, float]:
-        if self._refs is None:
-            self._refs = reference_times(self.stages)
-        return self._refs
 
     def _on_training_start(self) -> None:
-        self._log_header()
         if self._next <= self.num_timesteps * self.hold:
             self._next = self.num_timesteps * self.hold + self.freq
 
@@ -897,10 +1009,6 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         from agents.models import ResidualSpec
 
         return {"residual": ResidualSpec(*self.residual).to_meta()}
-
-    def _log_header(self) -> None:
-        if not self.log_path.exists():
-            self.log_path.write_text(EVAL_LOG_HEADER)
 
     def evaluate_now(
         self,
@@ -919,8 +1027,6 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
         if not self.stages:
             return {}
-        self._log_header()
-        refs = self._refs_for()
         if env_steps is None:
             env_steps = self.warm_steps + int(model.num_timesteps) * self.hold
         res = evaluate(
@@ -930,19 +1036,11 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
             env_kwargs=self.env_kwargs,
             agent_name="training",
         )
-        m = score_summary(res.runs, refs)
-        wall = time.perf_counter() - self._t0
-        with self.log_path.open("a") as f:
-            f.write(
-                f"{model.num_timesteps},{env_steps},{phase},{wall:.1f},{m['finish_rate']:.4f},"
-                f"{m['median_score']:.4f},{m['mean_score']:.4f}\n"
-            )
+        m, better = self.log.add(res.runs, model.num_timesteps, env_steps, phase, final)
         if getattr(self, "model", None) is not None and not final:  # inside model.learn
             for k, v in m.items():
                 self.logger.record(f"eval/{k}", v)
-        key = (m["finish_rate"], m["median_score"])
-        if not final and key > self.best:
-            self.best = key
+        if better:
             p = self.out / "best_model.zip"
             model.save(str(p))
             write_meta(
@@ -961,11 +1059,4 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
 
     def plot(self) -> Path | None:
         """``learning_curve.png``: validation finish rate and median score vs env steps."""
-        from agents.plots import validation_curve
-
-        return validation_curve(
-            self.log_path,
-            self.out / "learning_curve.png",
-            len(self.stages),
-            "env steps, warm start included (millions)",
-        )
+        return self.log.plot()

@@ -82,18 +82,36 @@ def obs_filter(env: Any = None, *args: Any, **kwargs: Any) -> Any:
 
 
 def _runner_obs_stats(runner: Any) -> tuple[list[float], list[float]] | None:
-    """(mean, std) of an env runner's MeanStdFilter, or None (no filter, or nothing seen)."""
-    from ray.rllib.connectors.env_to_module import MeanStdFilter
+    """(mean, std) of an env runner's MeanStdFilter, or None (no filter, or nothing seen),
+    read from the runner's public state (``EnvRunner.get_state``)."""
+    from ray.rllib.core import COMPONENT_ENV_TO_MODULE_CONNECTOR
+    from ray.rllib.utils.filter import RunningStat
 
-    for c in runner._env_to_module.connectors:
-        if isinstance(c, MeanStdFilter) and c._filters:
-            rs = next(iter(c._filters.values())).running_stats
-            if rs.num_pushes < 2:
-                return None
-            return (
-                np.asarray(rs.mean, np.float64).tolist(),
-                np.asarray(rs.std, np.float64).tolist(),
-            )
+    state = runner.get_state(components=COMPONENT_ENV_TO_MODULE_CONNECTOR)
+    return filter_state_stats(
+        state.get(COMPONENT_ENV_TO_MODULE_CONNECTOR, {}), RunningStat.from_state
+    )
+
+
+def filter_state_stats(
+    pipeline_state: dict[str, Any], from_state: Any
+) -> tuple[list[float], list[float]] | None:
+    """(mean, std) in the state of an env-to-module pipeline (its pieces' states by class
+    name): the MeanStdFilter's running statistics of its first agent, restored with
+    ``from_state`` (RLlib's ``RunningStat.from_state``); None without such a filter or with
+    fewer than two observations seen."""
+    per_agent = pipeline_state.get("MeanStdFilter") or {}
+    for agent_state in per_agent.values():
+        stats = agent_state.get("running_stats") or []
+        if not stats:
+            return None
+        rs = from_state(stats[0])
+        if rs.num_pushes < 2:
+            return None
+        return (
+            np.asarray(rs.mean, np.float64).tolist(),
+            np.asarray(rs.std, np.float64).tolist(),
+        )
     return None
 
 
@@ -359,127 +377,67 @@ class _EvalLog:
 
 
 def train_rllib(
-    stage: str = "opener",
+    recipe: Any,
+    out: str | Path | None = None,
     *,
-    timesteps: int = 1_000_000,
-    out: str | Path = "runs/rllib-ppo-opener",
-    address: str = "local",
-    num_env_runners: int = 0,
-    envs_per_runner: int = 8,
-    seed: int = 0,
     resume: str | None = None,
-    hyperparams: dict[str, Any] | None = None,
-    checkpoint_freq: int | None = None,
-    eval_seeds: int = 1,
-    env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
-    eval_freq: int | None = None,
     tensorboard: bool = True,
 ) -> dict[str, Any]:
-    """Train RLlib PPO until ``timesteps`` env steps; write to ``out``: ``config.json``,
-    ``progress.csv`` (a row per iteration, also printed as a line), ``checkpoints/`` (RLlib's
-    own, every ``checkpoint_freq`` steps and at the end: ``checkpoint``), the exported policy
-    ``policy/policy.json``, ``eval_log.csv`` (the policy exported every ``eval_freq`` steps and
-    at the end, on ``stage``, evaluated with ``rally eval``'s harness over ``eval_seeds``
-    seeds), ``tb/`` (TensorBoard scalars of every iteration and evaluation, when the
-    ``tensorboard`` package is installed) and ``summary.json``.
+    """Train RLlib PPO as an ``rllib-ppo`` recipe (:class:`agents.recipe.Recipe`: its stage
+    and env settings, ``[ray]``, ``[rllib]``, ``[eval]``) says, until ``timesteps`` env
+    steps; write to ``out`` (default the recipe's): ``config.json``, ``progress.csv`` (a row
+    per iteration, also printed as a line), ``checkpoints/`` (RLlib's own, every
+    ``checkpoint_freq`` steps and at the end: ``checkpoint``), the exported policy
+    ``policy/policy.json``, ``eval_log.csv`` (the policy exported every ``eval.freq`` steps
+    and at the end, on the stage, evaluated with ``rally eval``'s harness over
+    ``eval_seeds`` seeds), ``tb/`` (TensorBoard scalars of every iteration and evaluation,
+    when the ``tensorboard`` package is installed) and ``summary.json``.
 
     ``resume``: an RLlib checkpoint directory this run continues (its step count included).
     """
     from agents.distributed import connect
 
-    out = Path(out)
+    env = dict(recipe.env)
+    stage = env.pop("stage", "opener")
+    out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
     config = ppo_config(
         stage,
-        num_env_runners=num_env_runners,
-        envs_per_runner=envs_per_runner,
-        seed=seed,
-        env_kwargs=env_kwargs,
-        hyperparams=hyperparams,
+        num_env_runners=recipe.ray.num_env_runners,
+        envs_per_runner=recipe.ray.envs_per_runner,
+        seed=recipe.seed,
+        env_kwargs=env or None,
+        hyperparams=dict(recipe.rllib),
     )
     settings = {
         "algo": "rllib-ppo",
         "stage": stage,
-        "timesteps": int(timesteps),
-        "num_env_runners": int(num_env_runners),
-        "envs_per_runner": int(envs_per_runner),
-        "seed": int(seed),
-        "ray_address": address,
+        "timesteps": int(recipe.timesteps),
+        "num_env_runners": int(recipe.ray.num_env_runners),
+        "envs_per_runner": int(recipe.ray.envs_per_runner),
+        "seed": int(recipe.seed),
+        "ray_address": recipe.ray.address,
         "resume": resume,
-        "hyperparams": {**RLLIB_PPO_DEFAULTS, **(hyperparams or {})},
-        "env_kwargs": env_kwargs or {},
-        "eval_freq": eval_freq,
-        "eval_seeds": int(eval_seeds),
+        "hyperparams": {**RLLIB_PPO_DEFAULTS, **recipe.rllib},
+        "env_kwargs": env,
+        "eval_freq": recipe.eval.freq or None,
+        "eval_seeds": int(recipe.eval_seeds),
     }
-    hp = settings["hyperparams"]
-
-    def policy_meta(steps: int) -> dict[str, Any]:
-        return {
-            "name": out.name,
-            "made_by": "rally train --algo rllib-ppo",
-            "activation": hp["fcnet_activation"],
-            "stage": stage,
-            "env_steps": steps,
-            "env_kwargs": env_kwargs or {},
-        }
-
     tb = _tb_writer(out / "tb") if tensorboard else None
-    evals = _EvalLog(out / "eval_log.csv", stage, eval_seeds, env_kwargs, out.name, tb)
+    evals = _EvalLog(out / "eval_log.csv", stage, recipe.eval_seeds, env or None, out.name, tb)
     (out / "config.json").write_text(json.dumps(settings, indent=2) + "\n")
-    connect(address)
+    connect(recipe.ray.address)
     algo = config.build_algo()
     t0 = time.perf_counter()
     try:
-        steps = _start(algo, resume, hp)
-        fields = ["iteration", "env_steps", "episode_return_mean", "wall_time_s", "steps_per_s"]
-        new = not (out / "progress.csv").exists()
-        next_ckpt = checkpoint_freq
-        next_eval = None if eval_freq is None else steps + eval_freq
-        with (out / "progress.csv").open("a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields)
-            if new:
-                w.writeheader()
-            it = 0
-            last_t, last_steps = time.perf_counter(), steps
-            while steps < timesteps:
-                result = algo.train()
-                it += 1
-                steps = _steps(result)
-                now = time.perf_counter()
-                row = {
-                    "iteration": int(result.get("training_iteration", it)),
-                    "env_steps": steps,
-                    "episode_return_mean": _episode_return(result),
-                    "wall_time_s": round(now - t0, 3),
-                    "steps_per_s": round((steps - last_steps) / max(now - last_t, 1e-9), 1),
-                }
-                last_t, last_steps = now, steps
-                w.writerow(row)
-                f.flush()
-                if progress:
-                    print(
-                        f"iter {row['iteration']:4d}  steps {steps:>10,d}  return "
-                        f"{row['episode_return_mean']:9.2f}  {row['steps_per_s']:9.0f} steps/s",
-                        file=sys.stderr,
-                    )
-                if tb is not None:
-                    tb.add_scalar("rollout/ep_rew_mean", row["episode_return_mean"], steps)
-                    tb.add_scalar("time/steps_per_s", row["steps_per_s"], steps)
-                if next_ckpt is not None and steps >= next_ckpt:
-                    algo.save_to_path(str((out / "checkpoints" / f"step_{steps}").resolve()))
-                    next_ckpt = steps + checkpoint_freq
-                if next_eval is not None and steps >= next_eval and steps < timesteps:
-                    with tempfile.TemporaryDirectory() as d:
-                        pol = export_policy(
-                            algo.get_module(), d, policy_meta(steps), obs_stats(algo)
-                        )
-                        evals.add(pol, steps)
-                    next_eval = steps + eval_freq
+        steps = _start(algo, resume, settings["hyperparams"])
+        ckpt_freq = recipe.checkpoint_freq or None
+        steps = _iterate(algo, settings, ckpt_freq, out, evals, (steps, t0), progress)
         ckpt = (out / "checkpoint").resolve()
         algo.save_to_path(str(ckpt))
         policy = export_policy(
-            algo.get_module(), out / "policy", policy_meta(steps), obs_stats(algo)
+            algo.get_module(), out / "policy", _policy_meta(settings, out, steps), obs_stats(algo)
         )
     finally:
         algo.stop()
@@ -499,3 +457,74 @@ def train_rllib(
         json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n"
     )
     return summary
+
+
+def _policy_meta(settings: dict[str, Any], out: Path, steps: int) -> dict[str, Any]:
+    """The description an exported policy of this run carries."""
+    return {
+        "name": out.name,
+        "made_by": "rally train --algo rllib-ppo",
+        "activation": settings["hyperparams"]["fcnet_activation"],
+        "stage": settings["stage"],
+        "env_steps": steps,
+        "env_kwargs": settings["env_kwargs"],
+    }
+
+
+def _iterate(
+    algo: Any,
+    settings: dict[str, Any],
+    checkpoint_freq: int | None,
+    out: Path,
+    evals: _EvalLog,
+    start: tuple[int, float],
+    progress: bool,
+) -> int:
+    """``algo.train()`` until the run's env steps, with its rows in ``progress.csv``, its
+    checkpoints and its periodic evaluations; ``start``: the env steps and the wall clock
+    (``time.perf_counter``) the run starts from. Returns the env steps reached."""
+    steps, t0 = start
+    timesteps, eval_freq, tb = settings["timesteps"], settings["eval_freq"], evals.tb
+    fields = ["iteration", "env_steps", "episode_return_mean", "wall_time_s", "steps_per_s"]
+    new = not (out / "progress.csv").exists()
+    next_ckpt = checkpoint_freq
+    next_eval = None if eval_freq is None else steps + eval_freq
+    with (out / "progress.csv").open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            w.writeheader()
+        it = 0
+        last_t, last_steps = time.perf_counter(), steps
+        while steps < timesteps:
+            result = algo.train()
+            it += 1
+            steps = _steps(result)
+            now = time.perf_counter()
+            row = {
+                "iteration": int(result.get("training_iteration", it)),
+                "env_steps": steps,
+                "episode_return_mean": _episode_return(result),
+                "wall_time_s": round(now - t0, 3),
+                "steps_per_s": round((steps - last_steps) / max(now - last_t, 1e-9), 1),
+            }
+            last_t, last_steps = now, steps
+            w.writerow(row)
+            f.flush()
+            if progress:
+                print(
+                    f"iter {row['iteration']:4d}  steps {steps:>10,d}  return "
+                    f"{row['episode_return_mean']:9.2f}  {row['steps_per_s']:9.0f} steps/s",
+                    file=sys.stderr,
+                )
+            if tb is not None:
+                tb.add_scalar("rollout/ep_rew_mean", row["episode_return_mean"], steps)
+                tb.add_scalar("time/steps_per_s", row["steps_per_s"], steps)
+            if next_ckpt is not None and steps >= next_ckpt:
+                algo.save_to_path(str((out / "checkpoints" / f"step_{steps}").resolve()))
+                next_ckpt = steps + checkpoint_freq
+            if next_eval is not None and steps >= next_eval and steps < timesteps:
+                with tempfile.TemporaryDirectory() as d:
+                    meta = _policy_meta(settings, out, steps)
+                    evals.add(export_policy(algo.get_module(), d, meta, obs_stats(algo)), steps)
+                next_eval = steps + eval_freq
+    return steps

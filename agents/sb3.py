@@ -11,7 +11,9 @@ This module imports stable-baselines3 and torch: nothing in ``rally_env`` import
   ``VecVideoRecorder`` works), and seeds as ``DummyVecEnv`` does (``seed(s)`` -> car i gets
   ``s + i``, what a ``RallyEnv.reset(seed=s + i)`` gets). The policy acts in ``[-1, 1]^4``
   (:func:`from_policy_action` maps them to the env's box).
-* :func:`train` is ``rally train``: ``VecMonitor`` + ``VecNormalize``, the hyperparameters in
+* :func:`train` is the stable-baselines3 backend of ``rally train``'s flags (a
+  ``"command"`` recipe, :func:`agents.recipe.command_recipe`, sent here by
+  :func:`agents.recipe.train`): ``VecMonitor`` + ``VecNormalize``, the hyperparameters in
   :data:`PPO_DEFAULTS` / :data:`SAC_DEFAULTS`, periodic stage-time evaluation and
   checkpoints, TensorBoard logs, a progress bar, ``config.json`` beside the model, resume.
 """
@@ -439,39 +441,27 @@ def _stage_label(stage: Any) -> str:
 
 
 def train(
-    algo: str = "ppo",
-    stage: Any = "opener",
-    timesteps: int = 1_000_000,
-    n_envs: int | None = None,
-    seed: int = 0,
-    out: str | Path = "runs/ppo-opener",
+    recipe: Any,
+    out: str | Path | None = None,
     *,
     resume: str | Path | None = None,
-    hyperparams: dict[str, Any] | None = None,
-    eval_freq: int | None = None,
-    eval_seeds: int | None = None,
-    eval_stages: Any = None,
-    checkpoint_freq: int | None = None,
-    threads: int | None = None,
-    progress_bar: bool = True,
-    tensorboard: bool = True,
-    env_kwargs: dict[str, Any] | None = None,
-    verbose: int = 0,
-    warmstart_steps: int | None = None,
     say: Callable[[str], None] | None = None,
+    progress_bar: bool = True,
     progress_lines_s: float | None = None,
-    handbrake: bool | None = None,
+    tensorboard: bool = True,
+    verbose: int = 0,
 ) -> dict[str, Any]:
-    """Train PPO or SAC on the native vector env (``rally train``).
+    """Train PPO or SAC on the native vector env as a ``"command"`` recipe says (``rally
+    train``'s flags: :func:`agents.recipe.command_recipe`); :func:`agents.recipe.train` is
+    the one entry that sends such a recipe here.
 
     Args:
-        env_kwargs: ``RallyEnv`` arguments over :data:`TRAIN_ENV_DEFAULTS`.
-        handbrake: whether the policy has a handbrake output (default
-            ``TRAIN_DEFAULTS["handbrake"]``: no).
-        progress_bar: stable-baselines3's progress bar (needs rich and tqdm: the ``train``
-            extra).
+        out: the run directory (default the recipe's ``out``).
+        resume: a checkpoint zip the run continues (with its ``VecNormalize``).
         say: where the run's own lines go (what it trains and where it writes, a rounded
             step count, a missing TensorBoard), e.g. ``print``; ``None``: nowhere.
+        progress_bar: stable-baselines3's progress bar (needs rich and tqdm: the ``train``
+            extra).
         progress_lines_s: a plain progress line (steps, steps/s, the last evaluation) through
             ``say`` at the first rollout end after each such interval of wall time (s), for
             logs where a progress bar does not show; ``None``: none.
@@ -480,108 +470,61 @@ def train(
         A summary dict: paths, wall time, timesteps, last evaluation.
     """
     import torch
-    from stable_baselines3 import PPO, SAC
     from stable_baselines3.common.callbacks import CallbackList
-    from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
-    td = dict(TRAIN_DEFAULTS)
-    n_envs = int(n_envs or td["n_envs"])
-    eval_freq = int(td["eval_freq"] if eval_freq is None else eval_freq)
-    if eval_seeds is None:  # one run per validation stage of a generated-stage run
-        eval_seeds = 1 if stage == "random" and eval_stages is None else td["eval_seeds"]
-    eval_seeds = int(eval_seeds)
-    checkpoint_freq = int(td["checkpoint_freq"] if checkpoint_freq is None else checkpoint_freq)
-    threads = int(td["threads"] if threads is None else threads)
-    warmstart_steps = int(td["warmstart_steps"] if warmstart_steps is None else warmstart_steps)
-    handbrake = bool(td["handbrake"] if handbrake is None else handbrake)
-    env_kwargs = train_env_kwargs(env_kwargs)
-    torch.set_num_threads(threads)
-    algo = algo.lower()
+    algo, n_envs, seed = recipe.algo, recipe.n_envs, recipe.seed
+    env_kwargs = dict(recipe.env)
+    stage = env_kwargs.pop("stage")
+    torch.set_num_threads(recipe.threads)
     hp = algo_defaults(algo)
-    for k, v in (hyperparams or {}).items():
+    for k, v in (recipe.ppo if algo == "ppo" else recipe.sac).items():
         if k == "policy_kwargs" and isinstance(v, dict):
             hp["policy_kwargs"] = {**hp.get("policy_kwargs", {}), **v}
         else:
             hp[k] = v
-    out = Path(out)
+    out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
     batch_note = batch_within_rollout(algo, hp, n_envs)
-    steps, rounding = run_steps(algo, int(timesteps), n_envs, hp)
+    steps, rounding = run_steps(algo, int(recipe.timesteps), n_envs, hp)
     tb = str(out / "tb") if tensorboard and _has_tensorboard() else None
     if say is not None:
-        what = ["model.zip", "config.json", "eval_log.csv", "best_model.zip"]
-        if checkpoint_freq > 0:
-            what.append("checkpoints/")
-        if tb is not None:
-            what.append("TensorBoard logs in tb/")
-        say(
-            f"rally train: {algo.upper()} on {_stage_label(stage)}, {steps:,} env steps, "
-            f"{n_envs} cars, seed {seed}{f', resuming {resume}' if resume else ''} -> {out} "
-            f"({', '.join(what)})"
-        )
-        for note in (rounding, batch_note):
-            if note:
-                say(note)
-        if tensorboard and tb is None:
-            say(
-                'no TensorBoard logs: tensorboard is not installed (pip install "rally-env[train]")'
-            )
-    if eval_stages is None:
-        # generated training stages are selected on validation stages: generated, disjoint
-        # from the training seeds and from every benchmark test set, one run each
-        eval_stages = f"validation:{VALIDATION_STAGES}" if stage == "random" else stage
+        _say_plan(say, recipe, (steps, out, resume, tb), [rounding, batch_note], tensorboard)
+    td = TRAIN_DEFAULTS
+    eval_stages = recipe.eval_stages
     config = {
         "algo": algo,
         "stage": _stage_label(stage),
-        "timesteps": int(timesteps),
+        "timesteps": int(recipe.timesteps),
         "n_envs": n_envs,
         "seed": int(seed),
         "hyperparams": hp,
         "norm_obs": td["norm_obs"],
         "norm_reward": td["norm_reward"],
         "clip_obs": td["clip_obs"],
-        "eval_freq": eval_freq,
-        "eval_seeds": eval_seeds,
+        "eval_freq": recipe.eval.freq,
+        "eval_seeds": recipe.eval_seeds,
         "eval_stages": eval_stages if isinstance(eval_stages, str) else list(eval_stages),
-        "checkpoint_freq": checkpoint_freq,
-        "threads": threads,
-        "warmstart_steps": warmstart_steps if (algo == "ppo" and not resume) else 0,
+        "checkpoint_freq": recipe.checkpoint_freq,
+        "threads": recipe.threads,
+        "warmstart_steps": recipe.warmstart.steps if (algo == "ppo" and not resume) else 0,
         "env_kwargs": env_kwargs,
-        "handbrake": handbrake,
+        "handbrake": recipe.handbrake,
         "resume": str(resume) if resume else None,
         "versions": _versions(),
     }
-    venv = make_vec_env(n_envs, stage=stage, seed=seed, handbrake=handbrake, **env_kwargs)
-    venv = VecMonitor(venv)
-    cls = {"ppo": PPO, "sac": SAC}[algo]
-    if resume:
-        resume = Path(resume)
-        vn_path = _vecnormalize_for(resume)
-        if vn_path is not None:
-            venv = VecNormalize.load(str(vn_path), venv)
-            venv.training = True
-        else:
-            venv = normalized(venv, hp["gamma"])
-        model = cls.load(str(resume), env=venv, device="cpu", tensorboard_log=tb)
-        reset_num = False
-    else:
-        venv = normalized(venv, hp["gamma"])
-        model = cls(
-            "MlpPolicy", venv, seed=seed, device="cpu", verbose=verbose, tensorboard_log=tb, **hp
-        )
-        reset_num = True
-        if algo == "ppo" and warmstart_steps > 0:
-            obs, tg = collect_heuristic(warmstart_steps, stage, n_envs, seed, **(env_kwargs or {}))
-            config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
+    venv, model = _sb3_model(recipe, hp, resume, tb, verbose)
+    if not resume and algo == "ppo" and recipe.warmstart.steps > 0:
+        obs, tg = collect_heuristic(recipe.warmstart.steps, stage, n_envs, seed, **env_kwargs)
+        config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
     _write_json(out / "config.json", config)
     evaluator = StageTimeCallback(
-        eval_stages, eval_seeds, eval_freq, out, n_envs, env_kwargs=env_kwargs
+        eval_stages, recipe.eval_seeds, recipe.eval.freq, out, n_envs, env_kwargs=env_kwargs
     )
     cbs = [evaluator]
-    if checkpoint_freq > 0:
+    if recipe.checkpoint_freq > 0:
         cbs.append(
             Checkpoints(
-                checkpoint_freq // n_envs,
+                recipe.checkpoint_freq // n_envs,
                 out / "checkpoints",
                 algo,
                 {"algo": algo, "env": obs_env_kwargs({"env": env_kwargs})},
@@ -596,7 +539,7 @@ def train(
         total_timesteps=steps,
         callback=CallbackList(cbs),
         progress_bar=progress_bar and _has_progress_bar(),
-        reset_num_timesteps=reset_num,
+        reset_num_timesteps=not resume,
         tb_log_name=algo,
     )
     wall = time.perf_counter() - t0
@@ -610,7 +553,7 @@ def train(
         "config": config,
     }
     write_meta(model_path, meta)
-    final = evaluator.evaluate_now(model, venv, final=True) if eval_seeds > 0 else None
+    final = evaluator.evaluate_now(model, venv, final=True) if recipe.eval_seeds > 0 else None
     summary = {
         "model": str(model_path),
         "config": str(out / "config.json"),
@@ -623,6 +566,67 @@ def train(
     _write_json(out / "summary.json", summary)
     venv.close()
     return summary
+
+
+def _sb3_model(
+    recipe: Any, hp: dict[str, Any], resume: str | Path | None, tb: str | None, verbose: int
+) -> tuple[Any, Any]:
+    """``(VecNormalize, model)`` of a ``"command"`` run: a new model on fresh statistics, or
+    the checkpoint ``resume`` with the statistics saved beside it."""
+    from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+
+    env = dict(recipe.env)
+    stage = env.pop("stage")
+    venv = make_vec_env(
+        recipe.n_envs, stage=stage, seed=recipe.seed, handbrake=recipe.handbrake, **env
+    )
+    venv = VecMonitor(venv)
+    cls = {"ppo": PPO, "sac": SAC}[recipe.algo]
+    if not resume:
+        venv = normalized(venv, hp["gamma"])
+        model = cls(
+            "MlpPolicy",
+            venv,
+            seed=recipe.seed,
+            device="cpu",
+            verbose=verbose,
+            tensorboard_log=tb,
+            **hp,
+        )
+        return venv, model
+    resume = Path(resume)
+    vn_path = _vecnormalize_for(resume)
+    if vn_path is not None:
+        venv = VecNormalize.load(str(vn_path), venv)
+        venv.training = True
+    else:
+        venv = normalized(venv, hp["gamma"])
+    return venv, cls.load(str(resume), env=venv, device="cpu", tensorboard_log=tb)
+
+
+def _say_plan(
+    say: Callable[[str], None], recipe: Any, run: tuple, notes: list[str], tensorboard: bool
+) -> None:
+    """The run's first lines: what it trains, for how many steps, where it writes (``run``:
+    steps, out, resume, the TensorBoard directory or None), then ``notes`` that are not
+    empty and a missing TensorBoard."""
+    steps, out, resume, tb = run
+    what = ["model.zip", "config.json", "eval_log.csv", "best_model.zip"]
+    if recipe.checkpoint_freq > 0:
+        what.append("checkpoints/")
+    if tb is not None:
+        what.append("TensorBoard logs in tb/")
+    say(
+        f"rally train: {recipe.algo.upper()} on {_stage_label(recipe.env['stage'])}, "
+        f"{steps:,} env steps, {recipe.n_envs} cars, seed {recipe.seed}"
+        f"{f', resuming {resume}' if resume else ''} -> {out} ({', '.join(what)})"
+    )
+    for note in notes:
+        if note:
+            say(note)
+    if tensorboard and tb is None:
+        say('no TensorBoard logs: tensorboard is not installed (pip install "rally-env[train]")')
 
 
 def batch_within_rollout(algo: str, hp: dict[str, Any], n_envs: int) -> str:

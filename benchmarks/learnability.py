@@ -88,10 +88,11 @@ STUDY_LEVELS = (10, 100, 1000, 0)  # 0: unlimited (a fresh stage every episode)
 
 
 def _train(out: Path, timesteps: int, env: dict, hp: dict, n_envs: int | None, hb: bool | None):
+    from agents.recipe import command_recipe
     from agents.sb3 import train
 
     t0 = time.perf_counter()
-    s = train(
+    recipe = command_recipe(
         "ppo",
         "random",
         timesteps=timesteps,
@@ -103,9 +104,8 @@ def _train(out: Path, timesteps: int, env: dict, hp: dict, n_envs: int | None, h
         handbrake=hb,
         eval_freq=max(timesteps // 4, 1),
         checkpoint_freq=0,
-        progress_bar=False,
-        say=print,
     )
+    s = train(recipe, progress_bar=False, say=print)
     s["wall_s_total"] = time.perf_counter() - t0
     return s
 

@@ -32,8 +32,6 @@ ALLOWED: dict[str, str] = {
     "rally_env/render/play.py::play": "the play command's public keyword arguments",
     "rally_env/render/raster.py::draw_marks": _WIDE_ENTRY + " (the marks and the view)",
     "rally_env/render/video.py::render_episode": "public keyword arguments of the video API",
-    "agents/rllib.py::train_rllib": "public keyword arguments of the RLlib trainer",
-    "agents/sb3.py::train": "public keyword arguments of the SB3 trainer",
 }
 
 

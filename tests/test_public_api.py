@@ -2,10 +2,14 @@
 imported from a dependency, nothing is assigned onto a dependency's modules or classes (no
 patching), and no private attribute of a dependency's objects is read or written.
 
-"Product code" is every ``.py`` outside ``tests/`` and ``benchmarks/``. In a module that
-imports numba, a private attribute is an ``obj._name`` whose ``_name`` the project defines
-nowhere (as a function, class, variable, attribute or argument): then it can only be numba's;
-a subclass of a numba class defines no private name (that would override numba's). The few
+"Product code" is every ``.py`` outside ``tests/`` and ``benchmarks/``. A private attribute
+is an ``obj._name`` whose ``_name`` the project defines nowhere (as a function, class,
+variable, attribute or argument): then it can only be a dependency's, whatever object it is
+read from (``runner._env_to_module`` of an object a library handed over). Outside the modules
+that import numba, an attribute the project assigns on any object of its own also counts as
+defined; in a module that imports numba only what the project binds does (``disp._cache =``
+would patch numba's dispatcher), and a subclass of a numba class defines no private name
+(that would override numba's). The few
 underscore names a library documents as public are listed in :data:`DOCUMENTED`; the module
 attributes a library documents as the ones to assign, in :data:`WRITABLE`.
 """
@@ -82,6 +86,16 @@ def _numba_subclasses(tree: ast.AST) -> list[ast.ClassDef]:
     ]
 
 
+def _assigned_attributes(trees: list[ast.AST]) -> set[str]:
+    """Every attribute name the project assigns on some object (``core._plan = ...``)."""
+    return {
+        node.attr
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+    }
+
+
 def _defined_names(trees: list[ast.AST]) -> set[str]:
     """Every name the project itself binds anywhere (not counting what a subclass of a numba
     class defines: that is numba's name overridden)."""
@@ -107,7 +121,9 @@ def _defined_names(trees: list[ast.AST]) -> set[str]:
     return names
 
 
-def _violations(path: pathlib.Path, tree: ast.AST, defined: set[str]) -> list[str]:
+def _violations(
+    path: pathlib.Path, tree: ast.AST, defined: set[str], assigned: frozenset[str] = frozenset()
+) -> list[str]:
     rel = path.relative_to(ROOT)
     out: list[str] = []
     deps: set[str] = set()  # names bound to a dependency's modules, classes or functions
@@ -165,7 +181,7 @@ def _violations(path: pathlib.Path, tree: ast.AST, defined: set[str]) -> list[st
             and _private(node.attr)
             and node.attr not in DOCUMENTED
             and (
-                (uses_numba and node.attr not in defined)
+                (node.attr not in defined and (uses_numba or node.attr not in assigned))
                 or _attr_chain_root(node.value) in deps  # argparse._SubParsersAction
             )
         ):
@@ -178,7 +194,10 @@ def test_product_code_uses_only_public_api_of_its_dependencies():
     assert len(files) > 50, files
     trees = [ast.parse(p.read_text(encoding="utf-8"), str(p)) for p in files]
     defined = _defined_names(trees)
-    bad = [v for p, t in zip(files, trees, strict=True) for v in _violations(p, t, defined)]
+    assigned = frozenset(_assigned_attributes(trees))
+    bad = [
+        v for p, t in zip(files, trees, strict=True) for v in _violations(p, t, defined, assigned)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -203,3 +222,19 @@ def test_the_check_finds_each_kind_of_use():
     tree = ast.parse(code)
     found = _violations(ROOT / "x.py", tree, _defined_names([tree]))
     assert len(found) == 12, found
+
+
+def test_the_check_finds_private_attributes_of_objects_a_library_hands_over():
+    code = (
+        "from ray.rllib.connectors.env_to_module import MeanStdFilter\n"
+        "def stats(runner, core):\n"
+        "    core._plan = 1\n"
+        "    for c in runner._env_to_module.connectors:\n"
+        "        if isinstance(c, MeanStdFilter) and c._filters:\n"
+        "            return core._plan\n"
+    )
+    tree = ast.parse(code)
+    found = _violations(
+        ROOT / "x.py", tree, _defined_names([tree]), frozenset(_assigned_attributes([tree]))
+    )
+    assert [f.rsplit(" ", 1)[-1] for f in found] == ["runner._env_to_module", "c._filters"], found

@@ -4,6 +4,7 @@ formulas, the linear tuner, one batched drive per car, the saved model, the reci
 from __future__ import annotations
 
 import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -17,8 +18,9 @@ from agents.es import (
     drive_batch,
     input_columns,
     member_fitness,
+    save_model,
 )
-from agents.models import ResidualSpec
+from agents.models import ResidualSpec, load_model, read_meta, write_meta
 
 SPEC = ResidualSpec("heuristic-ahead", 0.25, "tuning", 10)
 SHORT = {"road_ahead": True, "random_stage": {"length_m": 300.0, "difficulty": 0.3}}
@@ -75,9 +77,38 @@ def test_each_car_drives_its_own_stage_independently_of_the_batch():
     assert moved["time_s"][0] < moved["time_s"][2] < moved["time_s"][1]
 
 
+def test_the_cars_drive_through_the_vector_envs_own_step(monkeypatch):
+    from rally_env.vector import RallyVectorEnv
+
+    calls = []
+    step = RallyVectorEnv.step
+
+    def counted(self, actions):
+        calls.append(len(actions))
+        return step(self, actions)
+
+    monkeypatch.setattr(RallyVectorEnv, "step", counted)
+    res = drive_batch(SPEC, None, None, [5, 7], SHORT)
+    # every step of the longest episode went through the env (the other car drove on)
+    assert len(calls) == res["steps"].max() and set(calls) == {2}
+    assert res["steps"].min() < res["steps"].max()
+
+
+def test_a_linear_model_of_unknown_kind_or_version_is_refused(tmp_path):
+    tuner = LinearTuner(np.zeros(92), np.ones(92), 4)
+    path = save_model(tmp_path / "m.zip", SPEC, tuner, np.zeros(tuner.n_params), {})
+    assert load_model(path)[0].weight.shape == (4, 92)
+    meta = read_meta(path)
+    write_meta(path, {**meta, "version": 99})
+    with pytest.raises(ValueError, match="linear model version 99"):
+        load_model(path)
+    write_meta(path, {**meta, "kind": "onnx"})
+    with pytest.raises(ValueError, match="kind must be one of"):
+        load_model(path)
+
+
 def test_a_saved_tuner_drives_as_it_did_in_training(tmp_path):
-    pytest.importorskip("stable_baselines3")
-    from agents.es import save_model
+    pytest.importorskip("torch")
     from agents.policies import SB3Policy
 
     rng = np.random.default_rng(0)
@@ -85,6 +116,10 @@ def test_a_saved_tuner_drives_as_it_did_in_training(tmp_path):
     tuner = LinearTuner(rng.normal(size=d), rng.uniform(0.5, 2.0, d), 4, input_columns(None))
     theta = 0.05 * rng.normal(size=tuner.n_params)
     path = save_model(tmp_path / "m.zip", SPEC, tuner, theta, {"note": "test"})
+    # plain weights, said so in the metadata: no stable-baselines3 model inside
+    with zipfile.ZipFile(path) as z:
+        assert sorted(z.namelist()) == ["rally_meta.json", "weights.npz"]
+    assert read_meta(path)["kind"] == "linear" and "algo" not in read_meta(path)
     pol = SB3Policy(path)
     assert pol.residual == SPEC and pol.env_kwargs == {"road_ahead": True}
     obs = rng.normal(size=(6, d)).astype(np.float32)
@@ -96,7 +131,7 @@ def test_a_saved_tuner_drives_as_it_did_in_training(tmp_path):
 
 def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
     pytest.importorskip("stable_baselines3")
-    from agents.recipe import RecipeError, recipe_from_dict, run_recipe
+    from agents.recipe import RecipeError, recipe_from_dict, train
 
     doc = {
         "run": {"algo": "es", "seed": 0, "out": str(tmp_path / "run")},
@@ -120,7 +155,7 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
     assert r.es == ESSettings(
         1, 1, 2, 0.02, 0.01, 1, ("speed", "left_edge", "right_edge"), line=False
     )
-    summary = run_recipe(r)
+    summary = train(r)
     out = tmp_path / "run"
     rows = (out / "eval_log.csv").read_text().splitlines()
     assert len(rows) == 3 and rows[1].split(",")[2] == "start"  # header, start, after it 1
@@ -131,7 +166,7 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
     from agents.policies import SB3Policy
 
     pol = SB3Policy(out / "model.zip")
-    w = pol.model.policy.action_net.weight.detach().numpy()
+    w = pol.model.weight
     assert w.shape == (4, 92) and not w[3].any() and w[:3].any()
     assert np.count_nonzero(w[:3].any(axis=0)) == 3  # it reads its three inputs only
     json.loads((out / "summary.json").read_text())

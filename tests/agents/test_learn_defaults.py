@@ -142,9 +142,9 @@ def _tiny_net_general(*more: tuple[str, str]) -> str:
 
 def test_a_warm_start_alone_run_keeps_the_best_fit(tmp_path):
     text = _tiny_net_general(("epochs = 8", "epochs = 1"))
-    from agents.recipe import run_recipe
+    from agents.recipe import train
 
-    s = run_recipe(load_recipe(_recipe(tmp_path, text)), out=tmp_path / "run", progress=False)
+    s = train(load_recipe(_recipe(tmp_path, text)), out=tmp_path / "run", progress=False)
     assert s["timesteps"] == 0
     log = (tmp_path / "run" / "eval_log.csv").read_text().splitlines()
     assert [row.split(",")[2] for row in log[1:]] == ["bc", "dagger1", "final"]

@@ -14,10 +14,11 @@ from agents.evaluate import VALIDATION_SEED_BASE, score, validation_stages
 from agents.models import ResidualSpec
 from agents.recipe import (
     RecipeError,
+    command_recipe,
     load_recipe,
     phase_env,
     recipe_from_dict,
-    rllib_train_kwargs,
+    train,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,22 +68,51 @@ def test_bad_recipes_are_refused_with_the_key_named(doc, needle):
 _RL = {"run": {"algo": "rllib-ppo"}}
 
 
-def test_the_rllib_recipe_loads_into_train_rllib_arguments():
+def test_the_rllib_recipe_file_and_the_command_line_make_the_same_recipe():
     r = load_recipe(GENERAL.with_name("rllib-opener.toml"))
-    kw = rllib_train_kwargs(r, out="elsewhere")
-    assert kw["stage"] == "opener" and kw["env_kwargs"] is None and kw["out"] == "elsewhere"
-    assert (kw["num_env_runners"], kw["envs_per_runner"], kw["address"]) == (2, 4, "local")
-    assert kw["hyperparams"]["fcnet_hiddens"] == [64, 64] and kw["eval_seeds"] == 5
-    r = recipe_from_dict({**_RL, "env": {"stage": "random", "road_ahead": True}})
-    kw = rllib_train_kwargs(r)
-    assert kw["stage"] == "random" and kw["env_kwargs"] == {"road_ahead": True}
-    assert kw["hyperparams"] == {} and kw["eval_freq"] is None and kw["checkpoint_freq"] is None
-    with pytest.raises(ValueError, match="not an rllib-ppo recipe"):
-        rllib_train_kwargs(load_recipe(GENERAL))
-    from agents.recipe import run_recipe
+    assert r.env == {"stage": "opener"} and (r.ray.num_env_runners, r.ray.envs_per_runner) == (
+        2,
+        4,
+    )
+    assert r.rllib["fcnet_hiddens"] == [64, 64] and r.eval_seeds == 5
+    flags = command_recipe(
+        "rllib-ppo",
+        "opener",
+        timesteps=r.timesteps,
+        seed=r.seed,
+        out=r.out,
+        num_env_runners=2,
+        envs_per_runner=4,
+        hyperparams=r.rllib,
+        checkpoint_freq=r.checkpoint_freq,
+        eval_seeds=5,
+        eval_freq=r.eval.freq,
+    )
+    keep = ("algo", "timesteps", "seed", "out", "checkpoint_freq", "env", "ray", "rllib", "eval")
+    assert {k: getattr(flags, k) for k in keep} == {k: getattr(r, k) for k in keep}
+    assert flags.eval_seeds == r.eval_seeds
+    with pytest.raises(TypeError, match="unknown rally train settings: lr"):
+        command_recipe("ppo", "opener", lr=1e-3)
 
-    with pytest.raises(ValueError, match="run_recipe trains the 'ppo' recipes"):
-        run_recipe(r)
+
+def test_one_train_sends_each_recipe_to_its_backend(monkeypatch, tmp_path):
+    import agents.es
+    import agents.rllib
+    import agents.sb3
+
+    got = []
+    for mod, name in (
+        (agents.rllib, "train_rllib"),
+        (agents.es, "run_es_recipe"),
+        (agents.sb3, "train"),
+    ):
+        monkeypatch.setattr(mod, name, lambda r, *a, _n=name, **k: got.append((_n, r.algo)) or {})
+    train(recipe_from_dict({**_RL, "env": {"stage": "random", "road_ahead": True}}))
+    train(load_recipe(GENERAL.with_name("general-es.toml")))
+    train(command_recipe("sac", "opener"), resume=tmp_path / "ckpt.zip", progress=False)
+    assert got == [("train_rllib", "rllib-ppo"), ("run_es_recipe", "es"), ("train", "sac")]
+    with pytest.raises(ValueError, match="starts from scratch"):
+        train(load_recipe(GENERAL), resume=tmp_path / "ckpt.zip")
 
 
 @pytest.mark.parametrize(
@@ -329,3 +359,25 @@ def test_a_restricted_actor_reads_only_its_columns_while_it_learns(pi):
     assert not torch.equal(after[:, [0, 2]], before[:, [0, 2]])
     with pytest.raises(ValueError, match="input columns must be in"):
         restrict_actor_inputs(model, np.array([3]))
+
+
+def test_the_validation_log_keeps_the_best_and_a_final_evaluation_never_is(tmp_path):
+    from types import SimpleNamespace
+
+    from agents.evaluate import EVAL_LOG_HEADER, ValidationLog
+
+    log = ValidationLog(tmp_path, ["opener"], "env steps (millions)")
+
+    def run(t):
+        return [SimpleNamespace(stage="opener", finished=t is not None, stage_time_s=t)]
+
+    m, better = log.add(run(None), 0, 0, "start")
+    assert better and m["finish_rate"] == 0.0 and log.best == (0.0, 0.0)
+    m, better = log.add(run(80.0), 10, 20, "ppo")
+    assert better and m["finish_rate"] == 1.0 and 0.0 < m["median_score"]
+    assert not log.add(run(90.0), 20, 40, "ppo")[1]
+    assert not log.add(run(70.0), 30, 60, "final", final=True)[1]
+    rows = (tmp_path / "eval_log.csv").read_text().splitlines()
+    assert rows[0] + "\n" == EVAL_LOG_HEADER and len(rows) == 5
+    assert [r.split(",")[:3] for r in rows[1:]][-1] == ["30", "60", "final"]
+    assert log.plot() == tmp_path / "learning_curve.png" and log.plot().stat().st_size > 0

@@ -13,9 +13,15 @@ torch = pytest.importorskip("torch")
 
 from agents.evaluate import evaluate  # noqa: E402
 from agents.models import load_model, read_meta  # noqa: E402
-from agents.sb3 import train  # noqa: E402
+from agents.recipe import command_recipe  # noqa: E402
+from agents.sb3 import train as sb3_train  # noqa: E402
 
-KW = {"eval_freq": 2048, "eval_seeds": 1, "checkpoint_freq": 2048, "progress_bar": False}
+KW = {"eval_freq": 2048, "eval_seeds": 1, "checkpoint_freq": 2048}
+
+
+def train(algo, stage, resume=None, **flags):
+    """``rally train``'s stable-baselines3 run of these flags, without a progress bar."""
+    return sb3_train(command_recipe(algo, stage, **flags), resume=resume, progress_bar=False)
 
 
 def _params(path):
@@ -77,7 +83,7 @@ def test_random_stage_training_selects_on_validation_stages_with_its_own_setting
     out = tmp_path / "r"
     kw = {"road_ahead": True, "termination": {"time_limit_s": 3}}
     train("ppo", "random", timesteps=2048, n_envs=4, seed=0, out=out, eval_freq=2048,
-          checkpoint_freq=0, progress_bar=False, env_kwargs=kw)  # fmt: skip
+          checkpoint_freq=0, env_kwargs=kw)  # fmt: skip
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["eval_stages"] == "validation:50" and cfg["eval_seeds"] == 1
     log = (out / "eval_log.csv").read_text().splitlines()

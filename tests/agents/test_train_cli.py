@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("torch")
 
+from agents.recipe import command_recipe
 from agents.rundir import RUN_ENTRIES, RunDirectoryError, claim_run_dir
 from agents.sb3 import run_steps, train
 from rally_env.cli import main
@@ -109,7 +110,7 @@ def test_overwrite_replaces_the_old_run_and_says_what_it_trains(tmp_path, capsys
 
 def test_plain_progress_lines_name_steps_rate_and_the_last_evaluation(tmp_path):
     said: list[str] = []
-    train(
+    recipe = command_recipe(
         "ppo",
         "opener",
         timesteps=2048,
@@ -120,6 +121,9 @@ def test_plain_progress_lines_name_steps_rate_and_the_last_evaluation(tmp_path):
         eval_freq=1024,
         eval_seeds=1,
         checkpoint_freq=0,
+    )
+    train(
+        recipe,
         progress_bar=False,
         tensorboard=False,
         say=said.append,

@@ -33,9 +33,9 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
 def _cmd_record(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
+    from rally_env.policies import resolve_policy
     from rally_env.render.ghost import GhostFileError
     from rally_env.render.play import _load_any_ghost
-    from rally_env.render.policies import load_agent
     from rally_env.render.video import render_episode
 
     try:
@@ -64,7 +64,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             )
 
         env = build()
-        policy, label = load_agent(args.agent, env, seed=args.seed)
+        policy, label = resolve_policy(args.agent, env, seed=args.seed)
         obs_kw = getattr(policy, "env_kwargs", None)
         if obs_kw:  # a model trained with more observation (e.g. road_ahead): its env
             env.close()

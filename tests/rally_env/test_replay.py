@@ -273,7 +273,7 @@ def test_state_hash_ignores_batch_position():
 
 def test_importing_replay_does_not_import_pygame():
     r = run_py(
-        "import sys, rally_env, rally_env.replay, rally_env.leaderboard, rally_env.cli\n"
+        "import sys, rally_env, rally_env.replay, rally_env.replay.leaderboard, rally_env.cli\n"
         "rally_env.cli.build_parser()\n"
         "print('pygame' in sys.modules)"
     )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from rally_env.render._deps import INSTALL_HINT, ensure_video_driver, require_pygame
 from rally_env.render.envview import EnvRenderer, Window
-from rally_env.render.ghost import Ghost, GhostFileError, GhostRecorder, load_ghost
 from rally_env.render.renderer import CAMERAS, VIEW_WIDTH_M, Camera, Renderer, usage_color
 from rally_env.render.video import EpisodeVideo, VideoWriter, render_episode, render_strip
 from rally_env.render.views import CarView, HudInfo, car_views, format_time, hud_from_info
@@ -32,9 +31,6 @@ __all__ = [
     "CarView",
     "EnvRenderer",
     "EpisodeVideo",
-    "Ghost",
-    "GhostFileError",
-    "GhostRecorder",
     "HudInfo",
     "Renderer",
     "VideoWriter",
@@ -43,7 +39,6 @@ __all__ = [
     "ensure_video_driver",
     "format_time",
     "hud_from_info",
-    "load_ghost",
     "render_episode",
     "render_strip",
     "require_pygame",

@@ -67,7 +67,15 @@ from rally_env.replay.format import (
     replay_from_dict,
     save_replay,
 )
-from rally_env.replay.ghost import GhostSet, ghost_from_replay, ghost_poses, load_any_ghost
+from rally_env.replay.ghost import (
+    Ghost,
+    GhostFileError,
+    GhostRecorder,
+    GhostSet,
+    ghost_from_replay,
+    ghost_poses,
+    load_ghost,
+)
 from rally_env.replay.hashing import car_state_hash
 from rally_env.replay.record import RecordReplay, RecordVectorReplay
 from rally_env.replay.resim import Resim, build_env
@@ -84,6 +92,9 @@ __all__ = [
     "MAX_STEPS",
     "SUFFIX",
     "Budgets",
+    "Ghost",
+    "GhostFileError",
+    "GhostRecorder",
     "GhostSet",
     "RecordReplay",
     "RecordVectorReplay",
@@ -104,7 +115,7 @@ __all__ = [
     "ghost_from_replay",
     "ghost_poses",
     "kwargs_to_env_args",
-    "load_any_ghost",
+    "load_ghost",
     "load_replay",
     "package_version",
     "replay_from_bytes",

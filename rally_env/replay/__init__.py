@@ -55,7 +55,6 @@ from rally_env.replay.errors import (
 )
 from rally_env.replay.format import (
     DEFAULT_HASH_EVERY,
-    ENV_IDS,
     FORMAT,
     FORMAT_VERSION,
     MAX_REPLAY_BYTES,
@@ -84,7 +83,6 @@ from rally_env.replay.verify import VerifyReport, verify, verify_bytes, verify_r
 __all__ = [
     "DEFAULT_BUDGETS",
     "DEFAULT_HASH_EVERY",
-    "ENV_IDS",
     "ENV_KWARGS",
     "FORMAT",
     "FORMAT_VERSION",

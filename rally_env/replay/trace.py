@@ -107,8 +107,3 @@ def trace_of(replay: Replay, budgets: Budgets | None = None) -> dict[str, Any]:
 def encode(doc: dict[str, Any]) -> bytes:
     """A trace as stored: gzip-compressed JSON."""
     return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), 6, mtime=0)
-
-
-def decode(data: bytes) -> bytes:
-    """The JSON text of a stored trace."""
-    return gzip.decompress(data)

@@ -52,42 +52,21 @@ class RegisteredEnv(NamedTuple):
     what: str
 
 
-_ENV = "rally_env.env:RallyEnv"
-_V1 = {"stage": "opener", "version": 1}
+_ENV, _VEC = "rally_env.env:RallyEnv", "rally_env.vector:RallyVectorEnv"
+_V0, _V1, _AHEAD = {"stage": "opener"}, {"stage": "opener", "version": 1}, {"road_ahead": True}
 
 #: Every registered id, in registration order: six ids for the two envs (``version`` 0 and 1:
 #: the id naming the model, its first id, the road-ahead variant) and the learning setup.
 #: Stored replays and users name all of them. :data:`ENV_IDS`, :data:`LEGACY_ENV_IDS` and
 #: :data:`AHEAD_ENV_IDS` give the ids by version.
 REGISTERED_ENVS: tuple[RegisteredEnv, ...] = (
-    RegisteredEnv(ENV_IDS[0], _ENV, {"stage": "opener"}, "version 0: the direct-force model"),
-    RegisteredEnv(
-        LEGACY_ENV_IDS[0], _ENV, {"stage": "opener"}, "version 0's first id (replays record it)"
-    ),
-    RegisteredEnv(
-        AHEAD_ENV_IDS[0],
-        _ENV,
-        {"stage": "opener", "road_ahead": True},
-        "version 0 with the road-ahead observation",
-    ),
-    RegisteredEnv(
-        ENV_IDS[1], _ENV, _V1, "version 1: the wheel-speed model, library vehicles, planets"
-    ),
-    RegisteredEnv(
-        AHEAD_ENV_IDS[1],
-        _ENV,
-        {**_V1, "road_ahead": True},
-        "version 1 with the road-ahead observation",
-    ),
-    RegisteredEnv(
-        LEGACY_ENV_IDS[1], f"={ENV_IDS[1]}", {}, "version 1's first id (replays record it)"
-    ),
-    RegisteredEnv(
-        LEARN_ENV_ID,
-        "rally_env.learn:make_env",
-        {},
-        "version 0 with the settings an agent learns from (rally_env.learn)",
-    ),
+    RegisteredEnv(ENV_IDS[0], _ENV, _V0, "v0: the direct-force model"),
+    RegisteredEnv(LEGACY_ENV_IDS[0], _ENV, _V0, "v0's first id (replays record it)"),
+    RegisteredEnv(AHEAD_ENV_IDS[0], _ENV, {**_V0, **_AHEAD}, "v0, road-ahead observation"),
+    RegisteredEnv(ENV_IDS[1], _ENV, _V1, "v1: the wheel-speed model, vehicles, planets"),
+    RegisteredEnv(AHEAD_ENV_IDS[1], _ENV, {**_V1, **_AHEAD}, "v1, road-ahead observation"),
+    RegisteredEnv(LEGACY_ENV_IDS[1], f"={ENV_IDS[1]}", {}, "v1's first id (replays record it)"),
+    RegisteredEnv(LEARN_ENV_ID, "rally_env.learn:make_env", {}, "v0 as agents learn on it"),
 )
 
 
@@ -116,12 +95,8 @@ def register_envs() -> None:
         if e.entry_point.startswith("="):
             registry[e.id] = registry[e.entry_point[1:]]
             continue
-        module = e.entry_point.partition(":")[0]
-        vector = (
-            "rally_env.vector:RallyVectorEnv"
-            if e.entry_point == _ENV
-            else f"{module}:make_vector_env"
-        )
+        vector = e.entry_point.replace(":make_env", ":make_vector_env")  # the learning env's
+        vector = _VEC if e.entry_point == _ENV else vector
         register(
             id=e.id, entry_point=e.entry_point, vector_entry_point=vector, kwargs=dict(e.kwargs)
         )

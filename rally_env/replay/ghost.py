@@ -26,6 +26,7 @@ import numpy as np
 
 from physics import layout as L
 from rally_env import kernels as K
+from rally_env.replay.budgets import Budgets
 from rally_env.replay.errors import ReplayError
 from rally_env.replay.format import Replay, load_replay
 from rally_env.replay.resim import Resim
@@ -236,17 +237,22 @@ class GhostRecorder:
         )
 
 
-def ghost_from_replay(replay: ReplayLike) -> Ghost:
-    """Re-simulate a replay into a :class:`Ghost`: one pose per control
-    step (after the reset and after each action, until the episode ends), from the re-run,
-    not from anything stored in the file; ready for ``EnvRenderer(ghosts=[...])``.
+def ghost_from_replay(replay: ReplayLike, budgets: Budgets | None = None) -> Ghost:
+    """Re-simulate a replay into a :class:`Ghost`: one pose per control step (after the reset
+    and after each action, until the episode ends), from the re-run, not from anything stored
+    in the file; ready for ``EnvRenderer(ghosts=[...])``.
 
     ``meta`` carries ``source``, ``run_id``, ``player``, ``control_hz`` and ``stage_digest``
     (what :meth:`GhostSet.check_compatible` checks).
     """
+    return resim_ghost(replay, budgets)[0]
+
+
+def resim_ghost(replay: ReplayLike, budgets: Budgets | None = None) -> tuple[Ghost, Any]:
+    """:func:`ghost_from_replay`, and the :class:`tracks.Stage` the run was driven on."""
     if not isinstance(replay, Replay):
         replay = load_replay(replay)
-    sim = Resim(replay)
+    sim = Resim(replay, budgets)
     meta = {
         "source": "replay",
         "run_id": replay.run_id(),
@@ -262,9 +268,9 @@ def ghost_from_replay(replay: ReplayLike) -> Ghost:
         rec.sample(
             sim.core.sim, 0, None if a.ndim == 0 else a, progress_m=float(sim.info["progress_m"])
         )
-    info = sim.info
-    ft = float(info["finish_time_s"])
-    return rec.ghost(sim.core.checkpoint_times(0), ft)
+    core = sim.core
+    stage = core.bank.slots[int(core.eistate[0, K.EI_SLOT])]
+    return rec.ghost(core.checkpoint_times(0), float(sim.info["finish_time_s"])), stage
 
 
 def load_ghost(path: str | os.PathLike[str]) -> Ghost:

@@ -345,11 +345,11 @@ def evaluate_distributed(
 def verify_job(data: bytes, where: str, limits_json: str) -> str:
     """Verify one replay's bytes (what a Ray task runs): the report's ``to_dict()`` as JSON.
     Never raises for bad input (:func:`verify_bytes`). The verification runs in a verifier
-    process of this worker's under ``limits_json`` (:func:`rally_env.server.pool.ray_task`:
+    process of this worker's under ``limits_json`` (:func:`rally_env.replay.workers.ray_task`:
     an address-space limit and a time budget); past either the replay is ``unusable`` /
     ``over_budget``."""
     from rally_env.replay.verify import VerifyReport
-    from rally_env.server.pool import ray_task
+    from rally_env.replay.workers import ray_task
 
     out = ray_task("report", data, limits_json, where)
     if "report" in out:
@@ -428,7 +428,7 @@ def verify_many(
         One :class:`~rally_env.replay.verify.VerifyReport` per replay, in order.
     """
     from rally_env.replay.budgets import DEFAULT_BUDGETS
-    from rally_env.server.pool import TaskLimits, limits_json
+    from rally_env.replay.workers import TaskLimits, limits_json
 
     budgets = DEFAULT_BUDGETS if budgets is None else budgets
     if not (isinstance(task_timeout_s, (int, float)) and task_timeout_s > 0):

@@ -5,7 +5,8 @@ A *policy* here is any callable ``policy(obs) -> actions`` taking a float32 obse
 ``reset(n)`` method is called at the start of every episode. :func:`make_policy` resolves:
 
 * ``"heuristic"``: :class:`agents.heuristic.HeuristicDriver`,
-* ``"random"``: :class:`rally_env.policies.RandomPolicy` (seeded uniform random actions),
+* ``"random"``, ``"line"``, ``"package.module:function"``: :mod:`rally_env.policies`'s own
+  (seeded random actions, the centerline follower, a user callable),
 * ``"mpc"`` or ``"mpc:samples=128,horizon=40"`` or ``"mpc:settings.toml"``: the oracle planner
   (:class:`agents.planner.MPCPlanner`), which plans with the simulator itself (it needs the
   env: :func:`bind_policy`),
@@ -14,23 +15,19 @@ A *policy* here is any callable ``policy(obs) -> actions`` taking a float32 obse
   ``vecnormalize.pkl`` beside it is used when present),
 * ``"path/policy.json"`` (or its directory): a policy ``rally train --algo rllib-ppo``
   exported (:class:`agents.models.ExportedPolicy`, numpy only),
-* ``"package.module:function"``: a user callable; if calling it with no arguments returns a
-  callable (a factory), that is the policy, else the callable itself is the policy.
 
 Only the SB3 case imports torch / stable-baselines3, and only when it is used.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from agents.heuristic import HeuristicDriver
-from rally_env.policies import RandomPolicy
+from rally_env.policies import resolve_policy
 
 POLICY_DIR = Path(__file__).parent / "policies"
 #: Policies shipped with the package: name -> zip file in ``agents/policies/``.
@@ -197,21 +194,15 @@ def shipped_policy_path(name: str) -> Path:
     return p
 
 
-def make_policy(
-    spec: Any, seed: int = 0, action_space: str = "auto", progress: bool = False
+def resolve_agent(
+    spec: str, seed: int = 0, action_space: str = "auto", progress: bool = False
 ) -> Any:
-    """Resolve an ``--agent`` value (or pass a callable through) to a policy.
-
-    ``action_space`` applies to ``.zip`` models (see :class:`SB3Policy`); ``progress`` to the
-    planner (a progress bar per episode: it is slow)."""
-    if callable(spec) and not isinstance(spec, str):
-        return spec
-    if not isinstance(spec, str):
-        raise TypeError(f"agent must be a name, a path or a callable, got {spec!r}")
+    """The ``rally_env.policies`` resolver this package registers: the policy for an
+    ``--agent`` value it knows (``heuristic``, ``mpc[:SETTINGS]``, a shipped name, a
+    ``.zip`` model, an exported ``policy.json``), else None (:func:`make_policy` resolves the
+    rest: ``line``, ``random``, ``module:function``)."""
     if spec == "heuristic":
         return HeuristicDriver()
-    if spec == "random":
-        return RandomPolicy(seed)
     if spec == "mpc" or spec.startswith("mpc:"):
         from agents.planner import make_planner
 
@@ -220,7 +211,7 @@ def make_policy(
         pol = SB3Policy(shipped_policy_path(spec), action_space=action_space)
         pol.name = spec
         return pol
-    if spec.endswith(".zip") or Path(spec).suffix == ".zip":
+    if Path(spec).suffix == ".zip":
         if not Path(spec).exists():
             raise FileNotFoundError(f"model file not found: {spec}")
         return SB3Policy(spec, action_space=action_space)
@@ -230,42 +221,27 @@ def make_policy(
         if not Path(spec).exists():
             raise FileNotFoundError(f"exported policy not found: {spec}")
         return ExportedPolicy(spec)
-    if ":" in spec:
-        mod_name, _, attr = spec.partition(":")
-        try:
-            obj = getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as e:
-            raise ValueError(f"cannot load policy {spec!r}: {e}") from None
-        if inspect.isclass(obj):
-            return obj()
-        try:
-            sig = inspect.signature(obj)
-            required = [
-                p
-                for p in sig.parameters.values()
-                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            ]
-        except (TypeError, ValueError):
-            required = [None]
-        if not required:  # a factory
-            obj = obj()
-        if not callable(obj) or isinstance(obj, (str, bytes)):
-            raise ValueError(
-                f"agent {spec!r} is not a policy: it gives a {type(obj).__name__}, not a "
-                "callable of the observation"
-            )
-        return obj
-    raise ValueError(
-        f"unknown agent {spec!r}: use heuristic, random, mpc[:SETTINGS], "
-        f"{', '.join(SHIPPED)}, a .zip model "
-        "path, an exported policy.json or module:function"
+    return None
+
+
+resolve_agent.names = (  # type: ignore[attr-defined]
+    f"heuristic, mpc[:SETTINGS], {', '.join(SHIPPED)}, a .zip model path, an exported policy.json"
+)
+
+
+def make_policy(
+    spec: Any, seed: int = 0, action_space: str = "auto", progress: bool = False
+) -> Any:
+    """Resolve an ``--agent`` value (or pass a callable through) to a policy: this package's
+    names (:func:`resolve_agent`) and ``rally_env``'s own
+    (:func:`rally_env.policies.resolve_policy`).
+
+    ``action_space`` applies to ``.zip`` models (see :class:`SB3Policy`); ``progress`` to the
+    planner (a progress bar per episode: it is slow)."""
+    policy, _ = resolve_policy(
+        spec, seed=seed, resolvers=[resolve_agent], action_space=action_space, progress=progress
     )
-
-
-def resolve_agent(spec: Any, seed: int | None = None) -> tuple[Any, str]:
-    """The ``rally_env.policies`` entry point: ``(policy, label)`` for an ``--agent`` value."""
-    pol = make_policy(spec, seed=0 if seed is None else int(seed))
-    return pol, policy_name(pol, spec)
+    return policy
 
 
 def policy_name(policy: Any, spec: Any = None) -> str:

@@ -35,7 +35,8 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 import numpy as np
 
 from rally_env import RallyEnv, RallyVectorEnv
-from rally_env.render import EnvRenderer, LineFollower, render_episode
+from rally_env.policies import LineFollower
+from rally_env.render import EnvRenderer, render_episode
 from rally_env.render import renderer as R
 
 TARGETS = {"frames_per_s_car_up": 200.0}

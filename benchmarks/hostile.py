@@ -189,7 +189,8 @@ def _fault(kind: str, tmp: Path) -> str:
     from tests.rally_env.hostile_replays import HONEST
 
     if kind == "verifier_killed":  # t4: SIGKILL of the busy verification worker
-        from rally_env.server.pool import TaskLimits, Verifier
+        from rally_env.replay.workers import TaskLimits
+        from rally_env.server.pool import Verifier
         from rally_env.server.store import SQLiteStore
 
         st = SQLiteStore(tmp / "k.sqlite3")

@@ -12,6 +12,8 @@ Importing this package never imports pygame, torch or stable-baselines3.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from rally_env.config import (
     AHEAD_ENV_IDS,
     CONTROL_HZ_CHOICES,
@@ -39,12 +41,40 @@ from rally_env.spaces import DEFAULT_LAYOUT, DEFAULT_LAYOUT_V1, DISCRETE_ACTIONS
 from rally_env.vector import RallyVectorEnv
 
 
+class RegisteredEnv(NamedTuple):
+    """One Gymnasium id :func:`register_envs` registers."""
+
+    id: str
+    #: ``module:callable`` that makes it, or ``"=OTHER-ID"``: a second registry key of that
+    #: id's spec.
+    entry_point: str
+    kwargs: dict[str, Any]
+    what: str
+
+
+_ENV, _VEC = "rally_env.env:RallyEnv", "rally_env.vector:RallyVectorEnv"
+_V0, _V1, _AHEAD = {"stage": "opener"}, {"stage": "opener", "version": 1}, {"road_ahead": True}
+
+#: Every registered id, in registration order: six ids for the two envs (``version`` 0 and 1:
+#: the id naming the model, its first id, the road-ahead variant) and the learning setup.
+#: Stored replays and users name all of them. :data:`ENV_IDS`, :data:`LEGACY_ENV_IDS` and
+#: :data:`AHEAD_ENV_IDS` give the ids by version.
+REGISTERED_ENVS: tuple[RegisteredEnv, ...] = (
+    RegisteredEnv(ENV_IDS[0], _ENV, _V0, "v0: the direct-force model"),
+    RegisteredEnv(LEGACY_ENV_IDS[0], _ENV, _V0, "v0's first id (replays record it)"),
+    RegisteredEnv(AHEAD_ENV_IDS[0], _ENV, {**_V0, **_AHEAD}, "v0, road-ahead observation"),
+    RegisteredEnv(ENV_IDS[1], _ENV, _V1, "v1: the wheel-speed model, vehicles, planets"),
+    RegisteredEnv(AHEAD_ENV_IDS[1], _ENV, {**_V1, **_AHEAD}, "v1, road-ahead observation"),
+    RegisteredEnv(LEGACY_ENV_IDS[1], f"={ENV_IDS[1]}", {}, "v1's first id (replays record it)"),
+    RegisteredEnv(LEARN_ENV_ID, "rally_env.learn:make_env", {}, "v0 as agents learn on it"),
+)
+
+
 def register_envs() -> None:
-    """Register :data:`ENV_IDS`, :data:`LEGACY_ENV_IDS`, :data:`AHEAD_ENV_IDS` (the same
-    envs with ``road_ahead=True``) and :data:`LEARN_ENV_ID` (``RallyLearn-v0``: version 0 with
-    the settings an agent learns from, :mod:`rally_env.learn`) with Gymnasium (idempotent; run
-    on ``import rally_env``, by ``gym.make("rally_env:RallyDirect-v0")`` and by the
-    ``gymnasium.envs`` entry point).
+    """Register :data:`REGISTERED_ENVS` with Gymnasium (idempotent; run on ``import
+    rally_env``, by ``gym.make("rally_env:RallyDirect-v0")`` and by the ``gymnasium.envs``
+    entry point). Each env has its vector entry point (``RallyVectorEnv``, or
+    :func:`rally_env.learn.make_vector_env`).
 
     Both ids of version N are the same env class with ``version=N``; ``version=1`` is the
     wheel-speed model, library vehicles (``vehicle="truck"``), planets (``planet="moon"``)
@@ -59,29 +89,16 @@ def register_envs() -> None:
     """
     from gymnasium.envs.registration import register, registry
 
-    for version, (new_id, old_id, ahead_id) in enumerate(
-        zip(ENV_IDS, LEGACY_ENV_IDS, AHEAD_ENV_IDS, strict=True)
-    ):
-        for env_id in (new_id, ahead_id) if version else (new_id, old_id, ahead_id):
-            kwargs: dict[str, object] = {"stage": "opener"}
-            if version:
-                kwargs["version"] = version
-            if env_id == ahead_id:
-                kwargs["road_ahead"] = True
-            if env_id not in registry:
-                register(
-                    id=env_id,
-                    entry_point="rally_env.env:RallyEnv",
-                    vector_entry_point="rally_env.vector:RallyVectorEnv",
-                    kwargs=kwargs,
-                )
-        if version and old_id not in registry:
-            registry[old_id] = registry[new_id]
-    if LEARN_ENV_ID not in registry:  # RallyDirect-v0 with the settings an agent learns from
+    for e in REGISTERED_ENVS:
+        if e.id in registry:
+            continue
+        if e.entry_point.startswith("="):
+            registry[e.id] = registry[e.entry_point[1:]]
+            continue
+        vector = e.entry_point.replace(":make_env", ":make_vector_env")  # the learning env's
+        vector = _VEC if e.entry_point == _ENV else vector
         register(
-            id=LEARN_ENV_ID,
-            entry_point="rally_env.learn:make_env",
-            vector_entry_point="rally_env.learn:make_vector_env",
+            id=e.id, entry_point=e.entry_point, vector_entry_point=vector, kwargs=dict(e.kwargs)
         )
 
 
@@ -112,6 +129,7 @@ __all__ = [
     "LEARN_ENV_ID",
     "LEARN_ENV_KWARGS",
     "LEGACY_ENV_IDS",
+    "REGISTERED_ENVS",
     "REWARD_TERMS",
     "ConfigError",
     "ObsLayout",
@@ -121,6 +139,7 @@ __all__ = [
     "RallyVectorEnv",
     "RandomizeConfig",
     "RecordReplay",
+    "RegisteredEnv",
     "ReplayError",
     "RewardWeights",
     "StateError",

@@ -33,10 +33,9 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
 def _cmd_record(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
-    from rally_env.render.ghost import GhostFileError
-    from rally_env.render.play import _load_any_ghost
-    from rally_env.render.policies import load_agent
+    from rally_env.policies import resolve_policy
     from rally_env.render.video import render_episode
+    from rally_env.replay.ghost import load_ghost
 
     try:
         _check_record_args(args)
@@ -64,12 +63,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
             )
 
         env = build()
-        policy, label = load_agent(args.agent, env, seed=args.seed)
+        policy, label = resolve_policy(args.agent, env, seed=args.seed)
         obs_kw = getattr(policy, "env_kwargs", None)
         if obs_kw:  # a model trained with more observation (e.g. road_ahead): its env
             env.close()
             env = build(**obs_kw)
-        ghosts = [_load_any_ghost(g) for g in args.ghost]
+        ghosts = [load_ghost(g) for g in args.ghost]
         if not args.no_replay:
             from rally_env.replay import RecordReplay
 
@@ -93,7 +92,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
         env.close()
-    except (DependencyNotInstalled, GhostFileError, FileNotFoundError, ValueError) as e:
+    except (DependencyNotInstalled, FileNotFoundError, ValueError) as e:
         print(f"rally record: error: {e}", file=sys.stderr)
         return 2
     end = res.end_reason or "cut"
@@ -187,7 +186,6 @@ def no_window_reason() -> str | None:
 def _cmd_play(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
-    from rally_env.render.ghost import GhostFileError
     from rally_env.render.play import play
 
     why = no_window_reason()
@@ -209,7 +207,7 @@ def _cmd_play(args: argparse.Namespace) -> int:
             save_dir=None if args.no_save else args.save_dir,
             max_frames=args.frames,
         )
-    except (DependencyNotInstalled, GhostFileError, ValueError) as e:
+    except (DependencyNotInstalled, ValueError) as e:
         print(f"rally play: error: {e}", file=sys.stderr)
         return 2
     for t in res.finish_times_s:

@@ -254,9 +254,10 @@ ENV_VERSIONS: tuple[int, ...] = (0, 1)
 #: version that replaces one of them takes the next number of its name; one that stays beside
 #: them takes a name of its own.
 ENV_IDS: tuple[str, ...] = ("RallyDirect-v0", "RallyWheelSpeed-v1")
-#: The first ids (also what replay files record as ``env_id``); still registered, the same
-#: envs, neither "out of date": ``Rally-v1`` is a second registry key of ``RallyWheelSpeed-v1``'s
-#: spec (``rally_env.register_envs``).
+#: The first ids, one per env version: what replay files record as ``env_id`` (the only ids a
+#: replay may name). Still registered, the same envs, neither "out of date": ``Rally-v1`` is a
+#: second registry key of ``RallyWheelSpeed-v1``'s spec (``rally_env.REGISTERED_ENVS``, the
+#: table of every registered id).
 LEGACY_ENV_IDS: tuple[str, ...] = ("Rally-v0", "Rally-v1")
 #: The same two envs with the road-ahead observation (``road_ahead=True``): what the road does
 #: up to 600 m ahead, for agents that plan their speed (a name of their own, so neither id
@@ -527,10 +528,10 @@ class RallyConfig:
 
     @property
     def env_id(self) -> str:
-        """The first registered id of this config's version (``"Rally-v0"``, ...), what replay
-        files record as ``env_id``; :data:`ENV_IDS` ``[version]`` is the id that names the
-        model."""
-        return f"Rally-v{self.version}"
+        """The first registered id of this config's version (:data:`LEGACY_ENV_IDS`
+        ``[version]``, ``"Rally-v0"``, ...), what replay files record as ``env_id``;
+        :data:`ENV_IDS` ``[version]`` is the id that names the model."""
+        return LEGACY_ENV_IDS[self.version]
 
 
 def _check_one_stage(v: Any, fld: str) -> Any:

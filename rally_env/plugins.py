@@ -4,9 +4,10 @@
 agents). Packages that build on it register, in their ``pyproject.toml``::
 
     [project.entry-points."rally_env.commands"]     # add_subcommands(subparsers)
-    [project.entry-points."rally_env.policies"]     # resolve_agent(spec, seed) -> (policy, label)
+    [project.entry-points."rally_env.policies"]     # resolve(spec, seed, **options) -> policy
 
-and the ``rally`` command line and the renderer's ``--agent`` resolution find them here. The
+(a resolver returns None for a value it does not know), and the ``rally`` command line and
+:func:`rally_env.policies.resolve_policy` (every ``--agent``) find them here. The
 entry points come from the installed package metadata: run from an install
 (``pip install -e .``), as the README does.
 """
@@ -37,5 +38,5 @@ def command_providers() -> list[Callable[..., Any]]:
 
 
 def policy_resolvers() -> list[Callable[..., Any]]:
-    """``resolve_agent(spec, seed) -> (policy, label)`` functions for ``--agent`` values."""
+    """``resolve(spec, seed, **options) -> policy or None`` functions for ``--agent`` values."""
     return _load(POLICIES_GROUP)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from rally_env.render._deps import INSTALL_HINT, ensure_video_driver, require_pygame
 from rally_env.render.envview import EnvRenderer, Window
-from rally_env.render.ghost import Ghost, GhostFileError, GhostRecorder, load_ghost
-from rally_env.render.policies import LineFollower, RandomPolicy, load_agent
 from rally_env.render.renderer import CAMERAS, VIEW_WIDTH_M, Camera, Renderer, usage_color
 from rally_env.render.video import EpisodeVideo, VideoWriter, render_episode, render_strip
 from rally_env.render.views import CarView, HudInfo, car_views, format_time, hud_from_info
@@ -33,12 +31,7 @@ __all__ = [
     "CarView",
     "EnvRenderer",
     "EpisodeVideo",
-    "Ghost",
-    "GhostFileError",
-    "GhostRecorder",
     "HudInfo",
-    "LineFollower",
-    "RandomPolicy",
     "Renderer",
     "VideoWriter",
     "Window",
@@ -46,8 +39,6 @@ __all__ = [
     "ensure_video_driver",
     "format_time",
     "hud_from_info",
-    "load_agent",
-    "load_ghost",
     "render_episode",
     "render_strip",
     "require_pygame",

@@ -107,7 +107,7 @@ class EnvRenderer:
         fps: the env's ``metadata["render_fps"]`` (human mode paces to it).
         width, height, camera, zoom: see :class:`Renderer`.
         show_others: draw the batch's other cars (vector env), translucent.
-        ghosts: :class:`~rally_env.render.ghost.Ghost` runs to draw; the first one on the
+        ghosts: :class:`~rally_env.replay.ghost.Ghost` runs to draw; the first one on the
             focused car's stage gives the HUD's split deltas.
         title: HUD corner text (default: the stage name).
         renderer_kwargs: more :class:`Renderer` arguments.

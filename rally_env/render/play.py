@@ -8,8 +8,8 @@ The loop is the source game's: 60 Hz frames with 8 physics substeps each (``Rall
 time since the last one, clamped at 50 ms (a stalled frame never makes the car jump), and runs
 as many whole 1/60 s steps as fit, so the simulation itself is exactly the env's fixed-step,
 deterministic one. At the finish it shows the stage time and the splits and saves the run as a
-replay (``rally_env.replay``; a ghost ``.npz`` where replays are unavailable); the next attempt of
-the session races it, and ``--ghost`` loads either kind later.
+replay (``rally_env.replay``); the next attempt of the session races it, and ``--ghost`` races a
+replay (or an older ``.npz`` ghost file) later.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 
 from rally_env.info import checkpoint_times, end_reason
 from rally_env.render._deps import require_pygame
-from rally_env.render.ghost import Ghost, GhostRecorder, load_ghost
 from rally_env.render.views import format_delta, format_time
+from rally_env.replay.ghost import Ghost, GhostRecorder, load_ghost
 
 #: The source game's loop.
 PLAY_HZ = 60
@@ -44,7 +44,7 @@ class PlayResult:
         attempts: episodes started (R restarts one).
         finish_times_s: the finish time of every finished attempt.
         best_splits_s: checkpoint times of the best finished attempt.
-        saved: ghost files written.
+        saved: replays written.
         quit_reason: ``"escape"``, ``"window"`` or ``"frames"`` (the frame limit).
     """
 
@@ -138,19 +138,19 @@ def play(
     pg = require_pygame()
     from rally_env.env import RallyEnv
     from rally_env.render.envview import EnvRenderer, Window
+    from rally_env.replay import RecordReplay
 
     base = RallyEnv(
         stage=stage, vehicle=vehicle, control_hz=PLAY_HZ, version=version, planet=planet
     )
     core = base.core
     env: Any = base
-    record = _replay_recorder()
-    if record is not None and save_dir is not None:
+    if save_dir is not None:
         # finished runs are saved as replays (re-simulated bit-exactly by `rally verify`)
-        env = record(base, directory=save_dir, meta={"source": "rally play"})
+        env = RecordReplay(base, directory=save_dir, meta={"source": "rally play"})
     ghosts: list[Ghost] = []
     if ghost is not None:
-        ghosts.append(ghost if isinstance(ghost, Ghost) else _load_any_ghost(ghost))
+        ghosts.append(ghost if isinstance(ghost, Ghost) else load_ghost(ghost))
     er = EnvRenderer("rgb_array", PLAY_HZ, width=width, height=height, camera=camera, zoom=zoom)
     er.ghosts = ghosts
     win = Window(width, height, fps=0, title="rally play - arrows/WASD, space, R, Esc")
@@ -222,7 +222,7 @@ def play(
                     ended = True
                     saved = list(getattr(env, "saved", ()))
                     new = [Path(p) for p in saved if Path(p) not in res.saved]
-                    _on_end(info, rec, ghosts, pending, er, res, save_dir, stage_obj, new)
+                    _on_end(info, rec, ghosts, pending, er, res, new)
             frame = er.frame(core)
             win.show(frame, pace=False)
             res.frames += 1
@@ -238,28 +238,7 @@ def play(
     return res
 
 
-def _replay_recorder() -> Any:
-    """``rally_env.replay.RecordReplay`` when replays exist, else ``None``."""
-    try:
-        from rally_env.replay import RecordReplay
-    except ImportError:
-        return None
-    return RecordReplay
-
-
-def _load_any_ghost(path: str | Path) -> Ghost:
-    """A ghost from a replay file (re-simulated) or a ghost ``.npz``."""
-    if Path(path).suffix != ".npz":
-        try:
-            from rally_env.replay import load_any_ghost
-        except ImportError:
-            pass
-        else:
-            return load_any_ghost(path)
-    return load_ghost(path)
-
-
-def _on_end(info, rec, ghosts, pending, er, res, save_dir, stage, replays=()) -> None:
+def _on_end(info, rec, ghosts, pending, er, res, replays=()) -> None:
     end = end_reason(info)
     cps = checkpoint_times(info)
     if end != "finished":
@@ -277,12 +256,6 @@ def _on_end(info, rec, ghosts, pending, er, res, save_dir, stage, replays=()) ->
     if replays:  # the replay recorder saved the run
         res.saved.extend(replays)
         lines.append(f"saved {replays[-1]}")
-    elif save_dir is not None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        p = Path(save_dir) / f"{stage.name}-{stamp}-{t:.2f}s.ghost.npz"
-        g.save(p)
-        res.saved.append(p)
-        lines.append(f"saved {p}")
     if t < best:
         res.best_splits_s = cps
         pending[:] = [g]  # race your best run on the next attempt

@@ -262,7 +262,7 @@ def render_episode(
 
     Args:
         policy: ``policy(obs) -> action``, an SB3 model (anything with ``predict``), or an agent
-            name / model path for :func:`~rally_env.render.policies.load_agent`
+            name / model path for :func:`~rally_env.policies.resolve_policy`
             (``"heuristic"``, ``"line"``, ``"random"``, ``"PATH.zip"``).
         path: output ``.mp4`` (H.264) or ``.gif``.
         stage: stage name, path or :class:`tracks.Stage` (ignored when ``env`` is given).
@@ -284,8 +284,8 @@ def render_episode(
     Returns:
         An :class:`EpisodeVideo` summary.
     """
+    from rally_env.policies import resolve_policy
     from rally_env.render.envview import EnvRenderer
-    from rally_env.render.policies import load_agent
     from rally_env.render.views import car_views
 
     t_wall = time.perf_counter()
@@ -296,7 +296,7 @@ def render_episode(
         kw = dict(env_kwargs or {})
         env = RallyEnv(stage=stage, **kw)
     if isinstance(policy, (str, Path)):
-        policy, _ = load_agent(str(policy), env, seed=seed)
+        policy, _ = resolve_policy(str(policy), env, seed=seed)
     if own_env:
         asked = {**(getattr(policy, "env_kwargs", None) or {}), **kw}
         if asked != kw:
@@ -418,12 +418,12 @@ def render_strip(
         The grid, (rows * height + gaps, cols * width + gaps, 3) uint8.
     """
     from rally_env.env import RallyEnv
+    from rally_env.policies import resolve_policy
     from rally_env.render.envview import EnvRenderer
-    from rally_env.render.policies import load_agent
 
     env = RallyEnv(stage=stage, **dict(env_kwargs or {}))
     if isinstance(policy, (str, Path)):
-        policy, _ = load_agent(str(policy), env, seed=seed)
+        policy, _ = resolve_policy(str(policy), env, seed=seed)
     er = EnvRenderer("rgb_array", 20, width=width, height=height, camera=camera, zoom=zoom)
     obs, _ = env.reset(seed=seed)
     if callable(getattr(policy, "reset", None)):

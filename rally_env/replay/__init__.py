@@ -55,7 +55,6 @@ from rally_env.replay.errors import (
 )
 from rally_env.replay.format import (
     DEFAULT_HASH_EVERY,
-    ENV_IDS,
     FORMAT,
     FORMAT_VERSION,
     MAX_REPLAY_BYTES,
@@ -67,7 +66,15 @@ from rally_env.replay.format import (
     replay_from_dict,
     save_replay,
 )
-from rally_env.replay.ghost import GhostSet, ghost_from_replay, ghost_poses, load_any_ghost
+from rally_env.replay.ghost import (
+    Ghost,
+    GhostFileError,
+    GhostRecorder,
+    GhostSet,
+    ghost_from_replay,
+    ghost_poses,
+    load_ghost,
+)
 from rally_env.replay.hashing import car_state_hash
 from rally_env.replay.record import RecordReplay, RecordVectorReplay
 from rally_env.replay.resim import Resim, build_env
@@ -76,7 +83,6 @@ from rally_env.replay.verify import VerifyReport, verify, verify_bytes, verify_r
 __all__ = [
     "DEFAULT_BUDGETS",
     "DEFAULT_HASH_EVERY",
-    "ENV_IDS",
     "ENV_KWARGS",
     "FORMAT",
     "FORMAT_VERSION",
@@ -84,6 +90,9 @@ __all__ = [
     "MAX_STEPS",
     "SUFFIX",
     "Budgets",
+    "Ghost",
+    "GhostFileError",
+    "GhostRecorder",
     "GhostSet",
     "RecordReplay",
     "RecordVectorReplay",
@@ -104,7 +113,7 @@ __all__ = [
     "ghost_from_replay",
     "ghost_poses",
     "kwargs_to_env_args",
-    "load_any_ghost",
+    "load_ghost",
     "load_replay",
     "package_version",
     "replay_from_bytes",

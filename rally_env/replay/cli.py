@@ -13,7 +13,7 @@ from typing import Any
 from rally_env.replay.budgets import DEFAULT_BUDGETS
 from rally_env.replay.errors import ReplayError
 from rally_env.replay.format import load_replay, read_regular_file
-from rally_env.replay.ghost import load_any_ghost
+from rally_env.replay.ghost import load_ghost
 from rally_env.replay.resim import Resim
 from rally_env.replay.verify import unusable, verify_bytes, verify_replay
 
@@ -145,7 +145,7 @@ def _cmd_replay(args: Any) -> int:
         if args.width < 16 or args.height < 16:
             raise ValueError(f"--width/--height must be >= 16 px, got {args.width}x{args.height}")
         replay = load_replay(args.file)
-        ghosts = [load_any_ghost(g) for g in args.ghost]
+        ghosts = [load_ghost(g) for g in args.ghost]
         sim = Resim(replay)
     except ValueError as e:  # ReplayError, GhostFileError, OutputPathError: names the file
         return _err(str(e))

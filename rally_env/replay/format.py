@@ -25,7 +25,7 @@ from physics import layout as L
 from physics.files import FileReadError
 from physics.files import read_regular_file as _read_regular
 from rally_env import kernels as K
-from rally_env.config import CONTROL_HZ_CHOICES, pool_record_problem
+from rally_env.config import CONTROL_HZ_CHOICES, LEGACY_ENV_IDS, pool_record_problem
 from rally_env.replay.budgets import (
     DEFAULT_BUDGETS,
     Budgets,
@@ -50,7 +50,6 @@ FORMAT_VERSION = 1
 MAX_REPLAY_BYTES = 32 * 1024 * 1024
 #: Default: a state hash every this many control steps (1 s at 20 Hz).
 DEFAULT_HASH_EVERY = 20
-ENV_IDS = ("Rally-v0", "Rally-v1")
 SUFFIX = ".rrp.json.gz"
 
 
@@ -117,7 +116,7 @@ class Replay:
     stage: dict[str, Any]
     vehicle_digest: str
     config_digest: str
-    env_id: str = "Rally-v0"
+    env_id: str = LEGACY_ENV_IDS[0]
     control_hz: int = 20
     stage_time_s: float = 0.0
     terminated: bool = False
@@ -389,9 +388,9 @@ def _check_header(doc: Any, where: str) -> None:
             f"v{L.LAYOUT_VERSION}"
         )
     env_id = _field(doc, "env_id", str, where, "a string")
-    if env_id not in ENV_IDS:
+    if env_id not in LEGACY_ENV_IDS:
         raise ReplayFormatError(
-            f"{where}: unknown env_id {_short(env_id)} (known: {', '.join(ENV_IDS)})"
+            f"{where}: unknown env_id {_short(env_id)} (known: {', '.join(LEGACY_ENV_IDS)})"
         )
     pv = doc.get("package_version", "unknown")
     if not isinstance(pv, str) or len(pv) > 100:

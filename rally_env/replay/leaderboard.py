@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -38,7 +39,8 @@ from rally_env.replay.verify import VerifyReport, drive_id, rules_of_kwargs, ver
 SCHEMA_VERSION = 1
 ENV_DB = "RALLY_LEADERBOARD"
 
-_SCHEMA = """
+#: The board's tables (SQLite; the server's PostgreSQL store adapts the types).
+BOARD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -190,7 +192,166 @@ def same_drive(cur: Any, ph: str, report: VerifyReport, want: str) -> str | None
     return None
 
 
-class Leaderboard:
+class Board:
+    """The board's tables (``runs``, ``splits``, ``meta``) behind a DB-API driver: the one
+    code that files, ranks and reads verified runs, for the local :class:`Leaderboard` and the
+    server's store (:mod:`rally_env.server.store`, on SQLite or PostgreSQL).
+
+    A subclass gives :meth:`_connect` (a new connection) and :meth:`tx` (a transaction, a
+    cursor); :attr:`ph` is the driver's placeholder (``?`` for sqlite3, ``%s`` for psycopg).
+    Connections are per thread, so the methods are thread-safe.
+    """
+
+    ph = "?"
+    url = ""
+    #: Test hook: called inside the insert transaction, between the run row and its splits.
+    _midway: Callable[[], Any] | None = None
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._lock = threading.Lock()
+
+    def _connect(self) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _conn(self) -> Any:
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = self._connect()
+            self._local.conn = c
+            with self._lock:
+                self._all.append(c)
+        return c
+
+    @contextlib.contextmanager
+    def tx(self, write: bool = True) -> Iterator[Any]:  # pragma: no cover - overridden
+        """A transaction (``write=False``: one that only reads); yields a cursor."""
+        raise NotImplementedError
+        yield
+
+    def q(self, sql: str) -> str:
+        """``sql`` written with ``?`` placeholders, in the driver's."""
+        return sql if self.ph == "?" else sql.replace("?", self.ph)
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._all:
+                with contextlib.suppress(Exception):
+                    c.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -------------------------------------------------------------------------- write
+    def file_run(
+        self,
+        cur: Any,
+        report: VerifyReport,
+        blob: bytes,
+        player: str,
+        drive: str | None,
+        added_utc: str | None = None,
+    ) -> tuple[int | None, str | None]:
+        """File a verified run in the transaction of ``cur``, under what the re-simulation
+        found: its row and splits. ``drive``: its :func:`~rally_env.replay.verify.drive_id`
+        (None: not checked). ``added_utc``: the time shown with it (default now).
+
+        Returns:
+            ``(row id, None)``, or ``(None, run id)`` of the stored run that is the same
+            drive or the same run (nothing is written then).
+        """
+        same = None if drive is None else same_drive(cur, self.ph, report, drive)
+        if same is not None:
+            return None, same
+        rowid = insert_run(cur, self.ph, report, blob, player, added_utc)
+        if rowid is None:
+            return None, report.run_id
+        if self._midway is not None:
+            self._midway()
+        cur.executemany(
+            self.q("INSERT INTO splits (run, idx, time_s) VALUES (?, ?, ?)"),
+            [(rowid, i, t) for i, t in enumerate(report.checkpoint_times_s)],
+        )
+        return rowid, None
+
+    # -------------------------------------------------------------------------- query
+    def best(
+        self,
+        stage: str,
+        digest: str | None = "current",
+        rules: str | None = None,
+        limit: int | None = 10,
+    ) -> list[Entry]:
+        """Best verified times on ``stage``, fastest first, ranked within each rules class.
+
+        Args:
+            stage: stage name.
+            digest: ``"current"`` (the stage that name makes in this installation,
+                :func:`current_stage_digest`; every version for a stage of the user's own), a
+                stage digest, or ``None`` (every version).
+            rules: only this rules class (``"standard"`` or a rules digest); ``None`` = all.
+            limit: at most this many entries per (stage version, rules) class.
+        """
+        check_limit(limit)
+        if digest == "current":
+            digest = current_stage_digest(stage)
+        q, args = best_query(stage, digest, rules, self.ph)
+        try:
+            with self.tx(write=False) as cur:
+                cur.execute(q, args)
+                rows = cur.fetchall()
+
+                def splits(rowid: int) -> tuple[float | None, ...]:
+                    cur.execute(
+                        self.q("SELECT time_s FROM splits WHERE run = ? ORDER BY idx"), (rowid,)
+                    )
+                    return tuple(r[0] for r in cur.fetchall())
+
+                return rank_rows(rows, limit, splits)
+        except sqlite3.Error as e:
+            raise LeaderboardError(
+                f"{self.url}: cannot read the database ({e})", "database"
+            ) from None
+
+    def count(self) -> int:
+        """How many runs are on the board."""
+        with self.tx(write=False) as cur:
+            cur.execute("SELECT COUNT(*) FROM runs")
+            return int(cur.fetchone()[0])
+
+    def has_run(self, run_id: str) -> bool:
+        with self.tx(write=False) as cur:
+            cur.execute(self.q("SELECT 1 FROM runs WHERE run_id = ?"), (run_id,))
+            return cur.fetchone() is not None
+
+    def stage_names(self) -> list[str]:
+        """Stages with at least one run on the board."""
+        with self.tx(write=False) as cur:
+            cur.execute("SELECT DISTINCT stage_name FROM runs ORDER BY stage_name")
+            return [str(r[0]) for r in cur.fetchall()]
+
+    def replay_blob(self, run_id: str) -> bytes | None:
+        """The stored replay file of a run (compressed bytes), or None."""
+        with self.tx(write=False) as cur:
+            cur.execute(self.q("SELECT replay FROM runs WHERE run_id = ?"), (run_id,))
+            row = cur.fetchone()
+        return None if row is None else bytes(row[0])
+
+    def replay_of(self, run_id: str) -> Replay:
+        """The stored replay of a run (checked like any replay)."""
+        blob = self.replay_blob(run_id)
+        if blob is None:
+            raise LeaderboardError(f"no run {run_id}", "database")
+        return replay_from_bytes(blob, f"leaderboard run {run_id}")
+
+
+class Leaderboard(Board):
     """Verified best times in one SQLite file.
 
     Args:
@@ -204,37 +365,54 @@ class Leaderboard:
             unwritable directory, a file that is not a leaderboard, another schema).
     """
 
-    #: Test hook: called inside the insert transaction, between the run row and its splits.
-    _midway: Callable[[], Any] | None = None
-
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
         timeout_s: float = 10.0,
         budgets: Budgets | None = None,
     ):
+        super().__init__()
         self.path = Path(path) if path is not None else default_db_path()
+        self.url = str(self.path)
+        self.timeout_s = timeout_s
         self.budgets = DEFAULT_BUDGETS if budgets is None else budgets
-        self.conn: sqlite3.Connection | None = None
         try:
             if self.path.is_dir():
                 raise LeaderboardError(
                     f"{self.path}: not a usable leaderboard (a directory)", "database"
                 )
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=timeout_s)
-            self.conn.execute("PRAGMA foreign_keys = ON")
             self._init()
         except (sqlite3.Error, OSError) as e:
-            if self.conn is not None:
-                self.conn.close()
+            self.close()
             why = why_not_writable(self.path, e) if isinstance(e, OSError) else str(e)
             raise LeaderboardError(
                 f"{self.path}: not a usable leaderboard ({why})", "database"
             ) from None
 
+    def _connect(self) -> sqlite3.Connection:
+        c = sqlite3.connect(
+            self.path, isolation_level=None, timeout=self.timeout_s, check_same_thread=False
+        )
+        c.execute("PRAGMA foreign_keys = ON")
+        return c
+
+    @contextlib.contextmanager
+    def tx(self, write: bool = True) -> Iterator[Any]:
+        """``BEGIN IMMEDIATE`` (a read: ``BEGIN``) ... ``COMMIT``; any exception rolls back."""
+        c = self._conn()
+        cur = c.cursor()
+        cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield cur
+            cur.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
     def _schema_version(self) -> str | None:
-        c = self.conn
+        c = self._conn()
         has = c.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
         ).fetchone()
@@ -246,11 +424,11 @@ class Leaderboard:
     def _init(self) -> None:
         ver = self._schema_version()  # an existing board is only read (it may be read-only)
         if ver is None:
-            with self._transaction():
-                for stmt in _SCHEMA.split(";"):
+            with self.tx() as cur:
+                for stmt in BOARD_SCHEMA.split(";"):
                     if stmt.strip():
-                        self.conn.execute(stmt)
-                self.conn.execute(
+                        cur.execute(stmt)
+                cur.execute(
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
@@ -260,29 +438,6 @@ class Leaderboard:
                 f"{self.path}: leaderboard schema v{ver}, this rally-env uses v{SCHEMA_VERSION}",
                 "database",
             )
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls back."""
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            raise
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-
-    def __enter__(self) -> Leaderboard:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # -------------------------------------------------------------------------- add
     def add(
@@ -319,7 +474,7 @@ class Leaderboard:
                     "only finished runs go on the leaderboard",
                     "unfinished",
                 )
-            if self._has(replay.run_id()):
+            if self.has_run(replay.run_id()):
                 raise LeaderboardError(
                     f"run {replay.run_id()} is already on the leaderboard", "duplicate"
                 )
@@ -352,94 +507,37 @@ class Leaderboard:
     def _insert(self, replay: Replay, report: VerifyReport, player: str) -> None:
         blob = replay.to_bytes(compress=True)
         try:
-            with self._transaction():
-                same = same_drive(self.conn.cursor(), "?", report, run_drive(report, replay))
-                if same is not None:
+            with self.tx() as cur:
+                rowid, same = self.file_run(cur, report, blob, player, run_drive(report, replay))
+                if rowid is None and same == report.run_id:
+                    raise LeaderboardError(
+                        f"run {report.run_id} is already on the leaderboard", "duplicate"
+                    )
+                if rowid is None:
                     raise LeaderboardError(
                         f"the same drive is already on the leaderboard as run {same}",
                         "duplicate",
                     )
-                try:
-                    rowid = insert_run(self.conn.cursor(), "?", report, blob, player)
-                except sqlite3.IntegrityError:
-                    raise LeaderboardError(
-                        f"run {report.run_id} is already on the leaderboard", "duplicate"
-                    ) from None
-                if self._midway is not None:
-                    self._midway()
-                insert_splits(self.conn.cursor(), "?", rowid, report)
         except sqlite3.Error as e:
             raise LeaderboardError(
                 f"{self.path}: the database refused the write ({e})", "database"
             ) from None
 
-    def _has(self, run_id: str) -> bool:
-        return (
-            self.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            is not None
-        )
-
-    def _splits(self, rowid: int) -> tuple[float | None, ...]:
-        rows = self.conn.execute(
-            "SELECT time_s FROM splits WHERE run = ? ORDER BY idx", (rowid,)
-        ).fetchall()
-        return tuple(r[0] for r in rows)
-
     def _entry_for(self, run_id: str) -> Entry:
-        row = self.conn.execute(
-            "SELECT stage_name, stage_digest, rules FROM runs WHERE run_id = ?", (run_id,)
-        ).fetchone()
+        with self.tx(write=False) as cur:
+            cur.execute(
+                "SELECT stage_name, stage_digest, rules FROM runs WHERE run_id = ?", (run_id,)
+            )
+            row = cur.fetchone()
         for e in self.best(row[0], digest=row[1], rules=row[2], limit=None):
             if e.run_id == run_id:
                 return e
         raise LeaderboardError(f"run {run_id} vanished", "database")  # pragma: no cover
 
-    # -------------------------------------------------------------------------- query
-    def best(
-        self,
-        stage: str,
-        *,
-        digest: str | None = "current",
-        rules: str | None = None,
-        limit: int | None = 10,
-    ) -> list[Entry]:
-        """Best verified times on ``stage``, fastest first, ranked within each rules class.
 
-        Args:
-            stage: stage name.
-            digest: ``"current"`` (the library stage of that name as installed, or every
-                version if it is not a library stage), a stage digest, or ``None`` (every
-                version).
-            rules: only this rules class (``"standard"`` or a rules digest); ``None`` = all.
-            limit: at most this many entries per (stage version, rules) class.
-        """
-        check_limit(limit)
-        if digest == "current":
-            digest = current_stage_digest(stage)
-        q, args = best_query(stage, digest, rules, "?")
-        try:
-            rows = self.conn.execute(q, args).fetchall()
-        except sqlite3.Error as e:
-            raise LeaderboardError(
-                f"{self.path}: cannot read the database ({e})", "database"
-            ) from None
-        return rank_rows(rows, limit, self._splits)
-
-    def count(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-
-    def replay_of(self, run_id: str) -> Replay:
-        """The stored replay of a run (checked like any replay)."""
-        row = self.conn.execute("SELECT replay FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise LeaderboardError(f"no run {run_id}", "database")
-        return replay_from_bytes(bytes(row[0]), f"leaderboard run {run_id}")
-
-
-# ------------------------------------------------------------------ SQL shared with the server
-# The server's storage layer (rally_env.server.store) keeps accepted runs in these same tables,
-# on SQLite or PostgreSQL; these helpers take a DB-API cursor and the driver's placeholder
-# (``?`` for sqlite3, ``%s`` for psycopg), so both write and rank runs the same way.
+# ------------------------------------------------------------------ SQL of the board
+# Helpers of :class:`Board`: they take a DB-API cursor and the driver's placeholder (``?`` for
+# sqlite3, ``%s`` for psycopg).
 
 
 def insert_run(
@@ -448,14 +546,11 @@ def insert_run(
     report: VerifyReport,
     blob: bytes,
     player: str,
-    on_conflict: bool = False,
     added_utc: str | None = None,
 ) -> int | None:
-    """Insert a verified run's row (filed under the re-simulation's findings); its id.
-    ``added_utc``: the time shown with it (default now; the server's is the upload's).
-
-    A run already stored raises the driver's integrity error, or with ``on_conflict`` is
-    skipped (None)."""
+    """Insert a verified run's row (filed under the re-simulation's findings); its id, or
+    None when the run is already stored (nothing is written). ``added_utc``: the time shown
+    with it (default now; the server's is the upload's)."""
     added = added_utc or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cols = (
         "run_id, stage_name, stage_digest, rules, standard, control_hz, vehicle_digest, "
@@ -463,8 +558,7 @@ def insert_run(
     )
     cur.execute(
         f"INSERT INTO runs ({cols}) VALUES ({', '.join([ph] * 12)})"
-        + (" ON CONFLICT (run_id) DO NOTHING" if on_conflict else "")
-        + " RETURNING id",
+        " ON CONFLICT (run_id) DO NOTHING RETURNING id",
         (
             report.run_id,
             report.stage,
@@ -482,14 +576,6 @@ def insert_run(
     )
     row = cur.fetchone()
     return None if row is None else int(row[0])
-
-
-def insert_splits(cur: Any, ph: str, rowid: int, report: VerifyReport) -> None:
-    """One row per checkpoint time of a run inserted by :func:`insert_run`."""
-    cur.executemany(
-        f"INSERT INTO splits (run, idx, time_s) VALUES ({ph}, {ph}, {ph})",
-        [(rowid, i, t) for i, t in enumerate(report.checkpoint_times_s)],
-    )
 
 
 def check_limit(limit: Any) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from rally_env.config import LEGACY_ENV_IDS
 from rally_env.core import car_seed_sequence
 from rally_env.replay.budgets import (
     DEFAULT_BUDGETS,
@@ -16,7 +17,7 @@ from rally_env.replay.budgets import (
 )
 from rally_env.replay.codec import kwargs_to_env_args
 from rally_env.replay.errors import ReplayFormatError
-from rally_env.replay.format import ENV_IDS, Replay, generator_from_state
+from rally_env.replay.format import Replay, generator_from_state
 from rally_env.replay.hashing import car_state_hash
 
 
@@ -46,7 +47,7 @@ def settings_of(replay: Replay, budgets: Budgets | None = None) -> tuple[dict[st
 
     budgets = DEFAULT_BUDGETS if budgets is None else budgets
     args = kwargs_to_env_args(replay.env_kwargs, budgets)
-    want = ENV_IDS.index(replay.env_id)
+    want = LEGACY_ENV_IDS.index(replay.env_id)
     if args.get("version", 0) != want:
         raise ReplayFormatError(
             f"env_kwargs.version {args.get('version', 0)!r} does not match env_id {replay.env_id!r}"

@@ -2,8 +2,8 @@
 
 - :mod:`rally_env.server.store`: the storage layer (SQLite or PostgreSQL), sharing the local
   leaderboard's tables;
-- :mod:`rally_env.server.pool`: verification in a bounded pool of worker processes;
-- :mod:`rally_env.server.trace`: what the run page draws, from the server's re-simulation;
+- :mod:`rally_env.server.pool`: the verifier, a bounded pool of worker processes
+  (:mod:`rally_env.replay.workers`; the run page's trace: :mod:`rally_env.replay.trace`);
 - :mod:`rally_env.server.app`: the HTTP API and the web pages (FastAPI on uvicorn);
 - :mod:`rally_env.server.cli`: the ``rally serve`` command.
 

@@ -34,7 +34,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rally_env.replay.budgets import DEFAULT_BUDGETS
-from rally_env.server.pool import TaskFailed, TaskLimits, Verifier
+from rally_env.replay.workers import TaskFailed, TaskLimits
+from rally_env.server.pool import Verifier
 from rally_env.server.store import ID_RE, QueueFull, Store, StoreBusy
 
 log = logging.getLogger("rally_env.server")
@@ -306,7 +307,7 @@ def _stage(name: str) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _map(name: str) -> dict[str, Any]:
-    from rally_env.server.trace import stage_geometry
+    from rally_env.replay.trace import stage_geometry
 
     return stage_geometry(_stage(name), step_m=8.0)
 

@@ -152,7 +152,7 @@ def _cmd_serve(args: Any) -> int:
         from rally_env.server.app import ServerConfig, create_app
     except ImportError as e:
         return _err(f"rally serve needs the server extra ({e}): pip install 'rally-env[server]'")
-    from rally_env.server.pool import TaskLimits
+    from rally_env.replay.workers import TaskLimits
     from rally_env.server.store import StoreError
 
     for name in ("max_upload_mb", "body_timeout", "task_timeout"):

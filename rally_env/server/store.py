@@ -1,8 +1,9 @@
 """The server's storage: one interface over SQLite (the embedded default) and PostgreSQL.
 
-Accepted runs live in the local leaderboard's own tables (``runs``, ``splits``, ``meta``:
-:mod:`rally_env.replay.leaderboard`, schema v1), written and ranked through the same SQL
-helpers, so ``rally leaderboard show --db FILE`` reads a server's SQLite database as it is.
+A store is a :class:`~rally_env.replay.leaderboard.Board`: accepted runs live in the local
+leaderboard's own tables (``runs``, ``splits``, ``meta``, schema v1), filed, ranked and read by
+the same code, so ``rally leaderboard show --db FILE`` reads a server's SQLite database as it
+is.
 The server adds three tables of its own:
 
 - ``submissions``: every upload, its status (``queued``, ``verifying``, ``accepted``,
@@ -27,7 +28,6 @@ import json
 import re
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,19 +35,11 @@ from typing import Any
 
 from rally_env.errors import RallyEnvError
 from rally_env.replay.leaderboard import (
-    _SCHEMA as _BOARD_SCHEMA,
-)
-from rally_env.replay.leaderboard import (
+    BOARD_SCHEMA,
     SCHEMA_VERSION,
-    Entry,
+    Board,
     Leaderboard,
     LeaderboardError,
-    best_query,
-    check_limit,
-    insert_run,
-    insert_splits,
-    rank_rows,
-    same_drive,
     stage_name_problem,
 )
 from rally_env.replay.verify import VerifyReport
@@ -135,53 +127,14 @@ def _pg_schema(text: str) -> str:
     )
 
 
-class Store:
-    """Storage of one server (or several sharing a PostgreSQL database).
+class Store(Board):
+    """Storage of one server (or several sharing a PostgreSQL database): the board
+    (:class:`~rally_env.replay.leaderboard.Board`: filing, ranking, reading runs) plus the
+    submissions queue, tokens, traces and rate limits.
 
     Open with :func:`open_store`. Methods are thread-safe: each thread has its own
     connection.
     """
-
-    ph = "?"
-    url = ""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self._all: list[Any] = []
-        self._lock = threading.Lock()
-
-    # -------------------------------------------------------------- connection plumbing
-    def _connect(self) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _conn(self) -> Any:
-        c = getattr(self._local, "conn", None)
-        if c is None:
-            c = self._connect()
-            self._local.conn = c
-            with self._lock:
-                self._all.append(c)
-        return c
-
-    @contextlib.contextmanager
-    def tx(self, write: bool = True) -> Iterator[Any]:  # pragma: no cover - overridden
-        """A transaction (``write=False``: one that only reads)."""
-        raise NotImplementedError
-        yield
-
-    def q(self, sql: str) -> str:
-        return sql if self.ph == "?" else sql.replace("?", self.ph)
-
-    def close(self) -> None:
-        with self._lock:
-            for c in self._all:
-                with contextlib.suppress(Exception):
-                    c.close()
-            self._all.clear()
-        self._local = threading.local()
-
-    def _integrity_errors(self) -> tuple[type[BaseException], ...]:
-        return (sqlite3.IntegrityError,)
 
     def _queue_lock(self, cur: Any) -> None:
         """Serialize enqueues (SQLite's BEGIN IMMEDIATE already does)."""
@@ -472,16 +425,10 @@ class Store:
                     rep,
                 )
                 return "rejected"
-            same = same_drive(cur, self.ph, report, report.drive_id) if report.drive_id else None
-            rowid = (
-                None
-                if same is not None
-                else insert_run(
-                    cur, self.ph, report, blob, player, on_conflict=True, added_utc=submitted
-                )
+            rowid, same = self.file_run(
+                cur, report, blob, player, report.drive_id or None, added_utc=submitted
             )
             if rowid is None:
-                same = same or report.run_id
                 self._verdict(
                     cur,
                     sub_id,
@@ -494,7 +441,6 @@ class Store:
                     rep,
                 )
                 return "rejected"
-            insert_splits(cur, self.ph, rowid, report)
             if trace is not None:
                 self._put_trace(cur, report.run_id, trace)
             self._verdict(cur, sub_id, "accepted", "", report.message, None, report.run_id, rep)
@@ -586,12 +532,6 @@ class Store:
         del d["id"]
         return d
 
-    def replay_blob(self, run_id: str) -> bytes | None:
-        with self.tx(write=False) as cur:
-            cur.execute(self.q("SELECT replay FROM runs WHERE run_id = ?"), (run_id,))
-            row = cur.fetchone()
-        return None if row is None else bytes(row[0])
-
     def trace(self, run_id: str) -> bytes | None:
         with self.tx(write=False) as cur:
             cur.execute(self.q("SELECT data FROM traces WHERE run_id = ?"), (run_id,))
@@ -610,52 +550,22 @@ class Store:
         with self.tx() as cur:
             self._put_trace(cur, run_id, data)
 
-    def best(
-        self, stage: str, digest: str | None, rules: str | None, limit: int | None
-    ) -> list[Entry]:
-        """:meth:`Leaderboard.best` (``digest`` resolved by the caller)."""
-        check_limit(limit)
-        q, args = best_query(stage, digest, rules, self.ph)
-        with self.tx(write=False) as cur:
-            cur.execute(q, args)
-            rows = cur.fetchall()
-
-            def splits(rowid: int) -> tuple[float | None, ...]:
-                cur.execute(
-                    self.q("SELECT time_s FROM splits WHERE run = ? ORDER BY idx"), (rowid,)
-                )
-                return tuple(r[0] for r in cur.fetchall())
-
-            return rank_rows(rows, limit, splits)
-
-    def stage_names(self) -> list[str]:
-        """Stages with at least one run on the board."""
-        with self.tx(write=False) as cur:
-            cur.execute("SELECT DISTINCT stage_name FROM runs ORDER BY stage_name")
-            return [str(r[0]) for r in cur.fetchall()]
-
     def integrity_check(self) -> str:
         """``ok``, or what the database's own check found."""
         return "ok"
 
 
-class SQLiteStore(Store):
-    """The embedded default: one SQLite file (WAL, busy timeout)."""
-
-    ph = "?"
+class SQLiteStore(Store, Leaderboard):
+    """The embedded default: one SQLite file (WAL, busy timeout), the local leaderboard's
+    file with the server's tables added."""
 
     def __init__(self, path: str | Path, timeout_s: float = BUSY_TIMEOUT_S):
-        super().__init__()
-        self.path = Path(path)
-        self.url = str(self.path)
-        self.timeout_s = timeout_s
         try:  # the leaderboard's own schema (and its version check) first
-            Leaderboard(self.path, timeout_s=timeout_s).close()
+            super().__init__(path, timeout_s=timeout_s)
         except LeaderboardError as e:
             raise StoreError(str(e)) from None
         try:
-            c = self._conn()
-            c.execute("PRAGMA journal_mode = WAL")
+            self._conn().execute("PRAGMA journal_mode = WAL")
             with self.tx() as cur:
                 for stmt in _SERVER_SCHEMA.split(";"):
                     if stmt.strip():
@@ -664,28 +574,17 @@ class SQLiteStore(Store):
             raise StoreError(f"{self.path}: not a usable database ({e})") from None
 
     def _connect(self) -> sqlite3.Connection:
-        c = sqlite3.connect(
-            self.path, isolation_level=None, timeout=self.timeout_s, check_same_thread=False
-        )
+        c = super()._connect()
         c.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
-        c.execute("PRAGMA foreign_keys = ON")
         c.execute("PRAGMA synchronous = NORMAL")
         return c
 
     @contextlib.contextmanager
     def tx(self, write: bool = True) -> Iterator[Any]:
-        c = self._conn()
-        cur = c.cursor()
+        # a read is a WAL reader: it takes no lock a writer waits for, and waits for none
         try:
-            # a read is a WAL reader: it takes no lock a writer waits for, and waits for none
-            cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
+            with super().tx(write) as cur:
                 yield cur
-                cur.execute("COMMIT")
-            except BaseException:
-                if c.in_transaction:
-                    c.execute("ROLLBACK")
-                raise
         except sqlite3.OperationalError as e:
             if "locked" in str(e) or "busy" in str(e):
                 raise StoreBusy(
@@ -718,7 +617,7 @@ class PostgresStore(Store):
         try:
             with self.tx() as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(8128001)")  # one schema creator
-                for stmt in _pg_schema(_BOARD_SCHEMA + _SERVER_SCHEMA).split(";"):
+                for stmt in _pg_schema(BOARD_SCHEMA + _SERVER_SCHEMA).split(";"):
                     if stmt.strip():
                         cur.execute(stmt)
                 cur.execute(
@@ -743,9 +642,6 @@ class PostgresStore(Store):
         c = self._conn()
         with c.transaction(), c.cursor() as cur:
             yield cur
-
-    def _integrity_errors(self) -> tuple[type[BaseException], ...]:
-        return (self._psycopg.IntegrityError,)
 
     def _queue_lock(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(8128002)")

@@ -31,7 +31,7 @@ from rally_env.env import RallyEnv
 from rally_env.replay import replay_from_bytes
 from rally_env.replay.budgets import Budgets
 from rally_env.replay.verify import verify_bytes
-from rally_env.server.pool import TaskLimits, limits_json
+from rally_env.replay.workers import TaskLimits, limits_json
 from tests.rally_env.test_replay import _tamper_action
 from tests.rally_env.test_replay_support import record_run, write_doc
 

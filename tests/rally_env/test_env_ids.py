@@ -56,3 +56,28 @@ def test_the_first_ids_make_the_same_envs_as_before():
     assert [s.id for s in gym.registry.values() if s.name == "Rally"] == ["Rally-v0"]
     rally_env.register_envs()  # idempotent
     assert gym.spec("Rally-v1") is gym.spec("RallyWheelSpeed-v1")
+
+
+def test_one_table_declares_every_registered_id():
+    table = {e.id: e for e in rally_env.REGISTERED_ENVS}
+    assert len(table) == len(rally_env.REGISTERED_ENVS) == len(DOCUMENTED) == 7
+    assert set(table) == set(DOCUMENTED)
+    assert {k for k in gym.registry if "Rally" in k} == set(table)
+    for e in rally_env.REGISTERED_ENVS:
+        spec = gym.spec(e.id)
+        if e.entry_point.startswith("="):  # a second key of another id's spec
+            assert spec is gym.spec(e.entry_point[1:])
+        else:
+            assert (spec.id, spec.entry_point, spec.kwargs) == (e.id, e.entry_point, e.kwargs)
+        assert e.what
+    for version, env_id in enumerate(rally_env.ENV_IDS):
+        assert gym.spec(env_id).kwargs.get("version", 0) == version
+
+
+def test_replays_record_the_first_ids_of_the_one_table():
+    import rally_env.replay
+
+    assert not hasattr(rally_env.replay, "ENV_IDS")  # one name, one tuple: rally_env.ENV_IDS
+    for version, first in enumerate(rally_env.LEGACY_ENV_IDS):
+        assert rally_env.RallyConfig(version=version).env_id == first
+        assert first in {e.id for e in rally_env.REGISTERED_ENVS}

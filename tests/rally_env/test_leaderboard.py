@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from rally_env.leaderboard import Leaderboard, LeaderboardError, format_table
+from rally_env.replay.leaderboard import Leaderboard, LeaderboardError, format_table
 from tests.rally_env.test_replay_support import record_run, run_cli, run_py, write_doc
 
 
@@ -123,7 +123,7 @@ def test_process_killed_midway_through_an_insert_keeps_the_content(runs, tmp_pat
     before = _dump(db)
     code = (
         "import os, sys\n"
-        "from rally_env.leaderboard import Leaderboard\n"
+        "from rally_env.replay.leaderboard import Leaderboard\n"
         "lb = Leaderboard(sys.argv[1])\n"
         "lb._midway = lambda: os._exit(3)  # die with the transaction open\n"
         "lb.add(sys.argv[2])\n"
@@ -188,12 +188,13 @@ def test_a_read_only_database_can_be_shown_not_written(runs, tmp_path):
     db.chmod(0o444)
     uri = f"file:{db}?mode=ro"
     try:
-        ro = Leaderboard.__new__(Leaderboard)  # opened read-only, as a root user cannot be refused
-        ro.path, ro.budgets = db, None
-        ro.conn = sqlite3.connect(uri, uri=True, isolation_level=None)
-        ro._init()
+
+        class ReadOnly(Leaderboard):  # opened read-only, as a root user cannot be refused
+            def _connect(self):
+                return sqlite3.connect(uri, uri=True, isolation_level=None)
+
+        ro = ReadOnly(db)
         assert [e.player for e in ro.best("opener")] == ["bob"]
-        ro.budgets = Leaderboard(tmp_path / "other.sqlite3").budgets
         with pytest.raises(LeaderboardError) as ei:
             ro.add(runs["fast"])
         assert ei.value.reason == "database" and "refused the write" in str(ei.value)

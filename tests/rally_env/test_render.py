@@ -20,13 +20,9 @@ from rally_env import RallyEnv, RallyVectorEnv
 from rally_env.render import (
     CarView,
     EnvRenderer,
-    Ghost,
-    GhostFileError,
-    GhostRecorder,
     HudInfo,
     Renderer,
     car_views,
-    load_ghost,
     usage_color,
 )
 from rally_env.render import renderer as R
@@ -353,7 +349,31 @@ def test_hud_split_and_delta():
     assert HudInfo(checkpoint_times_s=(float("nan"),)).last_split() is None
 
 
-def test_ghost_record_save_load_and_draw(tmp_path):
+def _write_npz_ghost(g, path):
+    """A ``.npz`` ghost file as earlier versions of ``rally play`` wrote them."""
+    import json
+
+    np.savez_compressed(
+        path,
+        format=np.array("rally_env.ghost"),
+        version=np.array(1),
+        stage=np.array(g.stage),
+        t_s=g.t_s,
+        pos_m=g.pos_m,
+        quat=g.quat,
+        steer_rad=g.steer_rad,
+        speed_mps=g.speed_mps,
+        checkpoint_times_s=np.array(g.checkpoint_times_s, np.float64),
+        finish_time_s=np.array(g.finish_time_s, np.float64),
+        actions=g.actions,
+        meta=np.array(json.dumps(g.meta)),
+    )
+    return path
+
+
+def test_ghost_record_load_a_stored_npz_and_draw(tmp_path):
+    from rally_env.replay import Ghost, GhostFileError, GhostRecorder, load_ghost
+
     env = RallyEnv(stage="opener")
     env.reset(seed=0)
     rec = GhostRecorder("opener", meta={"driver": "test"})
@@ -363,7 +383,7 @@ def test_ghost_record_save_load_and_draw(tmp_path):
         env.step(a)
         rec.sample(env.core.sim, 0, a)
     g = rec.ghost((12.5, float("nan")), float("nan"))
-    p = g.save(tmp_path / "run.ghost.npz")
+    p = _write_npz_ghost(g, tmp_path / "run.ghost.npz")  # a file a user kept
     h = load_ghost(p)
     assert isinstance(h, Ghost) and len(h) == 41 and h.stage == "opener"
     assert np.array_equal(h.pos_m, g.pos_m) and h.meta == {"driver": "test"}

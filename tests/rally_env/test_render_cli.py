@@ -210,7 +210,8 @@ def test_play_scripted_keys_headless(tmp_path):
 
 def test_play_finish_shows_splits_and_saves_the_run(tmp_path, sprint):
     from rally_env.render._deps import require_pygame
-    from rally_env.render.play import PLAY_HZ, _load_any_ghost, play
+    from rally_env.render.play import PLAY_HZ, play
+    from rally_env.replay import load_ghost, verify
 
     pg = require_pygame()
     events = [(0, _key(pg, pg.KEYDOWN, pg.K_UP))]
@@ -228,16 +229,13 @@ def test_play_finish_shows_splits_and_saves_the_run(tmp_path, sprint):
     assert 1.0 < t < 900 / PLAY_HZ
     assert len(res.best_splits_s) == 1 and 0 < res.best_splits_s[0] < t
     (p,) = res.saved
-    g = _load_any_ghost(p)  # a replay (re-simulated) where replays exist, else a ghost .npz
+    assert p.name.endswith(".rrp.json.gz")  # the one ghost format: a replay
+    g = load_ghost(p)
     assert g.stage == "sprint" and g.finish_time_s == t
     assert g.checkpoint_times_s == res.best_splits_s
-    if p.suffix == ".npz":
-        assert g.meta["control_hz"] == PLAY_HZ and np.all(g.actions[1:, 1] == 1.0)
-    else:
-        from rally_env.replay import verify
-
-        rep = verify(p)
-        assert rep.accepted, rep.message
+    assert g.meta["control_hz"] == PLAY_HZ and np.all(g.actions[1:, 1] == 1.0)
+    rep = verify(p)
+    assert rep.accepted, rep.message
     # R after the finish: a second attempt (racing the first as a ghost)
     events.append((700, _key(pg, pg.KEYDOWN, pg.K_r)))
     res = play(

@@ -273,7 +273,7 @@ def test_state_hash_ignores_batch_position():
 
 def test_importing_replay_does_not_import_pygame():
     r = run_py(
-        "import sys, rally_env, rally_env.replay, rally_env.leaderboard, rally_env.cli\n"
+        "import sys, rally_env, rally_env.replay, rally_env.replay.leaderboard, rally_env.cli\n"
         "rally_env.cli.build_parser()\n"
         "print('pygame' in sys.modules)"
     )
@@ -554,10 +554,10 @@ def test_ghost_rate_mismatch_is_refused(small_replay):
 
 
 def test_ghost_trajectory_for_the_renderer(small_replay):
-    from rally_env.render import Ghost
+    from rally_env.replay import Ghost
 
     g = ghost_from_replay(small_replay)
-    assert isinstance(g, Ghost)  # one ghost type: the renderer's
+    assert isinstance(g, Ghost)  # one ghost type: the renderer draws it
     assert len(g) == small_replay.steps + 1 and g.stage == "skidpad"
     assert g.view_at(1.0) is not None
 
@@ -598,14 +598,14 @@ def test_cli_replay_video_with_a_ghost(small_replay, tmp_path, capsys):
     pytest.importorskip("pygame")
     pytest.importorskip("imageio_ffmpeg")
     from rally_env.cli import main
-    from rally_env.replay import load_any_ghost
+    from rally_env.replay import load_ghost
 
     p = small_replay.save(tmp_path / "s.rrp.json.gz")
     out = tmp_path / "s.mp4"
     assert main(["replay", str(p), "--video", str(out), "--ghost", str(p)]) == 0
     assert out.stat().st_size > 1000
     assert "wrote" in capsys.readouterr().out
-    assert len(load_any_ghost(p)) == small_replay.steps + 1
+    assert len(load_ghost(p)) == small_replay.steps + 1
 
 
 def test_a_replay_never_makes_the_verifier_read_a_stage_path(small_replay, tmp_path):

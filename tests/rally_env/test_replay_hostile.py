@@ -46,7 +46,7 @@ def test_crafted_replay_verdict(name, doc):
 
 
 def test_a_renamed_stage_never_reaches_the_leaderboard(doc, tmp_path):
-    from rally_env.leaderboard import Leaderboard, LeaderboardError
+    from rally_env.replay.leaderboard import Leaderboard, LeaderboardError
 
     p = tmp_path / "renamed.rrp.json.gz"
     p.write_bytes(CRAFTED["stage_renamed"][0](doc))

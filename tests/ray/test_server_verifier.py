@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from rally_env.server.pool import RayWorker, TaskLimits, Verifier
+from rally_env.replay.workers import RayWorker, TaskLimits
+from rally_env.server.pool import Verifier
 from rally_env.server.store import SQLiteStore
 
 pytestmark = pytest.mark.ray

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rally_env.replay import verify_bytes
-from rally_env.server.pool import TaskFailed, TaskLimits, Worker
+from rally_env.replay.workers import TaskFailed, TaskLimits, Worker
 from tests.rally_env.hostile_replays import HONEST
 
 pytestmark = pytest.mark.server

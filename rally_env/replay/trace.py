@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 from typing import Any
 
 import numpy as np
 
-from physics import layout as L
-from rally_env import kernels as K
 from rally_env.replay.budgets import Budgets
 from rally_env.replay.format import Replay, time_json
-from rally_env.replay.resim import Resim
+from rally_env.replay.ghost import resim_ghost
 
 
 def _r(a: Any, nd: int) -> list[float]:
@@ -62,53 +59,26 @@ def stage_geometry(stage: Any, step_m: float = 4.0) -> dict[str, Any]:
 
 
 def trace_of(replay: Replay, budgets: Budgets | None = None) -> dict[str, Any]:
-    """Re-simulate ``replay`` and sample the car after the reset and after every step."""
-    sim = Resim(replay, budgets)
-    core = sim.core
-    stage = core.bank.slots[int(core.eistate[0, K.EI_SLOT])]
-    rows: list[tuple[float, ...]] = []
-
-    def sample() -> None:
-        s = core.sim.state[0]
-        t = int(core.sim.istate[0, L.I_SUBSTEPS]) / L.SUBSTEP_HZ
-        w, qx, qy, qz = (float(v) for v in s[L.QUAT_W : L.QUAT_Z + 1])
-        v = s[L.VEL_X : L.VEL_Z + 1]
-        rows.append(
-            (
-                t,
-                float(s[L.POS_X]),
-                float(s[L.POS_Y]),
-                math.atan2(2.0 * (w * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz)),
-                math.sqrt(float(v @ v)),
-                float(sim.info["progress_m"]),
-            )
-        )
-
-    sample()
-    while sim.step():
-        sample()
-    a = np.array(rows, np.float64).reshape(-1, 6)
+    """Re-simulate ``replay`` (:func:`~rally_env.replay.ghost.resim_ghost`): the car after
+    the reset and after every step."""
+    g, stage = resim_ghost(replay, budgets)
+    heading = [g.pose(i)["heading_rad"] for i in range(len(g))]
     return {
         "run_id": replay.run_id(),
         "control_hz": int(replay.control_hz),
         "steps": int(replay.steps),
         "stage": stage_geometry(stage),
-        "t": _r(a[:, 0], 4),
-        "x": _r(a[:, 1], 3),
-        "y": _r(a[:, 2], 3),
-        "heading": _r(a[:, 3], 4),
-        "speed": _r(a[:, 4], 3),
-        "progress": _r(a[:, 5], 2),
-        "checkpoint_times_s": [time_json(c) for c in core.checkpoint_times(0)],
-        "finish_time_s": time_json(sim.info["finish_time_s"]),
+        "t": _r(g.t_s, 4),
+        "x": _r(g.pos_m[:, 0], 3),
+        "y": _r(g.pos_m[:, 1], 3),
+        "heading": _r(heading, 4),
+        "speed": _r(g.speed_mps, 3),
+        "progress": _r(g.progress_m, 2),
+        "checkpoint_times_s": [time_json(c) for c in g.checkpoint_times_s],
+        "finish_time_s": time_json(g.finish_time_s),
     }
 
 
 def encode(doc: dict[str, Any]) -> bytes:
     """A trace as stored: gzip-compressed JSON."""
     return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), 6, mtime=0)
-
-
-def decode(data: bytes) -> bytes:
-    """The JSON text of a stored trace."""
-    return gzip.decompress(data)

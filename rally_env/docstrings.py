@@ -8,8 +8,8 @@ from rally_env.config import (
     CONTROL_HZ_CHOICES,
     ENV_IDS,
     LEGACY_ENV_IDS,
+    REWARD_TABLE,
     RandomizeConfig,
-    RewardWeights,
     TerminationConfig,
 )
 from rally_env.spaces import (
@@ -22,24 +22,8 @@ from rally_env.spaces import (
     ObsLayout,
 )
 
-_RW = RewardWeights()
 _TC = TerminationConfig()
 _RC = RandomizeConfig()
-
-REWARD_DOC = {
-    "progress": "``+progress * dp``: ``dp`` is the change of the *credited* stage position "
-    "(m, signed arc length along the centerline, wrap-safe on loops). Driving forward on the "
-    "road pays; driving backward always costs the same amount; distance gained while off the "
-    "road is forfeited (never paid), so the total can never exceed the stage length times the "
-    "weight: circles, reversing and shuttling back and forth earn nothing",
-    "time": "``-time * dt`` every step (dt = 1 / control_hz s)",
-    "off_road": "``-off_road * dt`` every step the car's centre is beyond a road edge",
-    "crash": "``-crash`` once, when the episode ends ``off_stage``, ``rolled``, ``stuck`` or "
-    "``wrong_way``",
-    "finish": "``+finish`` once, on crossing the finish line",
-    "action_change": "``-action_change * sum((a_t - a_(t-1))^2)`` over the four action "
-    "components (smooth steering; 0 by default)",
-}
 
 
 def action_table() -> str:
@@ -57,8 +41,8 @@ def action_table() -> str:
 
 def reward_table() -> str:
     rows = ["| term | default weight | what it pays |", "| --- | --- | --- |"]
-    for name in K.REWARD_TERMS:
-        rows.append(f"| `{name}` | {getattr(_RW, name):g} | {REWARD_DOC[name]} |")
+    for t in REWARD_TABLE:
+        rows.append(f"| `{t.name}` | {t.default:g} | {t.doc} |")
     return "\n".join(rows)
 
 

@@ -26,6 +26,7 @@ from physics.jit import njit, njit_inner
 from physics.kernel import rotation_of
 from physics.terrain import TM_TABLE, sample_surface, tile_at
 from rally_env import stages as S
+from rally_env.config import REWARD_TERMS
 from rally_env.spaces import (
     CREST_SCALE_M,
     CURVATURE_SCALE_PER_M,
@@ -95,30 +96,37 @@ END_REASONS: tuple[str, ...] = (
 )
 
 # ---------------------------------------------------------------------------- reward terms
-T_PROGRESS = 0
-T_TIME = 1
-T_OFF_ROAD = 2
-T_CRASH = 3
-T_FINISH = 4
-T_ACTION_CHANGE = 5
-REWARD_TERMS: tuple[str, ...] = ("progress", "time", "off_road", "crash", "finish", "action_change")
-N_TERMS = 6
+# REWARD_TERMS (``rally_env.config.REWARD_TABLE``' names): ``terms[k, T_*]`` per car
+N_TERMS = len(REWARD_TERMS)
+
+
+def _term(name: str) -> int:
+    """The index of reward term ``name`` (a row of ``rally_env.config.REWARD_TABLE``)."""
+    return REWARD_TERMS.index(name)
+
+
+T_PROGRESS = _term("progress")
+T_TIME = _term("time")
+T_OFF_ROAD = _term("off_road")
+T_CRASH = _term("crash")
+T_FINISH = _term("finish")
+T_ACTION_CHANGE = _term("action_change")
 
 # ------------------------------------------------------------------------- config vector
-C_W0 = 0  # 0..5: reward weights in REWARD_TERMS order
-C_OFF_MAX_M = 6
-C_OFF_MAX_SUB = 7
-C_STUCK_SUB = 8
-C_STUCK_M = 9
-C_ROLL_UPZ = 10
-C_ROLL_SUB = 11
-C_WRONG_M = 12
-C_CUT_RATIO = 13
-C_CUT_SLACK = 14
-C_LINE_TOL = 15
-C_WINDOW = 16
-C_LINE_MISS = 17
-N_C = 18
+C_OFF_MAX_M = 0
+C_OFF_MAX_SUB = 1
+C_STUCK_SUB = 2
+C_STUCK_M = 3
+C_ROLL_UPZ = 4
+C_ROLL_SUB = 5
+C_WRONG_M = 6
+C_CUT_RATIO = 7
+C_CUT_SLACK = 8
+C_LINE_TOL = 9
+C_WINDOW = 10
+C_LINE_MISS = 11
+C_W0 = 12  # C_W0 + T_*: the reward weights, in REWARD_TERMS order (last: terms may be added)
+N_C = C_W0 + N_TERMS
 
 #: A gate crossing counts only if the stage position is within this distance of the line (m).
 LINE_TOL_M = 30.0

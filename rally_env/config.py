@@ -21,6 +21,7 @@ import numpy as np
 from physics import ROVER, VehicleParams
 from physics.errors import ParameterError
 from rally_env.errors import ConfigError
+from rally_env.spaces import OBS_SWITCHES
 
 #: Control rates the env accepts: divisors of the 480 Hz physics rate from 10 to 60 Hz.
 CONTROL_HZ_CHOICES: tuple[int, ...] = tuple(h for h in range(10, 61) if 480 % h == 0)
@@ -567,9 +568,11 @@ class RallyConfig:
         if not isinstance(self.discrete_actions, (bool, np.bool_)):
             raise ConfigError("discrete_actions", self.discrete_actions, "must be a bool")
         s(self, "discrete_actions", bool(self.discrete_actions))
-        if not isinstance(self.road_ahead, (bool, np.bool_)):
-            raise ConfigError("road_ahead", self.road_ahead, "must be a bool")
-        s(self, "road_ahead", bool(self.road_ahead))
+        for name in OBS_SWITCHES:  # the observation blocks' switches
+            on = getattr(self, name)
+            if not isinstance(on, (bool, np.bool_)):
+                raise ConfigError(name, on, "must be a bool")
+            s(self, name, bool(on))
         if self.render_mode not in (None, "human", "rgb_array"):
             raise ConfigError(
                 "render_mode", self.render_mode, "must be None, 'human' or 'rgb_array'"
@@ -606,7 +609,7 @@ class RallyConfig:
         parts = []
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("version", "planet", "road_ahead") and v == f.default:
+            if f.name in ("version", "planet", *OBS_SWITCHES) and v == f.default:
                 continue
             parts.append(f"{f.name}={v!r}")
         return f"RallyConfig({', '.join(parts)})"
@@ -871,7 +874,7 @@ def config_to_kwargs(config: RallyConfig, for_digest: bool = False) -> dict[str,
         "randomize": None if rnd is None else jsonable(dataclasses.asdict(rnd)),
         "random_stage": jsonable(config.random_stage),
         "discrete_actions": bool(config.discrete_actions),
-        # an observation option, not part of a run: recorded only when on (old forms keep
-        # their digests)
-        **({"road_ahead": True} if config.road_ahead else {}),
+        # observation blocks, not part of a run: recorded only when on (so a form without
+        # them keeps its digest)
+        **{name: True for name in OBS_SWITCHES if getattr(config, name)},
     }

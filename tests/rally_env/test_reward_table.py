@@ -66,18 +66,24 @@ def test_docs_and_info_list_every_term():
 
 
 def test_replay_form_keeps_the_first_terms_always():
-    kw = config_to_kwargs(RallyConfig())
-    assert kw["reward_weights"] == {t.name: t.default for t in REWARD_TABLE}
-    assert set(C.ALWAYS_RECORDED_TERMS) <= set(C.REWARD_TERMS)
+    first = {t.name: t.default for t in REWARD_TABLE if t.name in C.ALWAYS_RECORDED_TERMS}
+    assert list(first) == list(C.ALWAYS_RECORDED_TERMS)
+    assert config_to_kwargs(RallyConfig())["reward_weights"] == first
+    zero = {name: 0.0 for name in C.ALWAYS_RECORDED_TERMS}
+    assert config_to_kwargs(RallyConfig(reward_weights=zero))["reward_weights"] == zero
 
 
 def test_a_later_term_is_recorded_only_off_its_default(monkeypatch):
-    extra = C.RewardTerm("grip", 0.0, "per s", "a later term", "a later term")
+    extra = C.RewardTerm("grip", 0.5, "per s", "a later term", "a later term")
     monkeypatch.setattr(C, "REWARD_TABLE", (*REWARD_TABLE, extra))
-    at_default = types.SimpleNamespace(**dataclasses.asdict(RewardWeights()), grip=0.0)
-    assert C.reward_weights_json(at_default) == dataclasses.asdict(RewardWeights())
-    set_ = types.SimpleNamespace(**dataclasses.asdict(RewardWeights()), grip=2.0)
-    assert C.reward_weights_json(set_) == {**dataclasses.asdict(RewardWeights()), "grip": 2.0}
+    weights = {t.name: t.default for t in REWARD_TABLE}
+    first = {n: weights[n] for n in C.ALWAYS_RECORDED_TERMS}
+    later = [t for t in REWARD_TABLE if t.name not in C.ALWAYS_RECORDED_TERMS]
+    at_default = types.SimpleNamespace(**weights, grip=0.5)
+    assert C.reward_weights_json(at_default) == first
+    off = {t.name: t.default + 1.0 for t in later}
+    set_ = types.SimpleNamespace(**{**weights, **off}, grip=0.0)
+    assert C.reward_weights_json(set_) == {**first, **off, "grip": 0.0}
 
 
 def test_old_replay_forms_digest_as_before():

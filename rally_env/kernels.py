@@ -372,8 +372,8 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
         i += 1
     vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
     i += 1
-    # a switch as an argument: numba prunes the code behind a None one
-    missed = _write_blocks(k, obs_on[0], obs_on[1], phys, terr, stages, env, work, setup, i)
+    # the switches as arguments: numba prunes the code behind a None one
+    missed = _write_blocks(k, *obs_on, phys, terr, stages, env, work, setup, i)
     obs = out.obs
     obs_low = setup.obs_low
     obs_high = setup.obs_high

@@ -66,8 +66,8 @@ def test_every_switched_block_has_its_writer_behind_its_switch():
         if b.switch is not None:
             guard = f"if {b.name}_on is not None:\n        "
             assert f"{guard}i = {b.writer}(" in src or f"{guard}i, missed = {b.writer}(" in src
-    call = ", ".join(f"obs_on[{j}]" for j in range(len(switched)))
-    assert f"_write_blocks(k, {call}, phys," in _source(K._write_obs)
+    assert "_write_blocks(k, *obs_on, phys," in _source(K._write_obs)
+    assert len(obs_switches(RallyConfig())) == len(switched)
 
 
 def test_a_switch_must_be_a_bool_and_known():

@@ -91,8 +91,7 @@ class RewardTerm(NamedTuple):
     name: str  # the ``RewardWeights`` field, the ``info["reward_<name>"]`` key
     default: float  # the default weight
     units: str  # what the weight is per
-    summary: str  # one line: what the weight does (``RewardWeights``' docstring)
-    doc: str  # what the term pays (the docs' reward table)
+    doc: str  # what the term pays (the docs' reward table and ``RewardWeights``' docstring)
 
 
 #: The reward terms, in the order the kernel computes them (``rally_env.kernels`` computes one
@@ -104,47 +103,31 @@ REWARD_TABLE: tuple[RewardTerm, ...] = (
         "progress",
         0.1,
         "per m",
-        "reward per metre of credited arc-length progress along the stage",
         "``+progress * dp``: ``dp`` is the change of the *credited* stage position (m, signed "
         "arc length along the centerline, wrap-safe on loops). Driving forward on the road "
         "pays; driving backward always costs the same amount; distance gained while off the "
         "road is forfeited (never paid), so the total can never exceed the stage length times "
         "the weight: circles, reversing and shuttling back and forth earn nothing",
     ),
-    RewardTerm(
-        "time",
-        0.1,
-        "per s",
-        "cost per second of stage time",
-        "``-time * dt`` every step (dt = 1 / control_hz s)",
-    ),
+    RewardTerm("time", 0.1, "per s", "``-time * dt`` every step (dt = 1 / control_hz s)"),
     RewardTerm(
         "off_road",
         0.5,
         "per s",
-        "cost per second with the car's centre beyond a road edge",
         "``-off_road * dt`` every step the car's centre is beyond a road edge",
     ),
     RewardTerm(
         "crash",
         20.0,
         "once",
-        "terminal cost when an episode ends off_stage, rolled, stuck or wrong_way",
         "``-crash`` once, when the episode ends ``off_stage``, ``rolled``, ``stuck`` or "
         "``wrong_way``",
     ),
-    RewardTerm(
-        "finish",
-        20.0,
-        "once",
-        "bonus for crossing the finish line",
-        "``+finish`` once, on crossing the finish line",
-    ),
+    RewardTerm("finish", 20.0, "once", "``+finish`` once, on crossing the finish line"),
     RewardTerm(
         "action_change",
         0.0,
         "per unit squared",
-        "cost per unit squared change of the action vector between steps",
         "``-action_change * sum((a_t - a_(t-1))^2)`` over the four action components (smooth "
         "steering; 0 by default)",
     ),
@@ -154,14 +137,7 @@ REWARD_TERMS: tuple[str, ...] = tuple(t.name for t in REWARD_TABLE)
 #: The terms every replay form of the config carries, at any weight (the first replays stored
 #: these). A term after them is written only when its weight is not its default, so adding a
 #: term leaves every stored replay's config form, and so its digest, as it was.
-ALWAYS_RECORDED_TERMS: tuple[str, ...] = (
-    "progress",
-    "time",
-    "off_road",
-    "crash",
-    "finish",
-    "action_change",
-)
+ALWAYS_RECORDED_TERMS = ("progress", "time", "off_road", "crash", "finish", "action_change")
 
 
 def _reward_weights_post_init(self: Any) -> None:
@@ -180,7 +156,7 @@ RewardWeights = dataclasses.make_dataclass(
         "__module__": __name__,
         "__doc__": "Weights of the named reward terms (see the env docstring for each term).\n\n"
         "    Attributes:\n"
-        + "".join(f"        {t.name}: {t.summary} ({t.units}).\n" for t in REWARD_TABLE),
+        + "".join(f"        {t.name} ({t.units}): {t.doc}.\n" for t in REWARD_TABLE),
         "__post_init__": _reward_weights_post_init,
     },
     frozen=True,

@@ -24,7 +24,7 @@ def test_weights_are_the_table():
     assert names == [t.name for t in REWARD_TABLE] == list(K.REWARD_TERMS)
     assert dataclasses.asdict(RewardWeights()) == {t.name: t.default for t in REWARD_TABLE}
     for t in REWARD_TABLE:
-        assert f"{t.name}: {t.summary} ({t.units})." in RewardWeights.__doc__
+        assert f"{t.name} ({t.units}): {t.doc}." in RewardWeights.__doc__
 
 
 def test_weights_are_checked_and_frozen():
@@ -74,7 +74,7 @@ def test_replay_form_keeps_the_first_terms_always():
 
 
 def test_a_later_term_is_recorded_only_off_its_default(monkeypatch):
-    extra = C.RewardTerm("grip", 0.5, "per s", "a later term", "a later term")
+    extra = C.RewardTerm("grip", 0.5, "per s", "a later term")
     monkeypatch.setattr(C, "REWARD_TABLE", (*REWARD_TABLE, extra))
     weights = {t.name: t.default for t in REWARD_TABLE}
     first = {n: weights[n] for n in C.ALWAYS_RECORDED_TERMS}

@@ -14,13 +14,14 @@ import json
 import math
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from physics import ROVER, VehicleParams
 from physics.errors import ParameterError
 from rally_env.errors import ConfigError
+from rally_env.spaces import OBS_SWITCHES
 
 #: Control rates the env accepts: divisors of the 480 Hz physics rate from 10 to 60 Hz.
 CONTROL_HZ_CHOICES: tuple[int, ...] = tuple(h for h in range(10, 61) if 480 % h == 0)
@@ -84,31 +85,93 @@ def _from(cls: type, value: Any, owner: str) -> Any:
     raise ConfigError(owner, value, f"must be a {cls.__name__}, a dict of overrides or None")
 
 
-@dataclass(frozen=True, slots=True)
-class RewardWeights:
-    """Weights of the named reward terms (see the env docstring for each term).
+class RewardTerm(NamedTuple):
+    """One reward term: a row of :data:`REWARD_TABLE`."""
 
-    Attributes:
-        progress: reward per metre of credited arc-length progress along the stage (per m).
-        time: cost per second of stage time (per s).
-        off_road: cost per second with the car's centre beyond a road edge (per s).
-        crash: terminal cost when an episode ends off_stage, rolled, stuck or wrong_way.
-        finish: bonus for crossing the finish line.
-        action_change: cost per unit squared change of the action vector between steps.
-    """
+    name: str  # the ``RewardWeights`` field, the ``info["reward_<name>"]`` key
+    default: float  # the default weight
+    units: str  # what the weight is per
+    doc: str  # what the term pays (the docs' reward table and ``RewardWeights``' docstring)
 
-    progress: float = 0.1
-    time: float = 0.1
-    off_road: float = 0.5
-    crash: float = 20.0
-    finish: float = 20.0
-    action_change: float = 0.0
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            object.__setattr__(
-                self, f.name, _real("reward_weights", f.name, getattr(self, f.name), 0.0, 1e6)
-            )
+#: The reward terms, in the order the kernel computes them (``rally_env.kernels`` computes one
+#: line per term). :class:`RewardWeights`, the kernel's term and weight offsets, the docs'
+#: reward table, the ``info["reward_<term>"]`` keys and the replay form of the weights
+#: (:func:`config_to_kwargs`) all follow from it.
+REWARD_TABLE: tuple[RewardTerm, ...] = (
+    RewardTerm(
+        "progress",
+        0.1,
+        "per m",
+        "``+progress * dp``: ``dp`` is the change of the *credited* stage position (m, signed "
+        "arc length along the centerline, wrap-safe on loops). Driving forward on the road "
+        "pays; driving backward always costs the same amount; distance gained while off the "
+        "road is forfeited (never paid), so the total can never exceed the stage length times "
+        "the weight: circles, reversing and shuttling back and forth earn nothing",
+    ),
+    RewardTerm("time", 0.1, "per s", "``-time * dt`` every step (dt = 1 / control_hz s)"),
+    RewardTerm(
+        "off_road",
+        0.5,
+        "per s",
+        "``-off_road * dt`` every step the car's centre is beyond a road edge",
+    ),
+    RewardTerm(
+        "crash",
+        20.0,
+        "once",
+        "``-crash`` once, when the episode ends ``off_stage``, ``rolled``, ``stuck`` or "
+        "``wrong_way``",
+    ),
+    RewardTerm("finish", 20.0, "once", "``+finish`` once, on crossing the finish line"),
+    RewardTerm(
+        "action_change",
+        0.0,
+        "per unit squared",
+        "``-action_change * sum((a_t - a_(t-1))^2)`` over the four action components (smooth "
+        "steering; 0 by default)",
+    ),
+)
+#: The reward term names, in :data:`REWARD_TABLE` order.
+REWARD_TERMS: tuple[str, ...] = tuple(t.name for t in REWARD_TABLE)
+#: The terms every replay form of the config carries, at any weight (the first replays stored
+#: these). A term after them is written only when its weight is not its default, so adding a
+#: term leaves every stored replay's config form, and so its digest, as it was.
+ALWAYS_RECORDED_TERMS = ("progress", "time", "off_road", "crash", "finish", "action_change")
+
+
+def _reward_weights_post_init(self: Any) -> None:
+    for f in fields(self):
+        object.__setattr__(
+            self, f.name, _real("reward_weights", f.name, getattr(self, f.name), 0.0, 1e6)
+        )
+
+
+#: The weights of the reward terms: a frozen dataclass with one float field per row of
+#: :data:`REWARD_TABLE` (its default weight), each checked to be in [0, 1e6].
+RewardWeights = dataclasses.make_dataclass(
+    "RewardWeights",
+    [(t.name, float, field(default=t.default)) for t in REWARD_TABLE],
+    namespace={
+        "__module__": __name__,
+        "__doc__": "Weights of the named reward terms (see the env docstring for each term).\n\n"
+        "    Attributes:\n"
+        + "".join(f"        {t.name} ({t.units}): {t.doc}.\n" for t in REWARD_TABLE),
+        "__post_init__": _reward_weights_post_init,
+    },
+    frozen=True,
+    slots=True,
+)
+
+
+def reward_weights_json(w: Any) -> dict[str, float]:
+    """The replay form of reward weights: every term of :data:`ALWAYS_RECORDED_TERMS`, and
+    any other term whose weight is not its default."""
+    return {
+        t.name: float(getattr(w, t.name))
+        for t in REWARD_TABLE
+        if t.name in ALWAYS_RECORDED_TERMS or getattr(w, t.name) != t.default
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,9 +545,11 @@ class RallyConfig:
         if not isinstance(self.discrete_actions, (bool, np.bool_)):
             raise ConfigError("discrete_actions", self.discrete_actions, "must be a bool")
         s(self, "discrete_actions", bool(self.discrete_actions))
-        if not isinstance(self.road_ahead, (bool, np.bool_)):
-            raise ConfigError("road_ahead", self.road_ahead, "must be a bool")
-        s(self, "road_ahead", bool(self.road_ahead))
+        for name in OBS_SWITCHES:  # the observation blocks' switches
+            on = getattr(self, name)
+            if not isinstance(on, (bool, np.bool_)):
+                raise ConfigError(name, on, "must be a bool")
+            s(self, name, bool(on))
         if self.render_mode not in (None, "human", "rgb_array"):
             raise ConfigError(
                 "render_mode", self.render_mode, "must be None, 'human' or 'rgb_array'"
@@ -521,7 +586,7 @@ class RallyConfig:
         parts = []
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("version", "planet", "road_ahead") and v == f.default:
+            if f.name in ("version", "planet", *OBS_SWITCHES) and v == f.default:
                 continue
             parts.append(f"{f.name}={v!r}")
         return f"RallyConfig({', '.join(parts)})"
@@ -781,12 +846,12 @@ def config_to_kwargs(config: RallyConfig, for_digest: bool = False) -> dict[str,
         "stage": _stage_json(config.stage, for_digest),
         "vehicle": vjson,
         "control_hz": int(config.control_hz),
-        "reward_weights": jsonable(dataclasses.asdict(config.reward_weights)),
+        "reward_weights": reward_weights_json(config.reward_weights),
         "termination": jsonable(dataclasses.asdict(config.termination)),
         "randomize": None if rnd is None else jsonable(dataclasses.asdict(rnd)),
         "random_stage": jsonable(config.random_stage),
         "discrete_actions": bool(config.discrete_actions),
-        # an observation option, not part of a run: recorded only when on (old forms keep
-        # their digests)
-        **({"road_ahead": True} if config.road_ahead else {}),
+        # observation blocks, not part of a run: recorded only when on (so a form without
+        # them keeps its digest)
+        **{name: True for name in OBS_SWITCHES if getattr(config, name)},
     }

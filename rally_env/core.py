@@ -25,7 +25,7 @@ from rally_env import precompile
 from rally_env import stages as S
 from rally_env.config import RallyConfig, pool_record_problem, randomized_vehicle
 from rally_env.errors import StateError
-from rally_env.spaces import ObsLayout
+from rally_env.spaces import layout_for, obs_switches
 from rally_env.statecheck import check_values
 
 STATE_FORMAT = "rally_env.state"
@@ -75,9 +75,7 @@ class RallyCore:
         # the stage's and the terrain's compiled code (an unreadable cache entry compiles again)
         self.bank = precompile.cache_safe(S.StageBank, config, self.n)
         self.version = config.version
-        self.layout = ObsLayout(
-            len(config.vehicle.wheels), version=config.version, road_ahead=config.road_ahead
-        )
+        self.layout = layout_for(config)
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
         self.sim = precompile.cache_safe(
@@ -133,10 +131,7 @@ class RallyCore:
                 )
             ),
         )
-        self._obs_switches = (
-            True if self.version >= 1 else None,
-            True if config.road_ahead else None,
-        )
+        self._obs_switches = obs_switches(config)
         self.hooks: list[CoreHooks] = []
         self._near = np.zeros(n, np.bool_)  # scratch: cars near two timing lines this step
         rs = config.random_stage if self.bank.mode == "random" else {}
@@ -336,9 +331,10 @@ class RallyCore:
 
     def _kernel_args(self) -> tuple:
         """The ``args`` every env kernel entry point takes (after its cars, and a step's
-        substeps and actions), built in one place: the observation switches (``True`` or
-        ``None``: the Rally-v1 block, the road-ahead block; numba prunes the code of a ``None``
-        one, so a Rally-v0 env does not compile them), then the records
+        substeps and actions), built in one place: the observation switches as one tuple
+        (``True`` or ``None`` per switched block, ``rally_env.spaces.obs_switches``: the
+        Rally-v1 block, the road-ahead block; numba prunes the code of a ``None`` one, so a
+        Rally-v0 env does not compile them), then the records
         :class:`~rally_env.kernels.Physics`, :class:`~rally_env.kernels.Terrain`,
         :class:`~rally_env.stages.StageTables`, :class:`~rally_env.kernels.EnvCars`,
         :class:`~rally_env.kernels.Work`, :class:`~rally_env.kernels.Setup` and
@@ -348,7 +344,7 @@ class RallyCore:
         t = self.bank.terrains
         phys, work, setup, out = self._fixed_records
         return (
-            *self._obs_switches,
+            self._obs_switches,
             phys,
             (t.grip, t.surfaces, t.tiles, t.meta),
             self.bank.tables(),

@@ -26,6 +26,7 @@ from physics.jit import njit, njit_inner
 from physics.kernel import rotation_of
 from physics.terrain import TM_TABLE, sample_surface, tile_at
 from rally_env import stages as S
+from rally_env.config import REWARD_TERMS
 from rally_env.spaces import (
     CREST_SCALE_M,
     CURVATURE_SCALE_PER_M,
@@ -95,30 +96,37 @@ END_REASONS: tuple[str, ...] = (
 )
 
 # ---------------------------------------------------------------------------- reward terms
-T_PROGRESS = 0
-T_TIME = 1
-T_OFF_ROAD = 2
-T_CRASH = 3
-T_FINISH = 4
-T_ACTION_CHANGE = 5
-REWARD_TERMS: tuple[str, ...] = ("progress", "time", "off_road", "crash", "finish", "action_change")
-N_TERMS = 6
+# REWARD_TERMS (``rally_env.config.REWARD_TABLE``' names): ``terms[k, T_*]`` per car
+N_TERMS = len(REWARD_TERMS)
+
+
+def _term(name: str) -> int:
+    """The index of reward term ``name`` (a row of ``rally_env.config.REWARD_TABLE``)."""
+    return REWARD_TERMS.index(name)
+
+
+T_PROGRESS = _term("progress")
+T_TIME = _term("time")
+T_OFF_ROAD = _term("off_road")
+T_CRASH = _term("crash")
+T_FINISH = _term("finish")
+T_ACTION_CHANGE = _term("action_change")
 
 # ------------------------------------------------------------------------- config vector
-C_W0 = 0  # 0..5: reward weights in REWARD_TERMS order
-C_OFF_MAX_M = 6
-C_OFF_MAX_SUB = 7
-C_STUCK_SUB = 8
-C_STUCK_M = 9
-C_ROLL_UPZ = 10
-C_ROLL_SUB = 11
-C_WRONG_M = 12
-C_CUT_RATIO = 13
-C_CUT_SLACK = 14
-C_LINE_TOL = 15
-C_WINDOW = 16
-C_LINE_MISS = 17
-N_C = 18
+C_OFF_MAX_M = 0
+C_OFF_MAX_SUB = 1
+C_STUCK_SUB = 2
+C_STUCK_M = 3
+C_ROLL_UPZ = 4
+C_ROLL_SUB = 5
+C_WRONG_M = 6
+C_CUT_RATIO = 7
+C_CUT_SLACK = 8
+C_LINE_TOL = 9
+C_WINDOW = 10
+C_LINE_MISS = 11
+C_W0 = 12  # C_W0 + T_*: the reward weights, in REWARD_TERMS order (last: terms may be added)
+N_C = C_W0 + N_TERMS
 
 #: A gate crossing counts only if the stage position is within this distance of the line (m).
 LINE_TOL_M = 30.0
@@ -151,11 +159,11 @@ _AHEAD_COL = np.array([S.AHEAD_WIDTHS_M.index(b - a) for a, b in ROAD_AHEAD_BINS
 
 # ------------------------------------------------------------------------------- records
 # The kernels' arrays travel as a few named records. The entry points take one plain tuple,
-# ``args`` = (obs_v1, road_on, physics, terrain, stages, env, work, setup, out), the records
-# in it as plain tuples in their fields' order (numba types a plain tuple's arrays about five
-# times faster than a named tuple's at a call from Python, which a single env pays every
-# step); ``_records`` names them per car and every helper reads named fields. ``obs_v1`` and
-# ``road_on`` are the observation switches (:func:`_write_obs`). A record holds references to
+# ``args`` = (obs_on, physics, terrain, stages, env, work, setup, out), the records in it as
+# plain tuples in their fields' order (numba types a plain tuple's arrays about five times
+# faster than a named tuple's at a call from Python, which a single env pays every step);
+# ``_records`` names them per car and every helper reads named fields. ``obs_on`` holds the
+# observation blocks' switches (:func:`_write_blocks`). A record holds references to
 # arrays owned elsewhere (RallyCore, its VehicleBatch and StageBank): building one copies
 # nothing. ``RallyCore._kernel_args`` builds ``args``; the stage tables are
 # :class:`rally_env.stages.StageTables`.
@@ -226,10 +234,9 @@ class StepOut(NamedTuple):
 @njit_inner(_nrt=False)
 def _records(args):
     """The entry points' ``args`` with its records named (copies nothing)."""
-    obs_v1, road_on, phys, terr, stages, env, work, setup, out = args
+    obs_on, phys, terr, stages, env, work, setup, out = args
     return (
-        obs_v1,
-        road_on,
+        obs_on,
         Physics(*phys),
         Terrain(*terr),
         S.StageTables(*stages),
@@ -294,13 +301,12 @@ def _clip(v, lo, hi):
 
 
 @njit_inner(_nrt=False)
-def _write_obs(k, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
+def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
     """Car ``k``'s observation into ``out.obs[k]`` (clipped to the bounds), through
-    ``work.vals[k]``.
+    ``work.vals[k]``: the base block, then the switched blocks (:func:`_write_blocks`).
 
-    ``obs_v1`` and ``road_on`` are compile-time switches, ``True`` or ``None``
-    (``RallyCore._obs_switches``): the Rally-v1 block and the road-ahead block. Returns 1 if a
-    lookahead point's terrain tile was not filled yet, else 0.
+    ``obs_on`` holds the switched blocks' switches (``rally_env.spaces.obs_switches``).
+    Returns 1 if a lookahead point's terrain tile was not filled yet, else 0.
     """
     state = phys.state
     params = phys.params
@@ -366,17 +372,29 @@ def _write_obs(k, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
         i += 1
     vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
     i += 1
-    if obs_v1 is not None:
-        i, missed = _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i)
-    else:
-        missed = 0
-    if road_on is not None:
-        i = _write_road_ahead(k, env, stages, tgrip, row, vals, i)
+    # the switches as arguments: numba prunes the code behind a None one
+    missed = _write_blocks(k, *obs_on, phys, terr, stages, env, work, setup, i)
     obs = out.obs
     obs_low = setup.obs_low
     obs_high = setup.obs_high
     for j in range(obs.shape[1]):
         obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
+    return missed
+
+
+@njit_inner(_nrt=False)
+def _write_blocks(k, v1_on, road_ahead_on, phys, terr, stages, env, work, setup, i):
+    """The switched blocks of ``rally_env.spaces.OBS_BLOCKS``, in order, each behind its
+    switch (``True`` or ``None``; numba prunes the code of a ``None`` one, so a Rally-v0 env
+    does not compile the others), from index ``i`` of ``work.vals[k]`` on. Returns 1 if a
+    lookahead point's terrain tile was not filled yet, else 0."""
+    vals = work.vals[k]
+    row = env.eistate[k, EI_ROW]
+    missed = 0
+    if v1_on is not None:
+        i, missed = _write_obs_v1(k, phys, terr, row, work.look, setup.n_wheels, vals, i)
+    if road_ahead_on is not None:
+        i = _write_road_ahead(k, env, stages, terr.grip, row, vals, i)
     return missed
 
 
@@ -654,7 +672,7 @@ def reset_cars(cars, args):
     arm their first gate and write their first observation. Returns the number of cars whose
     observation met a terrain tile not filled yet (see :func:`refresh_obs`).
 
-    ``args``: the observation switches and the records as plain tuples, (obs_v1, road_on,
+    ``args``: the observation switches and the records as plain tuples, (obs_on,
     :class:`Physics`, :class:`Terrain`, :class:`rally_env.stages.StageTables`,
     :class:`EnvCars`, :class:`Work`, :class:`Setup`, :class:`StepOut`), built in one place
     (``RallyCore._kernel_args``)."""
@@ -667,7 +685,7 @@ def reset_cars(cars, args):
 @njit_inner(_nrt=False)
 def _reset_car(k, args):
     """One car of :func:`reset_cars`."""
-    obs_v1, road_on, ph, te, st, en, wo, se, ou = _records(args)
+    obs_on, ph, te, st, en, wo, se, ou = _records(args)
     state = ph.state
     table = st.table
     estate = en.estate
@@ -696,7 +714,7 @@ def _reset_car(k, args):
     eistate[k, EI_OFF] = 1 if (wo.left[k] < 0.0 or wo.right[k] < 0.0) else 0
     eistate[k, EI_LIMIT_SUB] = int(math.ceil(table[slot, S.SL_TIME_LIMIT] * L.SUBSTEP_HZ - 1e-6))
     _arm_gate(k, state, table, st.line_gate, slot, np.int64(0))  # not a literal: one compile
-    return _write_obs(k, obs_v1, road_on, ph, te, st, en, wo, se, ou)
+    return _write_obs(k, obs_on, ph, te, st, en, wo, se, ou)
 
 
 @njit_inner(_nrt=False)
@@ -908,7 +926,7 @@ def _store(k, actions, env, work, race_prev, race, credit, best, off_travel, px,
 def _post_car(k, n_sub, actions, args):
     """One car of :func:`post_step`: project, credit, time, terminate, reward, store,
     observe (in that order: each reads what the ones before it wrote)."""
-    obs_v1, road_on, ph, te, st, en, wo, se, ou = _records(args)
+    obs_on, ph, te, st, en, wo, se, ou = _records(args)
     state = ph.state
     estate = en.estate
     cfg = se.cfg
@@ -938,7 +956,7 @@ def _post_car(k, n_sub, actions, args):
     end = _end_code(k, ph.istate, en, cfg, finished, cut, off, off_dist, race, best, up_z)
     _reward(k, dt, actions, en, cfg, ou, pay, off, end)
     _store(k, actions, en, wo, race_prev, race, credit, best, off_travel, px, py, off)
-    return _write_obs(k, obs_v1, road_on, ph, te, st, en, wo, se, ou)
+    return _write_obs(k, obs_on, ph, te, st, en, wo, se, ou)
 
 
 @njit(cache=True)
@@ -959,18 +977,18 @@ def post_step(cars, n_sub, actions, args):
 def post_step_parallel(cars, n_sub, actions, args):
     """As :func:`post_step`, with the cars spread over threads (``prange`` over cars only)."""
     # a parallel loop cannot take a tuple of tuples: it takes the records one by one
-    obs_v1, road_on, phys, terr, stages, env, work, setup, out = args
+    obs_on, phys, terr, stages, env, work, setup, out = args
     missed = 0
     for ii in prange(cars.shape[0]):
         missed += _post_car_of(
-            cars[ii], n_sub, actions, obs_v1, road_on, phys, terr, stages, env, work, setup, out
+            cars[ii], n_sub, actions, obs_on, phys, terr, stages, env, work, setup, out
         )
     return missed
 
 
 @njit_inner(_nrt=False)
-def _post_car_of(k, n_sub, actions, obs_v1, road_on, phys, terr, stages, env, work, setup, out):
+def _post_car_of(k, n_sub, actions, obs_on, phys, terr, stages, env, work, setup, out):
     """:func:`_post_car` from the records one by one (the ``prange`` loop's call: building
     ``args`` there instead costs about 10 % more per car)."""
-    args = (obs_v1, road_on, phys, terr, stages, env, work, setup, out)
+    args = (obs_on, phys, terr, stages, env, work, setup, out)
     return _post_car(k, n_sub, actions, args)

@@ -207,9 +207,13 @@ def notice(cores: bool = True) -> None:
 
 
 def fingerprint(config: Any) -> tuple:
-    """What of an env config decides the kernels' argument types: the observation version,
-    the road-ahead block, and whether the vehicle is an extended one."""
-    return (int(config.version), bool(config.road_ahead), bool(config.vehicle.extended))
+    """What of an env config decides the kernels' argument types: the version, the
+    observation blocks it switches on (``rally_env.spaces.OBS_SWITCHES``), and whether the
+    vehicle is an extended one."""
+    from rally_env.spaces import OBS_SWITCHES
+
+    blocks = tuple(bool(getattr(config, name)) for name in OBS_SWITCHES)
+    return (int(config.version), *blocks, bool(config.vehicle.extended))
 
 
 def _jit_off() -> bool:

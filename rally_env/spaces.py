@@ -7,7 +7,9 @@ tables are generated from the same :class:`ObsLayout`, so they cannot drift.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium import spaces
@@ -94,9 +96,12 @@ def wheel_labels(n_wheels: int) -> tuple[str, ...]:
 
 
 class ObsLayout:
-    """The observation vector for a vehicle with ``n_wheels`` wheels.
+    """The observation vector for a vehicle with ``n_wheels`` wheels: the :data:`OBS_BLOCKS`
+    that ``version`` and the switches (``road_ahead``, or any of :data:`OBS_SWITCHES` by
+    name) turn on, in order.
 
     Attributes:
+        blocks: the blocks, in order.
         fields: every entry, in index order.
         size: length of the vector.
         low, high: (size,) float32 bounds.
@@ -109,27 +114,36 @@ class ObsLayout:
         lookahead_m: tuple[float, ...] = LOOKAHEAD_M,
         version: int = 0,
         road_ahead: bool = False,
+        **switches: bool,
     ):
         self.n_wheels = int(n_wheels)
-        #: the road-ahead block follows the version's fields (``RallyEnv(road_ahead=True)``)
-        self.road_ahead = bool(road_ahead)
         self.lookahead_m = tuple(float(d) for d in lookahead_m)
         #: 0: the Rally-v0 layout; 1: Rally-v1 (v0's fields, then the drivetrain, wear,
         #: damage, wheel speeds and the surface grip ahead)
         self.version = int(version)
         if self.version not in (0, 1):
             raise ValueError(f"ObsLayout version must be 0 or 1, got {version!r}")
+        for name in switches:
+            if name not in OBS_SWITCHES:
+                raise ValueError(
+                    f"ObsLayout: {name!r} switches no observation block; known: "
+                    f"{', '.join(OBS_SWITCHES)}"
+                )
+        settings = {"version": self.version, "road_ahead": bool(road_ahead), **switches}
+        #: the :data:`OBS_BLOCKS` this layout has, in order
+        self.blocks = tuple(
+            b for b in OBS_BLOCKS if b.switch is None or settings.get(b.switch, False)
+        )
+        #: the road-ahead block follows the version's fields (``RallyEnv(road_ahead=True)``)
+        self.road_ahead = bool(road_ahead)
         rows: list[tuple[str, str, str, float, float]] = []
 
         def add(name, group, desc, lo=-OBS_BOUND, hi=OBS_BOUND):
             rows.append((name, group, desc, lo, hi))
 
         labels = wheel_labels(self.n_wheels)
-        _v0_fields(add, labels, self.lookahead_m)
-        if self.version >= 1:
-            _v1_fields(add, labels, self.lookahead_m)
-        if self.road_ahead:
-            _road_ahead_fields(add)
+        for block in self.blocks:
+            block.fields(add, labels, self.lookahead_m)
         self.fields = tuple(
             ObsField(i, n, g, d, float(lo), float(hi)) for i, (n, g, d, lo, hi) in enumerate(rows)
         )
@@ -323,7 +337,7 @@ def _v1_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
         )
 
 
-def _road_ahead_fields(add) -> None:
+def _road_ahead_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """The road-ahead block (``road_ahead=True``): per distance bin, the sharpest curvature,
     the sharpest crest, the elevation and the lowest grip; then the distance to the finish."""
     B = OBS_BOUND
@@ -373,6 +387,49 @@ _AHEAD_DESC = {
     "ahead_elev": f"elevation at the bin's far end minus here / {ELEVATION_SCALE_M:g} m",
     "ahead_grip": "lowest surface grip multiplier of the road",
 }
+
+
+class ObsBlock(NamedTuple):
+    """One block of the observation: a row of :data:`OBS_BLOCKS`."""
+
+    name: str
+    #: adds the block's fields: ``fields(add, wheel labels, lookahead distances)``
+    fields: Callable[[Any, list[str], tuple[float, ...]], None]
+    #: the :class:`rally_env.RallyConfig` setting that turns the block on (``None``: always on)
+    switch: str | None
+    #: the ``rally_env.kernels`` function that writes the block's values, in the fields' order
+    writer: str
+
+
+#: The observation's blocks, in the vector's order: the layout (:class:`ObsLayout`), the
+#: kernels' switches (:func:`obs_switches`), the precompile fingerprint and the replay form of
+#: a config (a block's switch is recorded only when on) follow from it.
+OBS_BLOCKS: tuple[ObsBlock, ...] = (
+    ObsBlock("base", _v0_fields, None, "_write_obs"),
+    ObsBlock("v1", _v1_fields, "version", "_write_obs_v1"),
+    ObsBlock("road_ahead", _road_ahead_fields, "road_ahead", "_write_road_ahead"),
+)
+#: The config settings that switch observation blocks on (``version`` aside, which also
+#: chooses the vehicle model): booleans, recorded in a config's replay form only when on.
+OBS_SWITCHES: tuple[str, ...] = tuple(
+    b.switch for b in OBS_BLOCKS if b.switch is not None and b.switch != "version"
+)
+
+
+def obs_switches(config: Any) -> tuple[bool | None, ...]:
+    """The env kernels' observation switches for ``config``: per switched block of
+    :data:`OBS_BLOCKS`, in order, ``True`` when it is on, else ``None`` (numba then prunes
+    its writer)."""
+    return tuple(
+        True if getattr(config, b.switch) else None for b in OBS_BLOCKS if b.switch is not None
+    )
+
+
+def layout_for(config: Any) -> ObsLayout:
+    """The observation layout of an env config (its vehicle's wheels, its blocks)."""
+    on = {name: bool(getattr(config, name)) for name in OBS_SWITCHES}
+    return ObsLayout(len(config.vehicle.wheels), version=config.version, **on)
+
 
 DEFAULT_LAYOUT = ObsLayout(4)
 #: The Rally-v1 layout of a four-wheeled vehicle (the default rover).

@@ -20,8 +20,8 @@ from rally_env.config import (
     CONTROL_HZ_CHOICES,
     ENV_IDS,
     LEGACY_ENV_IDS,
+    REWARD_TABLE,
     RandomizeConfig,
-    RewardWeights,
     TerminationConfig,
     vehicle_names,
 )
@@ -38,27 +38,11 @@ from rally_env.spaces import (
 
 ENV_MD = Path(__file__).resolve().parents[1] / "docs" / "env.md"
 
-REWARD_DOC = {
-    "progress": "``+progress * dp``: ``dp`` is the change of the *credited* stage position "
-    "(m, signed arc length along the centerline, wrap-safe on loops). Driving forward on the "
-    "road pays; driving backward always costs the same amount; distance gained while off the "
-    "road is forfeited (never paid), so the total can never exceed the stage length times the "
-    "weight: circles, reversing and shuttling back and forth earn nothing",
-    "time": "``-time * dt`` every step (dt = 1 / control_hz s)",
-    "off_road": "``-off_road * dt`` every step the car's centre is beyond a road edge",
-    "crash": "``-crash`` once, when the episode ends ``off_stage``, ``rolled``, ``stuck`` or "
-    "``wrong_way``",
-    "finish": "``+finish`` once, on crossing the finish line",
-    "action_change": "``-action_change * sum((a_t - a_(t-1))^2)`` over the four action "
-    "components (smooth steering; 0 by default)",
-}
-
 
 def reward_rows() -> list[tuple[str, float, str]]:
     """(term, default weight, what it pays) of every reward term, in the kernel's order: the
     one place the tables below read the reward terms from."""
-    rw = RewardWeights()
-    return [(name, getattr(rw, name), REWARD_DOC[name]) for name in K.REWARD_TERMS]
+    return [(t.name, t.default, t.doc) for t in REWARD_TABLE]
 
 
 INFO_DOC: dict[str, str] = {

@@ -14,8 +14,8 @@ from rally_env import ConfigError, RallyEnv, RewardWeights
 from rally_env import config as C
 from rally_env import kernels as K
 from rally_env.config import REWARD_TABLE, RallyConfig, config_to_kwargs
-from rally_env.docstrings import reward_table
 from rally_env.info import INFO_KEYS
+from tests.env_doc import reward_table
 from tests.rally_env.conftest import FULL_THROTTLE
 
 

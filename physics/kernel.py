@@ -1592,12 +1592,19 @@ def missing_tiles(s, ist, p, tiles, meta, cars, horizon_s, margin_m, out):
 
 
 @njit(cache=True)
-def set_commands(s, ist, cmds, cars):
+def set_commands(s, ist, cmds, cars, strict):
     """Write clamped commands (steer, throttle, brake, handbrake) for cars ``cars``.
 
     A row with a NaN or infinite entry is refused: that car's commands stay as they were and
-    its misuse counter goes up by one. Returns the number of refused rows.
+    its misuse counter goes up by one. Returns the number of refused rows. ``strict``: a
+    refused row refuses the whole call instead, before anything is written; returns
+    ``-1 - i`` for the first such row ``i``.
     """
+    if strict:
+        for ii in range(cars.shape[0]):
+            for j in range(4):
+                if not math.isfinite(cmds[ii, j]):
+                    return -1 - ii
     refused = 0
     for ii in range(cars.shape[0]):
         k = cars[ii]

@@ -199,15 +199,35 @@ class VehicleBatch:
                 return
         raise StepError("the terrain under the start poses could not be filled")
 
-    def set_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
+    def set_commands(
+        self, commands: np.ndarray, cars: np.ndarray | None = None, *, strict: bool = False
+    ) -> int:
         """Set held commands (steer [-1,1], throttle, brake, handbrake [0,1]) per car.
 
         Finite values are clamped. A row with NaN/inf is refused (that car keeps its previous
         commands, its misuse counter goes up). Returns the number of refused rows.
+
+        Args:
+            commands: (n, 4) rows, one per car of ``cars`` (all cars if None).
+            cars: int car indices, or None for all.
+            strict: a row with NaN/inf raises instead, and nothing changes (no command, no
+                misuse count): for callers that validated their commands already.
+
+        Raises:
+            ParameterError: wrong shape or car indices; with ``strict``, a non-finite row.
         """
-        idx = self._cars(cars)
+        idx = self._all if cars is None else self._cars(cars)
         cmd = _command_rows(commands, len(idx), 4)
-        return int(kernel.set_commands(self.state, self.istate, cmd, idx))
+        refused = int(kernel.set_commands(self.state, self.istate, cmd, idx, bool(strict)))
+        if refused < 0:
+            row = -1 - refused
+            raise ParameterError(
+                "VehicleBatch",
+                f"commands[{row}]",
+                cmd[row].tolist(),
+                f"car {int(idx[row])}'s commands must be finite; nothing was set",
+            )
+        return refused
 
     def set_tank_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
         """Skid steering: rows (left throttle, right throttle) in [-1, 1] and brake [0, 1].

@@ -18,7 +18,6 @@ import numpy as np
 
 from physics import VehicleBatch
 from physics import layout as L
-from physics.kernel import set_commands
 from rally_env import info as I
 from rally_env import kernels as K
 from rally_env import precompile
@@ -482,23 +481,31 @@ class RallyCore:
 
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray, cars: np.ndarray | None = None) -> None:
-        """Step cars (all, or ``cars``) with validated, clipped ``actions`` (N, 4) float64."""
+        """Step cars (all, or ``cars``) with validated, clipped ``actions`` (N, 4) float64
+        (:mod:`rally_env.actions`; the rows of ``cars`` are used).
+
+        The commands reach the physics through :meth:`physics.VehicleBatch.set_commands`;
+        ``actions`` is kept as the cars' last actions (:attr:`actions`, the reward's).
+
+        Raises:
+            physics.ParameterError: a row of a stepped car is not finite (the env's validation
+                raises ``InvalidAction`` first); nothing changes.
+        """
         if self._first_step:
             self._first_step = False
             precompile.cache_safe(self.step, actions, cars, undo=self._undo_point())
             precompile.mark_warm("threaded" if self.sim.parallel else "serial", self._fp)
             return
+        rows = actions if cars is None else actions[cars]
+        self.sim.set_commands(rows, cars, strict=True)
         idx = self._all if cars is None else cars
-        # the one writer of the command columns (physics' clamp and finiteness check); the
-        # env's own validation (rally_env.actions) already raised for what it would refuse
-        refused = set_commands(
-            self.sim.state, self.sim.istate, actions if cars is None else actions[cars], idx
-        )
-        if refused:
-            raise AssertionError(f"{refused} validated action rows were refused by the physics")
+        if cars is None:
+            self.actions[...] = rows
+        else:
+            self.actions[cars] = rows
         self._step_physics(cars, idx)
         post = K.post_step_parallel if self.sim.parallel else K.post_step
-        if post(idx, self.n_sub, actions, self._kernel_args()):
+        if post(idx, self.n_sub, self.actions, self._kernel_args()):
             self._fill_lookahead(idx)
 
     def _step_physics(self, cars: np.ndarray | None, idx: np.ndarray) -> None:

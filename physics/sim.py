@@ -13,8 +13,9 @@ All state lives in two arrays (``state`` float64 (N, N_STATE), ``istate`` int64 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,13 +50,26 @@ def substeps_for(control_hz: float) -> int:
     return int(n)
 
 
+def digest(chunks: Iterable[Any]) -> str:
+    """The one hash of the project's states: blake2b (16 bytes, hex) over ``chunks`` in order,
+    each ``bytes`` or a C-contiguous array (its raw memory). :func:`state_hash`,
+    ``rally_env.core.state_digest`` and ``rally_env.replay.hashing.car_state_hash`` are this
+    hash over their parts."""
+    h = hashlib.blake2b(digest_size=16)
+    for c in chunks:
+        h.update(c)
+    return h.hexdigest()
+
+
 def state_hash(state: np.ndarray, istate: np.ndarray) -> str:
-    """blake2b over the raw bytes (and shapes) of the state blocks: identifies a state."""
-    b = hashlib.blake2b(digest_size=16)
-    b.update(np.asarray([L.LAYOUT_VERSION, *state.shape, *istate.shape], np.int64).tobytes())
-    b.update(np.ascontiguousarray(state, np.float64).tobytes())
-    b.update(np.ascontiguousarray(istate, np.int64).tobytes())
-    return b.hexdigest()
+    """:func:`digest` of the raw bytes (and shapes) of the state blocks: identifies a state."""
+    return digest(
+        (
+            np.asarray([L.LAYOUT_VERSION, *state.shape, *istate.shape], np.int64),
+            np.ascontiguousarray(state, np.float64),
+            np.ascontiguousarray(istate, np.int64),
+        )
+    )
 
 
 @dataclass(frozen=True)

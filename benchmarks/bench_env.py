@@ -7,6 +7,9 @@ Figures (all at the default 20 Hz control, 24 physics substeps per step, random 
 episode resets included):
 
 - ``single``: ``gymnasium.make("RallyDirect-v0")`` (with Gymnasium's default wrappers) steps/s.
+- ``single_sampled``: ``gymnasium.make("Rally-v0")`` stepped with ``action_space.sample()``,
+  steps per wall-clock and per CPU second, best of 5 rounds (``--sampled``: only this, as one
+  JSON line, to run alternately in two trees).
 - ``vector_<n>``: ``RallyVectorEnv(n)`` car-steps/s (next-step autoreset), for n = 16, 256,
   1024, with the physics threaded (``parallel=True``, the default from 64 cars) and serial.
 - ``reset_ms_per_car``: a full reset of the 1024-car env divided by 1024, and one single-env
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -83,6 +87,31 @@ def bench_single(seconds: float, env_id: str = "RallyDirect-v0", **kw: object) -
         env.reset(seed=s)
     reset_ms = (time.perf_counter() - t1) / 50 * 1e3
     return {"steps_per_s": steps / dt, "episodes": resets, "reset_ms": reset_ms}
+
+
+def bench_sampled(rounds: int = 5, steps: int = 4000) -> dict[str, float]:
+    """``gymnasium.make("Rally-v0")`` stepped with ``action_space.sample()`` (resets
+    included): the best of ``rounds`` runs of ``steps`` steps, per wall-clock and per CPU
+    second (``time.process_time``; on a busy machine it varies less)."""
+    env = gym.make("Rally-v0")
+    env.action_space.seed(0)
+    env.reset(seed=0)
+
+    def run() -> None:
+        for _ in range(steps):
+            _, _, te, tr, _ = env.step(env.action_space.sample())
+            if te or tr:
+                env.reset()
+
+    run()  # warm up (JIT compile, caches)
+    wall = cpu = math.inf
+    for _ in range(rounds):
+        t0, c0 = time.perf_counter(), time.process_time()
+        run()
+        wall = min(wall, time.perf_counter() - t0)
+        cpu = min(cpu, time.process_time() - c0)
+    env.close()
+    return {"steps_per_s": steps / wall, "steps_per_cpu_s": steps / cpu}
 
 
 def bench_vector(n: int, seconds: float, parallel: bool | None, **kw: object) -> dict[str, float]:
@@ -351,7 +380,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the 1024-car RSS row (slow on a busy machine)",
     )
+    ap.add_argument(
+        "--sampled",
+        action="store_true",
+        help="only gymnasium.make('Rally-v0') with action_space.sample(), one JSON line "
+        "(run it alternately in two trees to compare them)",
+    )
     args = ap.parse_args(argv)
+    if args.sampled:
+        print(json.dumps({"load_avg_1min": os.getloadavg()[0], **bench_sampled()}))
+        return 0
     sec = args.seconds if args.seconds is not None else (1.5 if args.quick else 6.0)
 
     res: dict[str, object] = {
@@ -369,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
         return _write(res, args.json)
     s = bench_single(sec)
     res["single"] = s
+    res["single_sampled"] = bench_sampled()
+    print(
+        "gymnasium.make('Rally-v0') with action_space.sample(): "
+        f"{res['single_sampled']['steps_per_s']:9.0f} steps/s"
+    )
     print(
         f"gymnasium.make('RallyDirect-v0'): {s['steps_per_s']:9.0f} steps/s "
         f"({s['episodes']} episodes; reset {s['reset_ms']:.3f} ms)"

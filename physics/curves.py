@@ -485,9 +485,28 @@ class TireCurves:
 # ---------------------------------------------------------------- named sets
 
 
-def _seed_lateral(s: float, clamp: float = 1.5) -> float:
-    a = min(abs(s), clamp)
-    return 2.0 * a / (1.0 + a * a)
+def seed_lateral(alpha: float, peak: float, clamp: float) -> float:
+    """The seed's normalised lateral grip 2s/(1+s^2), s = alpha/peak, |s| clamped at ``clamp``:
+    the basic model's tire (compiled: :func:`lateral_curve`) and the knots of the named sets'
+    lateral curves.
+
+    Signed like ``alpha`` (the force opposes it): odd, |value| <= 1, exactly 1 at the peak, and
+    never below 2c/(1+c^2) past the clamp (0.92 for the seed's c = 1.5).
+    """
+    s = alpha / peak
+    a = abs(s)
+    if a > clamp:
+        a = clamp
+    f = 2.0 * a / (1.0 + a * a)
+    if s < 0.0:
+        return -f
+    if s > 0.0:
+        return f
+    return 0.0
+
+
+#: :func:`seed_lateral` compiled, for the kernels.
+lateral_curve = njit(cache=True, _nrt=False)(seed_lateral)
 
 
 def _scaled(c: Curve, f: float) -> Curve:
@@ -500,7 +519,7 @@ def _family(selectors: tuple[float, ...], curves: tuple[Curve, ...]) -> CurveFam
 
 _RALLY_LAT_S = (0.0, 0.25, 0.375, 0.5, 0.75, 1.0, 1.25, 1.5)
 _RALLY_LAT0 = Curve(
-    tuple(0.18 * s for s in _RALLY_LAT_S), tuple(_seed_lateral(s) for s in _RALLY_LAT_S)
+    tuple(0.18 * s for s in _RALLY_LAT_S), tuple(seed_lateral(s, 1.0, 1.5) for s in _RALLY_LAT_S)
 )
 _RALLY_LONG_X = (0.0, 0.05, 0.10, 0.15, 0.30, 0.60, 1.0)
 _RALLY = TireCurves(
@@ -521,7 +540,7 @@ _RALLY = TireCurves(
 _TARMAC_LONG_X = (0.0, 0.04, 0.07, 0.10, 0.20, 0.50, 1.0)
 _TARMAC_LAT0 = Curve(
     (0.0, 0.03, 0.06, 0.09, 0.12, 0.18, 0.30, 0.60),
-    (*(_seed_lateral(s) for s in (0.0, 0.25, 0.5, 0.75, 1.0)), 0.88, 0.75, 0.70),
+    (*(seed_lateral(s, 1.0, 1.5) for s in (0.0, 0.25, 0.5, 0.75, 1.0)), 0.88, 0.75, 0.70),
 )
 _TARMAC = TireCurves(
     longitudinal=_family(

@@ -52,7 +52,7 @@ import numpy as np
 from numba import prange
 
 from physics import layout as L
-from physics.curves import family_eval_seg
+from physics.curves import family_eval_seg, lateral_curve
 from physics.drivetrain import (
     drive_torque_nm,
     engine_rpm_from_wheels,
@@ -95,25 +95,6 @@ def rotation_of(s, k):
         2.0 * (qy * qz + qw * qx),
         1.0 - 2.0 * (qx * qx + qy * qy),
     )
-
-
-@njit(cache=True, _nrt=False)
-def lateral_curve(alpha, peak, clamp):
-    """Normalised lateral grip 2s/(1+s^2), s = alpha/peak, |s| clamped at ``clamp``.
-
-    Signed like ``alpha`` (the force opposes it): odd, |value| <= 1, exactly 1 at the peak, and
-    never below 2c/(1+c^2) past the clamp (0.92 for the seed's c = 1.5).
-    """
-    s = alpha / peak
-    a = abs(s)
-    if a > clamp:
-        a = clamp
-    f = 2.0 * a / (1.0 + a * a)
-    if s < 0.0:
-        return -f
-    if s > 0.0:
-        return f
-    return 0.0
 
 
 @njit(cache=True, _nrt=False)
@@ -1592,12 +1573,19 @@ def missing_tiles(s, ist, p, tiles, meta, cars, horizon_s, margin_m, out):
 
 
 @njit(cache=True)
-def set_commands(s, ist, cmds, cars):
+def set_commands(s, ist, cmds, cars, strict):
     """Write clamped commands (steer, throttle, brake, handbrake) for cars ``cars``.
 
     A row with a NaN or infinite entry is refused: that car's commands stay as they were and
-    its misuse counter goes up by one. Returns the number of refused rows.
+    its misuse counter goes up by one. Returns the number of refused rows. ``strict``: a
+    refused row refuses the whole call instead, before anything is written; returns
+    ``-1 - i`` for the first such row ``i``.
     """
+    if strict:
+        for ii in range(cars.shape[0]):
+            for j in range(4):
+                if not math.isfinite(cmds[ii, j]):
+                    return -1 - ii
     refused = 0
     for ii in range(cars.shape[0]):
         k = cars[ii]

@@ -13,8 +13,9 @@ All state lives in two arrays (``state`` float64 (N, N_STATE), ``istate`` int64 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,13 +50,26 @@ def substeps_for(control_hz: float) -> int:
     return int(n)
 
 
+def digest(chunks: Iterable[Any]) -> str:
+    """The one hash of the project's states: blake2b (16 bytes, hex) over ``chunks`` in order,
+    each ``bytes`` or a C-contiguous array (its raw memory). :func:`state_hash`,
+    ``rally_env.core.state_digest`` and ``rally_env.replay.hashing.car_state_hash`` are this
+    hash over their parts."""
+    h = hashlib.blake2b(digest_size=16)
+    for c in chunks:
+        h.update(c)
+    return h.hexdigest()
+
+
 def state_hash(state: np.ndarray, istate: np.ndarray) -> str:
-    """blake2b over the raw bytes (and shapes) of the state blocks: identifies a state."""
-    b = hashlib.blake2b(digest_size=16)
-    b.update(np.asarray([L.LAYOUT_VERSION, *state.shape, *istate.shape], np.int64).tobytes())
-    b.update(np.ascontiguousarray(state, np.float64).tobytes())
-    b.update(np.ascontiguousarray(istate, np.int64).tobytes())
-    return b.hexdigest()
+    """:func:`digest` of the raw bytes (and shapes) of the state blocks: identifies a state."""
+    return digest(
+        (
+            np.asarray([L.LAYOUT_VERSION, *state.shape, *istate.shape], np.int64),
+            np.ascontiguousarray(state, np.float64),
+            np.ascontiguousarray(istate, np.int64),
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -199,15 +213,35 @@ class VehicleBatch:
                 return
         raise StepError("the terrain under the start poses could not be filled")
 
-    def set_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
+    def set_commands(
+        self, commands: np.ndarray, cars: np.ndarray | None = None, *, strict: bool = False
+    ) -> int:
         """Set held commands (steer [-1,1], throttle, brake, handbrake [0,1]) per car.
 
         Finite values are clamped. A row with NaN/inf is refused (that car keeps its previous
         commands, its misuse counter goes up). Returns the number of refused rows.
+
+        Args:
+            commands: (n, 4) rows, one per car of ``cars`` (all cars if None).
+            cars: int car indices, or None for all.
+            strict: a row with NaN/inf raises instead, and nothing changes (no command, no
+                misuse count): for callers that validated their commands already.
+
+        Raises:
+            ParameterError: wrong shape or car indices; with ``strict``, a non-finite row.
         """
-        idx = self._cars(cars)
+        idx = self._all if cars is None else self._cars(cars)
         cmd = _command_rows(commands, len(idx), 4)
-        return int(kernel.set_commands(self.state, self.istate, cmd, idx))
+        refused = int(kernel.set_commands(self.state, self.istate, cmd, idx, bool(strict)))
+        if refused < 0:
+            row = -1 - refused
+            raise ParameterError(
+                "VehicleBatch",
+                f"commands[{row}]",
+                cmd[row].tolist(),
+                f"car {int(idx[row])}'s commands must be finite; nothing was set",
+            )
+        return refused
 
     def set_tank_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
         """Skid steering: rows (left throttle, right throttle) in [-1, 1] and brake [0, 1].

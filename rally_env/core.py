@@ -10,15 +10,14 @@ its own rows in every array, and the kernels touch only its rows.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
 
 from physics import VehicleBatch
 from physics import layout as L
-from physics.kernel import set_commands
+from physics.sim import digest
 from rally_env import info as I
 from rally_env import kernels as K
 from rally_env import precompile
@@ -478,42 +477,51 @@ class RallyCore:
 
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray, cars: np.ndarray | None = None) -> None:
-        """Step cars (all, or ``cars``) with validated, clipped ``actions`` (N, 4) float64."""
+        """Step cars (all, or ``cars``) with validated, clipped ``actions`` (N, 4) float64
+        (:mod:`rally_env.actions`; the rows of ``cars`` are used).
+
+        The commands reach the physics through :meth:`physics.VehicleBatch.set_commands`;
+        ``actions`` is kept as the cars' last actions (:attr:`actions`, the reward's).
+
+        Raises:
+            physics.ParameterError: a row of a stepped car is not finite (the env's validation
+                raises ``InvalidAction`` first); nothing changes.
+        """
         if self._first_step:
             self._first_step = False
             precompile.cache_safe(self.step, actions, cars, undo=self._undo_point())
             precompile.mark_warm("threaded" if self.sim.parallel else "serial", self._fp)
             return
+        rows = actions if cars is None else actions[cars]
+        self.sim.set_commands(rows, cars, strict=True)
         idx = self._all if cars is None else cars
-        # the one writer of the command columns (physics' clamp and finiteness check); the
-        # env's own validation (rally_env.actions) already raised for what it would refuse
-        refused = set_commands(
-            self.sim.state, self.sim.istate, actions if cars is None else actions[cars], idx
-        )
-        if refused:
-            raise AssertionError(f"{refused} validated action rows were refused by the physics")
-        self._step_physics(cars, idx)
+        if cars is None:
+            self.actions[...] = rows
+        else:
+            self.actions[cars] = rows
+        self._step_physics(idx)
         post = K.post_step_parallel if self.sim.parallel else K.post_step
-        if post(idx, self.n_sub, actions, self._kernel_args()):
+        if post(idx, self.n_sub, self.actions, self._kernel_args()):
             self._fill_lookahead(idx)
 
-    def _step_physics(self, cars: np.ndarray | None, idx: np.ndarray) -> None:
+    def _step_physics(self, idx: np.ndarray) -> None:
         """One control step of physics. Cars that may cross two timing lines in it go
         substep by substep, the next gate armed after each crossing, so every line is timed
         inside its substep (bit-identical physics: a step of n substeps is n steps of one)."""
         b = self.bank
         near = self._near[: len(idx)]
+        sim = self.sim
         if not K.lines_within_reach(
-            idx, self.sim.state, self.estate, self.eistate, b.table, b.line_race, self.dt, near
+            idx, sim.state, self.estate, self.eistate, b.table, b.line_race, self.dt, near
         ):
-            self.sim.step(self.n_sub, cars)
+            sim.advance(self.n_sub, idx, L.DT)
             return
         multi = idx[near]
         rest = idx[~near]
         if rest.size:
-            self.sim.step(self.n_sub, rest)
+            sim.advance(self.n_sub, rest, L.DT)
         for _ in range(self.n_sub):
-            self.sim.step(1, multi)
+            sim.advance(1, multi, L.DT)
             K.collect_line_crossings(
                 multi,
                 self.sim.state,
@@ -837,29 +845,29 @@ class RallyCore:
             h.after_set_cars(cars)
 
 
-def _feed(h: Any, obj: Any) -> None:
+def _chunks(obj: Any) -> Iterator[bytes]:
+    """The bytes :func:`state_digest` hashes of a state entry (arrays with dtype and shape,
+    dict keys sorted, floats as float64)."""
     if isinstance(obj, np.ndarray):
-        h.update(repr((obj.dtype.str, obj.shape)).encode())
-        h.update(np.ascontiguousarray(obj).tobytes())
+        yield repr((obj.dtype.str, obj.shape)).encode()
+        yield np.ascontiguousarray(obj).tobytes()
     elif isinstance(obj, dict):
-        h.update(b"{")
+        yield b"{"
         for key in sorted(obj, key=str):
-            h.update(repr(key).encode())
-            _feed(h, obj[key])
-        h.update(b"}")
+            yield repr(key).encode()
+            yield from _chunks(obj[key])
+        yield b"}"
     elif isinstance(obj, (list, tuple)):
-        h.update(b"[")
+        yield b"["
         for x in obj:
-            _feed(h, x)
-        h.update(b"]")
+            yield from _chunks(x)
+        yield b"]"
     elif isinstance(obj, float):
-        h.update(np.float64(obj).tobytes())
+        yield np.float64(obj).tobytes()
     else:
-        h.update(repr(obj).encode())
+        yield repr(obj).encode()
 
 
 def state_digest(st: dict[str, Any]) -> str:
-    """blake2b over every entry of a state except ``digest`` itself."""
-    h = hashlib.blake2b(digest_size=16)
-    _feed(h, {k: v for k, v in st.items() if k != "digest"})
-    return h.hexdigest()
+    """:func:`physics.sim.digest` over every entry of a state except ``digest`` itself."""
+    return digest(_chunks({k: v for k, v in st.items() if k != "digest"}))

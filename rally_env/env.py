@@ -129,7 +129,7 @@ class RallyEnv(gym.Env):
         self._validate = (
             validate_discrete if self.config.discrete_actions else (validate_continuous)
         )
-        self._cmd = self.core.actions
+        self._cmd = np.zeros((1, 4))  # the validated action
         self._needs_reset = True
         self._renderer: Any = None
 

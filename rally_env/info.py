@@ -27,7 +27,7 @@ identical runs have equal info dicts (Gymnasium's determinism checks compare the
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -119,11 +119,6 @@ class NanEqualArray(np.ndarray):
         if func in (np.allclose, np.isclose, np.array_equal):
             kwargs = {**kwargs, "equal_nan": True}
         return super().__array_function__(func, types, args, kwargs)
-
-
-def _stage_seeds(core: RallyCore) -> np.ndarray:
-    """Generator seed per stage slot (-1 for a stage not generated)."""
-    return core.bank.slot_seeds
 
 
 def checkpoint_width(core: RallyCore) -> int:
@@ -224,7 +219,8 @@ def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
 
     The one place an info dict is built: one compiled pass fills a few blocks allocated for
     this call, and every value is a view of them (so none shares memory with the env or with
-    another call's info).
+    another call's info). What does not change over the env's life (the keys, where each
+    value sits in the blocks, the kernel's flags) is worked out once per core.
 
     Args:
         core: the env's :class:`rally_env.core.RallyCore`.
@@ -236,35 +232,41 @@ def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
         ``{key: array (M, *shape)}`` (or ``(*shape)`` for one car) in :data:`INFO_KEYS` order
         (+ :data:`INFO_KEYS_V1` for version 1, + ``randomization_*`` with randomization on).
     """
+    spec = core.__dict__.get("_info_spec") or _spec(core)
     one = isinstance(cars, (int, np.integer))
     if one:
-        idx = np.array([int(cars)], np.int64)
+        k = int(cars)
+        idx = spec.rows.get(k)
+        if idx is None:
+            idx = spec.rows[k] = np.array([k], np.int64)
     else:
+        k = 0
         idx = core._all if cars is None else np.ascontiguousarray(cars, np.int64)
-    m, nw, b, sim = len(idx), core.n_wheels, core.bank, core.sim
+    m, b, sim = len(idx), core.bank, core.sim
     f = np.empty((N_F, m))
     i_ = np.empty((len(_I_KEYS), m), np.int64)
     fl = np.empty((len(_B_KEYS), m), np.bool_)
-    cp = np.empty((m, checkpoint_width(core)))
-    w = np.empty((m, 4 * nw + 3))
-    plan, flags = _plan(core)
+    cp = np.empty((m, spec.cp_width))
+    w = np.empty((m, spec.w_width))
     _fill_cars(
         idx, core.estate, core.eistate, sim.state, sim.istate, core.terms, core.etimes,
-        b.table, _stage_seeds(core), b.slot_laps, flags, f, i_, fl, cp, w,
+        b.table, b.slot_seeds, b.slot_laps, spec.flags, f, i_, fl, cp, w,
     )  # fmt: skip
-    if core.config.randomize is not None:
-        rd, mu = core.rand_draws[idx].T, core.rand_section_mu[idx]
-    else:
-        rd = mu = f
     if one:  # per-car shapes; the floats that can be NaN compare NaN-equal
-        blocks = (f[:, 0], i_[:, 0], fl[:, 0], cp.view(NanEqualArray)[0], w[0])
-        blocks += (f.view(NanEqualArray)[:, 0], rd[:, 0], mu.view(NanEqualArray)[0])
+        f0 = f[:, 0]
+        blocks: tuple = (f0, i_[:, 0], fl[:, 0], cp[0].view(NanEqualArray), w[0])
+        blocks += (f0.view(NanEqualArray),)
+        if spec.randomized:
+            mu = core.rand_section_mu[k].copy().view(NanEqualArray)
+            blocks += (core.rand_draws[k].copy(), mu)
     else:
-        blocks = (f, i_, fl, cp, w, f, rd, mu)
-    return {key: blocks[block][sel] for key, block, sel in plan}
+        blocks = (f, i_, fl, cp, w, f)
+        if spec.randomized:
+            blocks += (core.rand_draws[idx].T, core.rand_section_mu[idx])
+    return {key: blocks[block][sel] for key, block, sel in spec.plan}
 
 
-#: the rows of each block (see :func:`_plan`)
+#: the rows of each block (see :func:`_spec`)
 _I_INDEX = {k: j for j, k in enumerate(_I_KEYS)}
 _B_INDEX = {k: j for j, k in enumerate(_B_KEYS)}
 _F_INDEX = {k: j for j, k in enumerate(_F_KEYS + _F_KEYS_V1)}
@@ -272,14 +274,23 @@ _F_INDEX = {k: j for j, k in enumerate(_F_KEYS + _F_KEYS_V1)}
 _NAN_KEYS = ("finish_time_s", "checkpoint_times_s", "randomization_section_mu_scale")
 
 
-def _plan(core: RallyCore) -> tuple[list[tuple[str, int, Any]], np.ndarray]:
-    """``[(key, block, selection)]`` in key order and the kernel's flags, for this core's
-    version, wheel count and randomization (cached on the core). Blocks: 0 floats, 1 ints,
-    2 bools, 3 checkpoint times, 4 per-wheel and position, 5 NaN-able floats, 6 drawn
-    randomization values, 7 drawn section grip."""
-    cached = getattr(core, "_info_plan", None)
-    if cached is not None:
-        return cached
+class _Spec(NamedTuple):
+    """What :func:`build_info` needs of a core that never changes (cached on the core)."""
+
+    #: ``[(key, block, selection)]`` in key order. Blocks: 0 floats, 1 ints, 2 bools,
+    #: 3 checkpoint times, 4 per-wheel and position, 5 NaN-able floats, 6 drawn
+    #: randomization values, 7 drawn section grip; a selection picks the key's row of its
+    #: block (the leading ``...`` of a row's selection is a car's, or a single env's 0-d value)
+    plan: list[tuple[str, int, Any]]
+    flags: np.ndarray  # the kernel's flags
+    cp_width: int  # checkpoint_width(core)
+    w_width: int  # columns of the per-wheel block
+    randomized: bool
+    rows: dict[int, np.ndarray]  # car k -> [k] (int64), made on first use
+
+
+def _spec(core: RallyCore) -> _Spec:
+    """The info's layout for this core's version, wheel count and randomization."""
     nw = core.n_wheels
     wheels = {
         "wheel_loads_n": slice(0, nw),
@@ -301,15 +312,17 @@ def _plan(core: RallyCore) -> tuple[list[tuple[str, int, Any]], np.ndarray]:
             plan.append((key, 3, Ellipsis))
         else:
             plan.append((key, 4, (Ellipsis, wheels[key])))
-    if core.config.randomize is not None:
+    randomized = core.config.randomize is not None
+    if randomized:
         for j, name in enumerate(RANDOMIZED_SCALARS):
             plan.append((f"randomization_{name}", 6, (j, Ellipsis)))
         plan.append(("randomization_section_mu_scale", 7, Ellipsis))
     flags = np.array(
         [core.bank.mode == "random", core.version >= 1, core.sim.extended, nw], np.int64
     )
-    core._info_plan = (plan, flags)
-    return core._info_plan
+    spec = _Spec(plan, flags, checkpoint_width(core), 4 * nw + 3, randomized, {})
+    core._info_spec = spec
+    return spec
 
 
 def end_reason(info: dict[str, Any]) -> Any:

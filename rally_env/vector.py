@@ -113,7 +113,7 @@ class RallyVectorEnv(VectorEnv):
         self._validate = (
             validate_discrete if self.config.discrete_actions else (validate_continuous)
         )
-        self._cmd = self.core.actions
+        self._cmd = np.zeros((self.num_envs, 4))  # the validated actions
         self._autoreset = np.zeros(self.num_envs, np.bool_)
         self._needs_reset = True
         self._all = np.arange(self.num_envs, dtype=np.int64)

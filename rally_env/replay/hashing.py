@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
 
 from physics import layout as L
+from physics.sim import digest
 from rally_env import kernels as K
 
 _ZERO_I = (L.I_TERRAIN,)
@@ -15,33 +15,35 @@ _ZERO_EI = (K.EI_SLOT, K.EI_ROW)
 
 
 def car_state_hash(core: Any, k: int) -> str:
-    """blake2b of everything that shapes car ``k``'s future, independent of the batch.
+    """:func:`physics.sim.digest` of everything that shapes car ``k``'s future, independent
+    of the batch.
 
     Covers the physics state and parameter rows, the env's per-car state, timing, reward,
     termination and observation; the indices that only say *where* in a batch the car lives
     (terrain-set row, stage slot) are zeroed, so car ``k`` of a vector env and the single env
     reproducing it hash the same.
     """
-    h = hashlib.blake2b(digest_size=16)
     sim = core.sim
-    # the batch's own widths: N_STATE for basic vehicles, N_STATE_EXT for extended ones
-    h.update(
-        np.asarray(
-            [L.LAYOUT_VERSION, sim.state.shape[1], sim.istate.shape[1], K.N_E, K.N_EI], np.int64
-        )
-    )
-    h.update(np.ascontiguousarray(sim.state[k], np.float64).tobytes())
     ist = sim.istate[k].copy()
     ist[list(_ZERO_I)] = 0
-    h.update(ist.tobytes())
-    h.update(np.ascontiguousarray(sim.params[k], np.float64).tobytes())
-    h.update(np.ascontiguousarray(core.estate[k]).tobytes())
     ei = core.eistate[k].copy()
     ei[list(_ZERO_EI)] = 0
-    h.update(ei.tobytes())
     nl = core.lines_of(k)
-    h.update(np.ascontiguousarray(core.etimes[k, :nl]).tobytes())
-    h.update(np.ascontiguousarray(core.obs[k]).tobytes())
-    h.update(np.asarray([core.rew[k]], np.float64).tobytes())
-    h.update(np.asarray([core.term[k], core.trunc[k]], np.bool_).tobytes())
-    return h.hexdigest()
+    return digest(
+        (
+            # the batch's own widths: N_STATE for basic vehicles, N_STATE_EXT for extended ones
+            np.asarray(
+                [L.LAYOUT_VERSION, sim.state.shape[1], sim.istate.shape[1], K.N_E, K.N_EI],
+                np.int64,
+            ),
+            np.ascontiguousarray(sim.state[k], np.float64),
+            ist,
+            np.ascontiguousarray(sim.params[k], np.float64),
+            np.ascontiguousarray(core.estate[k]),
+            ei,
+            np.ascontiguousarray(core.etimes[k, :nl]),
+            np.ascontiguousarray(core.obs[k]),
+            np.asarray([core.rew[k]], np.float64),
+            np.asarray([core.term[k], core.trunc[k]], np.bool_),
+        )
+    )

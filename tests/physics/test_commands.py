@@ -33,6 +33,22 @@ def test_refusal_is_per_car(rover_on):
     np.testing.assert_array_equal(sim.misuse_count, [0, 1])
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_strict_commands_refuse_the_whole_call_and_change_nothing(rover_on, bad):
+    sim = rover_on(3)
+    sim.set_commands(np.tile([0.3, 0.8, 0.0, 0.0], (3, 1)))
+    h = sim.state_hash()
+    cmd = np.tile([0.5, 1.0, 0.0, 0.0], (3, 1))
+    cmd[2, 3] = bad
+    with pytest.raises(ParameterError, match=r"commands\[2\].*car 2.*must be finite"):
+        sim.set_commands(cmd, strict=True)
+    with pytest.raises(ParameterError, match=r"commands\[1\].*car 2.*must be finite"):
+        sim.set_commands(cmd[1:], cars=np.array([0, 2]), strict=True)
+    assert sim.state_hash() == h  # no command written, no misuse counted
+    assert sim.set_commands(np.tile([3.0, 0.5, 0.0, 0.0], (3, 1)), strict=True) == 0
+    np.testing.assert_array_equal(sim.commands[:, 0], [1.0, 1.0, 1.0])
+
+
 def test_command_shape_errors(rover_on):
     sim = rover_on(2)
     with pytest.raises(ParameterError, match="shape"):

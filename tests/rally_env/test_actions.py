@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from gymnasium.error import InvalidAction, ResetNeeded
 
+from physics import ParameterError
 from physics import layout as L
 from rally_env import DEFAULT_LAYOUT, DISCRETE_ACTIONS, RallyEnv, RallyVectorEnv
 
@@ -97,6 +98,32 @@ def test_vector_actions():
     _unchanged(venv, snap)
     venv.step(np.full((3, 4), 9.0, np.float32))  # clipped
     assert venv.core.actions[:, 0].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_core_step_refuses_non_finite_rows_with_a_typed_error():
+    env = RallyEnv()
+    env.reset(seed=0)
+    env.step(np.array([0.1, 0.8, 0.0, 0.0], np.float32))
+    snap = _snapshot(env)
+    last = env.core.actions.copy()
+    bad = np.array([[0.0, np.nan, 0.0, 0.0]])
+    with pytest.raises(ParameterError, match="must be finite"):
+        env.core.step(bad)
+    _unchanged(env, snap)
+    assert np.array_equal(env.core.actions, last)
+
+
+def test_refused_vector_step_keeps_the_last_actions():
+    venv = RallyVectorEnv(2, autoreset_mode="Disabled", termination={"time_limit_s": 0.1})
+    venv.reset(seed=0)
+    a = np.tile([0.2, 1.0, 0.0, 0.0], (2, 1)).astype(np.float32)
+    venv.step(a)
+    venv.step(a)
+    st = venv.get_state()
+    with pytest.raises(ResetNeeded):
+        venv.step(np.zeros((2, 4), np.float32))
+    assert np.array_equal(venv.core.actions, st["actions"])
+    assert venv.get_state()["digest"] == st["digest"]
 
 
 def test_discrete_actions():

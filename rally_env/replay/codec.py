@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rally_env.config import config_to_kwargs, jsonable
+from rally_env.config import RallyConfig, config_to_kwargs, jsonable
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets, ReplayBudgetError, check_stage_doc
 from rally_env.replay.errors import ReplayFormatError, ReplayTooLargeError
 
@@ -35,21 +35,11 @@ __all__ = [
 #: accepts is far less (:class:`~rally_env.replay.budgets.Budgets`).
 MAX_STEPS = 60 * 3600 * 24
 
-#: The constructor arguments a replay may carry: exactly those that shape a run (never
-#: ``render_mode``). A verifier builds its env from these and nothing else.
-ENV_KWARGS = (
-    "stage",
-    "vehicle",
-    "control_hz",
-    "reward_weights",
-    "termination",
-    "randomize",
-    "random_stage",
-    "discrete_actions",
-    "version",
-    "planet",
-    "road_ahead",
-)
+#: The constructor arguments a replay may carry: exactly those that shape a run, i.e. every
+#: :class:`~rally_env.config.RallyConfig` setting but ``render_mode`` (so an observation
+#: block's switch added to the config is carried with no change here). A verifier builds its
+#: env from these and nothing else.
+ENV_KWARGS = tuple(f.name for f in dataclasses.fields(RallyConfig) if f.name != "render_mode")
 _NOT_A_PATH = "(stage files are embedded in replays, never read from a path)"
 
 

@@ -91,3 +91,20 @@ def test_a_new_block_joins_the_layout_by_its_switch(monkeypatch):
     assert on.size == base.size + 1
     assert on.fields[-1].name == "demo_block" and on.index["demo_block"] == base.size
     assert [b.name for b in on.blocks][-1] == "demo_block"
+
+
+def test_the_env_takes_every_switch_by_name_and_refuses_others():
+    """A block's switch reaches the env by name (``RallyEnv(**{switch: True})``) with no
+    parameter of its own in ``RallyEnv.__init__``, and a replay carries every config setting
+    but ``render_mode``; an unknown keyword is a ConfigError naming it."""
+    from rally_env import RallyEnv
+    from rally_env.replay.codec import ENV_KWARGS
+
+    assert set(OBS_SWITCHES) <= set(ENV_KWARGS)
+    assert "render_mode" not in ENV_KWARGS
+    env = RallyEnv(**{name: True for name in OBS_SWITCHES})
+    assert all(getattr(env.config, name) for name in OBS_SWITCHES)
+    env.close()
+    with pytest.raises(ConfigError) as e:
+        RallyEnv(sideways=True)
+    assert e.value.field == "sideways"

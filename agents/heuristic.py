@@ -814,10 +814,6 @@ class HeuristicDriver:
             "path_curvature_per_m": d[:, D_PATH_CURV].copy(),
         }
 
-    def target_speed(self, obs: Any) -> np.ndarray:
-        """(N,) speed target (m/s) for observations (N, D), memory unchanged."""
-        return self.plan(obs)["target_speed_mps"]
-
 
 def fingerprint(driver: HeuristicDriver | None = None) -> dict[str, Any]:
     """The settings of a driver (default: the ``--agent heuristic`` one) that its stage times

@@ -536,10 +536,6 @@ class ReferenceProfile:
     line_length_m: float
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def speed_at(self, stage_s_m: np.ndarray | float) -> np.ndarray:
-        """Reference speed interpolated at stage positions (m/s)."""
-        return np.interp(stage_s_m, self.stage_s_m, self.v_mps)
-
 
 _CACHE: dict[tuple[str, str, str], ReferenceProfile] = {}
 

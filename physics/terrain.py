@@ -316,7 +316,6 @@ class TerrainSet:
         #: the base row each variant row shares (variants start on row 0)
         self._variant_base = np.zeros(rows, np.int64)
         self._variant_base[: self.n_base] = np.arange(self.n_base)
-        self.tiles_filled = 0  # tiles filled since construction (a counter for benchmarks)
         for row in range(self.n_base, rows):
             self.meta[row] = self.meta[0]
             self.grip[row] = self.grip[0]
@@ -420,7 +419,6 @@ class TerrainSet:
         self.heights.reshape(-1, TILE_NODES)[slots] = h
         self.surfaces.reshape(-1, TILE_NODES)[slots] = s
         self.tiles[int(self.meta[row, TM_TABLE]) + lin] = slots
-        self.tiles_filled += len(lin)
 
     def _follow(self, row: int) -> None:
         """Variant rows of base ``row`` take its (new) grid; their grip stays theirs."""
@@ -521,7 +519,6 @@ class TerrainSet:
         self.heights.reshape(-1, TILE_NODES)[slots] = hb
         self.surfaces.reshape(-1, TILE_NODES)[slots] = sb
         self.tiles[off + lin] = slots
-        self.tiles_filled += len(lin)
         return len(lin)
 
     def fill_around(self, rows: np.ndarray, xs: np.ndarray, ys: np.ndarray, radius_m) -> int:

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from agents.evaluate import HELD_OUT_SEED_BASE, RunResult, _clean
+from agents.progress import Progress
 
 #: Version of the JSON ``rally benchmark --json`` writes.
 SCHEMA_VERSION = 1
@@ -679,7 +680,14 @@ def run_benchmark(
         remote = benchmark_chunks(
             agent, [specs for _, specs in plan], chunk=chunk, seed=seed, address=address
         )
-    bar = _Progress(total, f"benchmark {name}", enabled=progress)
+    bar = Progress(total, f"rally benchmark {name}", "stage", enabled=progress)
+    n_finished = 0
+
+    def on_done(run: RunResult) -> None:
+        nonlocal n_finished
+        n_finished += run.finished
+        bar.update(f"{n_finished}/{bar.done + 1} finished")
+
     rows: list[StageRow] = []
     timing = {"build_s": 0.0, "reference_s": 0.0, "heuristic_s": 0.0}
     metrics: dict[str, dict[str, Any]] = {}
@@ -689,9 +697,9 @@ def run_benchmark(
             stages = [bs.build(sp) for sp in specs]
             timing["build_s"] += time.perf_counter() - t0
             if remote is not None:
-                runs = remote.runs(k, on_done=bar.step)
+                runs = remote.runs(k, on_done=on_done)
             else:
-                runs, b_s = run_stages(policy, stages, chunk=chunk, on_done=bar.step)
+                runs, b_s = run_stages(policy, stages, chunk=chunk, on_done=on_done)
                 timing["build_s"] += b_s
             digests = [st.digest() for st in stages]
             # reference and heuristic times: the baseline's, else computed here
@@ -778,45 +786,6 @@ def _stage_row(
         oracle_time_s=o_t,
         gap_oracle_pct=gap(o_t),
     )
-
-
-class _Progress:
-    """A progress bar over stages in a terminal (tqdm when installed); otherwise, as in a
-    log, a first line and a plain line per ten stages."""
-
-    def __init__(self, total: int, desc: str, enabled: bool):
-        self.total = total
-        self.n = 0
-        self.fin = 0
-        self.enabled = enabled
-        self.bar = None
-        if enabled:
-            if sys.stderr.isatty():
-                try:
-                    from tqdm.auto import tqdm
-                except ImportError:
-                    pass
-                else:
-                    self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr)
-            if self.bar is None:
-                print(f"{desc}: {total} stages", file=sys.stderr, flush=True)
-
-    def step(self, run: RunResult) -> None:
-        self.n += 1
-        self.fin += run.finished
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.set_postfix(finished=f"{self.fin}/{self.n}", refresh=False)
-            self.bar.update(1)
-        elif self.n % 10 == 0 or self.n == self.total:
-            print(
-                f"  {self.n}/{self.total} stages, {self.fin} finished", file=sys.stderr, flush=True
-            )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 # ------------------------------------------------------------------------------------ CLI

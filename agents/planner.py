@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from agents.heuristic import LINE_MAX, TUNE_NEUTRAL, HeuristicDriver
+from agents.progress import Progress
 from rally_env.kernels import EI_END
 
 
@@ -281,7 +282,6 @@ class _Episode:
         self.run: PlannerRun | None = PlannerRun(stage=env.core.stage_name(0))
         self.last = self.run
         self.length = float(env.core.info_of(0)["stage_length_m"])
-        self.last_note = time.perf_counter()
         self.bar: Any = None
 
 
@@ -319,7 +319,7 @@ class MPCPlanner:
         self._episodes = [_Episode(e, self) for e in envs]
         if self.progress:
             for ep in self._episodes:
-                ep.bar = _Bar(ep.run.stage, ep.length)
+                ep.bar = Progress(round(ep.length), f"mpc {ep.run.stage}", "metre")
 
     def reset(self, n: int = 1) -> None:
         """A new batch of episodes (``bind`` follows with its envs)."""
@@ -380,7 +380,7 @@ class MPCPlanner:
         ep.run.cpu_s += time.process_time() - c0
         ep.run.wall_s += time.perf_counter() - t0
         if ep.bar is not None:
-            ep.bar.update(float(ep.env.core.info_of(0)["progress_m"]))
+            ep.bar.update(done=round(ep.env.core.info_of(0)["progress_m"]))
         return a
 
     def _plan(self, ep: _Episode, h: np.ndarray) -> None:
@@ -507,60 +507,20 @@ class MPCPlanner:
             ep.last = ep.run
             self.runs.append(ep.run)
             if ep.bar is not None:
-                ep.bar.close(ep.run)
+                ep.bar.close()
+                r = ep.run
+                print(
+                    f"mpc {r.stage}: done, {r.plans} plans, {r.car_steps / 1e6:.1f} M "
+                    f"car-steps, {r.cpu_s:.0f} CPU-s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             ep.run = None
 
     def _close_episodes(self) -> None:
         for ep in self._episodes:
             self._end(ep)
         self._episodes = []
-
-
-class _Bar:
-    """Progress of one planned episode on stderr: a tqdm bar in a terminal, else a line
-    every 30 s."""
-
-    def __init__(self, stage: str, length_m: float):
-        self.stage = stage
-        self.length = length_m
-        self.t0 = time.perf_counter()
-        self.last = self.t0
-        self.tqdm = None
-        if sys.stderr.isatty():
-            try:
-                from tqdm.auto import tqdm
-
-                self.tqdm = tqdm(
-                    total=round(length_m), desc=f"mpc {stage}", unit="m", file=sys.stderr
-                )
-            except ImportError:
-                pass
-        if self.tqdm is None:
-            print(f"mpc on {stage}: planning ({length_m:.0f} m)", file=sys.stderr, flush=True)
-
-    def update(self, progress_m: float) -> None:
-        if self.tqdm is not None:
-            self.tqdm.update(max(0, round(progress_m) - self.tqdm.n))
-            return
-        now = time.perf_counter()
-        if now - self.last >= 30.0:
-            self.last = now
-            print(
-                f"mpc on {self.stage}: {progress_m:.0f}/{self.length:.0f} m after "
-                f"{now - self.t0:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def close(self, run: PlannerRun) -> None:
-        if self.tqdm is not None:
-            self.tqdm.close()
-        print(
-            f"mpc on {self.stage}: done, {run.plans} plans, {run.car_steps / 1e6:.1f} M "
-            f"car-steps, {run.cpu_s:.0f} CPU-s",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 def make_planner(spec: str = "", progress: bool = False) -> MPCPlanner:

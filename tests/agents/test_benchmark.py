@@ -161,10 +161,13 @@ def test_harness_figures_on_a_tiny_set_are_exact(tmp_path):
     assert m["off_road_mean_s"] == np.mean([r.off_road_s for r in rows])
 
 
-def test_a_set_of_dnfs_scores_zero_and_writes_strict_json(tmp_path):
+def test_a_set_of_dnfs_scores_zero_and_writes_strict_json(tmp_path, capsys):
     res = B.run_benchmark(
-        _brake_policy, [TINY], agent_name="brake", baseline=tmp_path / "none.json"
+        _brake_policy, [TINY], agent_name="brake", baseline=tmp_path / "none.json", progress=True
     )
+    # in a log (stderr is no terminal) the progress ends with a plain line of the counts
+    err = capsys.readouterr().err
+    assert "rally benchmark brake: 2/2 stages in " in err and "(last: 0/2 finished)" in err
     m = res.sets["tiny"]
     assert m["finished"] == 0 and m["score_median"] == 0.0 and m["score_mean"] == 0.0
     assert math.isnan(m["gap_reference_median_pct"])

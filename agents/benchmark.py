@@ -1,35 +1,10 @@
 """The generalization benchmark: fixed held-out test sets, one score, ``rally benchmark``.
 
-Protocol (fixed once, like Procgen's train/test split; docs/benchmark.md):
-
-* **Train distribution**: ``stage="random"``: generator seeds below ``2**31`` (the env draws them
-  from ``[0, 2**31 - 1)``), any difficulty range a recipe chooses, domain randomization allowed.
-* **Test sets** (never trained on; seeds at or above ``2**31``, disjoint between sets), stages
-  made with ``tracks.generate(seed, length_m=..., difficulty=...)``:
-
-  - ``library``: the 8 library stages;
-  - ``default``: 100 generated stages at the default settings (2 km, difficulty 0.5), seeds
-    ``2**31 + i`` (i = 0..99; the same stages as ``rally eval --stages random:100``);
-  - ``hard``: 50 at difficulty 0.8 (2 km), seeds ``2**31 + 10000 + i``;
-  - ``long``: 20 at 5 km (difficulty 0.5), seeds ``2**31 + 20000 + i``.
-
-* **One episode per stage**, ``reset(seed=0)``, RallyDirect-v0 with its default settings.
-* **Score** of a run: ``reference_time / stage_time`` when it finishes, ``0`` when it does not
-  (:func:`score`), so 1.0 is the point-mass reference (:mod:`agents.reference`) and higher is
-  faster.
-* **Metrics per set** (:func:`set_metrics`): finish rate; median and mean score; median gap to
-  the reference in % over the finished runs; median gap to the heuristic driver in % over the
-  stages both finished; mean off-road time per run.
-
-The heuristic driver's times (and the reference times) on the test stages are the benchmark of
-``heuristic`` run by this same harness, shipped in :data:`BASELINE_PATH` (written by
-``rally benchmark --agent heuristic --write-baseline``); a stage the file does not cover (or a
-file made with other heuristic settings) is computed on the fly.
-
-Runs: the stages of a set are driven in chunks of ``chunk`` cars, one ``RallyEnv`` per stage
-stepped in lockstep, the policy called once per step on the whole chunk's observations (so a
-policy that batches is fast, and the results of a deterministic per-row policy are those of
-``rally eval``). Everything is deterministic for a deterministic agent.
+The protocol (train distribution, the test sets :data:`SETS`, the :func:`score`, the metrics
+of :func:`set_metrics`, the shipped baseline :data:`BASELINE_PATH` and the oracle file
+:data:`ORACLE_PATH`) is docs/benchmark.md. The stages of a set are driven in chunks of
+``chunk`` cars stepped in lockstep, the policy called once per step on the whole chunk's
+observations; everything is deterministic for a deterministic agent.
 """
 
 from __future__ import annotations

@@ -1,45 +1,10 @@
-"""The oracle planner: sampling model-predictive control on the real simulator.
-
-How fast can the car go? The planner answers by search. Before every few control steps it
-copies the car it drives into the cars of a :class:`rally_env.RallyVectorEnv` built with the
-same arguments (:meth:`~rally_env.RallyVectorEnv.set_car_states`), drives each copy through
-a candidate sequence of actions and then, for the rest of a longer look ahead, with the
-heuristic driver (:class:`agents.heuristic.HeuristicDriver`, its memory cloned with the car),
-and scores where each copy got to. The model is the simulator itself, so the best copy's
-drive is exactly what the real car will do with the same actions: the planner executes the
-first actions of the best sequence it has evaluated, never an average it has not.
-
-The search is a model-predictive path integral (MPPI) loop over closed-loop candidates. A
-candidate is the heuristic driver with a tuning of its own (its speed-plan multipliers and its
-line across the road, :data:`agents.heuristic.TUNE_FIELDS`) whose (steer, pedal) output is
-moved by offsets that vary over the horizon (drawn at knots every ``knot`` steps, linear in
-between, so the inputs stay smooth). A candidate therefore steers back to the road by itself
-while it tries to brake later or carry more speed.
-
-1. candidates: the drive planned last time, continued (its recorded actions, then its tuned
-   heuristic), the heuristic driver as tuned, and Gaussian perturbations of the search's mean
-   tuning and offsets (the last plan's, shifted to now);
-2. every candidate is rolled out for ``horizon`` steps of its own actions and ``tail`` steps
-   of its tuned heuristic; its score is the credited distance it reached (distance gained off
-   the road does not count), plus the look-ahead time left at ``finish_speed_mps`` if it
-   finished, minus ``off_road_cost_m`` per step with the car's centre off the road,
-   ``crash_cost_m`` if the episode ended without finishing and ``end_off_road_cost_m`` if it
-   is still running off the road when its look-ahead ends (a car that leaves the road at
-   speed is on its way off the stage: without this cost the search kept choosing a drive that
-   ended its look-ahead off the road, and later found only crashes);
-3. the mean moves to the exponentially weighted average of the candidates (weights
-   ``exp((score - best) / (temperature * spread))``), the noise shrinks by ``decay``, and the
-   next iteration samples around it. The plan is the best candidate of all iterations, as the
-   actions it drove.
+"""The oracle planner: sampling model-predictive control (MPPI over closed-loop heuristic
+candidates) on the real simulator, described in docs/agents.md.
 
 Everything the planner draws comes from ``np.random.default_rng(seed)`` at the start of each
 episode, and the simulator is deterministic, so a planner run is a function of the stage and
-the settings: two runs give the same actions, and the run is an ordinary replay that
-``rally verify`` accepts.
-
-Settings live in one frozen dataclass, :class:`PlannerSettings` (``--agent
-mpc:samples=128,horizon=40`` or ``--agent mpc:settings.toml``). Its cost is reported per
-episode (:attr:`MPCPlanner.runs`): car-steps simulated and CPU seconds.
+the settings (:class:`PlannerSettings`): the run is an ordinary replay that ``rally verify``
+accepts. Its cost is reported per episode (:attr:`MPCPlanner.runs`).
 """
 
 from __future__ import annotations

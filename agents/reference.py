@@ -1,34 +1,15 @@
 """Reference stage time: a quasi-steady-state point-mass lap-time solver.
 
-The reference is what a point mass with the rover's grip, drive and brakes could do on the
-stage: a minimum-curvature racing line inside the road width, then a speed profile limited by
-
-* the lateral limit ``v = sqrt(mu_eff g / |kappa|)``, with ``mu_eff`` the tire's base mu times
-  the surface grip of each section times the load-sensitivity factor under the lateral load
-  transfer the corner causes (solved self-consistently),
-* a forward pass limited by the drive force, the power, the drive cap (``drive_cap`` of the
-  friction circle), the top-speed fade, rolling resistance, the grade and the friction circle
-  (the longitudinal force gets what the lateral force leaves of ``mu_eff m g``),
-* a backward pass limited by ABS braking (``abs_fraction`` of the circle), the brake force, the
-  grade and the friction circle,
-
-and ``time = integral ds / v`` (trapezoidal in ``1/v`` per segment of constant acceleration:
-``dt = 2 ds / (v_i + v_(i+1))``). The same profile on the centerline is also available.
-
-It is a *reference*, not a strict lower bound: suspension dynamics, longitudinal load transfer,
-yaw inertia, steering rate limits, crests, compressions and jumps (the car going light or
-airborne) and the road's features in the elevation profile are ignored (only the knot grade is
-used), and the racing line is the minimum-curvature line, not the minimum-time line. A driver
-could in principle beat it slightly (e.g. by using a feature); agents are measured against it.
-Its acceleration is optimistic against the simulator: from rest on a flat straight the rover at
-full throttle needs 6.80 s for 50 m where the point mass needs 6.19 s (9 %; 6.4 % at 400 m;
-``benchmarks/reference_launch.py``).
+A minimum-curvature racing line inside the road width, then a speed profile limited by the
+lateral grip, the drive, the brakes and the friction circle, and ``time = integral ds / v``.
+It is a reference, not a strict lower bound; docs/agents.md describes the model, what it
+ignores and how it compares with the simulator.
 
 Usage::
 
     from agents.reference import reference_time
     ref = reference_time("opener")            # racing line
-    ref.time_s, ref.s_m, ref.v_mps
+    ref.time_s, ref.stage_s_m, ref.v_mps
     reference_time("opener", line="centerline").time_s
 """
 

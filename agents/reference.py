@@ -393,14 +393,22 @@ def _curv_and_jac(cx, cy, nx, ny, off, closed):
     return k0, jac
 
 
-def racing_line(stage: Any, spacing_m: float = LINE_SPACING_M, margin_m: float | None = None):
-    """Minimum-curvature line inside the road: offsets from the centerline on a uniform grid.
+def _line_grid(path: Any) -> np.ndarray:
+    """Arc lengths of a uniform grid every ~:data:`LINE_SPACING_M` along a stage path (on
+    loops the last node is not repeated)."""
+    closed = bool(path.closed)
+    length = float(path.length_m)
+    n = max(3, round(length / LINE_SPACING_M)) + (0 if closed else 1)
+    return np.arange(n) * (length / (n if closed else n - 1))
+
+
+def racing_line(stage: Any):
+    """Minimum-curvature line inside the road: offsets from the centerline on the grid of
+    :func:`_line_grid`, kept the rover's body half width plus :data:`LINE_MARGIN_M` from the
+    edges.
 
     Args:
         stage: a :class:`tracks.Stage`.
-        spacing_m: grid spacing along the centerline (m).
-        margin_m: clearance from the edge to the line (m); default the rover's body half width
-            plus :data:`LINE_MARGIN_M`.
 
     Returns:
         ``(s, offset)``: (n,) centerline arc length of the grid nodes and (n,) lateral offset
@@ -409,10 +417,9 @@ def racing_line(stage: Any, spacing_m: float = LINE_SPACING_M, margin_m: float |
     path = stage.path
     closed = bool(path.closed)
     length = float(path.length_m)
-    if margin_m is None:
-        margin_m = ROVER.body_half_width_m + LINE_MARGIN_M
-    n = max(3, round(length / spacing_m)) + (0 if closed else 1)
-    s = np.arange(n) * (length / (n if closed else n - 1))
+    margin_m = ROVER.body_half_width_m + LINE_MARGIN_M
+    s = _line_grid(path)
+    n = len(s)
     cx, cy, tx, ty, hw = _sample(path, s)
     nx, ny = -ty, tx
     room = np.maximum(hw - margin_m, 0.0)
@@ -549,8 +556,6 @@ def reference_time(
     key = (stage.digest(), line, veh.digest())
     if key in _CACHE:
         return _CACHE[key]
-    closed = bool(stage.path.closed)
-    length = float(stage.path.length_m)
     if line == "racing":
         s, off_mc = racing_line(stage)
         # the minimum-curvature line is not the minimum-time line (on a constant-radius turn
@@ -567,9 +572,8 @@ def reference_time(
         best.extra.update(blend=best_alpha, blend_times_s=times)
         prof = best
     else:
-        n = max(3, round(length / LINE_SPACING_M)) + (0 if closed else 1)
-        s = np.arange(n) * (length / (n if closed else n - 1))
-        prof = _run_line(stage, s, np.zeros(n), veh, line)
+        s = _line_grid(stage.path)
+        prof = _run_line(stage, s, np.zeros(len(s)), veh, line)
     _CACHE[key] = prof
     return prof
 

@@ -121,11 +121,6 @@ class PlannerSettings:
         if not isinstance(self.threads, bool):
             raise PlannerSettingsError("threads", self.threads, "must be true or false")
 
-    @property
-    def car_steps_per_plan(self) -> int:
-        """Simulated car-steps of one plan."""
-        return self.samples * self.iterations * (self.horizon + self.tail)
-
     @classmethod
     def from_mapping(cls, values: dict[str, Any], source: str = "settings") -> PlannerSettings:
         """Settings from a mapping of field names (unknown names refused, naming them)."""

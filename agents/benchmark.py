@@ -364,11 +364,9 @@ def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     file (empty when it is missing; heuristic times dropped when made with other heuristic
     settings)."""
     p = Path(path) if path is not None else BASELINE_PATH
-    if not p.exists():
+    doc = _read_doc(p, BASELINE_SCHEMA, "rally benchmark baseline")
+    if doc is None:
         return {}
-    doc = json.loads(p.read_text())
-    if doc.get("schema") != BASELINE_SCHEMA or doc.get("version") != SCHEMA_VERSION:
-        raise ValueError(f"{p}: not a rally benchmark baseline (schema {doc.get('schema')!r})")
     stages = {k: dict(v) for k, v in doc.get("stages", {}).items()}
     if doc.get("heuristic_params") != heuristic_fingerprint():
         print(
@@ -385,13 +383,20 @@ def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
 def load_oracle(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """``{stage digest: {"stage", "set", "oracle_time_s", "settings", "compute", ...}}`` from
     an oracle file (empty when it is missing)."""
-    p = Path(path) if path is not None else ORACLE_PATH
+    doc = _read_doc(
+        Path(path) if path is not None else ORACLE_PATH, ORACLE_SCHEMA, "rally oracle file"
+    )
+    return {} if doc is None else {k: dict(v) for k, v in doc.get("stages", {}).items()}
+
+
+def _read_doc(p: Path, schema: str, what: str) -> dict[str, Any] | None:
+    """The JSON of file ``p`` (None when it is missing), refused unless it has this schema."""
     if not p.exists():
-        return {}
+        return None
     doc = json.loads(p.read_text())
-    if doc.get("schema") != ORACLE_SCHEMA or doc.get("version") != SCHEMA_VERSION:
-        raise ValueError(f"{p}: not a rally oracle file (schema {doc.get('schema')!r})")
-    return {k: dict(v) for k, v in doc.get("stages", {}).items()}
+    if doc.get("schema") != schema or doc.get("version") != SCHEMA_VERSION:
+        raise ValueError(f"{p}: not a {what} (schema {doc.get('schema')!r})")
+    return doc
 
 
 def write_oracle(result: BenchmarkResult, command: str, path: str | Path | None = None) -> Path:

@@ -210,6 +210,16 @@ def test_bad_arguments_are_refused():
         B.run_stages(_brake_policy, ["opener"], chunk=0)
 
 
+def test_a_baseline_or_oracle_file_of_another_kind_is_refused(tmp_path):
+    (tmp_path / "o.json").write_text(B.ORACLE_PATH.read_text())
+    with pytest.raises(ValueError, match=r"o\.json: not a rally benchmark baseline"):
+        B.load_baseline(tmp_path / "o.json")
+    (tmp_path / "b.json").write_text(B.BASELINE_PATH.read_text())
+    with pytest.raises(ValueError, match=r"b\.json: not a rally oracle file"):
+        B.load_oracle(tmp_path / "b.json")
+    assert B.load_oracle(tmp_path / "none.json") == {} == B.load_baseline(tmp_path / "none.json")
+
+
 def test_cli_quick_look_writes_json_and_markdown(tmp_path, capsys):
     from rally_env.cli import main
 

@@ -18,7 +18,7 @@ Conventions:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -207,11 +207,6 @@ class Drivetrain:
 
     # ------------------------------------------------------------------ derived values
     @property
-    def idle_rpm(self) -> float:
-        """Idle speed (rpm): the first point of the torque curve."""
-        return self.torque_curve[0][0]
-
-    @property
     def n_gears(self) -> int:
         """Number of forward gears."""
         return len(self.gears)
@@ -274,11 +269,6 @@ class Drivetrain:
     def replace(self, **changes: object) -> Drivetrain:
         """A validated copy with some fields changed."""
         return replace(self, **changes)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of every field, in declaration order."""
-        return [f.name for f in fields(cls)]
 
 
 SMALL_CAR = Drivetrain()

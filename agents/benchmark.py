@@ -1,35 +1,10 @@
 """The generalization benchmark: fixed held-out test sets, one score, ``rally benchmark``.
 
-Protocol (fixed once, like Procgen's train/test split; docs/benchmark.md):
-
-* **Train distribution**: ``stage="random"``: generator seeds below ``2**31`` (the env draws them
-  from ``[0, 2**31 - 1)``), any difficulty range a recipe chooses, domain randomization allowed.
-* **Test sets** (never trained on; seeds at or above ``2**31``, disjoint between sets), stages
-  made with ``tracks.generate(seed, length_m=..., difficulty=...)``:
-
-  - ``library``: the 8 library stages;
-  - ``default``: 100 generated stages at the default settings (2 km, difficulty 0.5), seeds
-    ``2**31 + i`` (i = 0..99; the same stages as ``rally eval --stages random:100``);
-  - ``hard``: 50 at difficulty 0.8 (2 km), seeds ``2**31 + 10000 + i``;
-  - ``long``: 20 at 5 km (difficulty 0.5), seeds ``2**31 + 20000 + i``.
-
-* **One episode per stage**, ``reset(seed=0)``, RallyDirect-v0 with its default settings.
-* **Score** of a run: ``reference_time / stage_time`` when it finishes, ``0`` when it does not
-  (:func:`score`), so 1.0 is the point-mass reference (:mod:`agents.reference`) and higher is
-  faster.
-* **Metrics per set** (:func:`set_metrics`): finish rate; median and mean score; median gap to
-  the reference in % over the finished runs; median gap to the heuristic driver in % over the
-  stages both finished; mean off-road time per run.
-
-The heuristic driver's times (and the reference times) on the test stages are the benchmark of
-``heuristic`` run by this same harness, shipped in :data:`BASELINE_PATH` (written by
-``rally benchmark --agent heuristic --write-baseline``); a stage the file does not cover (or a
-file made with other heuristic settings) is computed on the fly.
-
-Runs: the stages of a set are driven in chunks of ``chunk`` cars, one ``RallyEnv`` per stage
-stepped in lockstep, the policy called once per step on the whole chunk's observations (so a
-policy that batches is fast, and the results of a deterministic per-row policy are those of
-``rally eval``). Everything is deterministic for a deterministic agent.
+The protocol (train distribution, the test sets :data:`SETS`, the :func:`score`, the metrics
+of :func:`set_metrics`, the shipped baseline :data:`BASELINE_PATH` and the oracle file
+:data:`ORACLE_PATH`) is docs/benchmark.md. The stages of a set are driven in chunks of
+``chunk`` cars stepped in lockstep, the policy called once per step on the whole chunk's
+observations; everything is deterministic for a deterministic agent.
 """
 
 from __future__ import annotations
@@ -48,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from agents.evaluate import HELD_OUT_SEED_BASE, RunResult, _clean
+from agents.progress import Progress
 
 #: Version of the JSON ``rally benchmark --json`` writes.
 SCHEMA_VERSION = 1
@@ -388,11 +364,9 @@ def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     file (empty when it is missing; heuristic times dropped when made with other heuristic
     settings)."""
     p = Path(path) if path is not None else BASELINE_PATH
-    if not p.exists():
+    doc = _read_doc(p, BASELINE_SCHEMA, "rally benchmark baseline")
+    if doc is None:
         return {}
-    doc = json.loads(p.read_text())
-    if doc.get("schema") != BASELINE_SCHEMA or doc.get("version") != SCHEMA_VERSION:
-        raise ValueError(f"{p}: not a rally benchmark baseline (schema {doc.get('schema')!r})")
     stages = {k: dict(v) for k, v in doc.get("stages", {}).items()}
     if doc.get("heuristic_params") != heuristic_fingerprint():
         print(
@@ -409,13 +383,20 @@ def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
 def load_oracle(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """``{stage digest: {"stage", "set", "oracle_time_s", "settings", "compute", ...}}`` from
     an oracle file (empty when it is missing)."""
-    p = Path(path) if path is not None else ORACLE_PATH
+    doc = _read_doc(
+        Path(path) if path is not None else ORACLE_PATH, ORACLE_SCHEMA, "rally oracle file"
+    )
+    return {} if doc is None else {k: dict(v) for k, v in doc.get("stages", {}).items()}
+
+
+def _read_doc(p: Path, schema: str, what: str) -> dict[str, Any] | None:
+    """The JSON of file ``p`` (None when it is missing), refused unless it has this schema."""
     if not p.exists():
-        return {}
+        return None
     doc = json.loads(p.read_text())
-    if doc.get("schema") != ORACLE_SCHEMA or doc.get("version") != SCHEMA_VERSION:
-        raise ValueError(f"{p}: not a rally oracle file (schema {doc.get('schema')!r})")
-    return {k: dict(v) for k, v in doc.get("stages", {}).items()}
+    if doc.get("schema") != schema or doc.get("version") != SCHEMA_VERSION:
+        raise ValueError(f"{p}: not a {what} (schema {doc.get('schema')!r})")
+    return doc
 
 
 def write_oracle(result: BenchmarkResult, command: str, path: str | Path | None = None) -> Path:
@@ -679,7 +660,14 @@ def run_benchmark(
         remote = benchmark_chunks(
             agent, [specs for _, specs in plan], chunk=chunk, seed=seed, address=address
         )
-    bar = _Progress(total, f"benchmark {name}", enabled=progress)
+    bar = Progress(total, f"rally benchmark {name}", "stage", enabled=progress)
+    n_finished = 0
+
+    def on_done(run: RunResult) -> None:
+        nonlocal n_finished
+        n_finished += run.finished
+        bar.update(f"{n_finished}/{bar.done + 1} finished")
+
     rows: list[StageRow] = []
     timing = {"build_s": 0.0, "reference_s": 0.0, "heuristic_s": 0.0}
     metrics: dict[str, dict[str, Any]] = {}
@@ -689,9 +677,9 @@ def run_benchmark(
             stages = [bs.build(sp) for sp in specs]
             timing["build_s"] += time.perf_counter() - t0
             if remote is not None:
-                runs = remote.runs(k, on_done=bar.step)
+                runs = remote.runs(k, on_done=on_done)
             else:
-                runs, b_s = run_stages(policy, stages, chunk=chunk, on_done=bar.step)
+                runs, b_s = run_stages(policy, stages, chunk=chunk, on_done=on_done)
                 timing["build_s"] += b_s
             digests = [st.digest() for st in stages]
             # reference and heuristic times: the baseline's, else computed here
@@ -778,45 +766,6 @@ def _stage_row(
         oracle_time_s=o_t,
         gap_oracle_pct=gap(o_t),
     )
-
-
-class _Progress:
-    """A progress bar over stages in a terminal (tqdm when installed); otherwise, as in a
-    log, a first line and a plain line per ten stages."""
-
-    def __init__(self, total: int, desc: str, enabled: bool):
-        self.total = total
-        self.n = 0
-        self.fin = 0
-        self.enabled = enabled
-        self.bar = None
-        if enabled:
-            if sys.stderr.isatty():
-                try:
-                    from tqdm.auto import tqdm
-                except ImportError:
-                    pass
-                else:
-                    self.bar = tqdm(total=total, desc=desc, unit="stage", file=sys.stderr)
-            if self.bar is None:
-                print(f"{desc}: {total} stages", file=sys.stderr, flush=True)
-
-    def step(self, run: RunResult) -> None:
-        self.n += 1
-        self.fin += run.finished
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.set_postfix(finished=f"{self.fin}/{self.n}", refresh=False)
-            self.bar.update(1)
-        elif self.n % 10 == 0 or self.n == self.total:
-            print(
-                f"  {self.n}/{self.total} stages, {self.fin} finished", file=sys.stderr, flush=True
-            )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 # ------------------------------------------------------------------------------------ CLI

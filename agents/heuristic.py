@@ -1,43 +1,10 @@
 """A deterministic heuristic driver that reads only the observation.
 
-Each control step, for every car:
-
-1. **Speed target.** Each lookahead point of the observation (the centerline 5-100 m ahead)
-   allows the corner speed its curvature and the grip permit (the usable lateral grip falls
-   with speed, ``corner_factor mu g / (1 + (v / corner_speed) ** 2)``, for the crests and
-   bumps the observation cannot show), reached by braking at a fraction of the friction
-   limit less the grade after a reaction margin. Beyond the 100 m the observation sees, a
-   *blind corner* is assumed (see below).
-2. **Commitment.** On a narrow road the driver is cautious: the blind corner is a 150 m corner
-   on sand-like grip reached with gentle braking, which caps the speed on long straights at
-   about 19 m/s. On a wide road (the road's width at the car, from the observation's edge
-   distances, from ``commit_wide_from_m`` to ``commit_wide_to_m``) there is room to run wide,
-   and the driver commits: it plans to brake harder, trusts more of the grip at speed, and
-   assumes the blind corner only as tight as the tightest corner it has seen on this stage
-   so far (its memory), so a straight that has shown no corner is driven flat out.
-3. **The road ahead.** When the observation has the road-ahead block (``road_ahead=True``,
-   which the driver asks for: its ``env_kwargs``), the blind corner moves out to 600 m. Each
-   bin of the block (its sharpest corner and lowest grip) beyond the lookahead points sets a
-   corner speed reached by braking from where that corner is: a corner sharper than the bin
-   held a step before has just come in over the bin's far end, and the driver follows it in
-   from there (its memory), else it may be anywhere in the bin and is taken at the bin's near
-   end. Every corner is taken on the lowest grip the road shows up to it, and the committed
-   driver plans to brake at ``ahead_commit_brake_factor`` (it now arrives faster). Without
-   the block (or with ``read_ahead=False``) the driver is the blind one above.
-4. **Steering.** Pure pursuit on the lookahead points at a distance that grows with speed,
-   with yaw-rate damping against the path's rate and the front wheels kept within a
-   slip-angle margin of the front axle's direction of travel (steering past the tire's peak
-   only ploughs); a target behind the car (a spin) gets full lock towards it.
-5. **Pedals.** A PI controller on the speed error gives throttle or brake, both capped by what
-   the measured lateral acceleration leaves of the friction circle; an oversteering car gets
-   no brake and little throttle; below a walking pace it may always drive on.
-
-The vehicle constants (friction, gravity, geometry, drive, power, brakes) come from the
-:class:`physics.VehicleParams` the driver is made for (:data:`physics.ROVER` by default);
-:class:`HeuristicParams` holds only the driver's tuning. Everything runs in one compiled
-kernel over the batch with no random state: the same observations and memory give the same
-actions, a car's actions do not depend on the other cars of the batch, and the elementary
-functions come from :mod:`physics.mathx`, so the actions are the same on every platform.
+What it does each step (speed target, commitment on wide roads, the road ahead, steering,
+pedals) is docs/agents.md. The vehicle constants come from the :class:`physics.VehicleParams`
+the driver is made for (:data:`physics.ROVER` by default); :class:`HeuristicParams` holds only
+the driver's tuning. Everything runs in one compiled kernel over the batch with no random
+state, using :mod:`physics.mathx`, so the actions are the same on every platform.
 
 Usage::
 
@@ -813,10 +780,6 @@ class HeuristicDriver:
             "commitment": d[:, D_COMMIT].copy(),
             "path_curvature_per_m": d[:, D_PATH_CURV].copy(),
         }
-
-    def target_speed(self, obs: Any) -> np.ndarray:
-        """(N,) speed target (m/s) for observations (N, D), memory unchanged."""
-        return self.plan(obs)["target_speed_mps"]
 
 
 def fingerprint(driver: HeuristicDriver | None = None) -> dict[str, Any]:

@@ -31,8 +31,8 @@ def compute_par_times(stages: Any = "library") -> dict[str, float]:
     return out
 
 
-def write_stage_file_par(name: str, par_time_s: float, stage_dir: str | Path | None = None) -> Path:
-    """Set the ``par_time_s`` line of library stage file ``<stage_dir>/<name>.toml``.
+def write_stage_file_par(name: str, par_time_s: float) -> Path:
+    """Set the ``par_time_s`` line of library stage file ``tracks/stages/<name>.toml``.
 
     Only that line changes; the file must read back as the same stage (same digest) with the
     new par time, else nothing is written and ``ValueError`` is raised.
@@ -40,8 +40,7 @@ def write_stage_file_par(name: str, par_time_s: float, stage_dir: str | Path | N
     import tracks
     from tracks.io import load_stage
 
-    d = Path(stage_dir) if stage_dir is not None else Path(tracks.__file__).parent / "stages"
-    path = d / f"{name}.toml"
+    path = Path(tracks.__file__).parent / "stages" / f"{name}.toml"
     text = path.read_text(encoding="utf-8")
     if not _PAR_LINE.search(text):
         raise ValueError(f"{path}: no par_time_s line to rewrite")

@@ -1,45 +1,10 @@
-"""The oracle planner: sampling model-predictive control on the real simulator.
-
-How fast can the car go? The planner answers by search. Before every few control steps it
-copies the car it drives into the cars of a :class:`rally_env.RallyVectorEnv` built with the
-same arguments (:meth:`~rally_env.RallyVectorEnv.set_car_states`), drives each copy through
-a candidate sequence of actions and then, for the rest of a longer look ahead, with the
-heuristic driver (:class:`agents.heuristic.HeuristicDriver`, its memory cloned with the car),
-and scores where each copy got to. The model is the simulator itself, so the best copy's
-drive is exactly what the real car will do with the same actions: the planner executes the
-first actions of the best sequence it has evaluated, never an average it has not.
-
-The search is a model-predictive path integral (MPPI) loop over closed-loop candidates. A
-candidate is the heuristic driver with a tuning of its own (its speed-plan multipliers and its
-line across the road, :data:`agents.heuristic.TUNE_FIELDS`) whose (steer, pedal) output is
-moved by offsets that vary over the horizon (drawn at knots every ``knot`` steps, linear in
-between, so the inputs stay smooth). A candidate therefore steers back to the road by itself
-while it tries to brake later or carry more speed.
-
-1. candidates: the drive planned last time, continued (its recorded actions, then its tuned
-   heuristic), the heuristic driver as tuned, and Gaussian perturbations of the search's mean
-   tuning and offsets (the last plan's, shifted to now);
-2. every candidate is rolled out for ``horizon`` steps of its own actions and ``tail`` steps
-   of its tuned heuristic; its score is the credited distance it reached (distance gained off
-   the road does not count), plus the look-ahead time left at ``finish_speed_mps`` if it
-   finished, minus ``off_road_cost_m`` per step with the car's centre off the road,
-   ``crash_cost_m`` if the episode ended without finishing and ``end_off_road_cost_m`` if it
-   is still running off the road when its look-ahead ends (a car that leaves the road at
-   speed is on its way off the stage: without this cost the search kept choosing a drive that
-   ended its look-ahead off the road, and later found only crashes);
-3. the mean moves to the exponentially weighted average of the candidates (weights
-   ``exp((score - best) / (temperature * spread))``), the noise shrinks by ``decay``, and the
-   next iteration samples around it. The plan is the best candidate of all iterations, as the
-   actions it drove.
+"""The oracle planner: sampling model-predictive control (MPPI over closed-loop heuristic
+candidates) on the real simulator, described in docs/agents.md.
 
 Everything the planner draws comes from ``np.random.default_rng(seed)`` at the start of each
 episode, and the simulator is deterministic, so a planner run is a function of the stage and
-the settings: two runs give the same actions, and the run is an ordinary replay that
-``rally verify`` accepts.
-
-Settings live in one frozen dataclass, :class:`PlannerSettings` (``--agent
-mpc:samples=128,horizon=40`` or ``--agent mpc:settings.toml``). Its cost is reported per
-episode (:attr:`MPCPlanner.runs`): car-steps simulated and CPU seconds.
+the settings (:class:`PlannerSettings`): the run is an ordinary replay that ``rally verify``
+accepts. Its cost is reported per episode (:attr:`MPCPlanner.runs`).
 """
 
 from __future__ import annotations
@@ -56,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from agents.heuristic import LINE_MAX, TUNE_NEUTRAL, HeuristicDriver
+from agents.progress import Progress
 from rally_env.kernels import EI_END
 
 
@@ -154,11 +120,6 @@ class PlannerSettings:
             )
         if not isinstance(self.threads, bool):
             raise PlannerSettingsError("threads", self.threads, "must be true or false")
-
-    @property
-    def car_steps_per_plan(self) -> int:
-        """Simulated car-steps of one plan."""
-        return self.samples * self.iterations * (self.horizon + self.tail)
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any], source: str = "settings") -> PlannerSettings:
@@ -281,7 +242,6 @@ class _Episode:
         self.run: PlannerRun | None = PlannerRun(stage=env.core.stage_name(0))
         self.last = self.run
         self.length = float(env.core.info_of(0)["stage_length_m"])
-        self.last_note = time.perf_counter()
         self.bar: Any = None
 
 
@@ -319,7 +279,7 @@ class MPCPlanner:
         self._episodes = [_Episode(e, self) for e in envs]
         if self.progress:
             for ep in self._episodes:
-                ep.bar = _Bar(ep.run.stage, ep.length)
+                ep.bar = Progress(round(ep.length), f"mpc {ep.run.stage}", "metre")
 
     def reset(self, n: int = 1) -> None:
         """A new batch of episodes (``bind`` follows with its envs)."""
@@ -380,7 +340,7 @@ class MPCPlanner:
         ep.run.cpu_s += time.process_time() - c0
         ep.run.wall_s += time.perf_counter() - t0
         if ep.bar is not None:
-            ep.bar.update(float(ep.env.core.info_of(0)["progress_m"]))
+            ep.bar.update(done=round(ep.env.core.info_of(0)["progress_m"]))
         return a
 
     def _plan(self, ep: _Episode, h: np.ndarray) -> None:
@@ -507,60 +467,20 @@ class MPCPlanner:
             ep.last = ep.run
             self.runs.append(ep.run)
             if ep.bar is not None:
-                ep.bar.close(ep.run)
+                ep.bar.close()
+                r = ep.run
+                print(
+                    f"mpc {r.stage}: done, {r.plans} plans, {r.car_steps / 1e6:.1f} M "
+                    f"car-steps, {r.cpu_s:.0f} CPU-s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             ep.run = None
 
     def _close_episodes(self) -> None:
         for ep in self._episodes:
             self._end(ep)
         self._episodes = []
-
-
-class _Bar:
-    """Progress of one planned episode on stderr: a tqdm bar in a terminal, else a line
-    every 30 s."""
-
-    def __init__(self, stage: str, length_m: float):
-        self.stage = stage
-        self.length = length_m
-        self.t0 = time.perf_counter()
-        self.last = self.t0
-        self.tqdm = None
-        if sys.stderr.isatty():
-            try:
-                from tqdm.auto import tqdm
-
-                self.tqdm = tqdm(
-                    total=round(length_m), desc=f"mpc {stage}", unit="m", file=sys.stderr
-                )
-            except ImportError:
-                pass
-        if self.tqdm is None:
-            print(f"mpc on {stage}: planning ({length_m:.0f} m)", file=sys.stderr, flush=True)
-
-    def update(self, progress_m: float) -> None:
-        if self.tqdm is not None:
-            self.tqdm.update(max(0, round(progress_m) - self.tqdm.n))
-            return
-        now = time.perf_counter()
-        if now - self.last >= 30.0:
-            self.last = now
-            print(
-                f"mpc on {self.stage}: {progress_m:.0f}/{self.length:.0f} m after "
-                f"{now - self.t0:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def close(self, run: PlannerRun) -> None:
-        if self.tqdm is not None:
-            self.tqdm.close()
-        print(
-            f"mpc on {self.stage}: done, {run.plans} plans, {run.car_steps / 1e6:.1f} M "
-            f"car-steps, {run.cpu_s:.0f} CPU-s",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 def make_planner(spec: str = "", progress: bool = False) -> MPCPlanner:

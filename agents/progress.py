@@ -10,9 +10,10 @@ from typing import Any, TextIO
 
 
 class Progress:
-    """Items done of ``total`` (episodes, replays, ...).
+    """Items done of ``total`` (episodes, replays, metres, ...).
 
-    ``update(note)`` counts one item, ``close()`` ends the bar (in a log: the last line).
+    ``update(note)`` counts one item (``update(note, done=n)``: ``n`` in all), ``close()`` ends
+    the bar (in a log: the last line).
     """
 
     def __init__(
@@ -44,15 +45,17 @@ class Progress:
             else:
                 self._bar = tqdm(total=self.total, desc=desc, unit=unit, file=self.stream)
 
-    def update(self, note: str = "") -> None:
-        """One more item done; ``note`` goes on the line (e.g. the last item's result)."""
-        self.done += 1
+    def update(self, note: str = "", done: int | None = None) -> None:
+        """One more item done, or ``done`` items in all (never fewer than before); ``note``
+        goes on the line (e.g. the last item's result)."""
+        step = 1 if done is None else max(0, int(done) - self.done)
+        self.done += step
         self.note = note
         if not self.enabled:
             return
         if self._bar is not None:
             self._bar.set_postfix_str(note, refresh=False)
-            self._bar.update(1)
+            self._bar.update(step)
             return
         now = time.perf_counter()
         if now >= self._due and self.done < self.total:

@@ -1,34 +1,15 @@
 """Reference stage time: a quasi-steady-state point-mass lap-time solver.
 
-The reference is what a point mass with the rover's grip, drive and brakes could do on the
-stage: a minimum-curvature racing line inside the road width, then a speed profile limited by
-
-* the lateral limit ``v = sqrt(mu_eff g / |kappa|)``, with ``mu_eff`` the tire's base mu times
-  the surface grip of each section times the load-sensitivity factor under the lateral load
-  transfer the corner causes (solved self-consistently),
-* a forward pass limited by the drive force, the power, the drive cap (``drive_cap`` of the
-  friction circle), the top-speed fade, rolling resistance, the grade and the friction circle
-  (the longitudinal force gets what the lateral force leaves of ``mu_eff m g``),
-* a backward pass limited by ABS braking (``abs_fraction`` of the circle), the brake force, the
-  grade and the friction circle,
-
-and ``time = integral ds / v`` (trapezoidal in ``1/v`` per segment of constant acceleration:
-``dt = 2 ds / (v_i + v_(i+1))``). The same profile on the centerline is also available.
-
-It is a *reference*, not a strict lower bound: suspension dynamics, longitudinal load transfer,
-yaw inertia, steering rate limits, crests, compressions and jumps (the car going light or
-airborne) and the road's features in the elevation profile are ignored (only the knot grade is
-used), and the racing line is the minimum-curvature line, not the minimum-time line. A driver
-could in principle beat it slightly (e.g. by using a feature); agents are measured against it.
-Its acceleration is optimistic against the simulator: from rest on a flat straight the rover at
-full throttle needs 6.80 s for 50 m where the point mass needs 6.19 s (9 %; 6.4 % at 400 m;
-``benchmarks/reference_launch.py``).
+A minimum-curvature racing line inside the road width, then a speed profile limited by the
+lateral grip, the drive, the brakes and the friction circle, and ``time = integral ds / v``.
+It is a reference, not a strict lower bound; docs/agents.md describes the model, what it
+ignores and how it compares with the simulator.
 
 Usage::
 
     from agents.reference import reference_time
     ref = reference_time("opener")            # racing line
-    ref.time_s, ref.s_m, ref.v_mps
+    ref.time_s, ref.stage_s_m, ref.v_mps
     reference_time("opener", line="centerline").time_s
 """
 
@@ -412,14 +393,22 @@ def _curv_and_jac(cx, cy, nx, ny, off, closed):
     return k0, jac
 
 
-def racing_line(stage: Any, spacing_m: float = LINE_SPACING_M, margin_m: float | None = None):
-    """Minimum-curvature line inside the road: offsets from the centerline on a uniform grid.
+def _line_grid(path: Any) -> np.ndarray:
+    """Arc lengths of a uniform grid every ~:data:`LINE_SPACING_M` along a stage path (on
+    loops the last node is not repeated)."""
+    closed = bool(path.closed)
+    length = float(path.length_m)
+    n = max(3, round(length / LINE_SPACING_M)) + (0 if closed else 1)
+    return np.arange(n) * (length / (n if closed else n - 1))
+
+
+def racing_line(stage: Any):
+    """Minimum-curvature line inside the road: offsets from the centerline on the grid of
+    :func:`_line_grid`, kept the rover's body half width plus :data:`LINE_MARGIN_M` from the
+    edges.
 
     Args:
         stage: a :class:`tracks.Stage`.
-        spacing_m: grid spacing along the centerline (m).
-        margin_m: clearance from the edge to the line (m); default the rover's body half width
-            plus :data:`LINE_MARGIN_M`.
 
     Returns:
         ``(s, offset)``: (n,) centerline arc length of the grid nodes and (n,) lateral offset
@@ -428,10 +417,9 @@ def racing_line(stage: Any, spacing_m: float = LINE_SPACING_M, margin_m: float |
     path = stage.path
     closed = bool(path.closed)
     length = float(path.length_m)
-    if margin_m is None:
-        margin_m = ROVER.body_half_width_m + LINE_MARGIN_M
-    n = max(3, round(length / spacing_m)) + (0 if closed else 1)
-    s = np.arange(n) * (length / (n if closed else n - 1))
+    margin_m = ROVER.body_half_width_m + LINE_MARGIN_M
+    s = _line_grid(path)
+    n = len(s)
     cx, cy, tx, ty, hw = _sample(path, s)
     nx, ny = -ty, tx
     room = np.maximum(hw - margin_m, 0.0)
@@ -536,10 +524,6 @@ class ReferenceProfile:
     line_length_m: float
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def speed_at(self, stage_s_m: np.ndarray | float) -> np.ndarray:
-        """Reference speed interpolated at stage positions (m/s)."""
-        return np.interp(stage_s_m, self.stage_s_m, self.v_mps)
-
 
 _CACHE: dict[tuple[str, str, str], ReferenceProfile] = {}
 
@@ -572,8 +556,6 @@ def reference_time(
     key = (stage.digest(), line, veh.digest())
     if key in _CACHE:
         return _CACHE[key]
-    closed = bool(stage.path.closed)
-    length = float(stage.path.length_m)
     if line == "racing":
         s, off_mc = racing_line(stage)
         # the minimum-curvature line is not the minimum-time line (on a constant-radius turn
@@ -590,9 +572,8 @@ def reference_time(
         best.extra.update(blend=best_alpha, blend_times_s=times)
         prof = best
     else:
-        n = max(3, round(length / LINE_SPACING_M)) + (0 if closed else 1)
-        s = np.arange(n) * (length / (n if closed else n - 1))
-        prof = _run_line(stage, s, np.zeros(n), veh, line)
+        s = _line_grid(stage.path)
+        prof = _run_line(stage, s, np.zeros(len(s)), veh, line)
     _CACHE[key] = prof
     return prof
 

@@ -18,7 +18,7 @@ Conventions:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -207,11 +207,6 @@ class Drivetrain:
 
     # ------------------------------------------------------------------ derived values
     @property
-    def idle_rpm(self) -> float:
-        """Idle speed (rpm): the first point of the torque curve."""
-        return self.torque_curve[0][0]
-
-    @property
     def n_gears(self) -> int:
         """Number of forward gears."""
         return len(self.gears)
@@ -220,38 +215,6 @@ class Drivetrain:
     def clutch_substeps(self) -> int:
         """Drive cut per shift in whole 1/480 s substeps."""
         return int(round(self.clutch_s * L.SUBSTEP_HZ))
-
-    def torque_at(self, rpm: float) -> float:
-        """Pure-Python reference of :func:`engine_torque_nm` (bit-identical arithmetic).
-
-        Args:
-            rpm: engine speed (rpm); clamped below at idle.
-
-        Returns:
-            Engine torque (N m): linear between curve points, held at the last point's value up
-            to ``rev_limit_rpm``, 0.0 above it.
-        """
-        r = max(float(rpm), self.idle_rpm)
-        if r > self.rev_limit_rpm:
-            return 0.0
-        return self._curve_at(r)
-
-    def _curve_at(self, r: float) -> float:
-        pts = self.torque_curve
-        for i in range(1, len(pts)):
-            r1, t1 = pts[i]
-            if r <= r1:
-                r0, t0 = pts[i - 1]
-                return t0 + (t1 - t0) * ((r - r0) / (r1 - r0))
-        return pts[-1][1]
-
-    def overall_ratio(self, gear: int) -> float:
-        """Pure-Python reference of :func:`gear_ratio`: signed gear x final-drive ratio."""
-        if gear >= 1:
-            return self.gears[gear - 1] * self.final_drive if gear <= self.n_gears else 0.0
-        if gear == -1:
-            return -(self.reverse_ratio * self.final_drive)
-        return 0.0
 
     # ------------------------------------------------------------------ packing
     def pack_into(self, row: np.ndarray) -> None:
@@ -306,11 +269,6 @@ class Drivetrain:
     def replace(self, **changes: object) -> Drivetrain:
         """A validated copy with some fields changed."""
         return replace(self, **changes)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of every field, in declaration order."""
-        return [f.name for f in fields(cls)]
 
 
 SMALL_CAR = Drivetrain()

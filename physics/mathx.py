@@ -18,7 +18,6 @@ from physics.jit import njit, njit_inner
 
 PI = 3.141592653589793
 HALF_PI = 1.5707963267948966
-TWO_PI = 6.283185307179586
 INV_HALF_PI = 0.6366197723675814
 
 
@@ -139,9 +138,3 @@ def sincosx(a: float) -> tuple[float, float]:
     if q == 2:
         return -s, -c
     return -c, s
-
-
-@njit(cache=True, _nrt=False)
-def wrap_angle(a: float) -> float:
-    """Wrap an angle to [-pi, pi)."""
-    return a - TWO_PI * math.floor((a + PI) / TWO_PI)

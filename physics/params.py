@@ -609,9 +609,7 @@ class VehicleParams:
         """0 front, 1 rear, 2 other: by the wheel's x among the distinct axle positions."""
         xs = sorted({wp.x_m for wp in self.wheels}, reverse=True)
         x = self.wheels[w].x_m
-        if len(xs) == 1:
-            return 0.0
-        if x == xs[0]:
+        if x == xs[0]:  # also the only axle position
             return 0.0
         if x == xs[-1]:
             return 1.0
@@ -669,10 +667,6 @@ class VehicleParams:
         if not self.extended:
             return self.gravity_mps2 / (len(self.wheels) * self.contact_k)
         return float(np.mean(self.static_loads_n() / self.wheel_stiffness()))
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
 
 
 ROVER = VehicleParams()

@@ -316,7 +316,6 @@ class TerrainSet:
         #: the base row each variant row shares (variants start on row 0)
         self._variant_base = np.zeros(rows, np.int64)
         self._variant_base[: self.n_base] = np.arange(self.n_base)
-        self.tiles_filled = 0  # tiles filled since construction (a counter for benchmarks)
         for row in range(self.n_base, rows):
             self.meta[row] = self.meta[0]
             self.grip[row] = self.grip[0]
@@ -420,7 +419,6 @@ class TerrainSet:
         self.heights.reshape(-1, TILE_NODES)[slots] = h
         self.surfaces.reshape(-1, TILE_NODES)[slots] = s
         self.tiles[int(self.meta[row, TM_TABLE]) + lin] = slots
-        self.tiles_filled += len(lin)
 
     def _follow(self, row: int) -> None:
         """Variant rows of base ``row`` take its (new) grid; their grip stays theirs."""
@@ -475,18 +473,9 @@ class TerrainSet:
         self._used += n
         return np.asarray(out, np.int64)
 
-    def fill(self, row: int, tiles_xy: np.ndarray) -> int:
-        """Fill the tiles ``(m, 2)`` (tx, ty) of row ``row``'s terrain that are not filled yet
-        (tiles outside the grid are ignored). Returns the number of tiles filled."""
-        t = np.asarray(tiles_xy, np.int64).reshape(-1, 2)
-        tnx = int(self.meta[row, TM_TNX])
-        tny = int(self.meta[row, TM_TNY])
-        t = t[(t[:, 0] >= 0) & (t[:, 0] < tnx) & (t[:, 1] >= 0) & (t[:, 1] < tny)]
-        req = np.stack([np.full(len(t), row, np.int64), t[:, 1] * tnx + t[:, 0]], axis=1)
-        return self.fill_requests(req)
-
     def fill_linear(self, row: int, lin: np.ndarray) -> int:
-        """:meth:`fill` by linear tile index ``ty * tiles_x + tx``."""
+        """Fill the tiles of row ``row``'s terrain (linear tile indices ``ty * tiles_x + tx``)
+        that are not filled yet. Returns the number of tiles filled."""
         lin = np.asarray(lin, np.int64).ravel()
         return self.fill_requests(np.stack([np.full(len(lin), row, np.int64), lin], axis=1))
 
@@ -521,7 +510,6 @@ class TerrainSet:
         self.heights.reshape(-1, TILE_NODES)[slots] = hb
         self.surfaces.reshape(-1, TILE_NODES)[slots] = sb
         self.tiles[off + lin] = slots
-        self.tiles_filled += len(lin)
         return len(lin)
 
     def fill_around(self, rows: np.ndarray, xs: np.ndarray, ys: np.ndarray, radius_m) -> int:

@@ -1,40 +1,10 @@
 """Vehicle definition files (TOML) and the built-in vehicle library.
 
 A vehicle file is data, read with the standard library's ``tomllib`` (nothing in it is ever
-executed). Its schema::
-
-    name = "rally-car"                 # optional
-    description = "..."                # optional
-    format = 1                         # optional; the only version is 1
-
-    [vehicle]                          # any VehicleParams scalar field, by name (units in names)
-    mass_kg = 1300.0
-    gravity_mps2 = 9.81
-    tire_model = "wheel-speed"         # "direct", "wheel-speed" or "arcade"
-    tires = "rally"                    # a physics.curves tire_set name (wheel-speed only)
-
-    [drivetrain]                       # optional: any Drivetrain field
-    torque_curve = [[1000.0, 180.0], [3000.0, 290.0]]
-    gears = [3.2, 2.1, 1.6]
-
-    [[wheels]]                         # 1..8 of these
-    anchor = [1.25, 0.75, 0.0]         # body frame (x forward, y left, z up), m
-    direction = [0.0, 0.0, -1.0]       # optional; only straight down is supported
-    rest_length_m = 0.25
-    travel_m = 0.2
-    spring_hz = 1.8                    # 0 with damping_ratio 0: use vehicle contact_k/contact_c
-    damping_ratio = 0.6
-    radius_m = 0.32
-    steerable = true
-    driven = true
-    brake_share = 0.3
-    handbrake = false                  # optional (default false)
-    inertia_kgm2 = 1.2                 # optional (default 2.5)
-    grip = 1.0                         # optional (default 1.0)
-
-Fields of ``[vehicle]`` that a file leaves out take the :class:`~physics.params.VehicleParams`
-defaults, i.e. the seed Mars rover's values. Integers are accepted for real fields and stored as
-floats (so ``mass_kg = 3000`` gives the same params, repr and packed row as ``3000.0``).
+executed); docs/vehicles.md gives its schema. Fields of ``[vehicle]`` that a file leaves out
+take the :class:`~physics.params.VehicleParams` defaults, i.e. the seed Mars rover's values.
+Integers are accepted for real fields and stored as floats (so ``mass_kg = 3000`` gives the
+same params, repr and packed row as ``3000.0``).
 
 Every problem raises :class:`VehicleDefError` (a ``ValueError``) naming the file, the field path
 (``wheels[2].spring_hz``, ``drivetrain.gears``, ``vehicle.mass_kg``) and the rule: unknown keys,

@@ -1,35 +1,13 @@
 """The first start on an empty numba cache: said once, compiled on two cores, cached after.
 
-The simulator compiles once per machine (numba's cache, ``cache=True``). With an empty cache
-the first ``Rally-v0`` make + reset + step compiles about a hundred functions: the stage and
-its terrain (geometry, the terrain index, the tile bake), then the reset and step kernels. The
-second half does not need the first, only the argument types of its calls, and those are the
-same for every default env (:data:`SIGNATURES`: for each kernel the numpy dtype, dimensions and
-write flag of each array argument, recorded from a real ``Rally-v0`` and 4-car threaded vector
-env by :func:`rally_env.warmup.record`; independent of the numba version). So the first env of
-a cold process starts ``python -m rally_env.precompile``, which compiles those kernels into
-numba's cache on the other core (``Dispatcher.compile`` for the types of placeholder arrays),
-while this process loads the stage and bakes its first tiles. When the env reaches its first
-reset (:func:`wait`), it compiles the worker's last kernels itself, from the end of the list
-back, until the two meet (each kernel is claimed through a lock file, so none is compiled
-twice), then loads the worker's kernels from the cache as each is released.
-
-Nothing here changes what runs: the cache holds exactly what this process would have compiled
-(same source, same types, same flags). Whether the cache is cold is known from a stamp
-(:func:`is_warm`) written after an env's first step, in the cache folder, for this numba,
-Python, config kind and the sizes and times of the project's source files. A cold start says
-so once on stderr (:data:`NOTICE`); a warm one prints nothing and starts no worker. The worker
-starts only when it can help: the JIT is on, ``RALLY_PRECOMPILE`` is not ``0``, the process
-may use two cores or more, the platform has ``fcntl``, and the env's argument types are the
-recorded ones (:func:`fingerprint`). Processes sharing a cache share one worker (a lock file).
-The workers die with the process that started them (:func:`_die_with_parent`).
-
-``rally warmup`` compiles everything ahead (:mod:`rally_env.warmup`); ``rally warmup --clear``
-deletes the project's cache entries first. numba stops at a cache file it cannot read (a file
-cut short by a full disk or a killed process): the env's construction, resets and first step
-go through :func:`cache_safe`, which deletes that function's files, says so on stderr and runs
-the call again (numba compiles the function and writes its entry anew); only a second failure
-raises :class:`CacheFileError` naming the cache folder and ``rally warmup --clear``.
+With a cold cache the first env of a process starts ``python -m rally_env.precompile``, which
+compiles the reset and step kernels (:data:`KERNELS`, for the argument types recorded in
+:data:`SIGNATURES`) into numba's cache on the other core while this process builds its stage;
+at its first reset (:func:`wait`) the env compiles the list's last kernels itself until the
+two meet. Nothing here changes what runs: the cache holds exactly what this process would have
+compiled. A stamp (:func:`is_warm`) says whether the cache is warm; :func:`cache_safe`
+recompiles a function whose cache file numba cannot read. docs/architecture.md ("Cold start")
+describes when the worker starts, the stamps, the locks and the unreadable cache files.
 """
 
 from __future__ import annotations

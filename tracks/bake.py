@@ -1,21 +1,9 @@
 """Bake a stage into the heightfield and surface map the physics samples.
 
-For every node of a regular grid covering the stage plus a margin:
-
-- **on the road** (distance to the centerline <= half width): the height is the road's
-  elevation at the closest point's arc length (knot spline plus features, evaluated exactly),
-  flat across the width (no banking); the surface id is the section's surface;
-- **beyond the edge** (edge distance ``e > 0``): a berm, a smooth raised lip of
-  ``berm_height_m`` over ``berm_width_m`` with rough ground starting on it, then a smoothstep
-  blend over ``blend_m`` into the surrounding ground; the surface id is the off-road surface;
-- **the surrounding ground**: a smooth field that follows the road's elevation (an
-  inverse-distance weighted average of the centerline heights) plus seeded value noise: large
-  undulations of ``amplitude_m`` (faded in over 20 m from the edge) and short-wavelength
-  roughness of ``roughness_m``.
-
-Every term is continuous in the node position, so heights are continuous at the road edge and
-everywhere else (the stage's clearance rule keeps different parts of the road from competing
-inside each other's blend zone). Noise is integer hashing and polynomials only: the arrays are
+Every node of a regular grid covering the stage plus a margin gets the road's height and
+surface on the road, a berm and a blend beyond the edge, and a smooth ground-following field
+with seeded value noise further out (docs/stages.md, "Terrain bake"). Every term is continuous
+in the node position, and the noise is integer hashing and polynomials only: the arrays are
 bit-identical on every platform.
 
 **Any part of the grid, on demand.** A node's value depends only on the node and the stage, so

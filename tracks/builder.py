@@ -157,7 +157,6 @@ class PathBuilder:
         self._grade = 0.0
         self._spacing = float(knot_spacing_m)
         self.s_m = 0.0
-        self.turned_rad = 0.0
 
     def grade(self, grade: float) -> PathBuilder:
         """Set the grade (rise per metre, e.g. 0.06 for 6 %) of the pieces that follow."""
@@ -190,7 +189,6 @@ class PathBuilder:
             grade: grade for this turn (default: the current grade).
         """
         e, mid, k = _turn_parts(radius_m, angle_deg, ease_m)
-        a = abs(float(angle_deg)) * (PI / 180.0)
         g = self._grade if grade is None else float(grade)
         if e > 0:
             self._pieces.append((e, 0.0, k, g))
@@ -199,7 +197,6 @@ class PathBuilder:
         if e > 0:
             self._pieces.append((e, k, 0.0, g))
         self.s_m += 2 * e + max(mid, 0.0)
-        self.turned_rad += a if angle_deg > 0 else -a
         return self
 
     def hairpin(self, radius_m: float, left: bool, grade: float | None = None) -> PathBuilder:

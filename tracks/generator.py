@@ -1,22 +1,12 @@
 """Procedural stages from a seed.
 
-``generate(seed)`` lays out a road as a random sequence of straights and eased turns with
-:class:`~tracks.builder.PathBuilder`, adds an elevation profile (a bounded random walk of the
-grade), crests, compressions and (from difficulty 0.25) jumps on straights, and splits it into
-surface/width sections. The result is an ordinary validated :class:`~tracks.stage.Stage`; any
-attempt that fails validation (the road comes back onto itself, a corner comes out too tight)
-is thrown away and the next one is drawn from the same random stream, up to ``max_attempts``.
-A point-to-point stage then gets ``RESCUE_ATTEMPTS`` more, its corners drawn wider (see
-``RESCUE_MARGIN``): a long, hard stage has so many corners that one of them comes out too
-tight in almost every attempt.
-
-Randomness comes only from ``np.random.default_rng(seed)`` uniform and integer draws (PCG64,
-platform-independent); geometry uses ``physics.mathx`` and ``+ - * / sqrt``. The same seed and
-arguments therefore give a bit-identical stage everywhere.
-
-Difficulty 0..1 sets the tightest corner radius (60 m at 0, 26 m at 0.5, 15 m at 1), the share
-of tight corners, hairpins (above 0.6), grades (4 % to 10 %), width (10-12 m down to 6-8 m),
-looser surfaces, crest height and jump size.
+``generate(seed)`` lays out a road of straights and eased turns with
+:class:`~tracks.builder.PathBuilder`, adds an elevation profile and features, and splits it
+into surface/width sections; an attempt that fails validation is thrown away and the next one
+is drawn from the same random stream (docs/stages.md, "The generator", describes the layout,
+what difficulty sets and the retry budget). Randomness comes only from
+``np.random.default_rng(seed)`` uniform and integer draws and geometry uses ``physics.mathx``
+and ``+ - * / sqrt``, so the same seed and arguments give a bit-identical stage everywhere.
 """
 
 from __future__ import annotations

@@ -1,37 +1,11 @@
 """Project N cars onto a stage's centerline: progress, offset, heading error, edges, lookahead.
 
 The kernel :func:`project_batch` works on the plain arrays of a :class:`~tracks.stage.StagePath`
-(the centerline sampled every ~1 m, with the spline's unit tangent at every sample). A point is
-projected onto a segment along the *interpolated normal* (:func:`tracks._geometry.fan_project`):
-the foot moves continuously along the road as the point moves, also on the inside of bends where
-a closest-point projection onto a polyline jumps. Of all segments whose normal fan contains the
-point, the one with the smallest ``|lateral|`` wins (ties: lowest index).
-
-On an open stage the first fan is open behind the start and the last one beyond the finish
-end: there ``s`` clamps to 0 or the length and the lateral offset is measured from the
-centerline extended straight (as the lookahead does).
-
-Warm start: only the segments within ``±window_m`` of the previous distance ``s_prev`` are
-searched. If the winner lies on the window's border, or no fan in the window contains the
-point, the search goes global; a NaN or negative ``s_prev`` is a cold (global) start. So a warm
-search returns exactly what the exhaustive search returns whenever the answer lies inside the
-window.
-
-Outputs per car:
-
-- ``s``: arc length of the closest point (m); in [0, length) for loops.
-- ``lateral``: signed distance to the centerline, positive to the left of the direction of
-  travel (m).
-- ``heading_error``: angle from the road tangent to the car's forward vector (rad, positive
-  when the car points left of the road), via ``physics.mathx.atan2x``.
-- ``left_edge``, ``right_edge``: distance to the left and right road edge, positive while the
-  car's reference point is on the road (m).
-- ``lookahead``: (K, 3) per car: the centerline point at ``s + d_k`` in the car frame
-  (x forward, y left, m) and the road curvature there (1/m, positive left). Beyond the end of
-  an open stage the centerline continues straight along its last tangent (curvature 0); loops
-  wrap around.
-
-All arithmetic is ``+ - * / sqrt`` and ``atan2x``: the results are bit-identical everywhere.
+and projects along the *interpolated normal* (:func:`tracks._geometry.fan_project`), so ``s``
+and the offset are continuous as a car moves; a warm start searches only ``±window_m`` around
+the previous ``s`` and returns exactly what the exhaustive search returns whenever the answer
+lies inside the window. docs/stages.md describes the inputs, the outputs and the method. All
+arithmetic is ``+ - * / sqrt`` and ``atan2x``: the results are bit-identical everywhere.
 """
 
 from __future__ import annotations

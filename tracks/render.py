@@ -328,14 +328,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.stage:
         ap.error("give a STAGE or --grid")
-    from tracks.errors import StageNotFoundError, TracksError
+    from tracks.errors import TracksError
 
     try:
         st = load_stage(args.stage)
-    except StageNotFoundError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
-        return 2
-    except TracksError as e:
+    except TracksError as e:  # a bad file or a name that is no stage
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = args.out or f"{st.name}.png"

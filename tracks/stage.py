@@ -68,7 +68,6 @@ MIN_TIMED_M = 10.0
 FEATURE_KINDS = ("crest", "jump", "compression")
 FEATURE_CREST = 0
 FEATURE_JUMP = 1
-FEATURE_COMPRESSION = 2
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 

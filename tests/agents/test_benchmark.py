@@ -161,10 +161,13 @@ def test_harness_figures_on_a_tiny_set_are_exact(tmp_path):
     assert m["off_road_mean_s"] == np.mean([r.off_road_s for r in rows])
 
 
-def test_a_set_of_dnfs_scores_zero_and_writes_strict_json(tmp_path):
+def test_a_set_of_dnfs_scores_zero_and_writes_strict_json(tmp_path, capsys):
     res = B.run_benchmark(
-        _brake_policy, [TINY], agent_name="brake", baseline=tmp_path / "none.json"
+        _brake_policy, [TINY], agent_name="brake", baseline=tmp_path / "none.json", progress=True
     )
+    # in a log (stderr is no terminal) the progress ends with a plain line of the counts
+    err = capsys.readouterr().err
+    assert "rally benchmark brake: 2/2 stages in " in err and "(last: 0/2 finished)" in err
     m = res.sets["tiny"]
     assert m["finished"] == 0 and m["score_median"] == 0.0 and m["score_mean"] == 0.0
     assert math.isnan(m["gap_reference_median_pct"])
@@ -205,6 +208,16 @@ def test_bad_arguments_are_refused():
         B.run_benchmark("heuristic", "library", start=-1)
     with pytest.raises(ValueError, match="chunk"):
         B.run_stages(_brake_policy, ["opener"], chunk=0)
+
+
+def test_a_baseline_or_oracle_file_of_another_kind_is_refused(tmp_path):
+    (tmp_path / "o.json").write_text(B.ORACLE_PATH.read_text())
+    with pytest.raises(ValueError, match=r"o\.json: not a rally benchmark baseline"):
+        B.load_baseline(tmp_path / "o.json")
+    (tmp_path / "b.json").write_text(B.BASELINE_PATH.read_text())
+    with pytest.raises(ValueError, match=r"b\.json: not a rally oracle file"):
+        B.load_oracle(tmp_path / "b.json")
+    assert B.load_oracle(tmp_path / "none.json") == {} == B.load_baseline(tmp_path / "none.json")
 
 
 def test_cli_quick_look_writes_json_and_markdown(tmp_path, capsys):

@@ -38,6 +38,20 @@ def test_progress_in_a_log_writes_plain_lines_and_a_last_one():
     assert off.getvalue() == ""
 
 
+def test_progress_counted_in_all_never_goes_back():
+    log = io.StringIO()
+    p = Progress(1500, "mpc opener", "metre", every_s=0.0, stream=log)
+    for done in (120, 80, 700):  # a car rolling back does not undo the progress
+        p.update(done=done)
+    p.close()
+    assert [ln.split(" in ")[0] for ln in log.getvalue().splitlines()] == [
+        "  mpc opener: 120/1500 metres",
+        "  mpc opener: 120/1500 metres",
+        "  mpc opener: 700/1500 metres",
+        "  mpc opener: 700/1500 metres",
+    ]
+
+
 def test_rally_verify_says_what_it_does_as_it_starts(capsys):
     files = sorted(FIXTURE.glob("*.rrp.json.gz"))[:2]
     assert len(files) == 2

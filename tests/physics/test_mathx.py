@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from physics.mathx import atan2x, sincosx, wrap_angle
+from physics.mathx import atan2x, sincosx
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
 
@@ -30,15 +30,6 @@ def test_atan2_axes_and_origin():
     assert atan2x(1.0, 0.0) == math.pi / 2
     assert atan2x(-1.0, 0.0) == -math.pi / 2
     assert atan2x(0.0, -1.0) == math.pi
-
-
-@given(finite)
-def test_wrap_angle_range_and_equivalence(a):
-    w = wrap_angle(a)
-    assert -math.pi <= w < math.pi + 1e-12
-    s0, c0 = sincosx(a)
-    s1, c1 = sincosx(w)
-    assert abs(s0 - s1) < 1e-9 and abs(c0 - c1) < 1e-9
 
 
 @given(finite, finite)

@@ -389,6 +389,7 @@ def test_a_terrain_set_takes_a_sources_prebaked_tiles_with_the_row(how):
     src = StageTerrain(stage)
     tiles = src.start_tiles()
     src.prebake(tiles)
+    lin = tiles[:, 1] * tile_grid(src.shape)[0] + tiles[:, 0]
     asked = []
     fill = src.fill_tiles
     src.fill_tiles = lambda t, h, s: (asked.append(len(t)), fill(t, h, s))
@@ -396,14 +397,12 @@ def test_a_terrain_set_takes_a_sources_prebaked_tiles_with_the_row(how):
         ts = TerrainSet([src])
     else:
         ts = TerrainSet([flat_terrain()])
-        ts.fill(0, np.array([[0, 0], [1, 0]]))
+        ts.fill_linear(0, np.array([0, 1]))
         ts.replace(0, src)
     assert ts.tiles_in_use == len(tiles)
-    assert ts.fill(0, tiles) == 0 and asked == []
+    assert ts.fill_linear(0, lin) == 0 and asked == []
     fresh = TerrainSet([StageTerrain(stage)])
-    assert fresh.fill(0, tiles) == len(tiles)
-    tnx = tile_grid(src.shape)[0]
-    lin = tiles[:, 1] * tnx + tiles[:, 0]
+    assert fresh.fill_linear(0, lin) == len(tiles)
     sa, sb = ts.tiles[int(ts.meta[0, TM_TABLE]) + lin], fresh.tiles[lin]
     np.testing.assert_array_equal(
         ts.heights.reshape(-1, TILE_NODES)[sa], fresh.heights.reshape(-1, TILE_NODES)[sb]

@@ -41,7 +41,7 @@ def test_render_stage_map():
     assert colors is not None and len(colors) > 50  # it drew something
 
 
-def test_render_cli(tmp_path):
+def test_render_cli(tmp_path, capsys):
     from tracks.render import main
 
     out = tmp_path / "map.png"
@@ -49,3 +49,4 @@ def test_render_cli(tmp_path):
     assert out.stat().st_size > 1000
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["no-such-stage", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("error: no stage named 'no-such-stage'; ")

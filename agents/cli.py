@@ -42,8 +42,15 @@ def add_subcommands(sub: Any) -> None:
     ev.add_argument("--episodes", type=int, default=1, help="episodes per stage (seeds S..)")
     add_vehicle_args(ev)
     ev.add_argument("--seed", type=int, default=0, help="first reset seed")
-    ev.add_argument("--json", default=None, metavar="OUT.json")
-    ev.add_argument("--csv", default=None, metavar="OUT.csv")
+    ev.add_argument(
+        "--json", default=None, metavar="OUT.json", help="write the results as JSON (- for stdout)"
+    )
+    ev.add_argument(
+        "--csv",
+        default=None,
+        metavar="OUT.csv",
+        help="write per-stage figures as CSV (- for stdout)",
+    )
     ev.add_argument("--video", default=None, metavar="DIR", help="video of each stage's best run")
     ev.add_argument("--plots", default=None, metavar="DIR", help="telemetry plot per run")
     ev.add_argument(
@@ -407,10 +414,12 @@ def _check_eval_outputs(args: argparse.Namespace) -> None:
     Raises:
         OutputPathError: naming the option and the path.
     """
-    from rally_env.paths import check_output_dir, check_output_file
+    from rally_env.paths import OutputPathError, check_output_dir, check_output_file
 
+    if args.json == "-" and args.csv == "-":
+        raise OutputPathError("--json - and --csv -: only one of them can be standard output")
     for opt, path in (("--json", args.json), ("--csv", args.csv)):
-        if path is not None:
+        if path is not None and path != "-":
             check_output_file(path, opt)
     for opt, path in (
         ("--video", args.video),
@@ -664,7 +673,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
         note = getattr(policy, "action_note", None)
         if note:
-            print(f"{args.agent}: {note}")
+            print(
+                f"{args.agent}: {note}",
+                file=sys.stderr if "-" in (args.json, args.csv) else sys.stdout,
+            )
         if args.ray_address is not None:
             from agents.distributed import evaluate_distributed
 
@@ -696,11 +708,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"rally eval: error: {e}", file=sys.stderr)
         return 2
-    print(res.table(rich=False if args.plain else None), end="")
+    # ``--json -`` / ``--csv -``: standard output holds that alone; the table goes to stderr
+    say = sys.stderr if "-" in (args.json, args.csv) else sys.stdout
+    print(res.table(rich=False if args.plain else None), end="", file=say)
     if args.json:
-        print(f"wrote {res.write_json(args.json)}")
+        path = res.write_json(args.json)
+        if args.json != "-":
+            print(f"wrote {path}", file=say)
     if args.csv:
-        print(f"wrote {res.write_csv(args.csv)}")
+        path = res.write_csv(args.csv)
+        if args.csv != "-":
+            print(f"wrote {path}", file=say)
     if args.plots:
         from agents.plots import telemetry_plots
 

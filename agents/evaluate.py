@@ -15,8 +15,10 @@ never trained on (as benchmark suites keep a held-out track).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -146,19 +148,30 @@ class EvalResult:
         }
 
     def write_json(self, path: str | Path) -> Path:
+        """Write :meth:`to_dict` as JSON to ``path`` (``"-"``: standard output)."""
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+        if str(path) == "-":
+            sys.stdout.write(text)
+            return Path("-")
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        p.write_text(text)
         return p
 
     def write_csv(self, path: str | Path) -> Path:
+        """Write one row of figures per stage to ``path`` (``"-"``: standard output)."""
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(SUMMARY_FIELDS))
+        w.writeheader()
+        for s in self.stages:
+            w.writerow({k: ("" if v is None else v) for k, v in s.figures().items()})
+        if str(path) == "-":
+            sys.stdout.write(buf.getvalue())
+            return Path("-")
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         with p.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(SUMMARY_FIELDS))
-            w.writeheader()
-            for s in self.stages:
-                w.writerow({k: ("" if v is None else v) for k, v in s.figures().items()})
+            f.write(buf.getvalue())
         return p
 
     def table(self, rich: bool | None = None) -> str:

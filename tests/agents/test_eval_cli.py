@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import sys
@@ -110,6 +111,23 @@ def test_rally_eval_json_and_csv(tmp_path, capsys):
     assert len(rows) == 1 and rows[0]["stage"] == "opener"
     assert list(rows[0]) == list(SUMMARY_FIELDS)
     assert float(rows[0]["median_time_s"]) == pytest.approx(st["median_time_s"])
+
+
+def test_rally_eval_json_to_stdout_writes_no_file(tmp_path, capsys, monkeypatch):
+    """``--json -`` is standard output, which then holds the JSON alone (the table goes to
+    stderr); it wrote a file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    args = ["eval", "--agent", "line", "--stages", "opener", "--episodes", "1", "--plain"]
+    assert main([*args, "--json", "-"]) == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["schema"] == "rally-eval" and doc["stages"][0]["stage"] == "opener"
+    assert "opener" in cap.err and not (tmp_path / "-").exists()
+    assert main([*args, "--csv", "-"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["stage"] for r in rows] == ["opener"] and not (tmp_path / "-").exists()
+    assert main([*args, "--json", "-", "--csv", "-"]) == 2
+    assert "only one of them" in capsys.readouterr().err
 
 
 def test_rally_eval_plots(tmp_path):

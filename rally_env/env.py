@@ -11,9 +11,9 @@ from gymnasium.error import ResetNeeded
 from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig
 from rally_env.core import RallyCore, car_seed_sequence, state_digest
-from rally_env.errors import ConfigError, StateError
+from rally_env.errors import StateError
 from rally_env.render.envview import RENDER_MODES as _VIEW_RENDER_MODES
-from rally_env.spaces import OBS_SWITCHES, action_space
+from rally_env.spaces import action_space
 
 #: The render modes (the renderer's own list, as Gymnasium's metadata wants it).
 RENDER_MODES = list(_VIEW_RENDER_MODES)
@@ -83,9 +83,9 @@ class RallyEnv(gym.Env):
     - Arguments: ``stage`` (a library name, ``"gen-<seed>"``, a file, a ``tracks.Stage``,
       ``"random"`` or a list), ``vehicle``, ``planet``, ``version``, ``control_hz``,
       ``reward_weights``, ``termination``, ``randomize``, ``random_stage``,
-      ``discrete_actions``, ``render_mode``, ``road_ahead``, ``observe`` (keywords: the
-      switch of any further observation block, ``rally_env.spaces.OBS_SWITCHES``); a bad
-      value raises ``rally_env.ConfigError`` naming it.
+      ``discrete_actions``, ``render_mode``, ``road_ahead`` (the switch of an observation block:
+      ``rally_env.spaces.OBS_SWITCHES``); a bad value raises ``rally_env.ConfigError`` naming
+      it.
 
     The full reference, with the observation, reward, episode-end, info and argument tables
     made from the code: docs/env.md.
@@ -107,15 +107,7 @@ class RallyEnv(gym.Env):
         version: int = 0,
         planet: str | None = None,
         road_ahead: bool = False,
-        **observe: bool,
     ):
-        for name in observe:
-            if name not in OBS_SWITCHES:
-                raise ConfigError(
-                    name,
-                    observe[name],
-                    f"unknown argument; observation switches: {', '.join(OBS_SWITCHES)}",
-                )
         self.config = RallyConfig.build(
             stage=stage,
             vehicle=vehicle,
@@ -129,7 +121,6 @@ class RallyEnv(gym.Env):
             version=version,
             planet=planet,
             road_ahead=road_ahead,
-            **observe,
         )
         self.render_mode = self.config.render_mode
         self.metadata = {"render_modes": RENDER_MODES, "render_fps": self.config.control_hz}

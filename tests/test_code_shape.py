@@ -29,8 +29,6 @@ ALLOWED: dict[str, str] = {
     "rally_env/info.py::_fill_cars": _WIDE_ENTRY + "; it could take the env kernels' records",
     "rally_env/render/background.py::_bake_tiles": _WIDE_ENTRY + " (terrain and view tables)",
     "rally_env/render/background.py::sample_view": _WIDE_ENTRY + " (view and terrain)",
-    "rally_env/env.py::RallyEnv.__init__": "the env's public constructor keywords (what "
-    "gymnasium.make passes by name); further observation switches arrive in **observe",
     "rally_env/render/play.py::play": "the play command's public keyword arguments",
     "rally_env/render/raster.py::draw_marks": _WIDE_ENTRY + " (the marks and the view)",
     "rally_env/render/video.py::render_episode": "public keyword arguments of the video API",

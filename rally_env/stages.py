@@ -31,7 +31,7 @@ import numpy as np
 import tracks
 from physics.jit import njit
 from physics.terrain import MAX_SURFACES, TerrainSet, flat_terrain
-from rally_env.config import RallyConfig
+from rally_env.config import RallyConfig, pool_record_problem
 from rally_env.errors import ConfigError
 from rally_env.spaces import ROAD_AHEAD_BINS_M
 from tracks.bake import StageTerrain
@@ -200,16 +200,6 @@ def generated_stage(
         return st
 
     return _cached(_STAGE_CACHE, key, make)
-
-
-def prefetch_useful(n_cars: int) -> bool:
-    """Whether asking the prefetch worker ahead pays for an env of ``n_cars`` cars on fresh
-    stages. Each car asks for its next stage when it resets and takes it at its next reset,
-    while the other cars ask for theirs: with more cars than the worker keeps answers for,
-    a car's stage has gone before the car comes back for it (in a benchmark run of 1,024
-    cars on random stages, one answer was ever taken), and the worker's CPU, the requests
-    and the unused answers only slow the env."""
-    return n_cars <= PREFETCHER.capacity
 
 
 #: How far past the start line the prefetch worker bakes a pool stage's tiles (m): it makes
@@ -832,3 +822,182 @@ class StageBank:
         if st is None:
             raise RuntimeError(f"stage slot {slot} has no stage yet (reset the env first)")
         return st
+
+
+# --------------------------------------------------------------------------- the source
+class StageSource:
+    """Where every car's stages come from: the one object the core asks for a car's next
+    stage (:meth:`assign`), and the owner of everything that decides and prepares it: the
+    :class:`StageBank` of slots, the draw rule (a fixed stage, a list, ``"random"``: fresh
+    stages, a level set or a stage pool), the pool's seed and step count, and the requests
+    to the prefetch worker (:data:`tracks.prefetch.PREFETCHER`) for stages cars will need.
+
+    Args:
+        config: the env config.
+        n_cars: number of cars.
+    """
+
+    def __init__(self, config: RallyConfig, n_cars: int):
+        self.bank = StageBank(config, n_cars)
+        self.n_cars = int(n_cars)
+        self.random_stage = config.random_stage if self.bank.mode == "random" else {}
+        #: the size of a ``random_stage`` pool, or None
+        self.pool_size: int | None = self.random_stage.get("pool")
+        #: the stage pool's seed (None until the first reset draws one) and the env steps
+        #: since it was seeded (:meth:`seed_pool`, :meth:`tick`)
+        self.pool_seed: int | None = None
+        self.clock = 0
+        self._pool_queue: list[tuple[int, float, int]] = []  # pool stages still to ask for
+        self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
+
+    # ------------------------------------------------------------------ a car's next stage
+    def assign(self, cars: np.ndarray, rngs: list[Any], held: np.ndarray, then) -> np.ndarray:
+        """The slots of the stages ``cars`` reset onto, drawn from their streams ``rngs[k]``
+        (``held[i]``: the slot car ``cars[i]`` holds now, released first; -1 for none).
+        ``then(k, slot, rng)`` runs after each car's draw (its further draws come from the
+        same stream, before the stage its next reset will draw is asked for ahead)."""
+        bank = self.bank
+        pool = self.pool_now()
+        fresh = bank.mode == "random" and pool is None
+        # each car asks for its next stage ahead, unless more cars than the worker keeps
+        # answers for (a car's stage would be gone before the car came back for it)
+        ahead = fresh and self.n_cars <= PREFETCHER.capacity
+        if fresh and not ahead and len(cars) > 1:
+            self._share_generation(cars, rngs)  # (a pool's stages are asked for by tick)
+        slots = np.empty(len(cars), np.int64)
+        for i, k in enumerate(cars):
+            rng = rngs[int(k)]
+            if bank.mode == "fixed":
+                slot = 0
+            elif bank.mode == "list":
+                slot = int(rng.integers(bank.n_slots))
+            else:
+                draw = draw_random_stage(self.random_stage, rng, pool)
+                length = self.random_stage["length_m"]
+                if held[i] >= 0:
+                    bank.release(int(held[i]))
+                slot = bank.acquire(
+                    gen_key(draw.seed, length, draw.difficulty, draw.laps),
+                    lambda d=draw, n=length: generated_stage(
+                        d.seed, n, d.difficulty, bank.sectioned, laps=d.laps
+                    ),
+                )
+            slots[i] = slot
+            then(int(k), slot, rng)
+            if ahead:
+                self._prefetch_next(rng)
+        return slots
+
+    def place(self, held: np.ndarray, stage: tracks.Stage, slot: int) -> int:
+        """The slot of cars copied onto ``stage`` (a car state's; ``slot``: its slot in a
+        fixed or list env), ``held``: the slots the cars hold now (-1 for none)."""
+        if self.bank.mode != "random":
+            return int(slot)
+        for s in held:
+            if s >= 0:
+                self.bank.release(int(s))
+        return self.bank.acquire_stage(stage, len(held))
+
+    def adopt(self, stages: list[tracks.Stage | None], held: np.ndarray) -> None:
+        """Take the slot stages of a saved state (``held``: the slot of each car that was
+        reset); a fixed or list env's slots never change."""
+        if self.bank.mode == "random":
+            self.bank.adopt(stages, held)
+
+    def _prefetch_next(self, rng: np.random.Generator, prebake: bool = True) -> None:
+        """Ask for the stage the car's next reset will draw (its stream decides it; nothing
+        draws from it before then unless that reset is seeded anew)."""
+        peek = np.random.Generator(np.random.PCG64())
+        peek.bit_generator.state = rng.bit_generator.state
+        d = draw_random_stage(self.random_stage, peek, self.pool_now())
+        length = self.random_stage["length_m"]
+        if not self.bank.holds(gen_key(d.seed, length, d.difficulty, d.laps)):  # a held level
+            prefetch_stage(d.seed, length, d.difficulty, self.bank.sectioned, prebake, laps=d.laps)
+
+    def _share_generation(self, cars: np.ndarray, rngs: list[Any]) -> None:
+        """Cars reset together, too many for stages asked ahead: the worker makes the second
+        half of the stages they draw while this process makes the first half in place, on
+        the core the physics threads leave idle during resets. Where a stage is made never
+        changes it. (Without start tiles baked by the worker: this process waits for these
+        answers.)"""
+        for k in cars[(len(cars) + 1) // 2 :]:
+            self._prefetch_next(rngs[int(k)], prebake=False)
+
+    # ------------------------------------------------------------------ the stage pool
+    def seed_pool(self, seed: int | None) -> None:
+        """Start the stage pool (``random_stage.pool``) afresh: its windows drawn from
+        ``seed`` (fresh entropy if None), the env's step count at 0. The envs call this at a
+        reset of every car with an int seed; without a pool it only restarts the count."""
+        self.pool_seed = None if seed is None else int(seed)
+        self.clock = 0
+        self._pool_queue = []
+        self._pool_window = -1
+
+    def pool_now(self) -> tuple[int, int] | None:
+        """(pool seed, env step) a reset draws from now, or None without a pool."""
+        if self.pool_size is None:
+            return None
+        if self.pool_seed is None:
+            self.pool_seed = int(np.random.SeedSequence().entropy)
+        return self.pool_seed, self.clock
+
+    def tick(self) -> None:
+        """One env step has passed (the envs call this once per ``step``, whichever cars it
+        stepped or reset). With a stage pool, ask the prefetch worker for the stages of the
+        current and the next pool window that no slot holds yet, as many as it keeps."""
+        self.clock += 1
+        if self.pool_size is None or self.pool_seed is None:
+            return
+        rs = self.random_stage
+        window = self.clock // rs["pool_steps"]
+        if window != self._pool_window:
+            self._pool_window = window
+            queue: list[tuple[int, float, int]] = []
+            for w in (window, window + 1):
+                drawn = pool_window(rs, self.pool_seed, w)
+                queue.extend(zip(*(a.tolist() for a in drawn), strict=True))
+            # the worker keeps PREFETCHER.capacity answers: asking further ahead is useless
+            self._pool_queue = list(dict.fromkeys(queue))[: 2 * PREFETCHER.capacity]
+        if self._pool_queue:
+            self._ask_pool()
+
+    def _ask_pool(self) -> None:
+        length = self.random_stage["length_m"]
+        q = self._pool_queue
+        i = 0
+        while i < len(q):
+            seed, diff, laps = q[i]
+            if not self.bank.holds(gen_key(seed, length, diff, laps)):
+                sec = self.bank.sectioned
+                if not prefetch_stage(
+                    seed, length, diff, sec, POOL_PREBAKE_M, limit=True, laps=laps
+                ):
+                    break
+            i += 1
+        del q[:i]
+
+    # ------------------------------------------------------------------ state
+    def state(self) -> dict[str, Any]:
+        """The entries a core state holds for the source: ``pool`` (seed and step count)
+        with a stage pool, nothing without one (those states are unchanged)."""
+        if self.pool_size is None:
+            return {}
+        return {"pool": {"seed": self.pool_seed, "clock": self.clock}}
+
+    @property
+    def state_keys(self) -> tuple[str, ...]:
+        """The keys :meth:`state` returns."""
+        return () if self.pool_size is None else ("pool",)
+
+    def state_problem(self, st: dict[str, Any]) -> str | None:
+        """What is wrong with a state's source entries (:meth:`state`), or None."""
+        if self.pool_size is None:
+            return None
+        problem = pool_record_problem(st["pool"], seed_may_be_none=True)
+        return f"state['pool'] {problem}" if problem else None
+
+    def restore(self, st: dict[str, Any]) -> None:
+        """Take the source entries of a state :meth:`state_problem` accepted."""
+        if self.pool_size is not None:
+            self.seed_pool(st["pool"]["seed"])
+            self.clock = int(st["pool"]["clock"])

@@ -454,14 +454,13 @@ class RallyCore:
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """A plain, picklable snapshot of everything that shapes the cars' futures."""
-        b = self.bank
         st: dict[str, Any] = {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
             "layout_version": L.LAYOUT_VERSION,
             "config_digest": self.config.digest(),
             "n_cars": self.n,
-            "slots": [None if s is None else S.stage_record(s) for s in b.slots],
+            "slots": self.stages.records(),
             "sim_state": self.sim.state.copy(),
             "sim_istate": self.sim.istate.copy(),
             "sim_params": self.sim.params.copy(),
@@ -550,18 +549,7 @@ class RallyCore:
             raise StateError("state['etimes'] has the wrong shape")
         if len(st["slots"]) != len(self.bank.slots) or len(st["rng"]) != self.n:
             raise StateError("state has the wrong number of stage slots or RNG streams")
-        stages = []
-        for i, rec in enumerate(st["slots"]):
-            if rec is None:
-                stages.append(None)
-                continue
-            try:
-                stg = S.stage_from_record(rec)
-            except Exception as e:
-                raise StateError(f"state slot {i}: cannot rebuild its stage: {e}") from None
-            if self.bank.mode != "random" and stg.digest() != self.bank.slots[i].digest():
-                raise StateError(f"state slot {i} is a different stage than this env's")
-            stages.append(stg)
+        stages = self.stages.stages_of(st["slots"])
         slots = st["eistate"][:, K.EI_SLOT]
         if slots.min() < 0 or slots.max() >= len(stages):
             raise StateError("state refers to a stage slot this env does not have")
@@ -634,15 +622,8 @@ class RallyCore:
         if not self.ever_reset[k]:
             raise StateError(f"car {k} has never been reset: it has no state to read")
         slot = int(self.eistate[k, K.EI_SLOT])
-        stage = self.bank.stage(slot)
-        sb = single.bank
-        one_slot = 0 if sb.mode == "random" else slot
-        row = sb.terrain_row(0, one_slot)
-        slots: list[Any]
-        if sb.mode == "random":
-            slots = [S.stage_record(stage)]
-        else:
-            slots = [None if s is None else S.stage_record(s) for s in self.bank.slots]
+        slots, one_slot = self.stages.car_records(slot, single.stages)
+        row = single.bank.terrain_row(0, one_slot)
         ist = self.sim.istate[k : k + 1].copy()
         ist[0, L.I_TERRAIN] = row
         ei = self.eistate[k : k + 1].copy()

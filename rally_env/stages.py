@@ -32,7 +32,7 @@ import tracks
 from physics.jit import njit
 from physics.terrain import MAX_SURFACES, TerrainSet, flat_terrain
 from rally_env.config import RallyConfig, pool_record_problem
-from rally_env.errors import ConfigError
+from rally_env.errors import ConfigError, StateError
 from rally_env.spaces import ROAD_AHEAD_BINS_M
 from tracks.bake import StageTerrain
 from tracks.generator import generate_drawn
@@ -977,6 +977,39 @@ class StageSource:
         del q[:i]
 
     # ------------------------------------------------------------------ state
+    def records(self) -> list[dict[str, Any] | None]:
+        """The slots' stages as a state holds them (:func:`stage_record`; None: no stage yet)."""
+        return [None if s is None else stage_record(s) for s in self.bank.slots]
+
+    def stages_of(self, records: list[Any]) -> list[tracks.Stage | None]:
+        """The stages of a state's slot records (:meth:`records`). Changes nothing.
+
+        Raises:
+            StateError: a slot's stage cannot be rebuilt, or differs from the stage of this
+                (fixed or list) env's slot.
+        """
+        stages: list[tracks.Stage | None] = []
+        for i, rec in enumerate(records):
+            if rec is None:
+                stages.append(None)
+                continue
+            try:
+                stg = stage_from_record(rec)
+            except Exception as e:
+                raise StateError(f"state slot {i}: cannot rebuild its stage: {e}") from None
+            if self.bank.mode != "random" and stg.digest() != self.bank.slots[i].digest():
+                raise StateError(f"state slot {i} is a different stage than this env's")
+            stages.append(stg)
+        return stages
+
+    def car_records(self, slot: int, single: StageSource) -> tuple[list[Any], int]:
+        """(slot records, the car's slot) of a one-car state of ``single`` (a one-car source
+        of the same settings) whose car is on this source's slot ``slot``."""
+        stage = self.bank.stage(slot)
+        if single.bank.mode == "random":
+            return [stage_record(stage)], 0
+        return self.records(), slot
+
     def state(self) -> dict[str, Any]:
         """The entries a core state holds for the source: ``pool`` (seed and step count)
         with a stage pool, nothing without one (those states are unchanged)."""

@@ -1,7 +1,8 @@
 """The one batched code path under both envs: N cars, their stages, timers and rewards.
 
-:class:`RallyCore` owns a :class:`physics.VehicleBatch`, a :class:`~rally_env.stages.StageBank`
-and the per-car env state, and implements reset and step for any subset of cars.
+:class:`RallyCore` owns a :class:`physics.VehicleBatch`, a :class:`~rally_env.stages.StageSource`
+(which stage each car gets, in the slots of its :class:`~rally_env.stages.StageBank`) and the
+per-car env state, and implements reset and step for any subset of cars.
 :class:`rally_env.RallyEnv` is a core with N = 1; :class:`rally_env.RallyVectorEnv` a core with
 N = ``num_envs``. Nothing per car depends on N: each car has its own RNG stream (spawned from
 the reset seed, ``SeedSequence(seed, spawn_key=(k,))`` = ``SeedSequence(seed).spawn(n)[k]``),

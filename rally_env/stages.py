@@ -976,6 +976,15 @@ class StageSource:
             i += 1
         del q[:i]
 
+    def board_name(self, slot: int) -> str:
+        """The name a run on the stage of ``slot`` is filed under: the stage's own name, but
+        for a randomly drawn stage its exact name (:func:`drawn_stage_name`: its own rounds the
+        difficulty and leaves out the laps, so it names several stages)."""
+        key = self.bank.key_of(slot)
+        if isinstance(key, tuple) and len(key) == 5 and key[0] == "gen":
+            return drawn_stage_name(key[1], key[2], key[3], key[4])
+        return self.bank.stage(slot).name
+
     # ------------------------------------------------------------------ state
     def records(self) -> list[dict[str, Any] | None]:
         """The slots' stages as a state holds them (:func:`stage_record`; None: no stage yet)."""

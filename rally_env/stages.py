@@ -16,6 +16,13 @@ When surface-grip randomization is on, each slot's terrain is labelled so that e
 section has its own surface id (``1 + section index``; id 0 is off-road) and each car gets its
 own row of grip multipliers: an extra terrain-set row that shares the slot's nodes and differs
 only in grip. The physics then sees per-car, per-section friction exactly, inside every substep.
+
+A :class:`StageSource` decides which stage each car gets: it holds the bank, draws a resetting
+car's stage from the car's stream (a list entry, a fresh random stage, a level, a stage pool's
+window), counts the pool's steps and asks the prefetch worker (:mod:`tracks.prefetch`) for the
+stages cars will need. The core asks it for every car's stage and keeps no scheduling of its
+own. Stages and their terrain sources are cached per process, so the envs of one process
+share them.
 """
 
 from __future__ import annotations

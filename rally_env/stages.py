@@ -601,35 +601,6 @@ class StageBank:
         """Every slot has a stage (random-mode slots get theirs at their car's first reset)."""
         return all(s is not None for s in self.slots)
 
-    # packed arrays the kernels read (they move when a region grows)
-    @property
-    def seg(self) -> np.ndarray:
-        return self._pts.arrays["seg"]
-
-    @property
-    def tx(self) -> np.ndarray:
-        return self._pts.arrays["tx"]
-
-    @property
-    def ty(self) -> np.ndarray:
-        return self._pts.arrays["ty"]
-
-    @property
-    def curv(self) -> np.ndarray:
-        return self._pts.arrays["curv"]
-
-    @property
-    def hw(self) -> np.ndarray:
-        return self._pts.arrays["hw"]
-
-    @property
-    def px(self) -> np.ndarray:
-        return self._pts.arrays["px"]
-
-    @property
-    def py(self) -> np.ndarray:
-        return self._pts.arrays["py"]
-
     def tables(self) -> tuple:
         """Every packed table as one :class:`StageTables` record, as a plain tuple (what the
         env kernels take; numba reads a plain tuple's types faster than a named one's). Built
@@ -643,21 +614,21 @@ class StageBank:
             z, wcurv, wcrest = np.zeros(1), np.zeros((1, nw)), np.zeros((1, nw))
         else:
             z, wcurv, wcrest = a["z"], a["curv"], a["crest"]
-        ahead = {"z": z, "wcurv": wcurv, "wcrest": wcrest}
         rec = StageTables(
-            **{f: ahead[f] if f in ahead else getattr(self, f) for f in StageTables._fields}
+            table=self.table,
+            **self._pts.arrays,  # seg, tx, ty, curv, hw, px, py
+            line_race=self.line_race,
+            line_gate=self.line_gate,
+            z=z,
+            wcurv=wcurv,
+            wcrest=wcrest,
+            sec_start=self._secs.arrays["start"],
+            sec_sid=self._secs.arrays["sid"],
         )
         self._tables = (self.version, tuple(rec))
         return self._tables[1]
 
-    @property
-    def sec_start(self) -> np.ndarray:
-        return self._secs.arrays["start"]
-
-    @property
-    def sec_sid(self) -> np.ndarray:
-        return self._secs.arrays["sid"]
-
+    # the timing-line arrays the core's substep loop reads (they move when a region grows)
     @property
     def line_race(self) -> np.ndarray:
         return self._lines.arrays["race"]

@@ -1,7 +1,8 @@
 """The one batched code path under both envs: N cars, their stages, timers and rewards.
 
-:class:`RallyCore` owns a :class:`physics.VehicleBatch`, a :class:`~rally_env.stages.StageBank`
-and the per-car env state, and implements reset and step for any subset of cars.
+:class:`RallyCore` owns a :class:`physics.VehicleBatch`, a :class:`~rally_env.stages.StageSource`
+(which stage each car gets, in the slots of its :class:`~rally_env.stages.StageBank`) and the
+per-car env state, and implements reset and step for any subset of cars.
 :class:`rally_env.RallyEnv` is a core with N = 1; :class:`rally_env.RallyVectorEnv` a core with
 N = ``num_envs``. Nothing per car depends on N: each car has its own RNG stream (spawned from
 the reset seed, ``SeedSequence(seed, spawn_key=(k,))`` = ``SeedSequence(seed).spawn(n)[k]``),
@@ -22,7 +23,7 @@ from rally_env import info as I
 from rally_env import kernels as K
 from rally_env import precompile
 from rally_env import stages as S
-from rally_env.config import RallyConfig, pool_record_problem, randomized_vehicle
+from rally_env.config import RallyConfig, randomized_vehicle
 from rally_env.errors import StateError
 from rally_env.spaces import layout_for, obs_switches
 from rally_env.statecheck import check_values
@@ -72,7 +73,9 @@ class RallyCore:
         self.n_sub = config.substeps
         self.dt = config.dt_s
         # the stage's and the terrain's compiled code (an unreadable cache entry compiles again)
-        self.bank = precompile.cache_safe(S.StageBank, config, self.n)
+        #: where every car's stages come from (:class:`~rally_env.stages.StageSource`)
+        self.stages = precompile.cache_safe(S.StageSource, config, self.n)
+        self.bank = self.stages.bank
         self.version = config.version
         self.layout = layout_for(config)
         self.n_wheels = self.layout.n_wheels
@@ -133,15 +136,11 @@ class RallyCore:
         self._obs_switches = obs_switches(config)
         self.hooks: list[CoreHooks] = []
         self._near = np.zeros(n, np.bool_)  # scratch: cars near two timing lines this step
-        rs = config.random_stage if self.bank.mode == "random" else {}
-        #: the size of a ``random_stage`` pool, or None
-        self.pool_size: int | None = rs.get("pool")
-        #: the stage pool's seed (None until the first reset draws one) and the env steps
-        #: since it was seeded (:meth:`seed_pool`, :meth:`tick`)
-        self.pool_seed: int | None = None
-        self.clock = 0
-        self._pool_queue: list[tuple[int, float, int]] = []  # pool stages still to ask for
-        self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
+
+    @property
+    def clock(self) -> int:
+        """The env steps since the stage pool was seeded (:meth:`StageSource.tick`)."""
+        return self.stages.clock
 
     # ------------------------------------------------------------------ configuration
     def _cfg_vector(self) -> np.ndarray:
@@ -214,7 +213,7 @@ class RallyCore:
         ]
         rngs = [(r, None if r is None else r.bit_generator.state) for r in self.rngs]
         draws = list(self.draws)
-        clock = getattr(self, "clock", None)
+        clock = self.stages.clock
 
         def undo() -> None:
             for o, name, v, saved in arrays:
@@ -225,15 +224,12 @@ class RallyCore:
                     r.bit_generator.state = st
             self.rngs[:] = [r for r, _ in rngs]
             self.draws[:] = draws
-            if clock is not None:
-                self.clock = clock
+            self.stages.clock = clock
 
         return undo
 
     def _reset(self, cars: np.ndarray, seeds: list[np.random.SeedSequence | None] | None) -> None:
-        cfg = self.config
         bank = self.bank
-        slots = np.empty(len(cars), np.int64)
         for i, k in enumerate(cars):
             k = int(k)
             ss = seeds[i] if seeds is not None else None
@@ -241,32 +237,8 @@ class RallyCore:
                 self.rngs[k] = np.random.Generator(np.random.PCG64(ss))
             elif self.rngs[k] is None:
                 self.rngs[k] = np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
-        pool = self.pool_now()
-        ahead = bank.mode == "random" and pool is None and S.prefetch_useful(self.n)
-        if bank.mode == "random" and not ahead and pool is None and len(cars) > 1:
-            self._share_generation(cars)  # (a pool's stages are asked for by tick)
-        for i, k in enumerate(cars):
-            k = int(k)
-            rng = self.rngs[k]
-            if bank.mode == "fixed":
-                slot = 0
-            elif bank.mode == "list":
-                slot = int(rng.integers(bank.n_slots))
-            else:
-                draw = S.draw_random_stage(cfg.random_stage, rng, pool)
-                length = cfg.random_stage["length_m"]
-                if self.ever_reset[k]:
-                    bank.release(int(self.eistate[k, K.EI_SLOT]))
-                slot = bank.acquire(
-                    S.gen_key(draw.seed, length, draw.difficulty, draw.laps),
-                    lambda d=draw, n=length: S.generated_stage(
-                        d.seed, n, d.difficulty, bank.sectioned, laps=d.laps
-                    ),
-                )
-            slots[i] = slot
-            self._draw_randomization(k, slot, rng)
-            if ahead:
-                self._prefetch_next(rng)
+        held = np.where(self.ever_reset[cars], self.eistate[cars, K.EI_SLOT], -1)
+        slots = self.stages.assign(cars, self.rngs, held, self._draw_randomization)
         self._widen_times()
         rows = np.array(
             [bank.terrain_row(int(k), int(s)) for k, s in zip(cars, slots, strict=True)], np.int64
@@ -352,84 +324,6 @@ class RallyCore:
             setup,
             out,
         )
-
-    def _prefetch_next(self, rng: np.random.Generator, prebake: bool = True) -> None:
-        """Ask for the stage the car's next reset will draw (its stream decides it; nothing
-        draws from it before then unless that reset is seeded anew)."""
-        d = self._peek_stage(rng)
-        length = self.config.random_stage["length_m"]
-        if not self.bank.holds(S.gen_key(d.seed, length, d.difficulty, d.laps)):  # not a held level
-            S.prefetch_stage(
-                d.seed, length, d.difficulty, self.bank.sectioned, prebake, laps=d.laps
-            )
-
-    def _peek_stage(self, rng: np.random.Generator) -> S.StageDraw:
-        """The stage the car's next draw from ``rng`` gives, without drawing."""
-        peek = np.random.Generator(np.random.PCG64())
-        peek.bit_generator.state = rng.bit_generator.state
-        return S.draw_random_stage(self.config.random_stage, peek, self.pool_now())
-
-    # ------------------------------------------------------------------ the stage pool
-    def seed_pool(self, seed: int | None) -> None:
-        """Start the stage pool (``random_stage.pool``) afresh: its windows drawn from
-        ``seed`` (fresh entropy if None), the env's step count at 0. The envs call this at a
-        reset of every car with an int seed; without a pool it only restarts the count."""
-        self.pool_seed = None if seed is None else int(seed)
-        self.clock = 0
-        self._pool_queue = []
-        self._pool_window = -1
-
-    def pool_now(self) -> tuple[int, int] | None:
-        """(pool seed, env step) a reset draws from now, or None without a pool."""
-        if self.pool_size is None:
-            return None
-        if self.pool_seed is None:
-            self.pool_seed = int(np.random.SeedSequence().entropy)
-        return self.pool_seed, self.clock
-
-    def tick(self) -> None:
-        """One env step has passed (the envs call this once per ``step``, whichever cars it
-        stepped or reset). With a stage pool, ask the prefetch worker for the stages of the
-        current and the next pool window that no slot holds yet, as many as it keeps."""
-        self.clock += 1
-        if self.pool_size is None or self.pool_seed is None:
-            return
-        rs = self.config.random_stage
-        window = self.clock // rs["pool_steps"]
-        if window != self._pool_window:
-            self._pool_window = window
-            queue: list[tuple[int, float, int]] = []
-            for w in (window, window + 1):
-                drawn = S.pool_window(rs, self.pool_seed, w)
-                queue.extend(zip(*(a.tolist() for a in drawn), strict=True))
-            # the worker keeps S.PREFETCHER.capacity answers: asking further ahead is useless
-            self._pool_queue = list(dict.fromkeys(queue))[: 2 * S.PREFETCHER.capacity]
-        if self._pool_queue:
-            self._ask_pool()
-
-    def _ask_pool(self) -> None:
-        length = self.config.random_stage["length_m"]
-        q = self._pool_queue
-        i = 0
-        while i < len(q):
-            seed, diff, laps = q[i]
-            if not self.bank.holds(S.gen_key(seed, length, diff, laps)):
-                sec = self.bank.sectioned
-                if not S.prefetch_stage(
-                    seed, length, diff, sec, S.POOL_PREBAKE_M, limit=True, laps=laps
-                ):
-                    break
-            i += 1
-        del q[:i]
-
-    def _share_generation(self, cars: np.ndarray) -> None:
-        """Cars reset together, too many for stages asked ahead (see
-        :func:`rally_env.stages.prefetch_useful`): the worker makes the second half of the
-        stages they draw while this process makes the first half in place, on the core the
-        physics threads leave idle during resets. Where a stage is made never changes it.
-        (Without start tiles baked by the worker: this process waits for these answers.)"""
-        for k in cars[(len(cars) + 1) // 2 :]:
-            self._prefetch_next(self.rngs[int(k)], prebake=False)
 
     def _draw_randomization(self, k: int, slot: int, rng: np.random.Generator) -> None:
         r = self.config.randomize
@@ -561,14 +455,13 @@ class RallyCore:
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """A plain, picklable snapshot of everything that shapes the cars' futures."""
-        b = self.bank
         st: dict[str, Any] = {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
             "layout_version": L.LAYOUT_VERSION,
             "config_digest": self.config.digest(),
             "n_cars": self.n,
-            "slots": [None if s is None else S.stage_record(s) for s in b.slots],
+            "slots": self.stages.records(),
             "sim_state": self.sim.state.copy(),
             "sim_istate": self.sim.istate.copy(),
             "sim_params": self.sim.params.copy(),
@@ -582,8 +475,7 @@ class RallyCore:
             "rng": [None if r is None else r.bit_generator.state for r in self.rngs],
             "draws": [None if d is None else dict(d) for d in self.draws],
         }
-        if self.pool_size is not None:  # only with a stage pool: other states are unchanged
-            st["pool"] = {"seed": self.pool_seed, "clock": self.clock}
+        st.update(self.stages.state())
         st["digest"] = state_digest(st)
         return st
 
@@ -612,8 +504,7 @@ class RallyCore:
             "draws",
             "digest",
         )
-        if self.pool_size is not None:
-            need = (*need, "pool")
+        need = (*need, *self.stages.state_keys)
         missing = [k for k in need if k not in st]
         if missing:
             raise StateError(f"state is missing {', '.join(missing)}")
@@ -659,18 +550,7 @@ class RallyCore:
             raise StateError("state['etimes'] has the wrong shape")
         if len(st["slots"]) != len(self.bank.slots) or len(st["rng"]) != self.n:
             raise StateError("state has the wrong number of stage slots or RNG streams")
-        stages = []
-        for i, rec in enumerate(st["slots"]):
-            if rec is None:
-                stages.append(None)
-                continue
-            try:
-                stg = S.stage_from_record(rec)
-            except Exception as e:
-                raise StateError(f"state slot {i}: cannot rebuild its stage: {e}") from None
-            if self.bank.mode != "random" and stg.digest() != self.bank.slots[i].digest():
-                raise StateError(f"state slot {i} is a different stage than this env's")
-            stages.append(stg)
+        stages = self.stages.stages_of(st["slots"])
         slots = st["eistate"][:, K.EI_SLOT]
         if slots.min() < 0 or slots.max() >= len(stages):
             raise StateError("state refers to a stage slot this env does not have")
@@ -686,10 +566,9 @@ class RallyCore:
                     g.state = r
                 except Exception as e:
                     raise StateError(f"state RNG stream is malformed: {e}") from None
-        if self.pool_size is not None:
-            problem = pool_record_problem(st["pool"], seed_may_be_none=True)
-            if problem:
-                raise StateError(f"state['pool'] {problem}")
+        problem = self.stages.state_problem(st)
+        if problem:
+            raise StateError(problem)
         check_values(self, st, stages)  # every value in range: nothing is copied before
         return stages
 
@@ -701,9 +580,7 @@ class RallyCore:
         """
         stages = self.check_state(st)
         b = self.bank
-        if b.mode == "random":
-            held = st["eistate"][np.flatnonzero(st["ever_reset"]), K.EI_SLOT]
-            b.adopt(stages, held)
+        self.stages.adopt(stages, st["eistate"][np.flatnonzero(st["ever_reset"]), K.EI_SLOT])
         self.ever_reset[...] = st["ever_reset"]
         self.section_mu[...] = st["section_mu"]
         self.eistate[...] = st["eistate"]
@@ -731,9 +608,7 @@ class RallyCore:
         self.draws = [None if d is None else dict(d) for d in st["draws"]]
         for k in range(self.n):
             self._draw_rows(k)
-        if self.pool_size is not None:
-            self.seed_pool(st["pool"]["seed"])
-            self.clock = int(st["pool"]["clock"])
+        self.stages.restore(st)
         for h in self.hooks:
             h.after_set_state()
 
@@ -748,15 +623,8 @@ class RallyCore:
         if not self.ever_reset[k]:
             raise StateError(f"car {k} has never been reset: it has no state to read")
         slot = int(self.eistate[k, K.EI_SLOT])
-        stage = self.bank.stage(slot)
-        sb = single.bank
-        one_slot = 0 if sb.mode == "random" else slot
-        row = sb.terrain_row(0, one_slot)
-        slots: list[Any]
-        if sb.mode == "random":
-            slots = [S.stage_record(stage)]
-        else:
-            slots = [None if s is None else S.stage_record(s) for s in self.bank.slots]
+        slots, one_slot = self.stages.car_records(slot, single.stages)
+        row = single.bank.terrain_row(0, one_slot)
         ist = self.sim.istate[k : k + 1].copy()
         ist[0, L.I_TERRAIN] = row
         ei = self.eistate[k : k + 1].copy()
@@ -784,8 +652,7 @@ class RallyCore:
             "rng": [None if rng is None else rng.bit_generator.state],
             "draws": [None if d is None else dict(d)],
         }
-        if self.pool_size is not None:
-            st["pool"] = {"seed": self.pool_seed, "clock": self.clock}
+        st.update(self.stages.state())
         st["digest"] = state_digest(st)
         return st
 
@@ -798,14 +665,8 @@ class RallyCore:
             raise StateError("the state's car has never been reset: there is nothing to copy")
         b = self.bank
         stage = stages[int(st["eistate"][0, K.EI_SLOT])]
-        if b.mode == "random":
-            for k in cars:
-                if self.ever_reset[k]:
-                    b.release(int(self.eistate[k, K.EI_SLOT]))
-                    self.ever_reset[k] = False
-            slot = b.acquire_stage(stage, len(cars))
-        else:
-            slot = int(st["eistate"][0, K.EI_SLOT])
+        held = np.where(self.ever_reset[cars], self.eistate[cars, K.EI_SLOT], -1)
+        slot = self.stages.place(held, stage, int(st["eistate"][0, K.EI_SLOT]))
         self._widen_times()
         rows = np.array([b.terrain_row(int(k), slot) for k in cars], np.int64)
         self.sim.state[cars] = st["sim_state"][0]

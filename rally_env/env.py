@@ -157,7 +157,7 @@ class RallyEnv(gym.Env):
                 raise ValueError(f"options['car_index'] must be an integer >= 0, got {car!r}")
         ss = None if seed is None else car_seed_sequence(seed, int(car))
         if seed is not None:
-            self.core.seed_pool(int(seed))
+            self.core.stages.seed_pool(int(seed))
         self.core.reset(_ONE, [ss])
         self._needs_reset = False
         info = self.core.info_of(0)
@@ -173,7 +173,7 @@ class RallyEnv(gym.Env):
         self._validate(action, None, self._cmd)
         c = self.core
         c.step(self._cmd)
-        c.tick()
+        c.stages.tick()
         if self.render_mode == "human":
             self.render()
         return (c.obs[0].copy(), float(c.rew[0]), bool(c.term[0]), bool(c.trunc[0]), c.info_of(0))

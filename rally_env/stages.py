@@ -16,6 +16,13 @@ When surface-grip randomization is on, each slot's terrain is labelled so that e
 section has its own surface id (``1 + section index``; id 0 is off-road) and each car gets its
 own row of grip multipliers: an extra terrain-set row that shares the slot's nodes and differs
 only in grip. The physics then sees per-car, per-section friction exactly, inside every substep.
+
+A :class:`StageSource` decides which stage each car gets: it holds the bank, draws a resetting
+car's stage from the car's stream (a list entry, a fresh random stage, a level, a stage pool's
+window), counts the pool's steps and asks the prefetch worker (:mod:`tracks.prefetch`) for the
+stages cars will need. The core asks it for every car's stage and keeps no scheduling of its
+own. Stages and their terrain sources are cached per process, so the envs of one process
+share them.
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ import numpy as np
 import tracks
 from physics.jit import njit
 from physics.terrain import MAX_SURFACES, TerrainSet, flat_terrain
-from rally_env.config import RallyConfig
-from rally_env.errors import ConfigError
+from rally_env.config import RallyConfig, pool_record_problem
+from rally_env.errors import ConfigError, StateError
 from rally_env.spaces import ROAD_AHEAD_BINS_M
 from tracks.bake import StageTerrain
 from tracks.generator import generate_drawn
@@ -200,16 +207,6 @@ def generated_stage(
         return st
 
     return _cached(_STAGE_CACHE, key, make)
-
-
-def prefetch_useful(n_cars: int) -> bool:
-    """Whether asking the prefetch worker ahead pays for an env of ``n_cars`` cars on fresh
-    stages. Each car asks for its next stage when it resets and takes it at its next reset,
-    while the other cars ask for theirs: with more cars than the worker keeps answers for,
-    a car's stage has gone before the car comes back for it (in a benchmark run of 1,024
-    cars on random stages, one answer was ever taken), and the worker's CPU, the requests
-    and the unused answers only slow the env."""
-    return n_cars <= PREFETCHER.capacity
 
 
 #: How far past the start line the prefetch worker bakes a pool stage's tiles (m): it makes
@@ -604,35 +601,6 @@ class StageBank:
         """Every slot has a stage (random-mode slots get theirs at their car's first reset)."""
         return all(s is not None for s in self.slots)
 
-    # packed arrays the kernels read (they move when a region grows)
-    @property
-    def seg(self) -> np.ndarray:
-        return self._pts.arrays["seg"]
-
-    @property
-    def tx(self) -> np.ndarray:
-        return self._pts.arrays["tx"]
-
-    @property
-    def ty(self) -> np.ndarray:
-        return self._pts.arrays["ty"]
-
-    @property
-    def curv(self) -> np.ndarray:
-        return self._pts.arrays["curv"]
-
-    @property
-    def hw(self) -> np.ndarray:
-        return self._pts.arrays["hw"]
-
-    @property
-    def px(self) -> np.ndarray:
-        return self._pts.arrays["px"]
-
-    @property
-    def py(self) -> np.ndarray:
-        return self._pts.arrays["py"]
-
     def tables(self) -> tuple:
         """Every packed table as one :class:`StageTables` record, as a plain tuple (what the
         env kernels take; numba reads a plain tuple's types faster than a named one's). Built
@@ -646,21 +614,21 @@ class StageBank:
             z, wcurv, wcrest = np.zeros(1), np.zeros((1, nw)), np.zeros((1, nw))
         else:
             z, wcurv, wcrest = a["z"], a["curv"], a["crest"]
-        ahead = {"z": z, "wcurv": wcurv, "wcrest": wcrest}
         rec = StageTables(
-            **{f: ahead[f] if f in ahead else getattr(self, f) for f in StageTables._fields}
+            table=self.table,
+            **self._pts.arrays,  # seg, tx, ty, curv, hw, px, py
+            line_race=self.line_race,
+            line_gate=self.line_gate,
+            z=z,
+            wcurv=wcurv,
+            wcrest=wcrest,
+            sec_start=self._secs.arrays["start"],
+            sec_sid=self._secs.arrays["sid"],
         )
         self._tables = (self.version, tuple(rec))
         return self._tables[1]
 
-    @property
-    def sec_start(self) -> np.ndarray:
-        return self._secs.arrays["start"]
-
-    @property
-    def sec_sid(self) -> np.ndarray:
-        return self._secs.arrays["sid"]
-
+    # the timing-line arrays the core's substep loop reads (they move when a region grows)
     @property
     def line_race(self) -> np.ndarray:
         return self._lines.arrays["race"]
@@ -832,3 +800,224 @@ class StageBank:
         if st is None:
             raise RuntimeError(f"stage slot {slot} has no stage yet (reset the env first)")
         return st
+
+
+# --------------------------------------------------------------------------- the source
+class StageSource:
+    """Where every car's stages come from: the one object the core asks for a car's next
+    stage (:meth:`assign`), and the owner of everything that decides and prepares it: the
+    :class:`StageBank` of slots, the draw rule (a fixed stage, a list, ``"random"``: fresh
+    stages, a level set or a stage pool), the pool's seed and step count, and the requests
+    to the prefetch worker (:data:`tracks.prefetch.PREFETCHER`) for stages cars will need.
+
+    Args:
+        config: the env config.
+        n_cars: number of cars.
+    """
+
+    def __init__(self, config: RallyConfig, n_cars: int):
+        self.bank = StageBank(config, n_cars)
+        self.n_cars = int(n_cars)
+        self.random_stage = config.random_stage if self.bank.mode == "random" else {}
+        #: the size of a ``random_stage`` pool, or None
+        self.pool_size: int | None = self.random_stage.get("pool")
+        #: the stage pool's seed (None until the first reset draws one) and the env steps
+        #: since it was seeded (:meth:`seed_pool`, :meth:`tick`)
+        self.pool_seed: int | None = None
+        self.clock = 0
+        self._pool_queue: list[tuple[int, float, int]] = []  # pool stages still to ask for
+        self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
+
+    # ------------------------------------------------------------------ a car's next stage
+    def assign(self, cars: np.ndarray, rngs: list[Any], held: np.ndarray, then) -> np.ndarray:
+        """The slots of the stages ``cars`` reset onto, drawn from their streams ``rngs[k]``
+        (``held[i]``: the slot car ``cars[i]`` holds now, released first; -1 for none).
+        ``then(k, slot, rng)`` runs after each car's draw (its further draws come from the
+        same stream, before the stage its next reset will draw is asked for ahead)."""
+        bank = self.bank
+        pool = self.pool_now()
+        fresh = bank.mode == "random" and pool is None
+        # each car asks for its next stage ahead, unless more cars than the worker keeps
+        # answers for (a car's stage would be gone before the car came back for it)
+        ahead = fresh and self.n_cars <= PREFETCHER.capacity
+        if fresh and not ahead and len(cars) > 1:
+            self._share_generation(cars, rngs)  # (a pool's stages are asked for by tick)
+        slots = np.empty(len(cars), np.int64)
+        for i, k in enumerate(cars):
+            rng = rngs[int(k)]
+            if bank.mode == "fixed":
+                slot = 0
+            elif bank.mode == "list":
+                slot = int(rng.integers(bank.n_slots))
+            else:
+                draw = draw_random_stage(self.random_stage, rng, pool)
+                length = self.random_stage["length_m"]
+                if held[i] >= 0:
+                    bank.release(int(held[i]))
+                slot = bank.acquire(
+                    gen_key(draw.seed, length, draw.difficulty, draw.laps),
+                    lambda d=draw, n=length: generated_stage(
+                        d.seed, n, d.difficulty, bank.sectioned, laps=d.laps
+                    ),
+                )
+            slots[i] = slot
+            then(int(k), slot, rng)
+            if ahead:
+                self._prefetch_next(rng)
+        return slots
+
+    def place(self, held: np.ndarray, stage: tracks.Stage, slot: int) -> int:
+        """The slot of cars copied onto ``stage`` (a car state's; ``slot``: its slot in a
+        fixed or list env), ``held``: the slots the cars hold now (-1 for none)."""
+        if self.bank.mode != "random":
+            return int(slot)
+        for s in held:
+            if s >= 0:
+                self.bank.release(int(s))
+        return self.bank.acquire_stage(stage, len(held))
+
+    def adopt(self, stages: list[tracks.Stage | None], held: np.ndarray) -> None:
+        """Take the slot stages of a saved state (``held``: the slot of each car that was
+        reset); a fixed or list env's slots never change."""
+        if self.bank.mode == "random":
+            self.bank.adopt(stages, held)
+
+    def _prefetch_next(self, rng: np.random.Generator, prebake: bool = True) -> None:
+        """Ask for the stage the car's next reset will draw (its stream decides it; nothing
+        draws from it before then unless that reset is seeded anew)."""
+        peek = np.random.Generator(np.random.PCG64())
+        peek.bit_generator.state = rng.bit_generator.state
+        d = draw_random_stage(self.random_stage, peek, self.pool_now())
+        length = self.random_stage["length_m"]
+        if not self.bank.holds(gen_key(d.seed, length, d.difficulty, d.laps)):  # a held level
+            prefetch_stage(d.seed, length, d.difficulty, self.bank.sectioned, prebake, laps=d.laps)
+
+    def _share_generation(self, cars: np.ndarray, rngs: list[Any]) -> None:
+        """Cars reset together, too many for stages asked ahead: the worker makes the second
+        half of the stages they draw while this process makes the first half in place, on
+        the core the physics threads leave idle during resets. Where a stage is made never
+        changes it. (Without start tiles baked by the worker: this process waits for these
+        answers.)"""
+        for k in cars[(len(cars) + 1) // 2 :]:
+            self._prefetch_next(rngs[int(k)], prebake=False)
+
+    # ------------------------------------------------------------------ the stage pool
+    def seed_pool(self, seed: int | None) -> None:
+        """Start the stage pool (``random_stage.pool``) afresh: its windows drawn from
+        ``seed`` (fresh entropy if None), the env's step count at 0. The envs call this at a
+        reset of every car with an int seed; without a pool it only restarts the count."""
+        self.pool_seed = None if seed is None else int(seed)
+        self.clock = 0
+        self._pool_queue = []
+        self._pool_window = -1
+
+    def pool_now(self) -> tuple[int, int] | None:
+        """(pool seed, env step) a reset draws from now, or None without a pool."""
+        if self.pool_size is None:
+            return None
+        if self.pool_seed is None:
+            self.pool_seed = int(np.random.SeedSequence().entropy)
+        return self.pool_seed, self.clock
+
+    def tick(self) -> None:
+        """One env step has passed (the envs call this once per ``step``, whichever cars it
+        stepped or reset). With a stage pool, ask the prefetch worker for the stages of the
+        current and the next pool window that no slot holds yet, as many as it keeps."""
+        self.clock += 1
+        if self.pool_size is None or self.pool_seed is None:
+            return
+        rs = self.random_stage
+        window = self.clock // rs["pool_steps"]
+        if window != self._pool_window:
+            self._pool_window = window
+            queue: list[tuple[int, float, int]] = []
+            for w in (window, window + 1):
+                drawn = pool_window(rs, self.pool_seed, w)
+                queue.extend(zip(*(a.tolist() for a in drawn), strict=True))
+            # the worker keeps PREFETCHER.capacity answers: asking further ahead is useless
+            self._pool_queue = list(dict.fromkeys(queue))[: 2 * PREFETCHER.capacity]
+        if self._pool_queue:
+            self._ask_pool()
+
+    def _ask_pool(self) -> None:
+        length = self.random_stage["length_m"]
+        q = self._pool_queue
+        i = 0
+        while i < len(q):
+            seed, diff, laps = q[i]
+            if not self.bank.holds(gen_key(seed, length, diff, laps)):
+                sec = self.bank.sectioned
+                if not prefetch_stage(
+                    seed, length, diff, sec, POOL_PREBAKE_M, limit=True, laps=laps
+                ):
+                    break
+            i += 1
+        del q[:i]
+
+    def board_name(self, slot: int) -> str:
+        """The name a run on the stage of ``slot`` is filed under: the stage's own name, but
+        for a randomly drawn stage its exact name (:func:`drawn_stage_name`: its own rounds the
+        difficulty and leaves out the laps, so it names several stages)."""
+        key = self.bank.key_of(slot)
+        if isinstance(key, tuple) and len(key) == 5 and key[0] == "gen":
+            return drawn_stage_name(key[1], key[2], key[3], key[4])
+        return self.bank.stage(slot).name
+
+    # ------------------------------------------------------------------ state
+    def records(self) -> list[dict[str, Any] | None]:
+        """The slots' stages as a state holds them (:func:`stage_record`; None: no stage yet)."""
+        return [None if s is None else stage_record(s) for s in self.bank.slots]
+
+    def stages_of(self, records: list[Any]) -> list[tracks.Stage | None]:
+        """The stages of a state's slot records (:meth:`records`). Changes nothing.
+
+        Raises:
+            StateError: a slot's stage cannot be rebuilt, or differs from the stage of this
+                (fixed or list) env's slot.
+        """
+        stages: list[tracks.Stage | None] = []
+        for i, rec in enumerate(records):
+            if rec is None:
+                stages.append(None)
+                continue
+            try:
+                stg = stage_from_record(rec)
+            except Exception as e:
+                raise StateError(f"state slot {i}: cannot rebuild its stage: {e}") from None
+            if self.bank.mode != "random" and stg.digest() != self.bank.slots[i].digest():
+                raise StateError(f"state slot {i} is a different stage than this env's")
+            stages.append(stg)
+        return stages
+
+    def car_records(self, slot: int, single: StageSource) -> tuple[list[Any], int]:
+        """(slot records, the car's slot) of a one-car state of ``single`` (a one-car source
+        of the same settings) whose car is on this source's slot ``slot``."""
+        stage = self.bank.stage(slot)
+        if single.bank.mode == "random":
+            return [stage_record(stage)], 0
+        return self.records(), slot
+
+    def state(self) -> dict[str, Any]:
+        """The entries a core state holds for the source: ``pool`` (seed and step count)
+        with a stage pool, nothing without one (those states are unchanged)."""
+        if self.pool_size is None:
+            return {}
+        return {"pool": {"seed": self.pool_seed, "clock": self.clock}}
+
+    @property
+    def state_keys(self) -> tuple[str, ...]:
+        """The keys :meth:`state` returns."""
+        return () if self.pool_size is None else ("pool",)
+
+    def state_problem(self, st: dict[str, Any]) -> str | None:
+        """What is wrong with a state's source entries (:meth:`state`), or None."""
+        if self.pool_size is None:
+            return None
+        problem = pool_record_problem(st["pool"], seed_may_be_none=True)
+        return f"state['pool'] {problem}" if problem else None
+
+    def restore(self, st: dict[str, Any]) -> None:
+        """Take the source entries of a state :meth:`state_problem` accepted."""
+        if self.pool_size is not None:
+            self.seed_pool(st["pool"]["seed"])
+            self.clock = int(st["pool"]["clock"])

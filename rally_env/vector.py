@@ -157,7 +157,7 @@ class RallyVectorEnv(VectorEnv):
             seeds = [None if s is None else car_seed_sequence(int(s), 0) for s in seed]
         cars = self._all if mask is None else np.flatnonzero(mask).astype(np.int64)
         if mask is None and isinstance(seed, (int, np.integer)):
-            self.core.seed_pool(int(seed))  # as a single env reset with this seed does
+            self.core.stages.seed_pool(int(seed))  # as a single env reset with this seed does
         self.core.reset(cars, [seeds[int(k)] for k in cars])
         self._autoreset[cars] = False
         self._needs_reset = False
@@ -184,7 +184,7 @@ class RallyVectorEnv(VectorEnv):
             # these cars ended at the last step: they reset at its count, as a single env
             # reset after that step does (so before this step's tick)
             c.reset(resetting, [None] * len(resetting))
-            c.tick()
+            c.stages.tick()
         else:
             if mode == AutoresetMode.DISABLED and self._autoreset.any():
                 bad = np.flatnonzero(self._autoreset)
@@ -193,7 +193,7 @@ class RallyVectorEnv(VectorEnv):
                     "reset(options={'reset_mask': mask})"
                 )
             c.step(self._cmd)
-            c.tick()
+            c.stages.tick()
         rew = c.rew.copy()
         term = c.term.copy()
         trunc = c.trunc.copy()

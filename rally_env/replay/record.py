@@ -154,7 +154,7 @@ class _Recorder:
                 ss = np.random.SeedSequence()  # record fresh entropy instead of losing it
                 seeds[i] = ss
             spec = _reset_spec(ss, core.rngs[k])
-            pool = core.pool_now()
+            pool = core.stages.pool_now()
             if pool is not None:  # a stage pool: the stage also depends on its seed and step
                 spec["pool"] = {"seed": pool[0], "clock": pool[1]}
             self._specs.append(spec)

@@ -99,10 +99,10 @@ def build_env(
 def _reset_env(env: Any, reset: dict[str, Any]) -> None:
     core = env.core
     pool = reset.get("pool")
-    if (pool is None) != (core.pool_size is None):
+    if (pool is None) != (core.stages.pool_size is None):
         raise ReplayFormatError(
             "reset.pool is there without a stage pool in the settings"
-            if core.pool_size is None
+            if core.stages.pool_size is None
             else "the settings have a stage pool (random_stage.pool) but reset.pool is missing"
         )
     try:
@@ -121,8 +121,8 @@ def _reset_env(env: Any, reset: dict[str, Any]) -> None:
     except (ValueError, TypeError, OverflowError) as e:
         raise ReplayFormatError(f"the replay's reset cannot be applied: {e}") from None
     if pool is not None:  # the recorded pool seed and env step decide the stage with the stream
-        core.seed_pool(int(pool["seed"]))
-        core.clock = int(pool["clock"])
+        core.stages.seed_pool(int(pool["seed"]))
+        core.stages.clock = int(pool["clock"])
     core.rngs[0] = gen  # reset(seed=None) continues the car's stream: start it from here
     env.reset()
 

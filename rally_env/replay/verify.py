@@ -230,19 +230,7 @@ def _check_stage(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
             list(claim),
             list(got),
         )
-    rep.stage = board_name(core, slot)
-
-
-def board_name(core: Any, slot: int) -> str:
-    """The name a run on the stage of ``slot`` is filed under: the stage's own name, but for
-    a randomly drawn stage its exact name (:func:`rally_env.stages.drawn_stage_name`: its own
-    rounds the difficulty and leaves out the laps, so it names several stages)."""
-    from rally_env.stages import drawn_stage_name
-
-    key = core.bank.key_of(slot)
-    if isinstance(key, tuple) and len(key) == 5 and key[0] == "gen":
-        return drawn_stage_name(key[1], key[2], key[3], key[4])
-    return core.bank.slots[slot].name
+    rep.stage = core.stages.board_name(slot)
 
 
 def _run(sim: Resim, replay: Replay) -> None:

@@ -92,6 +92,27 @@ def test_cars_on_the_same_stage_share_a_slot():
     assert venv.core.bank.refs.sum() == 6
 
 
+def test_a_stage_source_alone_gives_the_cars_the_envs_stages():
+    # the core asks the source for every car's stage and keeps no scheduling of its own:
+    # a source fed the same streams hands out the same stages, reset after reset
+    from rally_env.core import car_seed_sequence
+
+    venv = RallyVectorEnv(3, stage="random", random_stage=SHORT)
+    source = S.StageSource(venv.core.config, 3)
+    rngs = [np.random.Generator(np.random.PCG64(car_seed_sequence(9, k))) for k in range(3)]
+    cars = np.arange(3, dtype=np.int64)
+    held = np.full(3, -1, np.int64)
+    seen = []
+    for seed in (9, None, None):
+        venv.reset(seed=seed)
+        held = source.assign(cars, rngs, held, lambda k, slot, rng: seen.append((k, slot)))
+        env_names = [venv.core.stage_name(k) for k in range(3)]
+        assert [source.bank.slot_names[s] for s in held] == env_names
+    assert [k for k, _ in seen] == [0, 1, 2] * 3
+    assert len({source.bank.slot_names[s] for s in held}) == 3
+    assert source.bank.refs.sum() == 3  # each car's earlier stage was released
+
+
 def test_levels_are_fixed_stages():
     lo, hi = 0.3, 0.7
     kw = {

@@ -196,10 +196,10 @@ def test_a_bad_pool_in_a_state_is_refused_and_changes_nothing(pool, needle):
     else:
         st["pool"] = pool
     st["digest"] = state_digest(st)
-    before = (env.core.pool_seed, env.core.clock)
+    before = (env.core.stages.pool_seed, env.core.clock)
     with pytest.raises(StateError, match=needle):
         env.core.set_state(st)
-    assert (env.core.pool_seed, env.core.clock) == before
+    assert (env.core.stages.pool_seed, env.core.clock) == before
 
 
 def _record_two_episodes(**kw):

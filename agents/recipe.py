@@ -1038,8 +1038,8 @@ class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
         )
         m, better = self.log.add(res.runs, model.num_timesteps, env_steps, phase, final)
         if getattr(self, "model", None) is not None and not final:  # inside model.learn
-            for k, v in m.items():
-                self.logger.record(f"eval/{k}", v)
+            for k in ("finish_rate", "median_score", "mean_score"):
+                self.logger.record(f"eval/{k}", m[k])
         if better:
             p = self.out / "best_model.zip"
             model.save(str(p))

@@ -554,6 +554,7 @@ def train(
     }
     write_meta(model_path, meta)
     final = evaluator.evaluate_now(model, venv, final=True) if recipe.eval_seeds > 0 else None
+    curve = evaluator.plot()
     summary = {
         "model": str(model_path),
         "config": str(out / "config.json"),
@@ -562,6 +563,7 @@ def train(
         "wall_time_s": wall,
         "final_eval": final,
         "eval_log": str(out / "eval_log.csv"),
+        "learning_curve": None if curve is None else str(curve),
     }
     _write_json(out / "summary.json", summary)
     venv.close()
@@ -746,8 +748,11 @@ def _make_callback_base():
 class StageTimeCallback(_make_callback_base()):
     """Every ``eval_freq`` steps: evaluate the policy's stage times, log them, keep the best.
 
-    Writes ``eval_log.csv`` (the learning curve: timesteps, wall time, finish rate, median
-    stage time, mean episode return of the training episodes) and ``best_model.zip``.
+    Writes, through :class:`agents.evaluate.ValidationLog`, ``eval_log.csv`` (one row per
+    evaluation, with the mean episode return of the training episodes) and
+    ``learning_curve.png`` (:meth:`plot`), and saves the best model as ``best_model.zip``:
+    one run on each of many stages (validation) is ranked by finish rate then median score;
+    otherwise by finish rate then the mean of the stages' median times.
     """
 
     def __init__(
@@ -759,8 +764,10 @@ class StageTimeCallback(_make_callback_base()):
         n_envs: int,
         env_kwargs: dict[str, Any] | None = None,
     ):
+        from agents.evaluate import ValidationLog, resolve_stages
+
         super().__init__(verbose=0)
-        self.stages = stages
+        self.stages = resolve_stages(stages)
         #: the training envs' settings (vehicle, version, observation): evaluated on the same
         self.env_kwargs = dict(env_kwargs or {})
         self.seeds = list(range(1000, 1000 + max(0, n_seeds)))
@@ -768,22 +775,15 @@ class StageTimeCallback(_make_callback_base()):
         self.out = Path(out)
         self.n_envs = n_envs
         self._next = eval_freq
-        self._t0 = time.perf_counter()
-        self.best: tuple[float, float] = (-1.0, -math.inf)
-        self._refs: dict[str, float] | None = None
-        self.log_path = self.out / "eval_log.csv"
+        # many stages, one run each (validation): driven together, like the benchmark
+        self.batched = len(self.seeds) == 1 and len(self.stages) > 1
+        names = [_stage_label(s) for s in self.stages]
+        rank = "score" if self.batched else "time"
+        self.log = ValidationLog(self.out, names, "env steps (millions)", rank=rank)
         #: the last periodic evaluation's figures (None before the first)
         self.last: dict[str, Any] | None = None
 
     def _on_training_start(self) -> None:
-        head = "timesteps,wall_time_s,finish_rate,median_time_s,best_time_s,ep_return"
-        if not self.log_path.exists():
-            self.log_path.write_text(head + ",median_score\n")
-        else:  # a resumed run whose log predates the score column: add it (nan)
-            lines = self.log_path.read_text().splitlines()
-            if lines and lines[0] == head:
-                rows = [lines[0] + ",median_score"] + [r + ",nan" for r in lines[1:]]
-                self.log_path.write_text("\n".join(rows) + "\n")
         self._next = self.num_timesteps + self.eval_freq
 
     def _on_step(self) -> bool:
@@ -793,56 +793,34 @@ class StageTimeCallback(_make_callback_base()):
         return True
 
     def evaluate_now(self, model: Any, vn: Any, final: bool = False) -> dict[str, Any]:
-        from agents.evaluate import evaluate, reference_times, resolve_stages, score_summary
+        from agents.evaluate import evaluate
 
         pol = _LivePolicy(model, vn)
-        msc = math.nan  # the median score: on many stages (validation), one run each
-        stages = resolve_stages(self.stages)
-        if len(self.seeds) == 1 and len(stages) > 1:
-            # many stages, one run each (validation): driven together, like the benchmark
+        buf = getattr(model, "ep_info_buffer", None)
+        figures = {"ep_return": float(np.mean([e["r"] for e in buf])) if buf else math.nan}
+        if self.batched:
             from agents.benchmark import run_stages
 
-            runs, _ = run_stages(pol, stages, env_kwargs=self.env_kwargs)
-            if self._refs is None:
-                self._refs = reference_times(stages)
-            msc = score_summary(runs, self._refs)["median_score"]
-            fr = float(np.mean([r.finished for r in runs]))
-            done = [r.stage_time_s for r in runs if r.finished]
-            med = float(np.median(done)) if done else math.nan
-            best = float(min(done)) if done else math.nan
+            runs, _ = run_stages(pol, self.stages, env_kwargs=self.env_kwargs)
         else:
             res = evaluate(
-                pol, stages, self.seeds, agent_name="training", env_kwargs=self.env_kwargs
+                pol, self.stages, self.seeds, agent_name="training", env_kwargs=self.env_kwargs
             )
-            fr = float(np.mean([s.finish_rate for s in res.stages]))
+            runs = res.runs
             times = [s.median_time_s for s in res.stages]
-            med = float(np.mean(times)) if all(math.isfinite(t) for t in times) else math.nan
-            best = (
-                float(np.nanmin([s.best_time_s for s in res.stages]))
-                if any(math.isfinite(s.best_time_s) for s in res.stages)
-                else math.nan
-            )
-        ep_ret = math.nan
-        buf = getattr(model, "ep_info_buffer", None)
-        if buf:
-            ep_ret = float(np.mean([e["r"] for e in buf]))
-        wall = time.perf_counter() - self._t0
-        with self.log_path.open("a") as f:
-            f.write(
-                f"{model.num_timesteps},{wall:.1f},{fr:.3f},{med:.3f},{best:.3f},{ep_ret:.3f},"
-                f"{msc:.4f}\n"
-            )
+            ok = all(math.isfinite(t) for t in times)
+            figures["median_time_s"] = float(np.mean(times)) if ok else math.nan
+        phase = "final" if final else type(model).__name__.lower()
+        n = int(model.num_timesteps)
+        m, better = self.log.add(runs, n, n, phase, final, figures)
+        fr, med, msc = m["finish_rate"], m["median_time_s"], m["median_score"]
         if self.logger is not None and not final:
             self.logger.record("eval/finish_rate", fr)
             if math.isfinite(med):
                 self.logger.record("eval/median_stage_time_s", med)
             if math.isfinite(msc):
                 self.logger.record("eval/median_score", msc)
-        # the best: the highest finish rate, then (stages of different lengths) the highest
-        # median score, or (one stage) the lowest median time
-        key = (fr, msc if math.isfinite(msc) else (-med if math.isfinite(med) else -math.inf))
-        if not final and key > self.best:
-            self.best = key
+        if better:
             p = self.out / "best_model.zip"
             model.save(str(p))
             write_meta(
@@ -851,19 +829,18 @@ class StageTimeCallback(_make_callback_base()):
                     "algo": type(model).__name__.lower(),
                     "obs_norm": obs_norm_meta(vn),
                     "env": obs_env_kwargs({"env": self.env_kwargs}),
-                    "timesteps": int(model.num_timesteps),
+                    "timesteps": n,
                 },
             )
-        figures = {
-            "timesteps": int(model.num_timesteps),
-            "finish_rate": fr,
-            "median_time_s": med,
-            "best_time_s": best,
-            "median_score": msc,
-        }
+        figures = {"timesteps": n, **m}
         if not final:
             self.last = figures
         return figures
+
+    def plot(self) -> Path | None:
+        """``learning_curve.png``: the evaluations' finish rate (and median score) against
+        env steps."""
+        return self.log.plot()
 
 
 class Checkpoints(_make_callback_base()):

@@ -552,30 +552,17 @@ def format_table(
     return "\n".join(lines) + "\n"
 
 
-#: The columns of a training run's ``eval_log.csv``, one row per evaluation, the same for
-#: every backend (a figure a backend does not measure is ``nan``): the algorithm's timesteps,
-#: the env steps (warm start and held steps included), the phase (``ppo``, ``final``, ...),
-#: the wall time since the log was opened (s), the finish rate, the median and mean score
-#: (:func:`score`; ``nan`` where the run is ranked by time), the median and best stage time
-#: of the finished runs (s), the mean stage position reached (m) and the mean return of the
-#: last training episodes.
-EVAL_LOG_FIELDS = (
-    "timesteps",
-    "env_steps",
-    "phase",
-    "wall_time_s",
-    "finish_rate",
-    "median_score",
-    "mean_score",
-    "median_time_s",
-    "best_time_s",
-    "mean_progress_m",
-    "ep_return",
-)
-#: The header line of ``eval_log.csv`` (:data:`EVAL_LOG_FIELDS`).
-EVAL_LOG_HEADER = ",".join(EVAL_LOG_FIELDS) + "\n"
-#: How each figure of a row is written.
+# The columns of a training run's ``eval_log.csv`` and how each is written: one row per
+# evaluation, the same for every backend (a figure a backend does not measure is ``nan``):
+# the algorithm's timesteps, the env steps (warm start and held steps included), the phase
+# (``ppo``, ``final``, ...), the wall time since the log was opened (s), the finish rate,
+# the median and mean score (:func:`score`; ``nan`` where the run is ranked by time), the
+# median and best stage time of the finished runs (s), the mean stage position reached (m)
+# and the mean return of the last training episodes.
 _EVAL_LOG_FORMAT = {
+    "timesteps": "d",
+    "env_steps": "d",
+    "phase": "s",
     "wall_time_s": ".1f",
     "finish_rate": ".4f",
     "median_score": ".4f",
@@ -585,6 +572,10 @@ _EVAL_LOG_FORMAT = {
     "mean_progress_m": ".1f",
     "ep_return": ".3f",
 }
+#: The columns of a training run's ``eval_log.csv`` (one row per evaluation).
+EVAL_LOG_FIELDS = tuple(_EVAL_LOG_FORMAT)
+#: The header line of ``eval_log.csv`` (:data:`EVAL_LOG_FIELDS`).
+EVAL_LOG_HEADER = ",".join(EVAL_LOG_FIELDS) + "\n"
 
 
 def reference_times(stages: list[str]) -> dict[str, float]:
@@ -697,11 +688,10 @@ class ValidationLog:
         ``ep_return``). Returns the row's figures and whether they are the best so far (a
         ``final`` evaluation, of the last model, never is)."""
         m = {"ep_return": math.nan, **self.figures(runs), **(figures or {})}
-        row = {"timesteps": int(timesteps), "env_steps": int(env_steps), "phase": phase}
+        row = {"timesteps": int(timesteps), "env_steps": int(env_steps), "phase": phase, **m}
         row["wall_time_s"] = time.perf_counter() - self._t0
-        row.update(m)
         with self.path.open("a") as f:
-            f.write(",".join(_eval_log_cell(k, row[k]) for k in EVAL_LOG_FIELDS) + "\n")
+            f.write(",".join(format(row[k], c) for k, c in _EVAL_LOG_FORMAT.items()) + "\n")
         fr, second = m["finish_rate"], m["median_score"]
         if self.rank == "time" or not math.isfinite(second):
             med = m["median_time_s"]
@@ -726,11 +716,6 @@ class ValidationLog:
         return validation_curve(
             self.path, self.out / "learning_curve.png", n, self.xlabel, title=title
         )
-
-
-def _eval_log_cell(key: str, v: Any) -> str:
-    fmt = _EVAL_LOG_FORMAT.get(key)
-    return str(v) if fmt is None else format(float(v), fmt)
 
 
 def migrate_eval_log(path: str | Path) -> bool:

@@ -552,8 +552,30 @@ def format_table(
     return "\n".join(lines) + "\n"
 
 
-#: The header of a training run's ``eval_log.csv`` (one row per validation evaluation).
-EVAL_LOG_HEADER = "timesteps,env_steps,phase,wall_time_s,finish_rate,median_score,mean_score\n"
+# The columns of a training run's ``eval_log.csv`` and how each is written: one row per
+# evaluation, the same for every backend (a figure a backend does not measure is ``nan``):
+# the algorithm's timesteps, the env steps (warm start and held steps included), the phase
+# (``ppo``, ``final``, ...), the wall time since the log was opened (s), the finish rate,
+# the median and mean score (:func:`score`; ``nan`` where the run is ranked by time), the
+# median and best stage time of the finished runs (s), the mean stage position reached (m)
+# and the mean return of the last training episodes.
+_EVAL_LOG_FORMAT = {
+    "timesteps": "d",
+    "env_steps": "d",
+    "phase": "s",
+    "wall_time_s": ".1f",
+    "finish_rate": ".4f",
+    "median_score": ".4f",
+    "mean_score": ".4f",
+    "median_time_s": ".3f",
+    "best_time_s": ".3f",
+    "mean_progress_m": ".1f",
+    "ep_return": ".3f",
+}
+#: The columns of a training run's ``eval_log.csv`` (one row per evaluation).
+EVAL_LOG_FIELDS = tuple(_EVAL_LOG_FORMAT)
+#: The header line of ``eval_log.csv`` (:data:`EVAL_LOG_FIELDS`).
+EVAL_LOG_HEADER = ",".join(EVAL_LOG_FIELDS) + "\n"
 
 
 def reference_times(stages: list[str]) -> dict[str, float]:
@@ -590,54 +612,140 @@ def score_summary(runs: list[Any], refs: dict[str, float]) -> dict[str, float]:
 
 
 class ValidationLog:
-    """A training run's validation record, what every recipe backend (PPO with its warm
-    start, evolution strategies) writes through: ``eval_log.csv`` (:data:`EVAL_LOG_HEADER`,
-    one row per evaluation of the policy on ``stages``, one run each), the best evaluation
-    so far by (finish rate, median score), and ``learning_curve.png`` (:meth:`plot`).
+    """A training run's evaluation record, what every training backend (``rally train``'s
+    PPO and SAC, PPO recipes with their warm start, evolution strategies, RLlib) writes
+    through: ``eval_log.csv`` (:data:`EVAL_LOG_FIELDS`, one row per evaluation of the policy
+    on ``stages``), the best evaluation so far, and ``learning_curve.png`` (:meth:`plot`).
+
+    An ``eval_log.csv`` already there (a resumed run) goes on; one with the columns of an
+    older version is first rewritten with these columns (a figure it lacks: ``nan``; the
+    timesteps of a log without them are its env steps, and the other way round).
 
     Args:
         out: the run directory.
-        stages: the validation stages (names).
+        stages: the evaluation stages (names).
         xlabel: the learning curve's x axis label (env steps, in millions).
+        rank: what makes an evaluation the best: ``"score"``, the finish rate then the
+            median :func:`score` (one run per validation stage); ``"time"``, the finish rate
+            then the lowest median stage time (stages without a reference: no score).
+
+    Raises:
+        ValueError: ``rank`` is neither, or the ``eval_log.csv`` there has a column this
+            schema does not know (the file is left as it is).
     """
 
-    def __init__(self, out: str | Path, stages: list[str], xlabel: str):
+    def __init__(self, out: str | Path, stages: list[str], xlabel: str, rank: str = "score"):
+        if rank not in ("score", "time"):
+            raise ValueError(f"rank must be 'score' or 'time', got {rank!r}")
         self.out = Path(out)
         self.stages = list(stages)
         self.xlabel = xlabel
+        self.rank = rank
         self.path = self.out / "eval_log.csv"
         #: (finish rate, median score) of the best evaluation so far
         self.best: tuple[float, float] = (-1.0, -1.0)
+        self._best_key: tuple[float, float] = (-1.0, -math.inf)
         self._refs: dict[str, float] | None = None
         self._t0 = time.perf_counter()
         if not self.path.exists():
             self.path.write_text(EVAL_LOG_HEADER)
+        else:
+            migrate_eval_log(self.path)
+
+    def figures(self, runs: list[Any]) -> dict[str, float]:
+        """The figures of one evaluation's runs (:class:`RunResult`): finish rate, scores
+        (``nan`` when ranked by time), median and best time of the finished runs, mean
+        stage position reached."""
+        if self.rank == "score":
+            if self._refs is None:
+                self._refs = reference_times(self.stages)
+            m = score_summary(runs, self._refs)
+        else:
+            fin = [bool(r.finished) for r in runs]
+            m = {
+                "finish_rate": float(np.mean(fin)) if fin else math.nan,
+                "median_score": math.nan,
+                "mean_score": math.nan,
+            }
+        done = [r.stage_time_s for r in runs if r.finished]
+        m["median_time_s"] = float(np.median(done)) if done else math.nan
+        m["best_time_s"] = float(min(done)) if done else math.nan
+        progress = [getattr(r, "progress_m", math.nan) for r in runs]
+        m["mean_progress_m"] = float(np.mean(progress)) if progress else math.nan
+        return m
 
     def add(
-        self, runs: list[Any], timesteps: int, env_steps: int, phase: str, final: bool = False
+        self,
+        runs: list[Any],
+        timesteps: int,
+        env_steps: int,
+        phase: str,
+        final: bool = False,
+        figures: dict[str, float] | None = None,
     ) -> tuple[dict[str, float], bool]:
-        """Score the runs (:class:`RunResult`, one per stage) and append their row; returns
-        the figures (:func:`score_summary`) and whether they are the best so far (a
+        """Append the row of one evaluation's runs (:class:`RunResult`): their
+        :meth:`figures`, updated by ``figures`` (what the backend measures itself, such as
+        ``ep_return``). Returns the row's figures and whether they are the best so far (a
         ``final`` evaluation, of the last model, never is)."""
-        if self._refs is None:
-            self._refs = reference_times(self.stages)
-        m = score_summary(runs, self._refs)
-        wall = time.perf_counter() - self._t0
+        m = {"ep_return": math.nan, **self.figures(runs), **(figures or {})}
+        row = {"timesteps": int(timesteps), "env_steps": int(env_steps), "phase": phase, **m}
+        row["wall_time_s"] = time.perf_counter() - self._t0
         with self.path.open("a") as f:
-            f.write(
-                f"{timesteps},{env_steps},{phase},{wall:.1f},{m['finish_rate']:.4f},"
-                f"{m['median_score']:.4f},{m['mean_score']:.4f}\n"
-            )
-        key = (m["finish_rate"], m["median_score"])
-        better = not final and key > self.best
+            f.write(",".join(format(row[k], c) for k, c in _EVAL_LOG_FORMAT.items()) + "\n")
+        fr, second = m["finish_rate"], m["median_score"]
+        if self.rank == "time" or not math.isfinite(second):
+            med = m["median_time_s"]
+            second = -med if math.isfinite(med) else -math.inf
+        better = not final and (fr, second) > self._best_key
         if better:
-            self.best = key
+            self._best_key = (fr, second)
+            self.best = (fr, m["median_score"])
         return m, better
 
     def plot(self) -> Path | None:
-        """``learning_curve.png``: the finish rate and median score against env steps."""
+        """``learning_curve.png``: the finish rate and median score (when ranked by score)
+        against env steps; ``None`` without a row or without pygame (the ``render`` extra)."""
+        import importlib.util
+
+        if importlib.util.find_spec("pygame") is None:
+            return None
         from agents.plots import validation_curve
 
+        n = len(self.stages)
+        title = None if self.rank == "score" else f"evaluation on {n} stage{'s' * (n != 1)}"
         return validation_curve(
-            self.path, self.out / "learning_curve.png", len(self.stages), self.xlabel
+            self.path, self.out / "learning_curve.png", n, self.xlabel, title=title
         )
+
+
+def migrate_eval_log(path: str | Path) -> bool:
+    """Rewrite an ``eval_log.csv`` of an older version (``rally train``'s ``timesteps,
+    wall_time_s,finish_rate,median_time_s,best_time_s,ep_return[,median_score]``, RLlib's
+    ``env_steps,finish_rate,median_time_s,mean_progress_m``, the recipes' without the time
+    columns) with :data:`EVAL_LOG_FIELDS`: a figure a row lacks is ``nan``, its phase empty,
+    its timesteps its env steps or the other way round. Returns whether it rewrote the file.
+
+    Raises:
+        ValueError: a column this schema does not know (the file is left as it is).
+    """
+    path = Path(path)
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    with path.open(newline="") as f:
+        head = next(csv.reader(f), [])
+    if head == list(EVAL_LOG_FIELDS):
+        return False
+    unknown = [c for c in head if c not in EVAL_LOG_FIELDS]
+    if unknown:
+        raise ValueError(
+            f"{path}: columns {unknown} are not eval_log.csv columns ({','.join(EVAL_LOG_FIELDS)})"
+        )
+    lines = [EVAL_LOG_HEADER]
+    for r in rows:
+        r.setdefault("timesteps", r.get("env_steps", "nan"))
+        r.setdefault("env_steps", r["timesteps"])
+        r.setdefault("phase", "")
+        cells = [r.get(k) for k in EVAL_LOG_FIELDS]
+        lines.append(",".join("nan" if c is None else c for c in cells) + "\n")
+    path.write_text("".join(lines))
+    return True

@@ -239,24 +239,28 @@ def curve_plot(
     return path
 
 
-def validation_curve(log: str | Path, path: str | Path, n_stages: int, xlabel: str) -> Path | None:
-    """A training run's ``eval_log.csv`` as its learning curve: the validation finish rate
-    and median score against env steps (``None`` when the log has no row)."""
+def validation_curve(
+    log: str | Path, path: str | Path, n_stages: int, xlabel: str, title: str | None = None
+) -> Path | None:
+    """A training run's ``eval_log.csv`` as its learning curve: the evaluation finish rate
+    and (where the log has it) the median score against env steps (``None`` when the log has
+    no row). ``title``: default, the validation stages'."""
     log = Path(log)
     if not log.exists():
         return None
     rows = np.atleast_1d(np.genfromtxt(log, delimiter=",", names=True, dtype=None, encoding=None))
     if rows.size == 0:
         return None
-    x = rows["env_steps"] / 1e6
+    x = np.asarray(rows["env_steps"], float) / 1e6
+    series = [("finish rate", x, np.asarray(rows["finish_rate"], float))]
+    score = np.asarray(rows["median_score"], float)
+    if np.isfinite(score).any():
+        series.append(("median score (ref / time)", x, score))
     return curve_plot(
-        [
-            ("finish rate", x, rows["finish_rate"]),
-            ("median score (ref / time)", x, rows["median_score"]),
-        ],
+        series,
         path,
-        title=f"validation ({n_stages} held-out generated stages)",
+        title=title or f"validation ({n_stages} held-out generated stages)",
         xlabel=xlabel,
-        ylabel="finish rate / score",
-        hlines=[("reference", 1.0)],
+        ylabel="finish rate / score" if len(series) > 1 else "finish rate",
+        hlines=[("reference", 1.0)] if len(series) > 1 else [],
     )

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluate import ValidationLog, validation_stages
+from agents.evaluate import validation_stages
 
 _PPO_KEYS = {
     "n_steps",
@@ -756,13 +756,16 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
     # SB3 counts policy steps; a held residual's policy step is `hold` env steps
     hold = recipe.residual.hold if recipe.residual.spec() is not None else 1
     obs_env = obs_env_kwargs({"env": recipe.env})
-    evaluator = ScoreEvaluator(
+    evaluator = sb3.Evaluator(
         validation_stages(recipe.eval.stages),
+        [0],
         recipe.eval.freq,
         out,
-        env_kwargs=obs_env,
+        obs_env,
+        rank="score",
         residual=recipe.residual.spec(),
         hold=hold,
+        xlabel="env steps, warm start included (millions)",
     )
     ws = recipe.warmstart
     if ws.steps > 0:
@@ -864,7 +867,7 @@ def restrict_actor_inputs(model: Any, cols: np.ndarray) -> None:
     first.weight.register_hook(lambda g: g * mask)
 
 
-def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: ScoreEvaluator) -> list[float]:
+def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: Any) -> list[float]:
     """Behaviour cloning of the heuristic, then DAgger rounds (see :class:`WarmStart`); each
     fit is evaluated on the validation stages. Returns the final fit's error per round."""
     from agents import sb3
@@ -956,107 +959,3 @@ def _freeze_actor(model: Any, freeze: bool, saved: list | None = None) -> list:
     for p, f in zip(params, saved or [True] * len(params), strict=True):
         p.requires_grad_(f)
     return []
-
-
-def _base_callback():
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    return BaseCallback
-
-
-class ScoreEvaluator(_base_callback()):  # type: ignore[misc]
-    """Every ``freq`` env steps: the policy on the validation stages, through a
-    :class:`agents.evaluate.ValidationLog` (``eval_log.csv``, ``best_model.zip``)."""
-
-    def __init__(
-        self,
-        stages: list[str],
-        freq: int,
-        out: Path,
-        env_kwargs: dict[str, Any] | None = None,
-        residual: Any = None,
-        hold: int = 1,
-    ):
-        super().__init__(verbose=0)
-        self.stages = stages
-        #: the :class:`agents.models.ResidualSpec` of a residual policy (None: plain)
-        self.residual = residual
-        #: env steps per SB3 timestep (a held residual's policy step)
-        self.hold = hold
-        #: observation settings of the validation envs (those the model is trained with)
-        self.env_kwargs = dict(env_kwargs or {})
-        #: env steps the warm start used before PPO's first step (the curve's x offset)
-        self.warm_steps = 0
-        self.freq = freq
-        self.out = Path(out)
-        self.log = ValidationLog(self.out, stages, "env steps, warm start included (millions)")
-        self._next = 0
-
-    def _on_training_start(self) -> None:
-        if self._next <= self.num_timesteps * self.hold:
-            self._next = self.num_timesteps * self.hold + self.freq
-
-    def _on_step(self) -> bool:
-        if self.freq > 0 and self.stages and self.num_timesteps * self.hold >= self._next:
-            self._next += self.freq
-            self.evaluate_now(self.model, self.model.get_env())
-        return True
-
-    def residual_meta(self) -> dict[str, Any]:
-        """The ``"residual"`` entry of a saved model's metadata (empty for a plain one)."""
-        if self.residual is None:
-            return {}
-        from agents.models import ResidualSpec
-
-        return {"residual": ResidualSpec(*self.residual).to_meta()}
-
-    def evaluate_now(
-        self,
-        model: Any,
-        vn: Any,
-        final: bool = False,
-        env_steps: int | None = None,
-        phase: str = "ppo",
-    ) -> dict[str, Any]:
-        """The policy on the validation stages, one row of ``eval_log.csv``; keeps the best
-        (finish rate, median score) as ``best_model.zip``. ``env_steps`` defaults to the
-        warm start's steps plus PPO's."""
-        from agents.evaluate import evaluate
-        from agents.models import obs_norm_meta, write_meta
-        from agents.sb3 import _LivePolicy
-
-        if not self.stages:
-            return {}
-        if env_steps is None:
-            env_steps = self.warm_steps + int(model.num_timesteps) * self.hold
-        res = evaluate(
-            _LivePolicy(model, vn, self.residual),
-            self.stages,
-            [0],
-            env_kwargs=self.env_kwargs,
-            agent_name="training",
-        )
-        m, better = self.log.add(res.runs, model.num_timesteps, env_steps, phase, final)
-        if getattr(self, "model", None) is not None and not final:  # inside model.learn
-            for k, v in m.items():
-                self.logger.record(f"eval/{k}", v)
-        if better:
-            p = self.out / "best_model.zip"
-            model.save(str(p))
-            write_meta(
-                p,
-                {
-                    "algo": "ppo",
-                    "obs_norm": obs_norm_meta(vn),
-                    "env": self.env_kwargs,
-                    "timesteps": int(model.num_timesteps),
-                    "env_steps": int(env_steps),
-                    "phase": phase,
-                    **self.residual_meta(),
-                },
-            )
-        return {"timesteps": int(model.num_timesteps), "env_steps": int(env_steps), **m}
-
-    def plot(self) -> Path | None:
-        """``learning_curve.png``: validation finish rate and median score vs env steps."""
-        return self.log.plot()

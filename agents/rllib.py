@@ -340,20 +340,26 @@ def _tb_writer(path: Path) -> Any:
     return SummaryWriter(str(path))
 
 
-class _EvalLog:
-    """``eval_log.csv`` of an RLlib run: one row per evaluation of an exported policy
-    (``env_steps, finish_rate, median_time_s, mean_progress_m``), also sent to TensorBoard."""
+class PolicyEvaluations:
+    """The evaluations of an RLlib run: each exported policy on the training stage over
+    ``seeds`` seeds (``rally eval``'s harness), a row of ``eval_log.csv`` through
+    :class:`agents.evaluate.ValidationLog` (ranked by finish rate, then median stage time),
+    also sent to TensorBoard (``tb``: a ``SummaryWriter`` or None)."""
 
-    FIELDS = ("env_steps", "finish_rate", "median_time_s", "mean_progress_m")
+    #: the figures sent to TensorBoard (``eval/<name>``)
+    SCALARS = ("finish_rate", "median_time_s", "mean_progress_m")
 
-    def __init__(self, path, stage, seeds, env_kwargs, name, tb):
-        self.path, self.stage, self.seeds = Path(path), stage, int(seeds)
-        self.env_kwargs, self.name, self.tb = env_kwargs, name, tb
-        if not self.path.exists():
-            with self.path.open("w", newline="") as f:
-                csv.writer(f).writerow(self.FIELDS)
+    def __init__(
+        self, out: Path, stage: Any, seeds: int, env_kwargs: dict | None, name: str, tb: Any
+    ):
+        from agents.evaluate import ValidationLog
 
-    def add(self, policy_json: Path, steps: int) -> Any:
+        self.stage, self.seeds, self.env_kwargs = stage, int(seeds), env_kwargs
+        self.name, self.tb = name, tb
+        label = stage if isinstance(stage, str) else getattr(stage, "name", str(stage))
+        self.log = ValidationLog(out, [label], "env steps (millions)", rank="time")
+
+    def add(self, policy_json: Path, steps: int, final: bool = False) -> Any:
         """Evaluate the exported policy; append its row; return the stage's summary."""
         from agents.evaluate import evaluate
 
@@ -364,16 +370,12 @@ class _EvalLog:
             env_kwargs=self.env_kwargs,
             agent_name=self.name,
         )
-        s = res.stages[0]
-        progress_m = float(np.mean([r.progress_m for r in res.runs]))
-        row = [steps, s.finish_rate, s.median_time_s, progress_m]
-        with self.path.open("a", newline="") as f:
-            csv.writer(f).writerow(row)
+        m, _ = self.log.add(res.runs, steps, steps, "final" if final else "rllib", final)
         if self.tb is not None:
-            for k, v in zip(self.FIELDS[1:], row[1:], strict=True):
-                self.tb.add_scalar(f"eval/{k}", v, steps)
+            for k in self.SCALARS:
+                self.tb.add_scalar(f"eval/{k}", m[k], steps)
             self.tb.flush()
-        return s
+        return res.stages[0]
 
 
 def train_rllib(
@@ -391,7 +393,8 @@ def train_rllib(
     ``checkpoint_freq`` steps and at the end: ``checkpoint``), the exported policy
     ``policy/policy.json``, ``eval_log.csv`` (the policy exported every ``eval.freq`` steps
     and at the end, on the stage, evaluated with ``rally eval``'s harness over
-    ``eval_seeds`` seeds), ``tb/`` (TensorBoard scalars of every iteration and evaluation,
+    ``eval_seeds`` seeds; :class:`PolicyEvaluations`), ``learning_curve.png`` (its finish
+    rate against env steps), ``tb/`` (TensorBoard scalars of every iteration and evaluation,
     when the ``tensorboard`` package is installed) and ``summary.json``.
 
     ``resume``: an RLlib checkpoint directory this run continues (its step count included).
@@ -425,7 +428,7 @@ def train_rllib(
         "eval_seeds": int(recipe.eval_seeds),
     }
     tb = _tb_writer(out / "tb") if tensorboard else None
-    evals = _EvalLog(out / "eval_log.csv", stage, recipe.eval_seeds, env or None, out.name, tb)
+    evals = PolicyEvaluations(out, stage, recipe.eval_seeds, env or None, out.name, tb)
     (out / "config.json").write_text(json.dumps(settings, indent=2) + "\n")
     connect(recipe.ray.address)
     algo = config.build_algo()
@@ -442,7 +445,8 @@ def train_rllib(
     finally:
         algo.stop()
     wall = time.perf_counter() - t0
-    s = evals.add(policy, steps)
+    s = evals.add(policy, steps, final=True)
+    curve = evals.log.plot()
     if tb is not None:
         tb.close()
     summary = {
@@ -452,6 +456,8 @@ def train_rllib(
         "checkpoint": str(ckpt),
         "model": str(policy),
         "final_eval": s.figures(),
+        "eval_log": str(evals.log.path),
+        "learning_curve": None if curve is None else str(curve),
     }
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n"
@@ -476,7 +482,7 @@ def _iterate(
     settings: dict[str, Any],
     checkpoint_freq: int | None,
     out: Path,
-    evals: _EvalLog,
+    evals: PolicyEvaluations,
     start: tuple[int, float],
     progress: bool,
 ) -> int:

@@ -517,8 +517,19 @@ def train(
         obs, tg = collect_heuristic(recipe.warmstart.steps, stage, n_envs, seed, **env_kwargs)
         config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
     _write_json(out / "config.json", config)
-    evaluator = StageTimeCallback(
-        eval_stages, recipe.eval_seeds, recipe.eval.freq, out, n_envs, env_kwargs=env_kwargs
+    from agents.evaluate import resolve_stages
+
+    seeds = list(range(1000, 1000 + max(0, recipe.eval_seeds)))
+    # many stages, one run each (validation): driven together, like the benchmark
+    batched = len(seeds) == 1 and len(resolve_stages(eval_stages)) > 1
+    evaluator = Evaluator(
+        eval_stages,
+        seeds,
+        recipe.eval.freq,
+        out,
+        env_kwargs,
+        rank="score" if batched else "time",
+        batched=batched,
     )
     cbs = [evaluator]
     if recipe.checkpoint_freq > 0:
@@ -554,6 +565,7 @@ def train(
     }
     write_meta(model_path, meta)
     final = evaluator.evaluate_now(model, venv, final=True) if recipe.eval_seeds > 0 else None
+    curve = evaluator.plot()
     summary = {
         "model": str(model_path),
         "config": str(out / "config.json"),
@@ -562,6 +574,7 @@ def train(
         "wall_time_s": wall,
         "final_eval": final,
         "eval_log": str(out / "eval_log.csv"),
+        "learning_curve": None if curve is None else str(curve),
     }
     _write_json(out / "summary.json", summary)
     venv.close()
@@ -743,127 +756,129 @@ def _make_callback_base():
     return BaseCallback
 
 
-class StageTimeCallback(_make_callback_base()):
-    """Every ``eval_freq`` steps: evaluate the policy's stage times, log them, keep the best.
+class Evaluator(_make_callback_base()):
+    """The evaluations of an SB3 run (``rally train``'s flags and the PPO recipes): every
+    ``freq`` env steps (and when :meth:`evaluate_now` is called: a recipe's warm start, the
+    last model) the deterministic policy on ``stages``, a row of ``eval_log.csv`` through
+    :class:`agents.evaluate.ValidationLog`, TensorBoard ``eval/*``, and the best model so
+    far as ``best_model.zip``; :meth:`plot` draws ``learning_curve.png``.
 
-    Writes ``eval_log.csv`` (the learning curve: timesteps, wall time, finish rate, median
-    stage time, mean episode return of the training episodes) and ``best_model.zip``.
+    Args:
+        stages: what :func:`agents.evaluate.resolve_stages` takes.
+        seeds: the reset seeds, one run each per stage (``batched``: one run, seed 0).
+        env_kwargs: the env settings evaluated with (the training envs' vehicle, version,
+            observation); the saved model's metadata keeps their observation settings.
+        rank: ``"score"`` (validation stages: finish rate, then median score) or ``"time"``.
+        batched: drive the stages together, one run each (:func:`agents.benchmark.run_stages`).
+        residual: the :class:`agents.models.ResidualSpec` fields of a residual policy.
+        hold: env steps per SB3 timestep (a held residual's policy step).
     """
 
     def __init__(
         self,
         stages: Any,
-        n_seeds: int,
-        eval_freq: int,
+        seeds: list[int],
+        freq: int,
         out: Path,
-        n_envs: int,
         env_kwargs: dict[str, Any] | None = None,
+        *,
+        rank: str,
+        batched: bool = False,
+        residual: Any = None,
+        hold: int = 1,
+        xlabel: str = "env steps (millions)",
     ):
+        from agents.evaluate import ValidationLog, resolve_stages
+
         super().__init__(verbose=0)
-        self.stages = stages
-        #: the training envs' settings (vehicle, version, observation): evaluated on the same
+        self.stages = resolve_stages(stages) if stages else []
+        self.seeds = list(seeds)
         self.env_kwargs = dict(env_kwargs or {})
-        self.seeds = list(range(1000, 1000 + max(0, n_seeds)))
-        self.eval_freq = eval_freq
+        self.freq = freq
         self.out = Path(out)
-        self.n_envs = n_envs
-        self._next = eval_freq
-        self._t0 = time.perf_counter()
-        self.best: tuple[float, float] = (-1.0, -math.inf)
-        self._refs: dict[str, float] | None = None
-        self.log_path = self.out / "eval_log.csv"
+        self.batched = batched
+        self.residual = residual
+        self.hold = hold
+        #: env steps the warm start used before the first SB3 step (the curve's x offset)
+        self.warm_steps = 0
+        self._next = 0
+        names = [_stage_label(s) for s in self.stages]
+        self.log = ValidationLog(self.out, names, xlabel, rank=rank)
         #: the last periodic evaluation's figures (None before the first)
         self.last: dict[str, Any] | None = None
 
     def _on_training_start(self) -> None:
-        head = "timesteps,wall_time_s,finish_rate,median_time_s,best_time_s,ep_return"
-        if not self.log_path.exists():
-            self.log_path.write_text(head + ",median_score\n")
-        else:  # a resumed run whose log predates the score column: add it (nan)
-            lines = self.log_path.read_text().splitlines()
-            if lines and lines[0] == head:
-                rows = [lines[0] + ",median_score"] + [r + ",nan" for r in lines[1:]]
-                self.log_path.write_text("\n".join(rows) + "\n")
-        self._next = self.num_timesteps + self.eval_freq
+        if self._next <= self.num_timesteps * self.hold:
+            self._next = self.num_timesteps * self.hold + self.freq
 
     def _on_step(self) -> bool:
-        if self.eval_freq > 0 and self.seeds and self.num_timesteps >= self._next:
-            self._next += self.eval_freq
+        due = self.freq > 0 and self.stages and self.seeds
+        if due and self.num_timesteps * self.hold >= self._next:
+            self._next += self.freq
             self.evaluate_now(self.model, self.model.get_env())
         return True
 
-    def evaluate_now(self, model: Any, vn: Any, final: bool = False) -> dict[str, Any]:
-        from agents.evaluate import evaluate, reference_times, resolve_stages, score_summary
+    def residual_meta(self) -> dict[str, Any]:
+        """The ``"residual"`` entry of a saved model's metadata (empty for a plain one)."""
+        if self.residual is None:
+            return {}
+        from agents.models import ResidualSpec
 
-        pol = _LivePolicy(model, vn)
-        msc = math.nan  # the median score: on many stages (validation), one run each
-        stages = resolve_stages(self.stages)
-        if len(self.seeds) == 1 and len(stages) > 1:
-            # many stages, one run each (validation): driven together, like the benchmark
+        return {"residual": ResidualSpec(*self.residual).to_meta()}
+
+    def evaluate_now(
+        self,
+        model: Any,
+        vn: Any,
+        final: bool = False,
+        env_steps: int | None = None,
+        phase: str | None = None,
+    ) -> dict[str, Any]:
+        """One evaluation (``phase``: default ``final`` or the algorithm); ``env_steps``
+        defaults to the warm start's steps plus SB3's. Returns its figures."""
+        from agents.evaluate import evaluate
+
+        if not self.stages:
+            return {}
+        pol = _LivePolicy(model, vn, self.residual)
+        buf = getattr(model, "ep_info_buffer", None)
+        figures = {"ep_return": float(np.mean([e["r"] for e in buf])) if buf else math.nan}
+        if self.batched:
             from agents.benchmark import run_stages
 
-            runs, _ = run_stages(pol, stages, env_kwargs=self.env_kwargs)
-            if self._refs is None:
-                self._refs = reference_times(stages)
-            msc = score_summary(runs, self._refs)["median_score"]
-            fr = float(np.mean([r.finished for r in runs]))
-            done = [r.stage_time_s for r in runs if r.finished]
-            med = float(np.median(done)) if done else math.nan
-            best = float(min(done)) if done else math.nan
+            runs, _ = run_stages(pol, self.stages, env_kwargs=self.env_kwargs)
         else:
             res = evaluate(
-                pol, stages, self.seeds, agent_name="training", env_kwargs=self.env_kwargs
+                pol, self.stages, self.seeds, agent_name="training", env_kwargs=self.env_kwargs
             )
-            fr = float(np.mean([s.finish_rate for s in res.stages]))
+            runs = res.runs
             times = [s.median_time_s for s in res.stages]
-            med = float(np.mean(times)) if all(math.isfinite(t) for t in times) else math.nan
-            best = (
-                float(np.nanmin([s.best_time_s for s in res.stages]))
-                if any(math.isfinite(s.best_time_s) for s in res.stages)
-                else math.nan
-            )
-        ep_ret = math.nan
-        buf = getattr(model, "ep_info_buffer", None)
-        if buf:
-            ep_ret = float(np.mean([e["r"] for e in buf]))
-        wall = time.perf_counter() - self._t0
-        with self.log_path.open("a") as f:
-            f.write(
-                f"{model.num_timesteps},{wall:.1f},{fr:.3f},{med:.3f},{best:.3f},{ep_ret:.3f},"
-                f"{msc:.4f}\n"
-            )
-        if self.logger is not None and not final:
-            self.logger.record("eval/finish_rate", fr)
-            if math.isfinite(med):
-                self.logger.record("eval/median_stage_time_s", med)
-            if math.isfinite(msc):
-                self.logger.record("eval/median_score", msc)
-        # the best: the highest finish rate, then (stages of different lengths) the highest
-        # median score, or (one stage) the lowest median time
-        key = (fr, msc if math.isfinite(msc) else (-med if math.isfinite(med) else -math.inf))
-        if not final and key > self.best:
-            self.best = key
+            ok = all(math.isfinite(t) for t in times)
+            figures["median_time_s"] = float(np.mean(times)) if ok else math.nan
+        n = int(model.num_timesteps)
+        env_steps = self.warm_steps + n * self.hold if env_steps is None else int(env_steps)
+        phase = phase or ("final" if final else type(model).__name__.lower())
+        m, better = self.log.add(runs, n, env_steps, phase, final, figures)
+        if getattr(self, "model", None) is not None and not final:  # inside model.learn
+            for k in ("finish_rate", "median_score", "mean_score", "median_time_s"):
+                if math.isfinite(m[k]):
+                    tag = "median_stage_time_s" if k == "median_time_s" else k
+                    self.logger.record(f"eval/{tag}", m[k])
+        if better:
             p = self.out / "best_model.zip"
             model.save(str(p))
-            write_meta(
-                p,
-                {
-                    "algo": type(model).__name__.lower(),
-                    "obs_norm": obs_norm_meta(vn),
-                    "env": obs_env_kwargs({"env": self.env_kwargs}),
-                    "timesteps": int(model.num_timesteps),
-                },
-            )
-        figures = {
-            "timesteps": int(model.num_timesteps),
-            "finish_rate": fr,
-            "median_time_s": med,
-            "best_time_s": best,
-            "median_score": msc,
-        }
+            meta = {"algo": type(model).__name__.lower(), "obs_norm": obs_norm_meta(vn)}
+            meta |= {"env": obs_env_kwargs({"env": self.env_kwargs}), "timesteps": n}
+            write_meta(p, {**meta, "env_steps": env_steps, "phase": phase, **self.residual_meta()})
+        figures = {"timesteps": n, "env_steps": env_steps, **m}
         if not final:
             self.last = figures
         return figures
+
+    def plot(self) -> Path | None:
+        """``learning_curve.png``: the evaluations' finish rate (and median score) against
+        env steps."""
+        return self.log.plot()
 
 
 class Checkpoints(_make_callback_base()):
@@ -901,7 +916,7 @@ class Checkpoints(_make_callback_base()):
 class ProgressLines(_make_callback_base()):
     """A plain progress line at the first rollout end after every ``every_s`` seconds of
     wall time: steps done of the run's total, steps/s, and the last evaluation of
-    ``evaluator`` (a :class:`StageTimeCallback`) — for logs, where a progress bar does not
+    ``evaluator`` (an :class:`Evaluator`) — for logs, where a progress bar does not
     show. ``every_s=0``: a line at every rollout end."""
 
     def __init__(

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
+from agents.evaluate import EVAL_LOG_HEADER
 from agents.recipe import RecipeError, load_recipe
 from agents.sb3 import PPO_DEFAULTS, SAC_DEFAULTS, TRAIN_DEFAULTS, TRAIN_ENV_DEFAULTS
 from rally_env.cli import main
@@ -164,7 +165,7 @@ def test_the_documented_commands_run_end_to_end(tmp_path):
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["n_envs"] == 32 and cfg["eval_stages"] == "validation:50"
     head = (out / "eval_log.csv").read_text().splitlines()[0]
-    assert head.endswith(",median_score")
+    assert head + "\n" == EVAL_LOG_HEADER
     recipe = _recipe(tmp_path, _tiny_net_general())
     out2 = tmp_path / "net"
     assert main(["train", "--config", str(recipe), "--out", str(out2), "--no-progress"]) == 0

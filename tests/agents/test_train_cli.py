@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("torch")
 
+from agents.evaluate import EVAL_LOG_HEADER
 from agents.recipe import command_recipe
 from agents.rundir import RUN_ENTRIES, RunDirectoryError, claim_run_dir
 from agents.sb3 import run_steps, train
@@ -94,7 +95,8 @@ def test_overwrite_replaces_the_old_run_and_says_what_it_trains(tmp_path, capsys
         "ppo_2048_steps.zip",
         "ppo_vecnormalize_2048_steps.pkl",
     ]
-    assert (out / "eval_log.csv").read_text().startswith("timesteps,wall_time_s,")
+    assert (out / "eval_log.csv").read_text().startswith(EVAL_LOG_HEADER)
+    assert (out / "learning_curve.png").stat().st_size > 0
     assert (out / "model.zip").read_bytes() != b"old"
     # TensorBoard logs (SB3's run folder tb/ppo_1 with an event file)
     assert list((out / "tb").glob("ppo_1/events.out.tfevents.*"))

@@ -32,6 +32,7 @@ from rally_env.spaces import (
     ACTION_NAMES,
     DEFAULT_LAYOUT,
     DEFAULT_LAYOUT_V1,
+    OBS_SWITCHES,
     ObsLayout,
     discrete_table_markdown,
 )
@@ -236,6 +237,21 @@ def args_table() -> str:
             "cars share), `loops`/`laps` (a share of closed loops): see Vector env",
         ),
         ("discrete_actions", "`False`", "the `Discrete(15)` table above"),
+        (
+            "version",
+            "`0`",
+            "`0`: the direct-force tire model and the rover; `1`: the wheel-speed model, "
+            "library vehicles and planets, the wider observation (see Env ids)",
+        ),
+        (
+            "planet",
+            "`None`",
+            "`None` or a planet name (`physics.vehicles.on_planet`; see Vehicles)",
+        ),
+        *(
+            (name, "`False`", f"append the `{name}` observation block (see Observation)")
+            for name in OBS_SWITCHES
+        ),
         (
             "render_mode",
             "`None`",

@@ -730,9 +730,9 @@ def migrate_eval_log(path: str | Path) -> bool:
     """
     path = Path(path)
     with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    with path.open(newline="") as f:
-        head = next(csv.reader(f), [])
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        head = list(reader.fieldnames or [])
     if head == list(EVAL_LOG_FIELDS):
         return False
     unknown = [c for c in head if c not in EVAL_LOG_FIELDS]

@@ -78,6 +78,8 @@ class RallyCore:
         self.bank = self.stages.bank
         self.version = config.version
         self.layout = layout_for(config)
+        #: the info's layout, worked out by :func:`rally_env.info.build_info` on first use
+        self.info_spec: Any = None
         self.n_wheels = self.layout.n_wheels
         self.lookahead = np.array(self.layout.lookahead_m, np.float64)
         self.sim = precompile.cache_safe(

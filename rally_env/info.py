@@ -232,7 +232,7 @@ def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
         ``{key: array (M, *shape)}`` (or ``(*shape)`` for one car) in :data:`INFO_KEYS` order
         (+ :data:`INFO_KEYS_V1` for version 1, + ``randomization_*`` with randomization on).
     """
-    spec = core.__dict__.get("_info_spec") or _spec(core)
+    spec = core.info_spec or _spec(core)
     one = isinstance(cars, (int, np.integer))
     if one:
         k = int(cars)
@@ -275,7 +275,7 @@ _NAN_KEYS = ("finish_time_s", "checkpoint_times_s", "randomization_section_mu_sc
 
 
 class _Spec(NamedTuple):
-    """What :func:`build_info` needs of a core that never changes (cached on the core)."""
+    """What :func:`build_info` needs of a core that never changes (``core.info_spec``)."""
 
     #: ``[(key, block, selection)]`` in key order. Blocks: 0 floats, 1 ints, 2 bools,
     #: 3 checkpoint times, 4 per-wheel and position, 5 NaN-able floats, 6 drawn
@@ -321,7 +321,7 @@ def _spec(core: RallyCore) -> _Spec:
         [core.bank.mode == "random", core.version >= 1, core.sim.extended, nw], np.int64
     )
     spec = _Spec(plan, flags, checkpoint_width(core), 4 * nw + 3, randomized, {})
-    core._info_spec = spec
+    core.info_spec = spec
     return spec
 
 

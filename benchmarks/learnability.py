@@ -60,6 +60,13 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any], int | None, bool 
     "gamma099": ("discount 0.99 per decision", {}, {"gamma": 0.99}, None, None),
     # the first draft of the defaults had the block; its run is docs/benchmark.md's no_ahead
     "ahead": ("the road-ahead block added (600 m)", {"road_ahead": True}, {}, None, None),
+    "ahead_apex": (
+        "the road-ahead block and where each bin's corner lies (ahead_apex)",
+        {"road_ahead": True, "ahead_apex": True},
+        {},
+        None,
+        None,
+    ),
     "crash20": ("crash cost 20", {"reward_weights": {"crash": 20.0}}, {}, None, None),
     "handbrake": ("a handbrake output", {}, {}, None, True),
     "noise037": (

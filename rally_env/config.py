@@ -482,6 +482,9 @@ class RallyConfig:
             crest, the elevation and the lowest grip in bins up to 600 m ahead, and the
             distance to the finish; see :class:`rally_env.spaces.ObsLayout`). It changes what
             the agent sees, not the run: physics, rewards and replays are the same.
+        ahead_apex: append the apex block: for each bin of the road-ahead block, where its
+            sharpest corner lies inside the bin (0 at its start to 1 at its end). Like
+            ``road_ahead``, it changes what the agent sees, not the run.
     """
 
     stage: StageSpec = "opener"
@@ -497,6 +500,7 @@ class RallyConfig:
     version: int = 0
     planet: str | None = None
     road_ahead: bool = False
+    ahead_apex: bool = False
 
     @classmethod
     def build(cls, **kw: Any) -> RallyConfig:

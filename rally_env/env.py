@@ -83,9 +83,9 @@ class RallyEnv(gym.Env):
     - Arguments: ``stage`` (a library name, ``"gen-<seed>"``, a file, a ``tracks.Stage``,
       ``"random"`` or a list), ``vehicle``, ``planet``, ``version``, ``control_hz``,
       ``reward_weights``, ``termination``, ``randomize``, ``random_stage``,
-      ``discrete_actions``, ``render_mode``, ``road_ahead`` (the switch of an observation block:
-      ``rally_env.spaces.OBS_SWITCHES``); a bad value raises ``rally_env.ConfigError`` naming
-      it.
+      ``discrete_actions``, ``render_mode``, ``road_ahead`` and ``ahead_apex`` (the switches
+      of observation blocks: ``rally_env.spaces.OBS_SWITCHES``); a bad value raises
+      ``rally_env.ConfigError`` naming it.
 
     The full reference, with the observation, reward, episode-end, info and argument tables
     made from the code: docs/env.md.
@@ -107,6 +107,7 @@ class RallyEnv(gym.Env):
         version: int = 0,
         planet: str | None = None,
         road_ahead: bool = False,
+        ahead_apex: bool = False,
     ):
         self.config = RallyConfig.build(
             stage=stage,
@@ -121,6 +122,7 @@ class RallyEnv(gym.Env):
             version=version,
             planet=planet,
             road_ahead=road_ahead,
+            ahead_apex=ahead_apex,
         )
         self.render_mode = self.config.render_mode
         self.metadata = {"render_modes": RENDER_MODES, "render_fps": self.config.control_hz}

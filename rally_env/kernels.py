@@ -155,6 +155,9 @@ _INV_FINISH = 1.0 / TO_FINISH_SCALE_M
 _AHEAD_LO = np.array([a for a, _ in ROAD_AHEAD_BINS_M], np.float64)
 _AHEAD_HI = np.array([b for _, b in ROAD_AHEAD_BINS_M], np.float64)
 _AHEAD_COL = np.array([S.AHEAD_WIDTHS_M.index(b - a) for a, b in ROAD_AHEAD_BINS_M], np.int64)
+#: the narrowest bin width (m) and each bin's width as a whole multiple of it
+_AHEAD_W0 = S.AHEAD_WIDTHS_M[0]
+_AHEAD_MULT = np.array([round((b - a) / _AHEAD_W0) for a, b in ROAD_AHEAD_BINS_M], np.int64)
 
 
 # ------------------------------------------------------------------------------- records
@@ -383,7 +386,7 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
 
 
 @njit_inner(_nrt=False)
-def _write_blocks(k, v1_on, road_ahead_on, phys, terr, stages, env, work, setup, i):
+def _write_blocks(k, v1_on, road_ahead_on, ahead_apex_on, phys, terr, stages, env, work, setup, i):
     """The switched blocks of ``rally_env.spaces.OBS_BLOCKS``, in order, each behind its
     switch (``True`` or ``None``; numba prunes the code of a ``None`` one, so a Rally-v0 env
     does not compile the others), from index ``i`` of ``work.vals[k]`` on. Returns 1 if a
@@ -395,7 +398,46 @@ def _write_blocks(k, v1_on, road_ahead_on, phys, terr, stages, env, work, setup,
         i, missed = _write_obs_v1(k, phys, terr, row, work.look, setup.n_wheels, vals, i)
     if road_ahead_on is not None:
         i = _write_road_ahead(k, env, stages, terr.grip, row, vals, i)
+    if ahead_apex_on is not None:
+        i = _write_ahead_apex(k, env, stages, vals, i)
     return missed
+
+
+@njit_inner(_nrt=False)
+def _write_ahead_apex(k, env, stages, vals, i):
+    """The apex block (``ahead_apex=True``): per road-ahead bin, where its sharpest corner
+    lies, 0 at the bin's start to 1 at its end (the first sample of the largest |curvature|
+    in the window the road-ahead block reads; 0.5 where the bin has no curve or lies past
+    the finish)."""
+    table = stages.table
+    slot = env.eistate[k, EI_SLOT]
+    po = int(table[slot, S.SL_PT_OFF])
+    n = int(table[slot, S.SL_N_SEG]) + 1
+    ds = table[slot, S.SL_DS]
+    closed = table[slot, S.SL_CLOSED] > 0.5
+    m = n - 1 if closed else n  # a loop's last sample repeats its first
+    s = env.estate[k, E_S]
+    if not math.isfinite(s):
+        s = 0.0
+    unit = max(1, int(math.floor(_AHEAD_W0 / ds + 0.5)))
+    for b in range(_AHEAD_LO.shape[0]):
+        vals[i + b] = 0.5
+        j0 = _sample_index((s + _AHEAD_LO[b]) * (1.0 / ds), n, closed)
+        if j0 < 0:
+            continue
+        width = _AHEAD_MULT[b] * unit
+        best = 0.0
+        for q in range(width):
+            j = j0 + q
+            if closed:
+                j = j % m
+            elif j >= n:
+                break
+            c = abs(stages.curv[po + j])
+            if c > best:
+                best = c
+                vals[i + b] = q / width
+    return i + _AHEAD_LO.shape[0]
 
 
 @njit_inner(_nrt=False)

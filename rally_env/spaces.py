@@ -389,6 +389,19 @@ _AHEAD_DESC = {
 }
 
 
+def _ahead_apex_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
+    """The apex block (``ahead_apex=True``): where each road-ahead bin's sharpest corner lies."""
+    for a, b in ROAD_AHEAD_BINS_M:
+        add(
+            f"ahead_apex_{a:g}_{b:g}m",
+            "ahead_apex",
+            f"where the sharpest corner {a:g}-{b:g} m ahead lies: 0 at {a:g} m to 1 at {b:g} m "
+            "(0.5: no curve)",
+            0.0,
+            1.0,
+        )
+
+
 class ObsBlock(NamedTuple):
     """One block of the observation: a row of :data:`OBS_BLOCKS`."""
 
@@ -408,6 +421,7 @@ OBS_BLOCKS: tuple[ObsBlock, ...] = (
     ObsBlock("base", _v0_fields, None, "_write_obs"),
     ObsBlock("v1", _v1_fields, "version", "_write_obs_v1"),
     ObsBlock("road_ahead", _road_ahead_fields, "road_ahead", "_write_road_ahead"),
+    ObsBlock("ahead_apex", _ahead_apex_fields, "ahead_apex", "_write_ahead_apex"),
 )
 #: The config settings that switch observation blocks on (``version`` aside, which also
 #: chooses the vehicle model): booleans, recorded in a config's replay form only when on.

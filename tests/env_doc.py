@@ -296,6 +296,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "observation_road_ahead": lambda: ObsLayout(4, road_ahead=True).table_markdown(
         compact=True, start=_V0_SIZE
     ),
+    "observation_ahead_apex": lambda: ObsLayout(4, road_ahead=True, ahead_apex=True).table_markdown(
+        compact=True, start=ObsLayout(4, road_ahead=True).size
+    ),
     "vehicles": vehicles_table,
     "observation_v1": lambda: DEFAULT_LAYOUT_V1.table_markdown(compact=False, start=_V0_SIZE),
     "info_v1": lambda: info_table(INFO_KEYS_V1),

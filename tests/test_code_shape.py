@@ -32,6 +32,8 @@ ALLOWED: dict[str, str] = {
     "rally_env/render/play.py::play": "the play command's public keyword arguments",
     "rally_env/render/raster.py::draw_marks": _WIDE_ENTRY + " (the marks and the view)",
     "rally_env/render/video.py::render_episode": "public keyword arguments of the video API",
+    "rally_env/env.py::RallyEnv.__init__": "the env's keyword arguments, one per RallyConfig "
+    "setting, as gymnasium.make passes them (it accepts no **kwargs)",
 }
 
 

@@ -142,3 +142,53 @@ def test_replays_with_the_option_verify():
     assert rep.env_kwargs.get("road_ahead") is True
     report = verify(rep)
     assert report.accepted, report
+
+
+def _apex_by_hand(path, s, closed=False):
+    """Per bin: the first sample of the largest |curvature| in the bin's window (from the
+    path itself), as a share of the window; 0.5 where nothing curves."""
+    ds = float(path.ds_m)
+    k = np.abs(np.asarray(path.curvature))
+    n = len(k)
+    unit = max(1, int(np.floor(ROAD_AHEAD_BINS_M[0][1] / ds + 0.5)))
+    out = []
+    for a, b in ROAD_AHEAD_BINS_M:
+        j0 = int(np.floor((s + a) / ds))
+        width = round((b - a) / ROAD_AHEAD_BINS_M[0][1]) * unit
+        win = k[j0 : min(j0 + width, n)] if j0 < n else k[:0]
+        out.append(0.5 if not len(win) or win.max() == 0 else int(np.argmax(win)) / width)
+    return np.array(out)
+
+
+def test_the_apex_block_says_where_each_bins_corner_is(shaped):
+    plain = RallyEnv(stage=shaped, road_ahead=True)
+    env = RallyEnv(stage=shaped, road_ahead=True, ahead_apex=True)
+    L = env.core.layout
+    assert L.size == plain.core.layout.size + len(ROAD_AHEAD_BINS_M)
+    assert [f.name for f in L.fields[: plain.core.layout.size]] == [
+        f.name for f in plain.core.layout.fields
+    ]
+    obs, _ = env.reset(seed=0)
+    ref, _ = plain.reset(seed=0)
+    path = env.core.bank.stage(0).path
+    # from s = 10 m the turn (300-394 m along) starts at the end of the 200-300 m bin and its
+    # sharpest point lies inside the turn, in the 300-450 m bin
+    first = obs[L.groups["ahead_apex"]]
+    i = ROAD_AHEAD_BINS_M.index((200.0, 300.0))
+    assert first[i] > 0.9
+    assert 300.0 <= 10.0 + 300.0 + 150.0 * first[i + 1] <= 300.0 + R * np.pi / 2
+    checked = 0
+    for _ in range(300):
+        apex = obs[L.groups["ahead_apex"]]
+        s = float(env.core.estate[0, 0])
+        np.testing.assert_allclose(apex, _apex_by_hand(path, s), atol=1e-6)
+        # the other values, and the run, are the plain road-ahead env's
+        np.testing.assert_array_equal(obs[: ref.size], ref)
+        checked += 1
+        a = np.array([0.0, 0.7, 0.0, 0.0], np.float32)
+        obs, _, term, trunc, _ = env.step(a)
+        ref, _, term2, trunc2, _ = plain.step(a)
+        assert (term, trunc) == (term2, trunc2)
+        if term or trunc:
+            break
+    assert checked > 100

@@ -48,9 +48,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             )
         from rally_env.env import RallyEnv
 
-        kw = {}
-        if args.control_hz is not None:
-            kw["control_hz"] = args.control_hz
+        kw = {} if args.control_hz is None else {"control_hz": args.control_hz}
 
         def build(**obs_kw):
             return RallyEnv(stage=args.stage, **vehicle_env_kwargs(args), **kw, **obs_kw)

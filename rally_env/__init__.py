@@ -76,16 +76,8 @@ def register_envs() -> None:
     entry point). Each env has its vector entry point (``RallyVectorEnv``, or
     :func:`rally_env.learn.make_vector_env`).
 
-    Both ids of version N are the same env class with ``version=N``; ``version=1`` is the
-    wheel-speed model, library vehicles (``vehicle="truck"``), planets (``planet="moon"``)
-    and the v1 observation.
-
-    ``Rally-v1`` is a second key of ``RallyWheelSpeed-v1``'s spec in ``gymnasium.registry``
-    (``gym.make("Rally-v1").spec.id == "RallyWheelSpeed-v1"``), not a spec of its own:
-    Gymnasium calls an id "out of date" when the registry holds a spec of the same name with a
-    higher version (``gym.make`` compares the id's version with the highest ``spec.version``
-    of that ``spec.name``), and ``Rally-v1`` is another model, not a newer ``Rally-v0``. So no
-    spec is named ``Rally`` but ``Rally-v0``'s, and neither first id gets the notice.
+    ``Rally-v1`` is a second key of ``RallyWheelSpeed-v1``'s spec, not a spec of its own (why:
+    ``docs/env.md``, the env ids).
     """
     from gymnasium.envs.registration import register, registry
 

@@ -48,19 +48,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
             )
         from rally_env.env import RallyEnv
 
-        kw = {}
-        if args.control_hz is not None:
-            kw["control_hz"] = args.control_hz
+        kw = {} if args.control_hz is None else {"control_hz": args.control_hz}
 
         def build(**obs_kw):
-            return RallyEnv(
-                stage=args.stage,
-                vehicle=args.vehicle,
-                version=_env_version(args),
-                planet=args.planet,
-                **kw,
-                **obs_kw,
-            )
+            return RallyEnv(stage=args.stage, **vehicle_env_kwargs(args), **kw, **obs_kw)
 
         env = build()
         policy, label = resolve_policy(args.agent, env, seed=args.seed)
@@ -81,10 +72,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             env=env,
             seed=args.seed,
             fps=args.fps,
-            width=args.width,
-            height=args.height,
-            camera=args.camera,
-            zoom=args.zoom,
+            **_view_kwargs(args),
             max_seconds=args.max_seconds,
             gif=gif,
             gif_seconds=args.gif_seconds,
@@ -170,11 +158,11 @@ def no_window_reason() -> str | None:
     display: ``DISPLAY`` (X11) or ``WAYLAND_DISPLAY``. Without either, SDL would run on no
     screen at all, silently (the renderer falls back to the dummy driver when headless).
     """
+    from rally_env.render._deps import _has_display
+
     if os.environ.get("SDL_VIDEODRIVER"):
         return None
-    if sys.platform.startswith("linux") and not (
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    ):
+    if sys.platform.startswith("linux") and not _has_display():
         return (
             "no display to open the window on (neither DISPLAY nor WAYLAND_DISPLAY is set): "
             "run it in a desktop session, or set SDL_VIDEODRIVER=dummy to drive without a "
@@ -195,15 +183,10 @@ def _cmd_play(args: argparse.Namespace) -> int:
     try:
         res = play(
             args.stage,
-            vehicle=args.vehicle,
-            version=_env_version(args),
-            planet=args.planet,
+            **vehicle_env_kwargs(args),
             ghost=args.ghost,
             seed=args.seed,
-            width=args.width,
-            height=args.height,
-            camera=args.camera,
-            zoom=args.zoom,
+            **_view_kwargs(args),
             save_dir=None if args.no_save else args.save_dir,
             max_frames=args.frames,
         )
@@ -215,6 +198,11 @@ def _cmd_play(args: argparse.Namespace) -> int:
     for p in res.saved:
         print(f"saved {p}")
     return 0
+
+
+def _view_kwargs(args: argparse.Namespace) -> dict:
+    """The frame and camera options :func:`_add_view_args` adds, by name."""
+    return {k: getattr(args, k) for k in ("width", "height", "camera", "zoom")}
 
 
 def _add_view_args(p: argparse.ArgumentParser, width: int, height: int) -> None:

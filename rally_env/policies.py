@@ -1,21 +1,8 @@
-"""Policies, and the one resolver of ``--agent`` values.
+"""Policies, and the one resolver of ``--agent`` values (:func:`resolve_policy`, for every
+command; ``docs/architecture.md``).
 
 A *policy* is any callable ``policy(obs) -> action``; an optional ``reset(n)`` method is
-called at the start of every episode. :func:`resolve_policy` turns an ``--agent`` value into
-one, for every command (``rally record``, ``rally play``, ``rally eval``, ``rally benchmark``,
-``agents.make_policy``):
-
-- ``"line"``: :class:`LineFollower`, pure pursuit on the stage centerline from the
-  observation's lookahead points, with a target speed from the curvature ahead and the grip;
-- ``"random"``: :class:`RandomPolicy`, seeded random actions;
-- ``"package.module:function"``: a user callable (a factory, one taking no arguments, is
-  called for the policy);
-- anything a registered resolver knows: packages above ``rally_env`` register one through the
-  ``rally_env.policies`` entry point (:mod:`rally_env.plugins`); the ``agents`` package
-  resolves ``"heuristic"``, ``"mpc"``, its shipped models, ``PATH.zip`` and ``policy.json``.
-
-A name that needs the ``agents`` package when it is not installed raises
-:class:`PolicyNotInstalledError`; there is no stand-in driver.
+called at the start of every episode.
 """
 
 from __future__ import annotations
@@ -38,8 +25,6 @@ Resolver = Callable[..., Any]
 
 #: Agent values ``rally_env`` resolves itself (besides ``module:function`` and a callable).
 BUILTIN_AGENTS = ("line", "random")
-#: What the ``agents`` package resolves (the message of :class:`PolicyNotInstalledError`).
-AGENTS_PACKAGE_AGENTS = "heuristic, mpc[:SETTINGS], a shipped model, PATH.zip or policy.json"
 
 
 class PolicyNotInstalledError(RallyEnvError, DependencyNotInstalled):

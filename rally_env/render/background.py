@@ -1,11 +1,7 @@
 """The stage background, baked once per stage: terrain, road, lines. numpy + numba, no pygame.
 
-The world is drawn at ``ppm`` pixels per metre into square tiles of ``TILE`` pixels that cover a
-corridor around the road (so memory grows with the road's length, not its bounding box); the
-rest of the terrain comes from the heightfield's own grid (coarser, still shaded). Each frame,
-:func:`sample_view` resamples the visible part (bilinear, any rotation and zoom) into the frame.
-
-What a tile shows:
+Tiles around the road, the coarse heightfield beyond, resampled each frame by
+:func:`sample_view` (``docs/render.md``). What a tile shows:
 
 - terrain coloured by height (low = dark red-brown, high = light ochre, the stage maps' ramp)
   and hill-shaded (light from the north-west), with a fine grain so motion reads;
@@ -59,7 +55,6 @@ class Background:
         pool: (n, TILE + 1, TILE + 1, 3) uint8 tile pixels, ``[slot, v, u]`` with ``v`` along +y.
         coarse: (ny, nx, 3) uint8 terrain colours at the heightfield nodes (the fallback).
         cx0, cy0, ccell: the heightfield grid origin and spacing (m).
-        extent: (xmin, ymin, xmax, ymax) of the terrain (m).
     """
 
     ppm: float
@@ -71,11 +66,6 @@ class Background:
     cx0: float
     cy0: float
     ccell: float
-    extent: tuple[float, float, float, float]
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.pool.nbytes + self.coarse.nbytes + self.tile_index.nbytes)
 
 
 def terrain_colors(terrain, surface: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -110,16 +100,13 @@ def terrain_colors(terrain, surface: int | None = None) -> tuple[np.ndarray, np.
 
 
 def _marks(stage) -> tuple[np.ndarray, np.ndarray]:
-    kinds, s = [], []
-    kinds.append(MARK_FINISH if stage.closed else MARK_START)
-    s.append(float(stage.start_s_m))
+    """The lines across the road: their kinds and arc lengths (the start, on a closed stage
+    the finish, then the finish and the checkpoints)."""
+    marks = [(MARK_FINISH if stage.closed else MARK_START, stage.start_s_m)]
     if not stage.closed:
-        kinds.append(MARK_FINISH)
-        s.append(float(stage.finish_s_m))
-    for c in stage.checkpoints_m:
-        kinds.append(MARK_CHECKPOINT)
-        s.append(float(c))
-    return np.array(kinds, np.int64), np.array(s, np.float64)
+        marks.append((MARK_FINISH, stage.finish_s_m))
+    marks += [(MARK_CHECKPOINT, c) for c in stage.checkpoints_m]
+    return np.array([k for k, _ in marks], np.int64), np.array([float(s) for _, s in marks])
 
 
 def corridor_tiles(stage, ppm: float, radius_m: float, ox: float, oy: float, ntx: int, nty: int):
@@ -202,7 +189,6 @@ def bake_background(stage, terrain, ppm: float = 8.0, radius_m: float = 80.0) ->
         cx0=xmin,
         cy0=ymin,
         ccell=cell,
-        extent=(xmin, ymin, xmax, ymax),
     )
 
 

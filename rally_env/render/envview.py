@@ -26,14 +26,6 @@ NEAR_M = 150.0
 #: ... the nearest this many of them.
 MAX_OTHERS = 63
 
-_END_MESSAGES = {
-    "off_stage": "OFF STAGE",
-    "rolled": "ROLLED",
-    "stuck": "STUCK",
-    "wrong_way": "WRONG WAY",
-    "time_limit": "TIME LIMIT",
-}
-
 
 class Window:
     """A pygame window that shows frames at a steady rate.
@@ -79,16 +71,13 @@ class Window:
             self.clock.tick(self.fps)
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
+        self.closed = True
         if self.pg.display.get_init():
             self.pg.display.quit()
 
 
 def _has_drivetrain(core: Any, k: int) -> bool:
     """Car ``k`` has an engine and gearbox (only extended vehicles can)."""
-    from physics import layout as L
-
     sim = core.sim
     return bool(sim.extended and sim.params[k, L.PX_DRIVETRAIN] > 0.5)
 
@@ -217,7 +206,7 @@ class EnvRenderer:
             if end == "finished":
                 msg = f"FINISH  {format_time(float(info.get('finish_time_s', math.nan)))}"
             elif end:
-                msg = _END_MESSAGES.get(end, str(end).upper())
+                msg = str(end).replace("_", " ").upper()  # OFF STAGE, TIME LIMIT, ...
         hud = hud_from_info(
             info,
             stage=stage,

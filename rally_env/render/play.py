@@ -1,15 +1,5 @@
-"""``rally play``: drive a stage with the keyboard, in real time.
-
-Keys: arrows or WASD (up/W throttle, down/S brake, left/A and right/D steer), space = handbrake,
-R = restart, Esc = quit (or close the window).
-
-The loop is the source game's: 60 Hz frames with 8 physics substeps each (``Rally-v0`` at
-``control_hz=60``). Real time drives a fixed-step accumulator: each frame adds the wall-clock
-time since the last one, clamped at 50 ms (a stalled frame never makes the car jump), and runs
-as many whole 1/60 s steps as fit, so the simulation itself is exactly the env's fixed-step,
-deterministic one. At the finish it shows the stage time and the splits and saves the run as a
-replay (``rally_env.replay``); the next attempt of the session races it, and ``--ghost`` races a
-replay (or an older ``.npz`` ghost file) later.
+"""``rally play``: drive a stage with the keyboard, in real time (keys, the fixed-step loop,
+the saved runs and ghosts: ``docs/render.md``, "Playing it yourself").
 """
 
 from __future__ import annotations

@@ -132,10 +132,7 @@ class _Marks:
 
     def __init__(self) -> None:
         self.segs = np.zeros((_MARK_CAPACITY, 6))
-        self.written = 0
-        self.count = 0
-        self.last_xy: np.ndarray | None = None
-        self.last_t = -math.inf
+        self.clear()
 
     def clear(self) -> None:
         self.written = 0
@@ -443,6 +440,13 @@ class Renderer:
                 self._text_cache.popitem(last=False)
         return t
 
+    def _put(self, s: str, px: float, rgb: tuple, xy: tuple) -> Any:
+        """Draw ``s`` at ``px`` (times the HUD scale) in ``rgb``, its top left at ``xy``;
+        returns the text's surface."""
+        t = self._text(s, round(px * self._hud_scale), rgb)
+        self.surface.blit(t, xy)
+        return t
+
     def _panel(self, x: int, y: int, w: int, h: int, alpha: float = 0.6) -> None:
         tint_rect(self.frame, int(x), int(y), int(x + w), int(y + h), alpha, 12.0, 10.0, 10.0)
 
@@ -462,20 +466,13 @@ class Renderer:
         pw, ph = round(150 * k), round(84 * k)
         self._panel(m, m, pw, ph)
         kmh = f"{hud.speed_mps * 3.6:.0f}"
-        t_speed = self._text(kmh, round(40 * k))
-        surf.blit(t_speed, (m + round(8 * k), m + round(5 * k)))
-        surf.blit(
-            self._text("km/h", round(18 * k), (200, 200, 200)),
-            (m + round(12 * k) + t_speed.get_width(), m + round(18 * k)),
-        )
+        t_speed = self._put(kmh, 40, (255, 255, 255), (m + round(8 * k), m + round(5 * k)))
+        x = m + round(12 * k) + t_speed.get_width()
+        self._put("km/h", 18, (200, 200, 200), (x, m + round(18 * k)))
         finished = hud.finish_time_s == hud.finish_time_s
         t_main = hud.finish_time_s if finished else hud.stage_time_s
-        surf.blit(
-            self._text(
-                format_time(t_main), round(26 * k), (255, 236, 160) if finished else (255, 255, 255)
-            ),
-            (m + round(8 * k), m + round(36 * k)),
-        )
+        rgb = (255, 236, 160) if finished else (255, 255, 255)
+        self._put(format_time(t_main), 26, rgb, (m + round(8 * k), m + round(36 * k)))
         split = hud.last_split()
         if split is not None:
             i, t, delta = split
@@ -483,19 +480,13 @@ class Renderer:
             label = "FIN" if i >= n_cp else f"CP{i + 1}"
             x = m + round(8 * k)
             y = m + round(60 * k)
-            ts = self._text(f"{label} {format_time(t)}", round(19 * k), (220, 220, 220))
-            surf.blit(ts, (x, y))
+            ts = self._put(f"{label} {format_time(t)}", 19, (220, 220, 220), (x, y))
             if delta is not None:
                 col = (110, 235, 110) if delta <= 0 else (255, 110, 90)
-                surf.blit(
-                    self._text(format_delta(delta), round(19 * k), col),
-                    (x + ts.get_width() + round(6 * k), y),
-                )
+                self._put(format_delta(delta), 19, col, (x + ts.get_width() + round(6 * k), y))
         if hud.laps > 1:
-            surf.blit(
-                self._text(f"Lap {hud.lap}/{hud.laps}", round(18 * k), (220, 220, 220)),
-                (m + pw + m, m + round(4 * k)),
-            )
+            lap = f"Lap {hud.lap}/{hud.laps}"
+            self._put(lap, 18, (220, 220, 220), (m + pw + m, m + round(4 * k)))
         self._draw_vehicle_status(hud, m, m + ph + round(4 * k), pw)
         # --- top-right: mini map
         if self.show_minimap:
@@ -529,8 +520,8 @@ class Renderer:
                 lbl, (x0 - lbl.get_width() - round(6 * k), y + bh // 2 - lbl.get_height() // 2)
             )
         if hud.title:
-            t = self._text(hud.title, round(16 * k), (235, 225, 215))
-            surf.blit(t, (m + pw + m, m + (round(24 * k) if hud.laps > 1 else round(4 * k))))
+            y = m + (round(24 * k) if hud.laps > 1 else round(4 * k))
+            self._put(hud.title, 16, (235, 225, 215), (m + pw + m, y))
         if hud.message:
             lines = hud.message.split("\n")
             ts = [self._text(lines[0], round(34 * k), (255, 240, 200))]
@@ -564,9 +555,7 @@ class Renderer:
         lh = round(20 * k)
         self._panel(x, y, w, lh * len(lines) + round(6 * k))
         for i, (text, col) in enumerate(lines):
-            self.surface.blit(
-                self._text(text, round(17 * k), col), (x + round(8 * k), y + round(3 * k) + i * lh)
-            )
+            self._put(text, 17, col, (x + round(8 * k), y + round(3 * k) + i * lh))
 
     def _draw_load_bars(self, car: CarView, m: int) -> None:
         pg = self.pg
@@ -581,10 +570,7 @@ class Renderer:
         ph = round(rows * (bhmax + gap) + m + round(12 * k))
         px0, py0 = m, self.height - m - ph
         self._panel(px0, py0, pw, ph)
-        surf.blit(
-            self._text("load", round(15 * k), (200, 200, 200)),
-            (px0 + round(6 * k), py0 + round(3 * k)),
-        )
+        self._put("load", 15, (200, 200, 200), (px0 + round(6 * k), py0 + round(3 * k)))
         ref = 2.0 * max(car.static_load_n, 1.0)
         # order: front wheels first (largest body x), left before right
         wx = car.wheel_xy_m - np.array([car.x_m, car.y_m])
@@ -647,22 +633,11 @@ class Renderer:
         x0 = self.width - m - s.get_width()
         y0 = m
         self.surface.blit(s, (x0, y0))
-        for g in ghosts:
-            a, b = to_px(g.x_m, g.y_m)
-            pg.draw.circle(
-                self.surface,
-                (230, 230, 230),
-                (x0 + round(float(a)), y0 + round(float(b))),
-                max(1, round(2 * k)),
-            )
-        for o in others:
-            a, b = to_px(o.x_m, o.y_m)
-            pg.draw.circle(
-                self.surface,
-                (90, 190, 255),
-                (x0 + round(float(a)), y0 + round(float(b))),
-                max(1, round(2 * k)),
-            )
+        for cars, rgb in ((ghosts, (230, 230, 230)), (others, (90, 190, 255))):
+            for o in cars:
+                a, b = to_px(o.x_m, o.y_m)
+                c = (x0 + round(float(a)), y0 + round(float(b)))
+                pg.draw.circle(self.surface, rgb, c, max(1, round(2 * k)))
         if car is not None:
             a, b = to_px(car.x_m, car.y_m)
             c = (x0 + round(float(a)), y0 + round(float(b)))

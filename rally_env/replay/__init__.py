@@ -17,22 +17,9 @@ every hash and every claimed time match bit for bit.
     report = verify(load_replay("replays/opener-....rrp.json.gz"))
     assert report.accepted, report.message
 
-The package's modules, lowest first (each imports only those before it):
-
-- :mod:`~rally_env.replay.errors`: :class:`ReplayError` and its subclasses.
-- :mod:`~rally_env.replay.budgets`: :class:`Budgets`, what verifying a replay may cost.
-- :mod:`~rally_env.replay.codec`: env settings <-> JSON, the action codec.
-- :mod:`~rally_env.replay.hashing`: :func:`car_state_hash`.
-- :mod:`~rally_env.replay.format`: the :class:`Replay` record, reading and writing files.
-- :mod:`~rally_env.replay.resim`: :class:`Resim`, a replay re-run one step at a time.
-- :mod:`~rally_env.replay.verify`: :func:`verify` and :class:`VerifyReport`.
-- :mod:`~rally_env.replay.record`: :class:`RecordReplay` (single and vector env).
-- :mod:`~rally_env.replay.ghost`: replays re-simulated into ghosts, :class:`GhostSet`.
-- :mod:`~rally_env.replay.leaderboard`: verified times in SQLite.
-- :mod:`~rally_env.replay.cli`: ``rally verify``, ``rally replay``, ``rally leaderboard``.
-
 A replay file is data (JSON, optionally gzip), never pickle; see ``docs/replays.md`` for the
-format. Bad files raise a :class:`ReplayError` (a ``ValueError``) naming the problem.
+format and the package's modules. Bad files raise a :class:`ReplayError` (a ``ValueError``)
+naming the problem.
 """
 
 from __future__ import annotations

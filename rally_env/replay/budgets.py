@@ -1,23 +1,10 @@
 """What a replay may cost to verify, checked before anything is built from it.
 
-A replay is untrusted input (a leaderboard server verifies uploads from the network), so the
-work it can cause is bounded by what it claims, and every claim is bounded by a budget:
-
-1. the bytes: the file, and the JSON after gzip, at most :attr:`Budgets.max_json_bytes`;
-   before the JSON is parsed, the number of ``{``/``[`` and of ``,`` in the raw text bounds the
-   objects the parser could make (31 MiB of ``{}`` would otherwise cost a gigabyte);
-2. the document: numbers within range (no 400-digit integers, no infinities), nesting depth,
-   the size of ``meta``;
-3. the run: steps at most :attr:`Budgets.max_sim_s` of simulated time and at most the stage's
-   time limit at the control rate, state hashes at least every
-   :attr:`Budgets.max_hash_interval_s`;
-4. the stages, before any terrain is baked: list length, embedded knots, timing lines (laps x
-   checkpoints), length, and the terrain grid nodes (about 58 bytes each when baked).
-
-A replay over a budget is refused with :class:`ReplayBudgetError` (an unusable file, exit
-code 2), never partly verified. The defaults keep every replay under 32 MiB below 1 GB of
-memory and within twice the re-simulation time of an honest run of its claimed length
-(``benchmarks/hostile.py`` measures it); a server passes its own :class:`Budgets`.
+A replay is untrusted input, so the work it can cause is bounded by what it claims, and every
+claim (the bytes, the JSON document, the run's length and hash spacing, the stages before any
+terrain is baked) is bounded by a :class:`Budgets` field (``docs/replays.md``, "Budgets"). A
+replay over a budget is refused with :class:`ReplayBudgetError` (an unusable file, exit code
+2), never partly verified; a server passes its own :class:`Budgets`.
 """
 
 from __future__ import annotations
@@ -81,6 +68,13 @@ class Budgets:
 DEFAULT_BUDGETS = Budgets()
 
 
+def too_large(where: str, limit: int, what: str = "") -> ReplayTooLargeError:
+    """The error of a replay over ``limit`` bytes (``what``: ``" (decompressed)"``)."""
+    return ReplayTooLargeError(
+        f"{where}: larger than the {limit // (1024 * 1024)} MiB replay limit{what}"
+    )
+
+
 def check_json_text(data: bytes, where: str, budgets: Budgets) -> None:
     """Refuse JSON text that could make the parser build more objects than the budget.
 
@@ -88,9 +82,7 @@ def check_json_text(data: bytes, where: str, budgets: Budgets) -> None:
     the parser creates, so a text within them cannot cost more.
     """
     if len(data) > budgets.max_json_bytes:
-        raise ReplayTooLargeError(
-            f"{where}: larger than the {budgets.max_json_bytes // (1024 * 1024)} MiB replay limit"
-        )
+        raise too_large(where, budgets.max_json_bytes)
     containers = data.count(b"{") + data.count(b"[")
     if containers > budgets.max_json_containers:
         raise ReplayBudgetError(

@@ -138,6 +138,7 @@ def _short(v: Any) -> str:
 
 def _cmd_replay(args: Any) -> int:
     from rally_env.paths import check_output_file
+    from rally_env.render._deps import _has_display
 
     try:
         if args.video is not None:
@@ -150,7 +151,7 @@ def _cmd_replay(args: Any) -> int:
     except ValueError as e:  # ReplayError, GhostFileError, OutputPathError: names the file
         return _err(str(e))
     hz = replay.control_hz
-    if args.text or (args.video is None and not _can_show()):
+    if args.text or (args.video is None and not _has_display()):
         if not args.text:
             print("(no display: printing the run; use --video out.mp4 to render it)")
         _print_run(sim, hz)
@@ -171,12 +172,6 @@ def _cmd_replay(args: Any) -> int:
         rep = unusable(e)
     print(("ACCEPTED  " if rep.accepted else f"REJECTED ({rep.reason})  ") + rep.message)
     return rep.exit_code
-
-
-def _can_show() -> bool:
-    from rally_env.render._deps import _has_display
-
-    return _has_display()
 
 
 def _print_run(sim: Resim, hz: int) -> None:
@@ -240,11 +235,8 @@ def _cmd_lb_add(args: Any, verified: dict[str, Any] | None = None) -> int:
     with lb:
         for f in args.files:
             try:
-                if verified is not None and f in verified:
-                    replay, report = verified[f]
-                    entry, _ = lb.add(replay, player=args.player, report=report)
-                else:
-                    entry, _ = lb.add(f, player=args.player)
+                replay, report = (verified or {}).get(f, (f, None))
+                entry, _ = lb.add(replay, player=args.player, report=report)
             except LeaderboardError as e:
                 status = max(status, 1)
                 out.append({"file": f, "added": False, "reason": e.reason, "message": str(e)})

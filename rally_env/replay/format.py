@@ -33,12 +33,12 @@ from rally_env.replay.budgets import (
     bad_value,
     check_json_text,
     check_run,
+    too_large,
 )
 from rally_env.replay.codec import decode_actions, encode_actions
 from rally_env.replay.errors import (
     ReplayError,
     ReplayFormatError,
-    ReplayTooLargeError,
     ReplayVersionError,
 )
 
@@ -135,13 +135,9 @@ class Replay:
 
     def run_id(self) -> str:
         """Identifies the run (settings, stage, reset, actions), not its metadata."""
-        h = hashlib.blake2b(digest_size=16)
-        h.update(self.config_digest.encode())
-        h.update(self.stage.get("digest", "").encode())
-        h.update(self.initial_hash.encode())  # the reset's effect, not how it was asked for
-        h.update(self.actions.dtype.str.encode())
-        h.update(np.ascontiguousarray(self.actions).tobytes())
-        return h.hexdigest()
+        return run_id_of(
+            self.config_digest, self.stage.get("digest", ""), self.initial_hash, self.actions
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON document (a deep copy: editing it leaves the replay alone)."""
@@ -203,6 +199,16 @@ class Replay:
 save_replay = Replay.save
 
 
+def run_id_of(config_digest: str, stage_digest: str, initial_hash: str, actions: Any) -> str:
+    """:meth:`Replay.run_id` of a run's config and stage digests, the state hash after its
+    reset (the reset's effect, not how it was asked for) and its actions."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (config_digest, stage_digest, initial_hash, actions.dtype.str):
+        h.update(part.encode())
+    h.update(np.ascontiguousarray(actions).tobytes())
+    return h.hexdigest()
+
+
 # ----------------------------------------------------------------------------------- loading
 def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes
@@ -217,9 +223,7 @@ def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "fil
         return _read_regular(path, limit)
     except FileReadError as e:
         if e.too_large:
-            raise ReplayTooLargeError(
-                f"{e.path}: larger than the {limit // (1024 * 1024)} MiB replay limit"
-            ) from None
+            raise too_large(str(e.path), limit) from None
         raise ReplayError(str(e).replace("the file", f"the {what}", 1)) from None
 
 
@@ -247,9 +251,7 @@ def _gunzip(data: bytes, where: str, limit: int) -> bytes:
     except (OSError, EOFError, zlib.error) as e:
         raise ReplayFormatError(f"{where}: truncated or corrupt gzip data ({e})") from None
     if len(out) > limit:
-        raise ReplayTooLargeError(
-            f"{where}: larger than the {limit // (1024 * 1024)} MiB replay limit (decompressed)"
-        )
+        raise too_large(where, limit, " (decompressed)")
     return out
 
 
@@ -263,9 +265,7 @@ def parse_json(data: bytes, where: str, budgets: Budgets | None = None) -> Any:
     """
     budgets = DEFAULT_BUDGETS if budgets is None else budgets
     if len(data) > budgets.max_file_bytes:
-        raise ReplayTooLargeError(
-            f"{where}: larger than the {budgets.max_file_bytes // (1024 * 1024)} MiB replay limit"
-        )
+        raise too_large(where, budgets.max_file_bytes)
     if data[:2] == b"\x1f\x8b":
         data = _gunzip(data, where, budgets.max_json_bytes)
     check_json_text(data, where, budgets)
@@ -563,16 +563,16 @@ def _check_reset(r: dict, where: str) -> None:
 
 def generator_from_state(state: Any) -> np.random.Generator:
     """A generator in a recorded PCG64 state (``ValueError`` if it is not one)."""
-    if not isinstance(state, dict) or state.get("bit_generator") != "PCG64":
-        raise ValueError("not a PCG64 state")
-    if set(state) != {"bit_generator", "state", "has_uint32", "uinteger"}:
-        raise ValueError("not a PCG64 state")
-    inner = state["state"]
-    if not isinstance(inner, dict) or set(inner) != {"state", "inc"}:
-        raise ValueError("not a PCG64 state")
-    if not all(_is_int(v) and 0 <= v < 2**128 for v in inner.values()):
-        raise ValueError("not a PCG64 state")
-    if not _is_int(state["has_uint32"]) or not _is_int(state["uinteger"]):
+    inner = state.get("state") if isinstance(state, dict) else None
+    if (
+        not isinstance(inner, dict)
+        or state.get("bit_generator") != "PCG64"
+        or set(state) != {"bit_generator", "state", "has_uint32", "uinteger"}
+        or set(inner) != {"state", "inc"}
+        or not all(_is_int(v) and 0 <= v < 2**128 for v in inner.values())
+        or not _is_int(state["has_uint32"])
+        or not _is_int(state["uinteger"])
+    ):
         raise ValueError("not a PCG64 state")
     bg = np.random.PCG64()
     bg.state = state

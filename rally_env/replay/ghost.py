@@ -1,16 +1,6 @@
-"""Ghosts: a previous run's trajectory, drawn translucent beside the live car.
-
-A :class:`Ghost` is the pose of one car over time (position, attitude, steer angle, speed,
-progress) plus its split times, so the HUD can show the delta to it. It is the one ghost type,
-and a replay is its one file format: :func:`ghost_from_replay` re-simulates a replay into one
-(the recorded inputs stepped through a private single env, bit-exact; one pose per control
-step), :class:`GhostRecorder` records one from a :class:`physics.VehicleBatch` while a run goes
-(``rally play`` races the session's best run with it), and :func:`load_ghost` reads a ghost
-from a replay file, or from a ``.npz`` ghost file of earlier versions. :class:`GhostSet`
-advances several of them in step with a live run; the renderer draws them
-(:class:`rally_env.render.EnvRenderer`, ``ghosts=[...]``).
-
-Nothing here imports pygame.
+"""Ghosts: a previous run's trajectory, drawn translucent beside the live car
+(``docs/replays.md``, "Ghosts"). :class:`GhostRecorder` records one while a run goes (``rally
+play`` races the session's best run with it). Nothing here imports pygame.
 """
 
 from __future__ import annotations
@@ -373,8 +363,4 @@ class GhostSet:
 
     def views(self) -> list[Any]:
         """``CarView`` of every ghost at its current sample."""
-        out = []
-        for g in self.ghosts:
-            i = min(self.t, len(g) - 1)
-            out.append(g.view_at(float(g.t_s[i])))
-        return out
+        return [g.view_at(float(g.t_s[min(self.t, len(g) - 1)])) for g in self.ghosts]

@@ -1,14 +1,6 @@
-"""A local leaderboard of verified stage times (SQLite, standard library only).
-
-A run gets in only through :meth:`Leaderboard.add`, which re-simulates the replay
-(:func:`rally_env.replay.verify`) and refuses unfinished, unverifiable and duplicate runs.
-Every insert is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): a crash or an exception
-midway leaves the database exactly as it was.
-
-Runs are ranked per stage *version* (the stage's content digest) and per *rules* (everything
-that shapes the physics and the episode end: vehicle, control rate, termination settings,
-randomization, action mode; reward weights do not count). The default rules are
-``standard``.
+"""A local leaderboard of verified stage times (SQLite, standard library only), and
+:class:`Board`, the code that files, ranks and reads runs for it and for the server (what gets
+in and how runs are ranked: ``docs/replays.md``, "Leaderboard").
 
     from rally_env.replay.leaderboard import Leaderboard
     lb = Leaderboard("board.sqlite3")
@@ -34,7 +26,7 @@ from rally_env.paths import why_not_writable
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
 from rally_env.replay.errors import ReplayError
 from rally_env.replay.format import Replay, load_replay, replay_from_bytes
-from rally_env.replay.verify import VerifyReport, drive_id, rules_of_kwargs, verify
+from rally_env.replay.verify import VerifyReport, drive_id, verify
 
 SCHEMA_VERSION = 1
 ENV_DB = "RALLY_LEADERBOARD"
@@ -113,13 +105,6 @@ def default_db_path() -> Path:
     return Path(base) / "rally-env" / "leaderboard.sqlite3"
 
 
-def rules_of(replay: Replay) -> tuple[str, bool]:
-    """(rules digest, is standard) of a replay's *claimed* settings (everything but the stage
-    and the reward weights). What a run is filed under comes from its verification
-    (:attr:`VerifyReport.rules`), which is this for an honest replay."""
-    return rules_of_kwargs(replay.env_kwargs, replay.vehicle_digest)
-
-
 #: What :func:`current_stage_digest` gives for a ``gen-`` name that stands for no single stage:
 #: a digest no stage has, so its board is empty.
 NO_STAGE = "-"
@@ -160,6 +145,23 @@ def stage_name_problem(report: VerifyReport) -> str | None:
         f"the stage is named {report.stage!r} but is not the stage that name stands for "
         f"(its digest is {report.stage_digest}, {report.stage!r}'s is {want}); a stage of your "
         "own needs a name of its own"
+    )
+
+
+def refusal_message(report: VerifyReport) -> str:
+    """Why a run that is not accepted is refused: the message of an unusable file, else
+    ``verification failed at step N: ...``."""
+    if report.status == "unusable":
+        return report.message
+    where = f" at step {report.step}" if report.step is not None else ""
+    return f"verification failed{where}: {report.message}"
+
+
+def unfinished_message(end_reason: str) -> str:
+    """Why a run that did not finish is refused."""
+    return (
+        f"the run did not finish (end reason {end_reason or 'none'!r}); "
+        "only finished runs go on the leaderboard"
     )
 
 
@@ -307,17 +309,16 @@ class Board:
                 cur.execute(q, args)
                 rows = cur.fetchall()
 
-                def splits(rowid: int) -> tuple[float | None, ...]:
-                    cur.execute(
-                        self.q("SELECT time_s FROM splits WHERE run = ? ORDER BY idx"), (rowid,)
-                    )
-                    return tuple(r[0] for r in cur.fetchall())
-
-                return rank_rows(rows, limit, splits)
+                return rank_rows(rows, limit, lambda rowid: self.splits(cur, rowid))
         except sqlite3.Error as e:
             raise LeaderboardError(
                 f"{self.url}: cannot read the database ({e})", "database"
             ) from None
+
+    def splits(self, cur: Any, rowid: int) -> tuple[float | None, ...]:
+        """The split times of the run in row ``rowid``, in order."""
+        cur.execute(self.q("SELECT time_s FROM splits WHERE run = ? ORDER BY idx"), (rowid,))
+        return tuple(r[0] for r in cur.fetchall())
 
     def count(self) -> int:
         """How many runs are on the board."""
@@ -425,9 +426,7 @@ class Leaderboard(Board):
         ver = self._schema_version()  # an existing board is only read (it may be read-only)
         if ver is None:
             with self.tx() as cur:
-                for stmt in BOARD_SCHEMA.split(";"):
-                    if stmt.strip():
-                        cur.execute(stmt)
+                run_script(cur, BOARD_SCHEMA)
                 cur.execute(
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
@@ -469,11 +468,7 @@ class Leaderboard(Board):
             if not isinstance(replay, Replay):
                 replay = load_replay(replay, self.budgets)
             if not replay.finished:
-                raise LeaderboardError(
-                    f"the run did not finish (end reason {replay.end_reason or 'none'!r}); "
-                    "only finished runs go on the leaderboard",
-                    "unfinished",
-                )
+                raise LeaderboardError(unfinished_message(replay.end_reason), "unfinished")
             if self.has_run(replay.run_id()):
                 raise LeaderboardError(
                     f"run {replay.run_id()} is already on the leaderboard", "duplicate"
@@ -492,10 +487,7 @@ class Leaderboard(Board):
         except ReplayError as e:
             raise LeaderboardError(str(e), "bad_replay") from None
         if not report.accepted:
-            where = f" at step {report.step}" if report.step is not None else ""
-            raise LeaderboardError(
-                f"verification failed{where}: {report.message}", "rejected", report
-            )
+            raise LeaderboardError(refusal_message(report), "rejected", report)
         problem = stage_name_problem(report)
         if problem is not None:
             raise LeaderboardError(problem, "stage_name", report)
@@ -509,15 +501,13 @@ class Leaderboard(Board):
         try:
             with self.tx() as cur:
                 rowid, same = self.file_run(cur, report, blob, player, run_drive(report, replay))
-                if rowid is None and same == report.run_id:
-                    raise LeaderboardError(
-                        f"run {report.run_id} is already on the leaderboard", "duplicate"
-                    )
                 if rowid is None:
-                    raise LeaderboardError(
-                        f"the same drive is already on the leaderboard as run {same}",
-                        "duplicate",
+                    msg = (
+                        f"run {same} is already on the leaderboard"
+                        if same == report.run_id
+                        else f"the same drive is already on the leaderboard as run {same}"
                     )
+                    raise LeaderboardError(msg, "duplicate")
         except sqlite3.Error as e:
             raise LeaderboardError(
                 f"{self.path}: the database refused the write ({e})", "database"
@@ -551,7 +541,7 @@ def insert_run(
     """Insert a verified run's row (filed under the re-simulation's findings); its id, or
     None when the run is already stored (nothing is written). ``added_utc``: the time shown
     with it (default now; the server's is the upload's)."""
-    added = added_utc or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    added = added_utc or utc_now()
     cols = (
         "run_id, stage_name, stage_digest, rules, standard, control_hz, vehicle_digest, "
         "finish_time_s, steps, player, added_utc, replay"
@@ -576,6 +566,18 @@ def insert_run(
     )
     row = cur.fetchone()
     return None if row is None else int(row[0])
+
+
+def utc_now() -> str:
+    """The time now, as the board shows it (``2024-05-01T12:00:00Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def run_script(cur: Any, sql: str) -> None:
+    """Execute each ``;``-separated statement of ``sql`` (a schema)."""
+    for stmt in sql.split(";"):
+        if stmt.strip():
+            cur.execute(stmt)
 
 
 def check_limit(limit: Any) -> None:
@@ -639,6 +641,12 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
+def race_time(t: float) -> str:
+    """A stage time as the boards show it: ``m:ss.sss``, or ``s.sss`` under a minute."""
+    m = int(t // 60)
+    return f"{m}:{t - 60 * m:06.3f}" if m else f"{t:.3f}"
+
+
 def format_table(entries: list[Entry]) -> str:
     """Plain-text tables, one per (stage version, rules) class; names are
     :func:`printable`."""
@@ -657,9 +665,7 @@ def format_table(entries: list[Entry]) -> str:
                 f"{printable(e.stage)} (stage {e.stage_digest[:12]}), {rules}, {e.control_hz} Hz"
             )
             lines.append(f"{'#':>3}  {'time':>10}  {'player':<16}  {'added (UTC)':<20}  run")
-        t = e.finish_time_s
-        mins = int(t // 60)
-        ts = f"{mins}:{t - 60 * mins:06.3f}" if mins else f"{t:.3f}"
+        ts = race_time(e.finish_time_s)
         player = printable(e.player) or "-"
         lines.append(f"{e.rank:>3}  {ts:>10}  {player:<16.16}  {e.added_utc:<20}  {e.run_id[:12]}")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +28,15 @@ from rally_env.replay.format import DEFAULT_HASH_EVERY, Replay, time_json
 from rally_env.replay.hashing import car_state_hash
 
 
+@dataclass(slots=True, eq=False)
 class _Episode:
     """The episode being recorded for one car."""
 
-    __slots__ = ("actions", "hashes", "initial_hash", "reset", "stage")
-
-    def __init__(self, reset: dict[str, Any], initial_hash: str, stage: dict[str, Any]):
-        self.reset = reset
-        self.initial_hash = initial_hash
-        self.stage = stage
-        self.actions: list[Any] = []
-        self.hashes: list[str] = []
+    reset: dict[str, Any]
+    initial_hash: str
+    stage: dict[str, Any]
+    actions: list[Any] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)
 
 
 def _reset_spec(ss: Any, rng: Any) -> dict[str, Any]:
@@ -346,7 +345,6 @@ class RecordVectorReplay(gym.vector.VectorWrapper):
         except (IndexError, TypeError, ValueError):
             for k in running:
                 rec.unrecord(k)
-            running = []
             return self.env.step(actions)  # let the env raise its own error
         before = list(rec.episodes)
         try:

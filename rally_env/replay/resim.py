@@ -153,8 +153,6 @@ class Resim:
         self.t = 0
         self.done = False
         self.info = self.env.core.info_of(0)
-        self.terminated = False
-        self.truncated = False
 
     @property
     def core(self) -> Any:
@@ -174,7 +172,5 @@ class Resim:
         _, _, term, trunc, info = self.env.step(a)
         self.t += 1
         self.info = info
-        self.terminated, self.truncated = term, trunc
-        if term or trunc:
-            self.done = True
+        self.done = bool(term or trunc)
         return True

@@ -1,17 +1,8 @@
 """Verification: re-simulate a replay from its own contents and check every claim.
 
-The verdict has three outcomes, which are also ``rally verify``'s exit codes:
-
-- ``accepted`` (0): every claim matches the re-simulation bit for bit;
-- ``rejected`` (1): a well-formed replay within the budgets whose claims do not match;
-- ``unusable`` (2): the input cannot be verified at all: unreadable, not a replay, malformed,
-  settings that do not build an env, or over a :class:`~rally_env.replay.budgets.Budgets`.
-
-What an accepted run is *filed under* (stage name and content digest, rules class, control
-rate, finish and split times) is taken from the re-simulation, never from the claims; the
-claims only have to agree with it. :func:`verify_bytes` is the entry point for a worker that
-verifies untrusted uploads: it takes bytes and budgets and returns a :class:`VerifyReport` for
-any input, never raising for a bad one.
+The verdict is ``accepted``, ``rejected`` or ``unusable`` (``rally verify``'s exit codes 0, 1,
+2), and an accepted run is filed under what the re-simulation found, never under the claims
+(``docs/replays.md``, "Verification").
 """
 
 from __future__ import annotations
@@ -32,10 +23,9 @@ from rally_env import kernels as K
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
 from rally_env.replay.codec import config_to_kwargs, jsonable, stage_kind
 from rally_env.replay.errors import ReplayError, ReplayTooLargeError
-from rally_env.replay.format import Replay, load_replay, replay_from_bytes, time_json
+from rally_env.replay.format import Replay, load_replay, replay_from_bytes, run_id_of, time_json
 from rally_env.replay.resim import Resim, settings_of
 
-STATUSES = ("accepted", "rejected", "unusable")
 EXIT_CODES = {"accepted": 0, "rejected": 1, "unusable": 2}
 #: The settings that make a rules class (everything that shapes the physics and the episode
 #: end; not the stage, not the reward weights).
@@ -45,12 +35,16 @@ RULE_KEYS = ("vehicle", "control_hz", "termination", "randomize", "random_stage"
 def rules_of_kwargs(kw: dict[str, Any], vehicle_digest: str) -> tuple[str, bool]:
     """(rules digest, is standard) of settings in their JSON form
     (:func:`rally_env.config.config_to_kwargs`) and the vehicle's digest."""
+    digest = _rules_digest(kw, vehicle_digest)
+    return digest, digest == standard_rules()
+
+
+def _rules_digest(kw: dict[str, Any], vehicle_digest: str) -> str:
     rules: dict[str, Any] = {k: kw.get(k) for k in RULE_KEYS}
     rules["discrete_actions"] = bool(kw.get("discrete_actions", False))
     rules["vehicle_digest"] = vehicle_digest
     text = json.dumps(rules, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-    return digest, digest == standard_rules()
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def drive_id(stage_digest: str, rules: str, initial_hash: str, actions: Any) -> str:
@@ -77,12 +71,7 @@ def standard_rules() -> str:
         from rally_env.config import RallyConfig
 
         cfg = RallyConfig()
-        kw = config_to_kwargs(cfg)
-        rules: dict[str, Any] = {k: kw.get(k) for k in RULE_KEYS}
-        rules["discrete_actions"] = False
-        rules["vehicle_digest"] = cfg.vehicle.digest()
-        text = json.dumps(rules, sort_keys=True, separators=(",", ":"))
-        _STANDARD.append(hashlib.blake2b(text.encode(), digest_size=8).hexdigest())
+        _STANDARD.append(_rules_digest(config_to_kwargs(cfg), cfg.vehicle.digest()))
     return _STANDARD[0]
 
 
@@ -322,17 +311,6 @@ def _check_result(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
     rep.end_reason = end
 
 
-def _run_id(sim: Resim, replay: Replay, rep: VerifyReport, initial_hash: str) -> str:
-    """:meth:`Replay.run_id` from the re-simulated settings, stage and initial state."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(sim.env.config.digest().encode())
-    h.update(rep.stage_digest.encode())
-    h.update(initial_hash.encode())
-    h.update(replay.actions.dtype.str.encode())
-    h.update(np.ascontiguousarray(replay.actions).tobytes())
-    return h.hexdigest()
-
-
 def verify_replay(replay: Replay, budgets: Budgets | None = None) -> VerifyReport:
     """Re-simulate a parsed replay and check every claim (see :func:`verify`).
 
@@ -347,9 +325,11 @@ def verify_replay(replay: Replay, budgets: Budgets | None = None) -> VerifyRepor
         _check_digests(settings[1], replay, rep)  # a mismatch costs no terrain
         sim = Resim(replay, budgets, settings)
         _check_stage(sim, replay, rep)
-        initial = sim.state_hash()
-        rep.initial_hash = initial
-        rep.run_id = _run_id(sim, replay, rep, initial)
+        rep.initial_hash = sim.state_hash()
+        # the replay's run id (:meth:`Replay.run_id`) from the re-simulated settings and stage
+        rep.run_id = run_id_of(
+            sim.env.config.digest(), rep.stage_digest, rep.initial_hash, replay.actions
+        )
         _run(sim, replay)
         _check_result(sim, replay, rep)
     except _Rejected as r:

@@ -3,19 +3,11 @@ held to a time and memory budget, locally or as Ray tasks. The leaderboard serve
 (:mod:`rally_env.server.pool`) and the distributed verification of ``agents`` both run their
 replays through here.
 
-A worker process is started with ``spawn`` (nothing of the caller's state is inherited) and
-runs :func:`rally_env.replay.verify_bytes` with the caller's
-:class:`~rally_env.replay.budgets.Budgets` under an address-space limit (``RLIMIT_AS``).
-
-The time budget of a run is proportional to what a default-settings run of the same length
-costs on this machine: each worker measures that when it starts (building a default env and
-stepping it, :func:`calibrate`), reports the claimed step count of a replay as soon as it has
-parsed it, and the run then gets :attr:`TaskLimits.cost_factor` times the default run's cost
-(at least :attr:`TaskLimits.min_timeout_s`, at most :attr:`TaskLimits.timeout_s`). A worker
-over its budget is killed (:class:`TaskFailed` ``over_budget``); one that runs out of memory
-fails its allocation and is reported the same way; one that *dies* (killed, a crash) is
-``verifier_died``. Either way a fresh worker takes the place of the old one. An accepted run's
-trace (:mod:`rally_env.replay.trace`) is computed by the same worker.
+A worker is a ``spawn``ed process under an address-space limit (``RLIMIT_AS``), whose time
+budget per run is proportional to what a default-settings run of the claimed length costs on
+this machine (:func:`calibrate`, :meth:`TaskLimits.run_timeout`); over either budget a run
+fails ``over_budget``, a worker that dies is ``verifier_died``, and a fresh worker takes its
+place (``docs/server.md``, "How a run is verified").
 """
 
 from __future__ import annotations
@@ -331,15 +323,11 @@ class Worker:
 
 class RayWorker:
     """:class:`Worker`'s interface over a Ray cluster: each call is one Ray task
-    (:func:`ray_task`) on any node that has the package installed.
-
-    Bounds: the Ray task runs the verification in a worker process of its own under the same
-    limits as the local pool (:func:`bounded_task`: ``RLIMIT_AS`` of ``memory_mb`` MiB, the
-    time budget, a fresh process after a failure); the memory is also reserved in Ray's
-    scheduler (``memory``). The driver waits the time budget plus :data:`RAY_START_SLACK_S`
-    (a node's first task starts its verifier process), then cancels the task. A task whose
-    Ray worker dies is retried by Ray up to :data:`RAY_TASK_RETRIES` times; any of these
-    failures rejects the run ``over_budget``.
+    (:func:`ray_task`) on any node that has the package installed, under the local pool's
+    bounds (:func:`bounded_task`; ``docs/server.md``, "Verification on a Ray cluster"). The
+    driver waits the time budget plus :data:`RAY_START_SLACK_S`, then cancels the task; Ray
+    retries a task whose worker died :data:`RAY_TASK_RETRIES` times; any of these failures
+    rejects the run ``over_budget``.
     """
 
     def __init__(self, limits: TaskLimits):

@@ -1,11 +1,7 @@
 """The HTTP API and web pages of ``rally serve`` (FastAPI on uvicorn).
 
-Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with a matching status: 400
-(``bad_request``, ``bad_run_id``, ``bad_player``, ``empty_body``, ``bad_upload``), 401
-(``missing_token``, ``bad_token``), 404 (``not_found``), 408 (``slow_body``), 413
-(``too_large``), 415 (``unsupported_media_type``), 429 (``rate_limited``, with
-``Retry-After``), 503 (``queue_full`` or ``busy``, with ``Retry-After``); the web pages answer
-an error page instead.
+Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with a matching status (the codes:
+``docs/server.md``); the web pages answer an error page instead.
 """
 
 from __future__ import annotations
@@ -34,9 +30,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rally_env.replay.budgets import DEFAULT_BUDGETS
+from rally_env.replay.leaderboard import race_time
 from rally_env.replay.workers import TaskFailed, TaskLimits
 from rally_env.server.pool import Verifier
-from rally_env.server.store import ID_RE, QueueFull, Store, StoreBusy
+from rally_env.server.store import ID_RE, QueueFull, Store, StoreBusy, take_token
 
 log = logging.getLogger("rally_env.server")
 HERE = Path(__file__).parent
@@ -98,12 +95,7 @@ class RateLimiter:
         now = time.monotonic()
         with self.lock:
             tokens, last = self.buckets.pop(key, (self.rate, now))
-            tokens = min(self.rate, tokens + (now - last) * self.rate / self.per)
-            wait = 0.0
-            if tokens >= 1.0:
-                tokens -= 1.0
-            else:
-                wait = (1.0 - tokens) * self.per / self.rate
+            tokens, wait = take_token(tokens, now - last, self.rate, self.per)
             self.buckets[key] = (tokens, now)
             while len(self.buckets) > self.max_keys:
                 self.buckets.popitem(last=False)
@@ -128,20 +120,6 @@ class SharedRateLimiter:
         return self.store.take_rate(self.bucket, str(key), self.rate, self.per, time.time())
 
 
-def _err(status: int, code: str, message: str, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
-    )
-
-
-def _fmt_time(t: Any) -> str:
-    if t is None:
-        return "-"
-    t = float(t)
-    m = int(t // 60)
-    return f"{m}:{t - 60 * m:06.3f}" if m else f"{t:.3f}"
-
-
 def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
     """The ASGI app over ``store``; verification starts with the app (lifespan)."""
     cfg = config or ServerConfig()
@@ -149,7 +127,7 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(["html"], default=True),
     )
-    jinja.filters["t"] = _fmt_time
+    jinja.filters["t"] = lambda t: "-" if t is None else race_time(float(t))
     ctx = _Ctx(
         store,
         cfg,
@@ -186,12 +164,7 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
     )
     app.state.store, app.state.verifier, app.state.config = store, ctx.verifier, cfg
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-
-    def page_error(status: int, message: str) -> HTMLResponse:
-        page = ctx.jinja.get_template("error.html").render(status=status, message=message)
-        return HTMLResponse(page, status_code=status)
-
-    app.add_middleware(StrictQuery, page_error=page_error)
+    app.add_middleware(StrictQuery, error=ctx.error)
     for add in (_error_handlers, _upload_route, _run_routes, _stage_routes, _page_routes):
         add(app, ctx)
     return app
@@ -260,25 +233,26 @@ class _Ctx:
     def page(self, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         return HTMLResponse(self.jinja.get_template(name).render(**ctx), status_code=status)
 
+    def error(
+        self, path: str, status: int, code: str, message: str, headers: dict | None = None
+    ) -> Response:
+        """An error of a request for ``path``: JSON under /api/, the error page elsewhere."""
+        if path.startswith("/api/"):
+            body = {"error": {"code": code, "message": message}}
+            return JSONResponse(body, status_code=status, headers=headers)
+        page = self.jinja.get_template("error.html").render(status=status, message=message)
+        return HTMLResponse(page, status_code=status, headers=headers)
+
 
 def _public(d: dict[str, Any]) -> dict[str, Any]:
     """A submission as the API shows it."""
     rep = d.get("report") or {}
     run = d.get("run")
-    out = {
-        "id": d["id"],
-        "status": d["status"],
-        "player": d["player"],
-        "submitted_utc": d["submitted_utc"],
-        "verdict_utc": d["verdict_utc"],
-        "reason": d["reason"],
-        "message": d["message"],
-        "step": d["step"],
-        "run_id": d["run_id"],
-        "verdict": rep.get("status"),
-        "stage": (run or {}).get("stage") or rep.get("stage") or None,
-        "finish_time_s": (run or {}).get("finish_time_s"),
-    }
+    keys = "id status player submitted_utc verdict_utc reason message step run_id".split()
+    out = {k: d[k] for k in keys}
+    out["verdict"] = rep.get("status")
+    out["stage"] = (run or {}).get("stage") or rep.get("stage") or None
+    out["finish_time_s"] = (run or {}).get("finish_time_s")
     if run is not None:
         out["run"] = run
     return out
@@ -312,10 +286,21 @@ def _map(name: str) -> dict[str, Any]:
     return stage_geometry(_stage(name), step_m=8.0)
 
 
-def _stage_name(stage: str) -> str:
+def _check_board(stage: str, rules: str = "standard") -> None:
+    """A board request's stage name and rules (400 ``bad_stage``, ``bad_request``)."""
     if not STAGE_RE.match(stage):
         raise ApiError(400, "bad_stage", "a stage name is lowercase letters, digits, . _ -")
-    return stage
+    if not RULES_RE.match(rules):
+        raise ApiError(400, "bad_request", "rules: standard, all or a 16-digit rules digest")
+
+
+def _rate_limited(wait: float, who: str) -> ApiError:
+    return ApiError(
+        429,
+        "rate_limited",
+        f"too many uploads {who}; retry in {wait:.0f} s",
+        {"Retry-After": str(max(1, round(wait)))},
+    )
 
 
 def _svg_path(geom: dict[str, Any], w: float = 240, h: float = 160) -> dict[str, Any]:
@@ -329,32 +314,22 @@ def _svg_path(geom: dict[str, Any], w: float = 240, h: float = 160) -> dict[str,
 
 
 def _error_handlers(app: FastAPI, ctx: _Ctx) -> None:
-    """Errors as JSON under /api/, as the error page elsewhere."""
-
-    def page_error(status: int, message: str, headers: dict | None = None) -> HTMLResponse:
-        page = ctx.jinja.get_template("error.html").render(status=status, message=message)
-        return HTMLResponse(page, status_code=status, headers=headers)
+    """Errors as JSON under /api/, as the error page elsewhere (:meth:`_Ctx.error`)."""
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, e: ApiError):
-        if not request.url.path.startswith("/api/"):
-            return page_error(e.status, e.message, e.headers)
-        return _err(e.status, e.code, e.message, e.headers)
+        return ctx.error(request.url.path, e.status, e.code, e.message, e.headers)
 
     @app.exception_handler(StoreBusy)
     async def _busy(request: Request, e: StoreBusy):
         headers = {"Retry-After": str(ctx.cfg.retry_after_s)}
         msg = f"{e}; retry in {ctx.cfg.retry_after_s} s"
-        if not request.url.path.startswith("/api/"):
-            return page_error(503, msg, headers)
-        return _err(503, "busy", msg, headers)
+        return ctx.error(request.url.path, 503, "busy", msg, headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, e: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
-        if request.url.path.startswith("/api/"):
-            return _err(e.status_code, code, str(e.detail))
-        return page_error(e.status_code, str(e.detail))
+        return ctx.error(request.url.path, e.status_code, code, str(e.detail))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, e: RequestValidationError):
@@ -363,9 +338,7 @@ def _error_handlers(app: FastAPI, ctx: _Ctx) -> None:
             loc = ".".join(str(x) for x in err.get("loc", ()) if x != "query")
             parts.append(f"{loc}: {err.get('msg', 'invalid')}")
         msg = "; ".join(parts) or "invalid request"
-        if not request.url.path.startswith("/api/"):
-            return page_error(400, msg)
-        return _err(400, "bad_request", msg)
+        return ctx.error(request.url.path, 400, "bad_request", msg)
 
 
 def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
@@ -411,12 +384,7 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         addr = request.client.host if request.client else "-"
         wait = await ctx.db(ctx.addr_rl.take, addr)
         if wait:
-            raise ApiError(
-                429,
-                "rate_limited",
-                f"too many uploads from {addr}; retry in {wait:.0f} s",
-                {"Retry-After": str(max(1, round(wait)))},
-            )
+            raise _rate_limited(wait, f"from {addr}")
         auth = request.headers.get("authorization", "")
         if not auth:
             raise ApiError(401, "missing_token", "send Authorization: Bearer <token>")
@@ -430,12 +398,7 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         token_id, token_name = found
         wait = await ctx.db(ctx.token_rl.take, token_id)
         if wait:
-            raise ApiError(
-                429,
-                "rate_limited",
-                f"too many uploads with this token; retry in {wait:.0f} s",
-                {"Retry-After": str(max(1, round(wait)))},
-            )
+            raise _rate_limited(wait, "with this token")
         name = token_name if player is None else player
         if not (1 <= len(name) <= 40) or not name.isprintable() or name.strip() != name:
             raise ApiError(
@@ -535,7 +498,7 @@ def _stage_routes(app: FastAPI, ctx: _Ctx) -> None:
 
     @app.get("/api/v1/stages/{stage}/map", summary="A library stage's geometry")
     async def get_map(stage: str) -> JSONResponse:
-        _stage_name(stage)
+        _check_board(stage)
         if stage not in _library():
             raise ApiError(404, "not_found", f"no library stage {stage}")
         return JSONResponse(await ctx.db(_map, stage))
@@ -547,9 +510,7 @@ def _stage_routes(app: FastAPI, ctx: _Ctx) -> None:
         limit: int = Query(10, ge=1, le=100, description="entries per class"),
         versions: str = Query("current", pattern="^(current|all)$"),
     ) -> JSONResponse:
-        _stage_name(stage)
-        if not RULES_RE.match(rules):
-            raise ApiError(400, "bad_request", "rules: standard, all or a 16-digit rules digest")
+        _check_board(stage, rules)
         entries = await ctx.db(ctx.board, stage, rules, limit, versions)
         return JSONResponse(
             {"stage": stage, "rules": rules, "entries": [e.to_dict() for e in entries]}
@@ -576,10 +537,7 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
         rules: str = Query("standard"),
         limit: int = Query(50, ge=1, le=100),
     ) -> HTMLResponse:
-        if not STAGE_RE.match(stage):
-            raise StarletteHTTPException(400, "a stage name is lowercase letters, digits, . _ -")
-        if not RULES_RE.match(rules):
-            raise StarletteHTTPException(400, "rules: standard, all or a 16-digit rules digest")
+        _check_board(stage, rules)
         entries = await ctx.db(ctx.board, stage, rules, limit, "current")
         lib = stage in _library()
         if not entries and not lib:
@@ -589,11 +547,7 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
     async def run_page(run_id: str, ghosts: str = Query("", max_length=200)) -> HTMLResponse:
-        if not ID_RE.match(run_id):
-            raise StarletteHTTPException(400, "a run id is 32 lowercase hexadecimal digits")
-        d = await ctx.db(ctx.store.submission, run_id)
-        if d is None:
-            raise StarletteHTTPException(404, f"no run {run_id}")
+        d = await ctx.submission(run_id)
         run = d.get("run")
         ghost_ids: list[str] = [g for g in ghosts.split(",") if ID_RE.match(g)][:3]
         record = None
@@ -667,19 +621,14 @@ class StrictQuery:
     before any route reads it; Starlette would replace the bytes with U+FFFD and keep the
     last of a repeated name."""
 
-    def __init__(self, app: Any, page_error: Any):
-        self.app, self.page_error = app, page_error
+    def __init__(self, app: Any, error: Any):
+        self.app, self.error = app, error
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             problem = query_problem(scope.get("query_string", b""))
             if problem is not None:
-                code, message = problem
-                path = scope.get("path", "")
-                if path.startswith("/api/"):
-                    resp: Response = _err(400, code, message)
-                else:
-                    resp = self.page_error(400, message)
+                resp = self.error(scope.get("path", ""), 400, *problem)
                 await resp(scope, receive, send)
                 return
         await self.app(scope, receive, send)

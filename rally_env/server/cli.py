@@ -40,17 +40,16 @@ def add_subcommands(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="serve_command")
     t = sub.add_parser("token", help="submitter tokens")
     tsub = t.add_subparsers(dest="token_command", required=True)
-    a = tsub.add_parser("add", help="create a token (printed once; only its digest is stored)")
-    a.add_argument("name")
-    a.add_argument("--db")
-    a.set_defaults(func=_cmd_token_add)
-    r = tsub.add_parser("revoke", help="revoke a token")
-    r.add_argument("name")
-    r.add_argument("--db")
-    r.set_defaults(func=_cmd_token_revoke)
-    ls = tsub.add_parser("list", help="list tokens (names and dates)")
-    ls.add_argument("--db")
-    ls.set_defaults(func=_cmd_token_list)
+    for name, help_, func in (
+        ("add", "create a token (printed once; only its digest is stored)", _cmd_token_add),
+        ("revoke", "revoke a token", _cmd_token_revoke),
+        ("list", "list tokens (names and dates)", _cmd_token_list),
+    ):
+        c = tsub.add_parser(name, help=help_)
+        if name != "list":
+            c.add_argument("name")
+        c.add_argument("--db")
+        c.set_defaults(func=func)
 
 
 def _num(text: str, kind: type, lo: float, what: str) -> Any:
@@ -101,45 +100,44 @@ def _open(db: str | None) -> Any:
     return open_store(db if db else default_db_path())
 
 
-def _cmd_token_add(args: Any) -> int:
-    from rally_env.server.store import StoreError
+def _token_command(fn: Any) -> Any:
+    """A ``rally serve token`` command: ``fn(store, args)`` on the store of ``--db`` (closed
+    after); a :class:`~rally_env.server.store.StoreError` is the error exit."""
 
-    try:
-        store = _open(args.db)
-        token = store.add_token(args.name)
-    except StoreError as e:
-        return _err(str(e))
-    store.close()
-    print(token)
+    def run(args: Any) -> int:
+        from rally_env.server.store import StoreError
+
+        try:
+            store = _open(args.db)
+            try:
+                return fn(store, args)
+            finally:
+                store.close()
+        except StoreError as e:
+            return _err(str(e))
+
+    return run
+
+
+@_token_command
+def _cmd_token_add(store: Any, args: Any) -> int:
+    print(store.add_token(args.name))
     return 0
 
 
-def _cmd_token_revoke(args: Any) -> int:
-    from rally_env.server.store import StoreError
-
-    try:
-        store = _open(args.db)
-        ok = store.revoke_token(args.name)
-    except StoreError as e:
-        return _err(str(e))
-    store.close()
-    if not ok:
+@_token_command
+def _cmd_token_revoke(store: Any, args: Any) -> int:
+    if not store.revoke_token(args.name):
         return _err(f"no live token named {args.name!r}")
     print(f"revoked {args.name}")
     return 0
 
 
-def _cmd_token_list(args: Any) -> int:
+@_token_command
+def _cmd_token_list(store: Any, args: Any) -> int:
     from rally_env.replay.leaderboard import printable
-    from rally_env.server.store import StoreError
 
-    try:
-        store = _open(args.db)
-        rows = store.tokens()
-    except StoreError as e:
-        return _err(str(e))
-    store.close()
-    for r in rows:
+    for r in store.tokens():
         state = f"revoked {r['revoked_utc']}" if r["revoked_utc"] else "live"
         print(f"{printable(r['name']):<24}  created {r['created_utc']}  {state}")
     return 0

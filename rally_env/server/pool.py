@@ -1,14 +1,5 @@
 """The server's verifier: a bounded pool of worker processes (:mod:`rally_env.replay.workers`)
-fed from the persisted queue.
-
-Each of the N pool threads owns one worker process and loops: claim the oldest queued
-submission from the store, send its bytes to the worker, wait at most the task's time budget,
-record the verdict. A run over its time or memory budget is rejected (``over_budget``). A
-worker that *dies* (killed, a crash) is the verifier's failure, not the run's: the run goes
-back to the queue, and after :data:`~rally_env.server.store.MAX_ATTEMPTS` deaths gets the
-verdict ``verifier_error`` with its upload kept. Either way a fresh worker takes the place of
-the old one. With ``--ray-address`` each thread sends its runs to a Ray cluster instead
-(:class:`~rally_env.replay.workers.RayWorker`).
+fed from the persisted queue (``docs/server.md``, "How a run is verified").
 """
 
 from __future__ import annotations

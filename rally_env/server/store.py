@@ -1,23 +1,10 @@
 """The server's storage: one interface over SQLite (the embedded default) and PostgreSQL.
 
-A store is a :class:`~rally_env.replay.leaderboard.Board`: accepted runs live in the local
-leaderboard's own tables (``runs``, ``splits``, ``meta``, schema v1), filed, ranked and read by
-the same code, so ``rally leaderboard show --db FILE`` reads a server's SQLite database as it
-is.
-The server adds three tables of its own:
-
-- ``submissions``: every upload, its status (``queued``, ``verifying``, ``accepted``,
-  ``rejected``), the verdict, and the uploaded bytes until the verdict (the queue is this
-  table, so a restart loses nothing);
-- ``tokens``: submitter tokens, stored as SHA-256 digests (a token is 192 random bits, so a
-  plain digest cannot be brute-forced), revocable;
-- ``traces``: the cached trace (poses, speed, splits per control step) of accepted runs.
-
-SQLite runs in WAL mode: reads are deferred transactions (WAL readers, never blocked by a
-writer), writes ``BEGIN IMMEDIATE``; a database still busy after :data:`BUSY_TIMEOUT_S` raises
-:class:`StoreBusy` (the server answers 503 with ``Retry-After``). PostgreSQL (psycopg 3) runs
-in ``READ COMMITTED`` with ``FOR UPDATE SKIP LOCKED`` for the queue, so several servers can
-share one database. Every method opens its own transaction; connections are per thread.
+A store is a :class:`~rally_env.replay.leaderboard.Board` (the local leaderboard's tables,
+filed, ranked and read by the same code) plus the server's own tables: ``submissions`` (the
+queue and the verdicts), ``tokens`` (SHA-256 digests of the tokens), ``traces`` and
+``rate_buckets`` (``docs/server.md``, "Storage"). Every method opens its own transaction;
+connections are per thread.
 """
 
 from __future__ import annotations
@@ -40,7 +27,11 @@ from rally_env.replay.leaderboard import (
     Board,
     Leaderboard,
     LeaderboardError,
+    refusal_message,
+    run_script,
     stage_name_problem,
+    unfinished_message,
+    utc_now,
 )
 from rally_env.replay.verify import VerifyReport
 
@@ -109,8 +100,14 @@ class StoreBusy(StoreError):
     """The database stayed locked by another writer past the busy timeout; try again later."""
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+def take_token(tokens: float, elapsed_s: float, rate: float, per: float) -> tuple[float, float]:
+    """A token bucket (``rate`` events per ``per`` seconds, bursts up to ``rate``) that held
+    ``tokens`` ``elapsed_s`` seconds ago, asked for one event: ``(tokens left, 0)`` when it
+    is allowed (taken), else ``(tokens, seconds until the next is allowed)``."""
+    tokens = min(rate, tokens + elapsed_s * rate / per)
+    if tokens >= 1.0:
+        return tokens - 1.0, 0.0
+    return tokens, (1.0 - tokens) * per / rate
 
 
 def hash_token(token: str) -> str:
@@ -136,16 +133,12 @@ class Store(Board):
     connection.
     """
 
+    #: Appended to a SELECT: lock the rows a transaction reads (``row_lock``), skipping rows
+    #: another one locked (``skip_locked``); SQLite's BEGIN IMMEDIATE already holds the database.
+    row_lock = skip_locked = ""
+
     def _queue_lock(self, cur: Any) -> None:
         """Serialize enqueues (SQLite's BEGIN IMMEDIATE already does)."""
-
-    def _skip_locked(self) -> str:
-        return ""
-
-    def _row_lock(self) -> str:
-        """Lock the rows a transaction reads (SQLite's BEGIN IMMEDIATE already holds the
-        database)."""
-        return ""
 
     def _board_lock(self, cur: Any) -> None:
         """Serialize verdicts that may add to the board, so two uploads of one drive cannot
@@ -169,17 +162,12 @@ class Store(Board):
             )
             cur.execute(
                 self.q("SELECT tokens, last FROM rate_buckets WHERE bucket = ? AND key = ?")
-                + self._row_lock(),
+                + self.row_lock,
                 (bucket, key),
             )
             tokens, last = (float(v) for v in cur.fetchone())
             # a clock that went back (another server's) adds nothing and takes nothing
-            tokens = min(rate, tokens + max(0.0, now - last) * rate / per)
-            wait = 0.0
-            if tokens >= 1.0:
-                tokens -= 1.0
-            else:
-                wait = (1.0 - tokens) * per / rate
+            tokens, wait = take_token(tokens, max(0.0, now - last), rate, per)
             cur.execute(
                 self.q("UPDATE rate_buckets SET tokens = ?, last = ? WHERE bucket = ? AND key = ?"),
                 (tokens, max(now, last), bucket, key),
@@ -206,7 +194,7 @@ class Store(Board):
                 raise StoreError(f"a token named {name!r} exists (revoke it or pick another name)")
             cur.execute(
                 self.q("INSERT INTO tokens (name, hash, created_utc) VALUES (?, ?, ?)"),
-                (name, hash_token(token), _now()),
+                (name, hash_token(token), utc_now()),
             )
         return token
 
@@ -215,7 +203,7 @@ class Store(Board):
         with self.tx() as cur:
             cur.execute(
                 self.q("UPDATE tokens SET revoked_utc = ? WHERE name = ? AND revoked_utc IS NULL"),
-                (_now(), name),
+                (utc_now(), name),
             )
             return cur.rowcount > 0
 
@@ -256,7 +244,7 @@ class Store(Board):
                     "INSERT INTO submissions (id, seq, status, token_id, address, player, upload, "
                     "size, submitted_utc) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)"
                 ),
-                (sub_id, seq, token_id, address, player, blob, len(blob), _now()),
+                (sub_id, seq, token_id, address, player, blob, len(blob), utc_now()),
             )
         return sub_id
 
@@ -269,7 +257,7 @@ class Store(Board):
                 self.q(
                     "SELECT id, upload, attempts FROM submissions WHERE status = 'queued' OR "
                     "(status = 'verifying' AND lease_until < ?) ORDER BY seq LIMIT 1"
-                    + self._skip_locked()
+                    + self.skip_locked
                 ),
                 (now,),
             )
@@ -278,15 +266,8 @@ class Store(Board):
                 return None
             sub_id, blob, attempts = str(row[0]), bytes(row[1]), int(row[2])
             if attempts >= MAX_ATTEMPTS:
-                self._verdict(
-                    cur,
-                    sub_id,
-                    "rejected",
-                    "verifier_error",
-                    f"the verification was interrupted {attempts} times; the upload is kept "
-                    "for the operator",
-                    keep_upload=True,
-                )
+                why = f"the verification was interrupted {attempts} times"
+                self._verifier_error(cur, sub_id, why)
                 return None
             cur.execute(
                 self.q(
@@ -313,21 +294,14 @@ class Store(Board):
         ``why``: what happened (the message of that verdict). The new status."""
         with self.tx() as cur:
             cur.execute(
-                self.q("SELECT attempts, status FROM submissions WHERE id = ?") + self._row_lock(),
+                self.q("SELECT attempts, status FROM submissions WHERE id = ?") + self.row_lock,
                 (sub_id,),
             )
             row = cur.fetchone()
             if row is None or row[1] not in ("queued", "verifying"):
                 return "" if row is None else str(row[1])
             if int(row[0]) >= MAX_ATTEMPTS:
-                self._verdict(
-                    cur,
-                    sub_id,
-                    "rejected",
-                    "verifier_error",
-                    f"{why} ({int(row[0])} attempts); the upload is kept for the operator",
-                    keep_upload=True,
-                )
+                self._verifier_error(cur, sub_id, f"{why} ({int(row[0])} attempts)")
                 return "rejected"
             cur.execute(
                 self.q(
@@ -337,6 +311,11 @@ class Store(Board):
                 (f"requeued: {why}"[:2000], sub_id),
             )
         return "queued"
+
+    def _verifier_error(self, cur: Any, sub_id: str, why: str) -> None:
+        """The verdict ``verifier_error``: ``why``, and the upload is kept for the operator."""
+        message = f"{why}; the upload is kept for the operator"
+        self._verdict(cur, sub_id, "rejected", "verifier_error", message, keep_upload=True)
 
     def _verdict(
         self,
@@ -364,7 +343,7 @@ class Store(Board):
                 step,
                 run_id,
                 None if report is None else json.dumps(report),
-                _now(),
+                utc_now(),
                 sub_id,
             ),
         )
@@ -398,48 +377,27 @@ class Store(Board):
             if row is None or row[1] not in ("queued", "verifying"):
                 return "" if row is None else str(row[1])
             player, submitted = str(row[0]), str(row[2])
+            why: tuple[str, str, int | None, str | None] | None = None
             if not report.accepted:
-                where = f" at step {report.step}" if report.step is not None else ""
-                msg = (
-                    report.message
-                    if report.status == "unusable"
-                    else (f"verification failed{where}: {report.message}")
+                why = (report.reason, refusal_message(report), report.step, None)
+            elif name_problem is not None:
+                why = ("stage_name", name_problem, None, report.run_id)
+            elif report.finish_time_s is None or blob is None:
+                why = ("unfinished", unfinished_message(report.end_reason), None, report.run_id)
+            else:
+                rowid, same = self.file_run(
+                    cur, report, blob, player, report.drive_id or None, added_utc=submitted
                 )
-                self._verdict(cur, sub_id, "rejected", report.reason, msg, report.step, None, rep)
-                return "rejected"
-            if name_problem is not None:
-                self._verdict(
-                    cur, sub_id, "rejected", "stage_name", name_problem, None, report.run_id, rep
-                )
-                return "rejected"
-            if report.finish_time_s is None or blob is None:
-                self._verdict(
-                    cur,
-                    sub_id,
-                    "rejected",
-                    "unfinished",
-                    f"the run did not finish (end reason {report.end_reason or 'none'!r}); "
-                    "only finished runs go on the leaderboard",
-                    None,
-                    report.run_id,
-                    rep,
-                )
-                return "rejected"
-            rowid, same = self.file_run(
-                cur, report, blob, player, report.drive_id or None, added_utc=submitted
-            )
-            if rowid is None:
-                self._verdict(
-                    cur,
-                    sub_id,
-                    "rejected",
-                    "duplicate",
-                    f"the same drive is already on the leaderboard (run {same}): the first "
-                    "verified upload of a drive holds its place, whoever sends it again",
-                    None,
-                    report.run_id,
-                    rep,
-                )
+                if rowid is None:
+                    why = (
+                        "duplicate",
+                        f"the same drive is already on the leaderboard (run {same}): the first "
+                        "verified upload of a drive holds its place, whoever sends it again",
+                        None,
+                        report.run_id,
+                    )
+            if why is not None:
+                self._verdict(cur, sub_id, "rejected", *why, rep)
                 return "rejected"
             if trace is not None:
                 self._put_trace(cur, report.run_id, trace)
@@ -527,9 +485,7 @@ class Store(Board):
         ).split()
         d = dict(zip(keys, row, strict=True))
         d["standard"] = bool(d["standard"])
-        cur.execute(self.q("SELECT time_s FROM splits WHERE run = ? ORDER BY idx"), (d["id"],))
-        d["checkpoint_times_s"] = [r[0] for r in cur.fetchall()]
-        del d["id"]
+        d["checkpoint_times_s"] = list(self.splits(cur, d.pop("id")))
         return d
 
     def trace(self, run_id: str) -> bytes | None:
@@ -567,9 +523,7 @@ class SQLiteStore(Store, Leaderboard):
         try:
             self._conn().execute("PRAGMA journal_mode = WAL")
             with self.tx() as cur:
-                for stmt in _SERVER_SCHEMA.split(";"):
-                    if stmt.strip():
-                        cur.execute(stmt)
+                run_script(cur, _SERVER_SCHEMA)
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: not a usable database ({e})") from None
 
@@ -617,9 +571,7 @@ class PostgresStore(Store):
         try:
             with self.tx() as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(8128001)")  # one schema creator
-                for stmt in _pg_schema(BOARD_SCHEMA + _SERVER_SCHEMA).split(";"):
-                    if stmt.strip():
-                        cur.execute(stmt)
+                run_script(cur, _pg_schema(BOARD_SCHEMA + _SERVER_SCHEMA))
                 cur.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', %s) "
                     "ON CONFLICT (key) DO NOTHING",
@@ -646,11 +598,8 @@ class PostgresStore(Store):
     def _queue_lock(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(8128002)")
 
-    def _skip_locked(self) -> str:
-        return " FOR UPDATE SKIP LOCKED"
-
-    def _row_lock(self) -> str:
-        return " FOR UPDATE"
+    row_lock = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
 
     def _board_lock(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(8128003)")

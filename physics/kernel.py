@@ -165,14 +165,8 @@ def _wheel_speed_tire(p, k, wheel, fmax, vel, torque, m_u, dt, grav, consts):
     Returns:
         (fx, fy, slip ratio, slip angle, new wheel speed, slip power in W).
 
-    The wheel's spin is stiff (a 2.5 kg m^2 wheel settles its slip in about a millisecond), so
-    it is integrated implicitly: the longitudinal curve is linearised about the current slip
-    (its rising slope; a falling slope counts as zero) and the wheel's new speed solves
-    ``I (w' - w) = dt (T_drive - T_brake - r F(kappa(w')))`` exactly, stable at any step. A
-    brake never reverses the spin (it holds the wheel at zero instead); the ABS releases it
-    where the slip would pass the ABS slip ratio. The friction clamps then cap each tire force
-    at what would stop the contact's slip velocity within the step on the wheel's useful mass,
-    so no force can flip the slip's sign (the sign-flip divergence of explicit tire forces).
+    The implicit wheel, the brake hold, the ABS and the friction clamps are those of
+    docs/vehicles.md ("The wheel-speed model").
     """
     om, radius, inv_i = wheel
     vlong, vlat = vel

@@ -58,8 +58,7 @@ SIGNATURES = Path(__file__).with_name("precompile_signatures.json")
 #: for a kernel another process has claimed at most this long, then compiles it itself.
 KERNEL_COMPILE_S = 8.0
 #: A first start that compiles the simulator takes about this long (s): with the worker on a
-#: second core (11.4-11.5 s idle, about 25 s with two other busy processes on the two cores),
-#: and alone (22-23 s).
+#: second core, and alone.
 COMPILE_ESTIMATE_S = {True: 15, False: 25}
 NOTICE = "rally-env: compiling the simulator once (about {s} s; cached afterwards)\u2026"
 #: The environment variable a worker finds the pid of the process that started it in.

@@ -26,25 +26,12 @@ unused entries are 0. The numba kernels :func:`curve_eval` and :func:`family_eva
 use only IEEE ``+ - * /``, ``abs``, ``min`` and ``max``, so they are bit-identical compiled and
 under ``NUMBA_DISABLE_JIT=1``, and equal to the pure-Python ``value`` methods.
 
-Named sets (:data:`TIRE_SETS`, :func:`tire_set`):
-
-* ``"rally"`` (default, loose surfaces). Longitudinal, x = kappa, families at |alpha| = 0,
-  0.2, 0.5 rad: curve 0 rises like 2s/(1+s^2) (s = kappa/0.15) to 1.0 at kappa = 0.15 (the seed's
-  ``peak_slip_ratio``) and falls to 0.80 at kappa = 1 (a locked wheel slides at 0.8); the 0.2 and
-  0.5 rad curves are lower and flatter (peaks 0.82 and 0.55). Lateral, x = alpha (rad), curve 0 is
-  the seed's lateral curve 2s/(1+s^2), s = alpha/0.18 rad, |s| clamped at 1.5, through knots at
-  s = 0, 0.25, 0.375, 0.5, 0.75, 1, 1.25, 1.5 (values from the formula; within 0.019 of it; peak
-  1.0 at 0.18 rad, holds 0.923 past 0.27 rad). Lateral families at |kappa| = 0, 0.15, 0.5, 1.0
-  are curve 0 scaled by 1.0, 0.85, 0.55, 0.30: a locked or wildly spinning wheel keeps 30 % of
-  its lateral grip.
-* ``"tarmac"`` (sealed roads): sharper peaks and stronger fall-off. Longitudinal peak 1.0 at
-  kappa = 0.10, 0.65 at kappa = 1; families at |alpha| = 0, 0.12, 0.35 rad (peaks 1.0, 0.78,
-  0.45). Lateral rises like 2s/(1+s^2), s = alpha/0.12 rad, to 1.0 at 0.12 rad, then falls to
-  0.88 at 0.18, 0.75 at 0.30 and 0.70 from 0.6 rad on; families at
-  |kappa| = 0, 0.10, 0.40, 1.0 scaled by 1.0, 0.80, 0.50, 0.25.
-* ``"linear"`` (the "linear ramp and saturation" for non-cars): rises linearly to 1.0 at
-  kappa = 0.15 and at alpha = 0.18 rad and holds; one curve per family, so no combined-slip
-  coupling.
+Named sets (:data:`TIRE_SETS`, :func:`tire_set`; their knots close this module and
+docs/vehicles.md describes them): ``"rally"`` (the default, loose surfaces: longitudinal peak
+1.0 at kappa = 0.15 and 0.80 locked; lateral curve 0 is the seed's 2s/(1+s^2), s = alpha/0.18
+rad clamped at 1.5, and a locked or spinning wheel keeps 30 % of it), ``"tarmac"`` (sealed
+roads: sharper peaks at kappa = 0.10 and 0.12 rad, stronger fall-off) and ``"linear"`` (a ramp
+to 1.0 at kappa = 0.15 and 0.18 rad, then flat; no combined-slip coupling).
 """
 
 from __future__ import annotations
@@ -274,16 +261,6 @@ def _reals(owner: str, name: str, value: object) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _check_row(owner: str, row: object) -> np.ndarray:
-    if not isinstance(row, np.ndarray) or row.dtype != np.float64 or row.ndim != 1:
-        raise ParameterError(owner, "row", row, "must be a 1-D float64 numpy array")
-    if row.shape[0] < L.N_PARAMS_EXT:
-        raise ParameterError(
-            owner, "row", f"<length {row.shape[0]}>", f"must have >= {L.N_PARAMS_EXT} columns"
-        )
-    return row
-
-
 @dataclass(frozen=True, slots=True)
 class Curve:
     """One normalized friction curve: piecewise linear in |x|, odd, saturating.
@@ -477,7 +454,13 @@ class TireCurves:
             row: float64 (>= N_PARAMS_EXT,) parameter row; columns ``PX_CURVE_LONG`` and
                 ``PX_CURVE_LAT`` onwards (``CURVE_SET_SIZE`` each) are overwritten.
         """
-        _check_row("TireCurves", row)
+        o = "TireCurves"
+        if not isinstance(row, np.ndarray) or row.dtype != np.float64 or row.ndim != 1:
+            raise ParameterError(o, "row", row, "must be a 1-D float64 numpy array")
+        if row.shape[0] < L.N_PARAMS_EXT:
+            raise ParameterError(
+                o, "row", f"<length {row.shape[0]}>", f"must have >= {L.N_PARAMS_EXT} columns"
+            )
         self.longitudinal.pack_into(row, L.PX_CURVE_LONG)
         self.lateral.pack_into(row, L.PX_CURVE_LAT)
 
@@ -513,17 +496,13 @@ def _scaled(c: Curve, f: float) -> Curve:
     return Curve(c.x, tuple(f * v for v in c.y))
 
 
-def _family(selectors: tuple[float, ...], curves: tuple[Curve, ...]) -> CurveFamily:
-    return CurveFamily(selectors, curves)
-
-
 _RALLY_LAT_S = (0.0, 0.25, 0.375, 0.5, 0.75, 1.0, 1.25, 1.5)
 _RALLY_LAT0 = Curve(
     tuple(0.18 * s for s in _RALLY_LAT_S), tuple(seed_lateral(s, 1.0, 1.5) for s in _RALLY_LAT_S)
 )
 _RALLY_LONG_X = (0.0, 0.05, 0.10, 0.15, 0.30, 0.60, 1.0)
 _RALLY = TireCurves(
-    longitudinal=_family(
+    longitudinal=CurveFamily(
         (0.0, 0.2, 0.5),
         (
             Curve(_RALLY_LONG_X, (0.0, 0.6, 0.923, 1.0, 0.93, 0.85, 0.80)),
@@ -531,7 +510,7 @@ _RALLY = TireCurves(
             Curve(_RALLY_LONG_X, (0.0, 0.3, 0.45, 0.52, 0.55, 0.55, 0.55)),
         ),
     ),
-    lateral=_family(
+    lateral=CurveFamily(
         (0.0, 0.15, 0.5, 1.0), tuple(_scaled(_RALLY_LAT0, f) for f in (1.0, 0.85, 0.55, 0.30))
     ),
     name="rally",
@@ -543,7 +522,7 @@ _TARMAC_LAT0 = Curve(
     (*(seed_lateral(s, 1.0, 1.5) for s in (0.0, 0.25, 0.5, 0.75, 1.0)), 0.88, 0.75, 0.70),
 )
 _TARMAC = TireCurves(
-    longitudinal=_family(
+    longitudinal=CurveFamily(
         (0.0, 0.12, 0.35),
         (
             Curve(_TARMAC_LONG_X, (0.0, 0.6, 0.9, 1.0, 0.85, 0.72, 0.65)),
@@ -551,15 +530,15 @@ _TARMAC = TireCurves(
             Curve(_TARMAC_LONG_X, (0.0, 0.28, 0.40, 0.45, 0.45, 0.42, 0.40)),
         ),
     ),
-    lateral=_family(
+    lateral=CurveFamily(
         (0.0, 0.10, 0.40, 1.0), tuple(_scaled(_TARMAC_LAT0, f) for f in (1.0, 0.80, 0.50, 0.25))
     ),
     name="tarmac",
 )
 
 _LINEAR = TireCurves(
-    longitudinal=_family((0.0,), (Curve((0.0, 0.15), (0.0, 1.0)),)),
-    lateral=_family((0.0,), (Curve((0.0, 0.18), (0.0, 1.0)),)),
+    longitudinal=CurveFamily((0.0,), (Curve((0.0, 0.15), (0.0, 1.0)),)),
+    lateral=CurveFamily((0.0,), (Curve((0.0, 0.18), (0.0, 1.0)),)),
     name="linear",
 )
 

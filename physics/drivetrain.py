@@ -166,16 +166,11 @@ class Drivetrain:
             raise ParameterError(
                 o, "rev_limit_rpm", rev, f"must be >= the last torque-curve rpm ({last})"
             )
-        up = _real("shift_up_rpm", self.shift_up_rpm)
-        if not idle < up <= rev:
-            raise ParameterError(
-                o, "shift_up_rpm", up, f"must be in (idle {idle}, rev_limit_rpm {rev}]"
-            )
-        down = _real("shift_down_rpm", self.shift_down_rpm)
-        if not idle < down <= rev:
-            raise ParameterError(
-                o, "shift_down_rpm", down, f"must be in (idle {idle}, rev_limit_rpm {rev}]"
-            )
+        for name in ("shift_up_rpm", "shift_down_rpm"):
+            v = _real(name, getattr(self, name))
+            if not idle < v <= rev:
+                raise ParameterError(o, name, v, f"must be in (idle {idle}, rev_limit_rpm {rev}]")
+        up, down = float(self.shift_up_rpm), float(self.shift_down_rpm)
         if down >= up:
             raise ParameterError(o, "shift_down_rpm", down, f"must be < shift_up_rpm ({up})")
 

@@ -4,9 +4,8 @@ decorator and options only.
 
 ``numba.njit`` gives every compiled function two wrappers so Python can call it: a CPython
 wrapper (unboxing each argument, boxing the result) and a C-callable one. A helper that only
-kernels call never uses them, yet building them and carrying their code through every kernel
-that links the helper in took about a fifth of a first start with an empty numba cache (the
-wrappers were 9.7 MB of the 23.3 MB of LLVM IR the first ``Rally-v0`` step compiled).
+kernels call never uses them, yet building them slows a first start with an empty numba cache
+(docs/architecture.md, "Cold start").
 
 :func:`njit_inner` compiles a helper without them (numba's ``no_cpython_wrapper`` and
 ``no_cfunc_wrapper`` options). Its dispatcher refuses a call from Python with a
@@ -35,10 +34,8 @@ import numba
 from numba import config
 from numba.core.registry import CPUDispatcher
 
-
-def njit(*args: Any, **options: Any) -> Any:
-    """``numba.njit``, for the project's functions that Python calls."""
-    return numba.njit(*args, **options)
+#: ``numba.njit``, for the project's functions that Python calls.
+njit = numba.njit
 
 
 class InnerDispatcher(CPUDispatcher):
@@ -60,8 +57,7 @@ def njit_inner(fn: Callable | None = None, **options: Any) -> Any:
         if config.DISABLE_JIT:
             return f
         opts = {"nopython": True, "boundscheck": None, **options}
-        opts["no_cpython_wrapper"] = True
-        opts["no_cfunc_wrapper"] = True
+        opts.update(no_cpython_wrapper=True, no_cfunc_wrapper=True)
         d = InnerDispatcher(py_func=f, locals={}, targetoptions=opts)
         d.enable_caching()
         return d

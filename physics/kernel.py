@@ -34,10 +34,8 @@ function (the arrows are the order; every phase runs per car):
 One compiled kernel per model: the entry points take the switches of
 :func:`model_switches` (``None`` or ``True`` each), and numba drops every branch on a ``None``
 switch before typing, so a basic (Rally-v0) batch compiles none of the extended models' code.
-Splitting the substep into phases kept every floating-point operation and its order (the
-golden hashes are unchanged). The phases are compiled with ``forceinline=True`` (LLVM's
-``alwaysinline``), so the compiled substep is still one function: left as calls, the phases
-cost about 18 % per car-substep.
+The phases are compiled with ``forceinline=True`` (LLVM's ``alwaysinline``), so the compiled
+substep is still one function.
 
 Only ``+ - * /``, ``sqrt``, ``floor`` and ``physics.mathx`` are used: no libm transcendentals,
 no reductions across cars, no allocation. Cars are independent, so car k's result does not
@@ -108,11 +106,37 @@ def load_sensitivity_factor(load_n, load_ref_n, sensitivity):
 
 
 @njit_inner(_nrt=False, forceinline=True)
+def _clamp(v, lim):
+    """``v`` limited to [-lim, lim]."""
+    if v > lim:
+        return lim
+    if v < -lim:
+        return -lim
+    return v
+
+
+@njit_inner(_nrt=False, forceinline=True)
+def _toward_zero(v, d):
+    """``v`` moved ``d`` >= 0 toward zero, stopping at zero."""
+    if v > d:
+        return v - d
+    if v < -d:
+        return v + d
+    return 0.0
+
+
+@njit_inner(_nrt=False, forceinline=True)
+def _circle_left(fx, fmax):
+    """What the longitudinal force ``fx`` leaves of the friction circle of radius ``fmax``."""
+    rem = fmax * fmax - fx * fx
+    return math.sqrt(rem) if rem > 0.0 else 0.0
+
+
+@njit_inner(_nrt=False, forceinline=True)
 def _lateral_remainder(fx, fy_des, fmax):
     """The lateral force opposing ``fy_des`` (the curve's demand), within what the
     longitudinal force ``fx`` leaves of the friction circle of radius ``fmax``."""
-    rem = fmax * fmax - fx * fx
-    budget = math.sqrt(rem) if rem > 0.0 else 0.0
+    budget = _circle_left(fx, fmax)
     if fy_des > budget:
         fy = -budget
     elif fy_des < -budget:
@@ -141,14 +165,8 @@ def _wheel_speed_tire(p, k, wheel, fmax, vel, torque, m_u, dt, grav, consts):
     Returns:
         (fx, fy, slip ratio, slip angle, new wheel speed, slip power in W).
 
-    The wheel's spin is stiff (a 2.5 kg m^2 wheel settles its slip in about a millisecond), so
-    it is integrated implicitly: the longitudinal curve is linearised about the current slip
-    (its rising slope; a falling slope counts as zero) and the wheel's new speed solves
-    ``I (w' - w) = dt (T_drive - T_brake - r F(kappa(w')))`` exactly, stable at any step. A
-    brake never reverses the spin (it holds the wheel at zero instead); the ABS releases it
-    where the slip would pass the ABS slip ratio. The friction clamps then cap each tire force
-    at what would stop the contact's slip velocity within the step on the wheel's useful mass,
-    so no force can flip the slip's sign (the sign-flip divergence of explicit tire forces).
+    The implicit wheel, the brake hold, the ABS and the friction clamps are those of
+    docs/vehicles.md ("The wheel-speed model").
     """
     om, radius, inv_i = wheel
     vlong, vlat = vel
@@ -166,11 +184,7 @@ def _wheel_speed_tire(p, k, wheel, fmax, vel, torque, m_u, dt, grav, consts):
     inv_den = 1.0 / den
     # linearise the curve about the slip at the start of the step (its rising slope: the stiff
     # part; past the peak the slope counts as zero and the spin-up is explicit)
-    k0 = (om * radius - vlong) * inv_den
-    if k0 > _MAX_SLIP_RATIO:
-        k0 = _MAX_SLIP_RATIO
-    elif k0 < -_MAX_SLIP_RATIO:
-        k0 = -_MAX_SLIP_RATIO
+    k0 = _clamp((om * radius - vlong) * inv_den, _MAX_SLIP_RATIO)
     c0, cslope, seg_lo, seg_hi = family_eval_seg(p, k, L.PX_CURVE_LONG, k0, sel)
     f0 = fmax * c0
     slope = fmax * cslope
@@ -181,13 +195,7 @@ def _wheel_speed_tire(p, k, wheel, fmax, vel, torque, m_u, dt, grav, consts):
     om_free = (om + dti * (td - radius * (f0 - slope * k0 - slope * vlong * inv_den))) * inv_a
     # the brake (a constant torque) shifts the implicit solution toward zero, never past it:
     # where it would, it holds the wheel (static friction in the brake)
-    dom = dti * tb * inv_a
-    if om_free > dom:
-        om_n = om_free - dom
-    elif om_free < -dom:
-        om_n = om_free + dom
-    else:
-        om_n = 0.0
+    om_n = _toward_zero(om_free, dti * tb * inv_a)
     if abs_on:
         # ABS: the brake lets go where the slip would pass the ABS slip ratio
         if vlong > 0.0:
@@ -199,36 +207,21 @@ def _wheel_speed_tire(p, k, wheel, fmax, vel, torque, m_u, dt, grav, consts):
             if om_n > hi and om_free < hi:
                 om_n = hi
     vs = om_n * radius - vlong
-    kappa = vs * inv_den
-    if kappa > _MAX_SLIP_RATIO:
-        kappa = _MAX_SLIP_RATIO
-    elif kappa < -_MAX_SLIP_RATIO:
-        kappa = -_MAX_SLIP_RATIO
+    kappa = _clamp(vs * inv_den, _MAX_SLIP_RATIO)
     if kappa >= seg_lo and kappa <= seg_hi and k0 != 0.0:
         # still on the same linear piece: exact without a second search
         fx = fmax * (c0 + cslope * (kappa - k0))
     else:
         fx = fmax * family_eval_seg(p, k, L.PX_CURVE_LONG, kappa, sel)[0]
-    if fx > fmax:
-        fx = fmax
-    elif fx < -fmax:
-        fx = -fmax
+    fx = _clamp(fx, fmax)
     fy_des = fmax * family_eval_seg(p, k, L.PX_CURVE_LAT, alpha, abs(kappa))[0]
     fy = _lateral_remainder(fx, fy_des, fmax)
     if not no_clamps:
         # friction clamps with the useful mass: the chassis side of the contact (the wheel
         # side is solved implicitly above)
         mdt = m_u * inv_dt
-        lim = abs(vs) * mdt
-        if fx > lim:
-            fx = lim
-        elif fx < -lim:
-            fx = -lim
-        laty = abs(vlat) * mdt
-        if fy > laty:
-            fy = laty
-        elif fy < -laty:
-            fy = -laty
+        fx = _clamp(fx, abs(vs) * mdt)
+        fy = _clamp(fy, abs(vlat) * mdt)
     else:
         # validation only: the explicit wheel (no implicit solve, no clamps)
         fx = f0
@@ -238,18 +231,8 @@ def _wheel_speed_tire(p, k, wheel, fmax, vel, torque, m_u, dt, grav, consts):
     if hold:
         # static friction: cancel the patch's velocity and gravity's pull along the slope in
         # one step, within the circle (a parked car on a slope does not creep)
-        fx = -m_u * (vlong * inv_dt + g_long)
-        if fx > fmax:
-            fx = fmax
-        elif fx < -fmax:
-            fx = -fmax
-        rem = fmax * fmax - fx * fx
-        budget = math.sqrt(rem) if rem > 0.0 else 0.0
-        fy = -m_u * (vlat * inv_dt + g_lat)
-        if fy > budget:
-            fy = budget
-        elif fy < -budget:
-            fy = -budget
+        fx = _clamp(-m_u * (vlong * inv_dt + g_long), fmax)
+        fy = _clamp(-m_u * (vlat * inv_dt + g_lat), _circle_left(fx, fmax))
         return fx, fy, 0.0, alpha, 0.0, 0.0
     power = abs(fx * vs) + abs(fy * vlat)
     return fx, fy, kappa, alpha, om_n, power
@@ -371,11 +354,7 @@ def _couple(p, k, s, nw, dt, group, target, c, limited, cap, mode):
             n = -mode
             dd = -(target - target / (1.0 + c * dt * r * r / (inertia * n)))
         if limited:
-            lim = cap * dt * r / inertia
-            if dd > lim:
-                dd = lim
-            elif dd < -lim:
-                dd = -lim
+            dd = _clamp(dd, cap * dt * r / inertia)
         s[k, L.WL_OMEGA + w] -= dd / r
 
 
@@ -462,12 +441,7 @@ def _steer(p, s, k, dt):
     target = s[k, L.CMD_STEER] * p[k, L.P_STEER_LOCK]
     delta = s[k, L.STEER_ANGLE]
     dmax = p[k, L.P_STEER_RATE] * dt
-    d = target - delta
-    if d > dmax:
-        d = dmax
-    elif d < -dmax:
-        d = -dmax
-    delta = delta + d
+    delta = delta + _clamp(target - delta, dmax)
     s[k, L.STEER_ANGLE] = delta
     return delta
 
@@ -620,12 +594,8 @@ def _ground_contact(s, k, w, ter, tid, rot, aw, reach, nsub, inv_dt):
     dhdt = 0.0
     dhdt_pred = 0.0
     if nsub > 0:
-        dhdt = (h - s[k, L.WL_GROUND_Z + w]) * inv_dt
         # a cliff face met at speed is a crash, not a suspension event: cap the rate
-        if dhdt > _MAX_GROUND_RATE:
-            dhdt = _MAX_GROUND_RATE
-        elif dhdt < -_MAX_GROUND_RATE:
-            dhdt = -_MAX_GROUND_RATE
+        dhdt = _clamp((h - s[k, L.WL_GROUND_Z + w]) * inv_dt, _MAX_GROUND_RATE)
         dhdt_pred = dhdt
         if nsub > 1:
             dhdt_pred = 2.0 * dhdt - s[k, L.WL_GROUND_VZ + w]
@@ -835,14 +805,7 @@ def _wheel_in_air(p, s, k, w, drv_t, brake, hb, dt, ws):
         tbw = (brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)]) * radius
         if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5:
             tbw = tbw + hb * radius
-        dom = tbw * dt * inv_i
-        if om > dom:
-            om = om - dom
-        elif om < -dom:
-            om = om + dom
-        else:
-            om = 0.0
-        s[k, L.WL_OMEGA + w] = om
+        s[k, L.WL_OMEGA + w] = _toward_zero(om, tbw * dt * inv_i)
         s[k, L.WL_SLIP_RATIO + w] = 0.0
         s[k, L.SXW_DRIVE_TQ + w] = drv_t
         s[k, L.SXW_BRAKE_TQ + w] = tbw
@@ -863,12 +826,7 @@ def _direct_tire(p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, consts)
     peak, clampn, eps, abs_frac, crr, drive_cap = consts
     fx_drive = 0.0
     if p[k, L.pw(w, L.PW_DRIVEN)] > 0.5:
-        fx_drive = drv_f
-        cap = drive_cap * fmax
-        if fx_drive > cap:
-            fx_drive = cap
-        elif fx_drive < -cap:
-            fx_drive = -cap
+        fx_drive = _clamp(drv_f, drive_cap * fmax)
     resist = brake * p[k, L.pw(w, L.PW_BRAKE_SHARE)] + crr * load
     if p[k, L.pw(w, L.PW_HANDBRAKE)] > 0.5 and hb > 0.0:
         resist = resist + hb  # the handbrake locks the wheel: no ABS margin
@@ -887,10 +845,7 @@ def _direct_tire(p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, consts)
         fx = fx_drive + resist
     else:
         fx = fx_drive
-    if fx > fmax:
-        fx = fmax
-    elif fx < -fmax:
-        fx = -fmax
+    fx = _clamp(fx, fmax)
     # lateral takes what is left of the circle
     alpha = atan2x(vlat, abs(vlong) + eps)
     fy_des = fmax * lateral_curve(alpha, peak, clampn)
@@ -924,11 +879,7 @@ def _wheel_speed_wheel(p, s, k, w, load, fm, vel, g_wheel, drv_t, brakes, stop_s
         tbw = tbw + hb
     tbw = tbw * radius
     if tc_on:
-        cap = drive_cap * fmax * radius
-        if drv_t > cap:
-            drv_t = cap
-        elif drv_t < -cap:
-            drv_t = -cap
+        drv_t = _clamp(drv_t, drive_cap * fmax * radius)
     m_u = load * stop_scale * dt
     hold = (
         drv_t == 0.0 and (brake > 0.0 or hb_on) and abs(vlong) < low_speed and abs(vlat) < low_speed

@@ -89,23 +89,12 @@ class Terrain:
             )
         if not np.issubdtype(s.dtype, np.integer):
             raise TerrainError(f"{self.name}: surface_ids must be integers, got {s.dtype}")
-        if g.ndim != 1 or not 1 <= g.shape[0] <= MAX_SURFACES:
-            raise TerrainError(
-                f"{self.name}: grip must be 1-D with 1..{MAX_SURFACES} entries, got shape {g.shape}"
-            )
-        if not np.all(np.isfinite(g)) or np.any(g < 0.0) or np.any(g > 2.0):
-            raise TerrainError(f"{self.name}: grip multipliers must be finite and in [0, 2]")
+        _check_grid(self, g)
         if s.size and (s.min() < 0 or s.max() >= g.shape[0]):
             raise TerrainError(
                 f"{self.name}: surface ids must be in [0, {g.shape[0]}), got "
                 f"range [{s.min()}, {s.max()}]"
             )
-        for name in ("x0_m", "y0_m", "cell_m"):
-            v = getattr(self, name)
-            if not math.isfinite(v):
-                raise TerrainError(f"{self.name}: {name} must be finite, got {v!r}")
-        if self.cell_m <= 0.0:
-            raise TerrainError(f"{self.name}: cell_m must be > 0, got {self.cell_m!r}")
         object.__setattr__(self, "heights_m", h)
         object.__setattr__(self, "surface_ids", np.ascontiguousarray(s, dtype=np.int8))
         object.__setattr__(self, "grip", g)
@@ -244,15 +233,22 @@ def _check_source(t: Any) -> None:
     ny, nx = t.shape
     if nx < 2 or ny < 2:
         raise TerrainError(f"{t.name}: a terrain needs at least 2x2 nodes, got {t.shape}")
+    _check_grid(t, np.asarray(t.grip, np.float64))
+
+
+def _check_grid(t: Any, g: np.ndarray) -> None:
+    """What a :class:`Terrain` and a tile source share: the grid's placement and the grip
+    multipliers ``g``."""
     for name in ("x0_m", "y0_m", "cell_m"):
         v = getattr(t, name)
         if not math.isfinite(v):
             raise TerrainError(f"{t.name}: {name} must be finite, got {v!r}")
     if not t.cell_m > 0.0:
         raise TerrainError(f"{t.name}: cell_m must be > 0, got {t.cell_m!r}")
-    g = np.asarray(t.grip, np.float64)
     if g.ndim != 1 or not 1 <= g.shape[0] <= MAX_SURFACES:
-        raise TerrainError(f"{t.name}: grip must be 1-D with 1..{MAX_SURFACES} entries")
+        raise TerrainError(
+            f"{t.name}: grip must be 1-D with 1..{MAX_SURFACES} entries, got shape {g.shape}"
+        )
     if not np.all(np.isfinite(g)) or np.any(g < 0.0) or np.any(g > 2.0):
         raise TerrainError(f"{t.name}: grip multipliers must be finite and in [0, 2]")
 
@@ -294,17 +290,13 @@ class TerrainSet:
         rows = self.n_base + n_variants
         self.meta = np.zeros((rows, N_TERRAIN_META), np.float64)
         self.grip = np.zeros((rows, MAX_SURFACES), np.float64)
-        self._table_cap = np.zeros(self.n_base, np.int64)
-        sizes = []
-        for t in terrains:
-            tnx, tny = tile_grid(t.shape)
-            sizes.append(tnx * tny)
+        sizes = [math.prod(tile_grid(t.shape)) for t in terrains]
+        self._table_cap = np.array(sizes, np.int64)
         self.tiles = np.full(int(sum(sizes)), -1, np.int64)
         #: end of the tile tables in use (``tiles`` past it is spare room, all -1)
         self._tiles_top = self.tiles.shape[0]
         off = 0
         for k, t in enumerate(terrains):
-            self._table_cap[k] = sizes[k]
             self._set_row(k, t, off)
             off += sizes[k]
         self._garbage = 0
@@ -387,38 +379,37 @@ class TerrainSet:
         used[:] = -1
         tnx, tny = tile_grid(terrain.shape)
         need = tnx * tny
+        compact = False
         if need > self._table_cap[row]:
             self._garbage += int(self._table_cap[row])
             cap = need + need // 4
-            off = getattr(self, "_tiles_top", self.tiles.shape[0])
+            off = self._tiles_top
             if off + cap > self.tiles.shape[0]:  # grow by doubling, not by one table
                 grown = np.full(max(off + cap, 2 * self.tiles.shape[0]), -1, np.int64)
                 grown[:off] = self.tiles[:off]
                 self.tiles = grown
             self._tiles_top = off + cap
             self._table_cap[row] = cap
-            if self._garbage > self._tiles_top // 2:
-                self.sources[row] = terrain
-                self._set_row(row, terrain, off)
-                self._follow(row)
-                self._compact()
-                self._take_ready(row, ready)
-                return
+            compact = self._garbage > self._tiles_top // 2
         self.sources[row] = terrain
         self._set_row(row, terrain, off)
         self._follow(row)
+        if compact:
+            self._compact()
         self._take_ready(row, ready)
 
     def _take_ready(self, row: int, ready: tuple[np.ndarray, ...] | None) -> None:
         """Put the tiles base row ``row``'s source made ahead (:func:`_ready_tiles`, checked)
         in the pool."""
-        if ready is None:
-            return
-        lin, h, s = ready
+        if ready is not None:
+            self._store(int(self.meta[row, TM_TABLE]), *ready)
+
+    def _store(self, off: int, lin: np.ndarray, h: np.ndarray, s: np.ndarray) -> None:
+        """Put tiles ``lin`` (blocks ``h``, ``s``) of the tile table at ``off`` in the pool."""
         slots = self._slots(len(lin))
         self.heights.reshape(-1, TILE_NODES)[slots] = h
         self.surfaces.reshape(-1, TILE_NODES)[slots] = s
-        self.tiles[int(self.meta[row, TM_TABLE]) + lin] = slots
+        self.tiles[off + lin] = slots
 
     def _follow(self, row: int) -> None:
         """Variant rows of base ``row`` take its (new) grid; their grip stays theirs."""
@@ -486,16 +477,11 @@ class TerrainSet:
         if not len(req):
             return 0
         todo = _new_requests(self.tiles, self.meta, self._variant_base, req)
-        done = 0
-        start = 0
-        while start < len(todo):
-            base = int(todo[start, 0])
-            end = start
-            while end < len(todo) and todo[end, 0] == base:
-                end += 1
-            done += self._fill_base(base, todo[start:end, 1])
-            start = end
-        return done
+        if not len(todo):
+            return 0
+        bases, starts = np.unique(todo[:, 0], return_index=True)  # todo is sorted by base
+        groups = np.split(todo[:, 1], starts[1:])
+        return sum(self._fill_base(int(b), lin) for b, lin in zip(bases, groups, strict=True))
 
     def _fill_base(self, base: int, lin: np.ndarray) -> int:
         off = int(self.meta[base, TM_TABLE])
@@ -506,10 +492,7 @@ class TerrainSet:
         hb = np.empty((len(lin), TILE_NODES), np.float64)
         sb = np.empty((len(lin), TILE_NODES), np.int8)
         self.sources[base].fill_tiles(xy, hb, sb)
-        slots = self._slots(len(lin))
-        self.heights.reshape(-1, TILE_NODES)[slots] = hb
-        self.surfaces.reshape(-1, TILE_NODES)[slots] = sb
-        self.tiles[off + lin] = slots
+        self._store(off, lin, hb, sb)
         return len(lin)
 
     def fill_around(self, rows: np.ndarray, xs: np.ndarray, ys: np.ndarray, radius_m) -> int:
@@ -560,6 +543,16 @@ def _axis(f, n):
     a = 0.5 - u
     b = 0.5 + u
     return i, 0.5 * a * a, 0.75 - u * u, 0.5 * b * b
+
+
+@njit_inner(_nrt=False)
+def _slope_weights(f, i, n, inv):
+    """d/dx of the weights :func:`_axis` gives the grid coordinate ``f`` (nearest node
+    ``i``, ``inv`` = 1 / cell): zero outside the grid, where the edge continues flat."""
+    if not (f > 0.0 and f < n - 1.0):
+        return 0.0, 0.0, 0.0
+    u = f - i
+    return (u - 0.5) * inv, -2.0 * u * inv, (u + 0.5) * inv
 
 
 @njit_inner(_nrt=False)
@@ -625,25 +618,8 @@ def sample_height_grad(heights, tiles, meta, tid, x, y):
     r1 = _tile_base(tiles, meta, tid, xc, yc)
     if r1 < 0:
         return 0.0, 0.0, 0.0, r1
-    # derivative weights (zero outside the grid, where the edge continues flat)
-    ux = fx - xc
-    uy = fy - yc
-    if not (fx > 0.0 and fx < nx - 1.0):
-        dx0 = 0.0
-        dx1 = 0.0
-        dx2 = 0.0
-    else:
-        dx0 = (ux - 0.5) * inv
-        dx1 = -2.0 * ux * inv
-        dx2 = (ux + 0.5) * inv
-    if not (fy > 0.0 and fy < ny - 1.0):
-        dy0 = 0.0
-        dy1 = 0.0
-        dy2 = 0.0
-    else:
-        dy0 = (uy - 0.5) * inv
-        dy1 = -2.0 * uy * inv
-        dy2 = (uy + 0.5) * inv
+    dx0, dx1, dx2 = _slope_weights(fx, xc, nx, inv)
+    dy0, dy1, dy2 = _slope_weights(fy, yc, ny, inv)
     r0 = r1 - TILE_W
     r2 = r1 + TILE_W
     a0 = heights[r0 - 1]

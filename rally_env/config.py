@@ -40,9 +40,7 @@ MAX_POOL = 65536
 #: ``random_stage.pool_steps`` when a pool is set without it: env steps per pool window.
 DEFAULT_POOL_STEPS = 200
 #: ``random_stage.pool`` at most this many times ``pool_steps``: every window draws its
-#: ``pool`` stages' seeds and difficulties (about 1-2 us each, the next window's too), so a
-#: pool of 65,536 stages redrawn every env step cost 90 ms a step, 500 times a default step;
-#: at 16 stages a step the draws cost under a fifth of a default step.
+#: ``pool`` stages' seeds and difficulties (docs/replays.md says what a larger pool cost).
 MAX_POOL_PER_STEP = 16
 MAX_RANDOM_LENGTH_M = 10000.0
 
@@ -66,6 +64,13 @@ def _real(owner: str, name: str, v: Any, lo: float = -math.inf, hi: float = math
     if not lo <= f <= hi:
         raise ConfigError(f"{owner}.{name}", v, f"must be in [{lo}, {hi}]")
     return f
+
+
+def _check_fields(obj: Any, check: Any, owner: str, bounds: dict[str, tuple]) -> None:
+    """Replace each field ``name`` of the frozen ``obj`` by ``check(owner, name, value, lo,
+    hi)`` for its ``(lo, hi)`` in ``bounds``."""
+    for name, (lo, hi) in bounds.items():
+        object.__setattr__(obj, name, check(owner, name, getattr(obj, name), lo, hi))
 
 
 def _from(cls: type, value: Any, owner: str) -> Any:
@@ -141,10 +146,7 @@ ALWAYS_RECORDED_TERMS = ("progress", "time", "off_road", "crash", "finish", "act
 
 
 def _reward_weights_post_init(self: Any) -> None:
-    for f in fields(self):
-        object.__setattr__(
-            self, f.name, _real("reward_weights", f.name, getattr(self, f.name), 0.0, 1e6)
-        )
+    _check_fields(self, _real, "reward_weights", {f.name: (0.0, 1e6) for f in fields(self)})
 
 
 #: The weights of the reward terms: a frozen dataclass with one float field per row of
@@ -212,7 +214,6 @@ class TerminationConfig:
     time_limit_s: float | None = None
 
     def __post_init__(self) -> None:
-        o = "termination"
         bounds = {
             "off_road_max_m": (0.0, 1000.0),
             "off_road_max_s": (0.0, 1e6),
@@ -226,12 +227,9 @@ class TerminationConfig:
             "time_limit_base_s": (0.0, 1e7),
             "time_limit_speed_mps": (0.01, 1e4),
         }
-        for name, (lo, hi) in bounds.items():
-            object.__setattr__(self, name, _real(o, name, getattr(self, name), lo, hi))
         if self.time_limit_s is not None:
-            object.__setattr__(
-                self, "time_limit_s", _real(o, "time_limit_s", self.time_limit_s, 0.05, 1e7)
-            )
+            bounds["time_limit_s"] = (0.05, 1e7)
+        _check_fields(self, _real, "termination", bounds)
 
 
 def _range_pair(owner: str, name: str, v: Any, lo: float, hi: float) -> tuple[float, float]:
@@ -276,10 +274,7 @@ class RandomizeConfig:
             "tire_peak": (0.5, 2.0),
             "load_sensitivity": (0.0, 4.0),
         }
-        for name, (lo, hi) in limits.items():
-            object.__setattr__(
-                self, name, _range_pair("randomize", name, getattr(self, name), lo, hi)
-            )
+        _check_fields(self, _range_pair, "randomize", limits)
 
     @property
     def randomizes_surfaces(self) -> bool:
@@ -312,10 +307,7 @@ ENV_VERSIONS: tuple[int, ...] = (0, 1)
 #: The Gymnasium ids, one per env version (``RallyEnv(version=N)``): the name says the model,
 #: the number the env version. ``RallyDirect-v0``: the seed game's direct-force model (the
 #: default rover, the 59-value observation); ``RallyWheelSpeed-v1``: the wheel-speed model,
-#: library vehicles, planets and the wider observation. The two stay side by side, so each
-#: has its own name (Gymnasium calls the lower version of one name "out of date"). A later
-#: version that replaces one of them takes the next number of its name; one that stays beside
-#: them takes a name of its own.
+#: library vehicles, planets and the wider observation (docs/env.md: why two names).
 ENV_IDS: tuple[str, ...] = ("RallyDirect-v0", "RallyWheelSpeed-v1")
 #: The first ids, one per env version: what replay files record as ``env_id`` (the only ids a
 #: replay may name). Still registered, the same envs, neither "out of date": ``Rally-v1`` is a
@@ -390,10 +382,13 @@ def _check_planet(planet: Any) -> str | None:
 
 def _vehicle(value: Any, version: int = 0, planet: str | None = None) -> VehicleParams:
     """Resolve ``vehicle=`` for an env version, then put it on ``planet`` (if given)."""
-    if version == 0:
-        v = _vehicle_v0(value)
+    if isinstance(value, VehicleParams):
+        v = value
+    elif value is None or isinstance(value, dict):
+        base = ROVER if version == 0 else default_vehicle(1)
+        v = base if value is None else _overrides(base, value)
     else:
-        v = _vehicle_v1(value)
+        v = _vehicle_v0(value) if version == 0 else _vehicle_v1(value)
     if planet is not None:
         try:
             v = _vehicles_module().on_planet(v, planet)
@@ -414,12 +409,8 @@ def _overrides(base: VehicleParams, value: dict) -> VehicleParams:
 
 
 def _vehicle_v0(value: Any) -> VehicleParams:
-    if value is None or (isinstance(value, str) and value == "rover"):
+    if isinstance(value, str) and value == "rover":
         return ROVER
-    if isinstance(value, VehicleParams):
-        return value
-    if isinstance(value, dict):
-        return _overrides(ROVER, value)
     raise ConfigError(
         "vehicle",
         value,
@@ -429,12 +420,6 @@ def _vehicle_v0(value: Any) -> VehicleParams:
 
 
 def _vehicle_v1(value: Any) -> VehicleParams:
-    if value is None:
-        return default_vehicle(1)
-    if isinstance(value, VehicleParams):
-        return value
-    if isinstance(value, dict):
-        return _overrides(default_vehicle(1), value)
     names = vehicle_names()
     if isinstance(value, str) and value in names:
         vm = _vehicles_module()
@@ -546,10 +531,7 @@ class RallyConfig:
             r = _from(RandomizeConfig, r, "randomize")
         s(self, "randomize", r)
         s(self, "random_stage", _check_random_stage(self.random_stage))
-        if not isinstance(self.discrete_actions, (bool, np.bool_)):
-            raise ConfigError("discrete_actions", self.discrete_actions, "must be a bool")
-        s(self, "discrete_actions", bool(self.discrete_actions))
-        for name in OBS_SWITCHES:  # the observation blocks' switches
+        for name in ("discrete_actions", *OBS_SWITCHES):  # and the observation blocks' switches
             on = getattr(self, name)
             if not isinstance(on, (bool, np.bool_)):
                 raise ConfigError(name, on, "must be a bool")
@@ -632,6 +614,27 @@ def _check_stage_spec(v: Any) -> Any:
     return _check_one_stage(v, "stage")
 
 
+def _count(owner: str, name: str, v: Any, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ConfigError(f"{owner}.{name}", v, "must be an integer")
+    if not lo <= int(v) <= hi:
+        raise ConfigError(f"{owner}.{name}", v, f"must be in [{lo}, {hi}]")
+    return int(v)
+
+
+#: ``random_stage``'s settings: the check of each and its range.
+_RANDOM_STAGE_CHECKS: dict[str, tuple[Any, Any, Any]] = {
+    "length_m": (_real, MIN_RANDOM_LENGTH_M, MAX_RANDOM_LENGTH_M),
+    "difficulty": (_range_pair, 0.0, 1.0),
+    "num_levels": (_count, 1, 2**31),
+    "pool": (_count, 1, MAX_POOL),
+    "start_level": (_count, 0, 2**31 - 1),
+    "pool_steps": (_count, 1, 2**31 - 1),
+    "loops": (_real, 0.0, 1.0),
+    "laps": (_count, 1, MAX_RANDOM_LAPS),
+}
+
+
 def _check_random_stage(v: Any) -> dict[str, Any]:
     if v is None:
         v = {}
@@ -639,28 +642,12 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
         raise ConfigError("random_stage", v, "must be a dict with length_m and/or difficulty")
     out = dict(RANDOM_STAGE_DEFAULTS)
     for k, x in v.items():
-        if k == "length_m":
-            out[k] = _real("random_stage", k, x, MIN_RANDOM_LENGTH_M, MAX_RANDOM_LENGTH_M)
-        elif k == "difficulty":
-            out[k] = _range_pair("random_stage", k, x, 0.0, 1.0)
-        elif k in ("num_levels", "pool"):
-            if x is not None:
-                out[k] = _count("random_stage", k, x, 1, 2**31 if k == "num_levels" else MAX_POOL)
-        elif k == "start_level":
-            out[k] = _count("random_stage", k, x, 0, 2**31 - 1)
-        elif k == "pool_steps":
-            out[k] = _count("random_stage", k, x, 1, 2**31 - 1)
-        elif k == "loops":
-            out[k] = _real("random_stage", k, x, 0.0, 1.0)
-        elif k == "laps":
-            out[k] = _count("random_stage", k, x, 1, MAX_RANDOM_LAPS)
-        else:
-            raise ConfigError(
-                f"random_stage.{k}",
-                x,
-                "unknown setting; known: difficulty, laps, length_m, loops, num_levels, pool, "
-                "pool_steps, start_level",
-            )
+        if k not in _RANDOM_STAGE_CHECKS:
+            known = ", ".join(sorted(_RANDOM_STAGE_CHECKS))
+            raise ConfigError(f"random_stage.{k}", x, f"unknown setting; known: {known}")
+        if x is not None or k not in ("num_levels", "pool"):  # None: no level set, no pool
+            check, lo, hi = _RANDOM_STAGE_CHECKS[k]
+            out[k] = check("random_stage", k, x, lo, hi)
     out["difficulty"] = _range_pair("random_stage", "difficulty", out["difficulty"], 0.0, 1.0)
     if "start_level" in out and out.get("num_levels") is None:
         raise ConfigError(
@@ -731,14 +718,6 @@ def pool_record_problem(p: Any, seed_may_be_none: bool = False) -> str | None:
     return None
 
 
-def _count(owner: str, name: str, v: Any, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise ConfigError(f"{owner}.{name}", v, "must be an integer")
-    if not lo <= int(v) <= hi:
-        raise ConfigError(f"{owner}.{name}", v, f"must be in [{lo}, {hi}]")
-    return int(v)
-
-
 # ----------------------------------------------------------------- the config's JSON form
 def jsonable(v: Any) -> Any:
     """``v`` with tuples as lists, dict keys as strings and numpy scalars as Python ones."""
@@ -774,16 +753,7 @@ def _stage_json(spec: Any, for_digest: bool) -> Any:
 
 def _vehicle_json_v0(v: VehicleParams) -> Any:
     """``"rover"``, or the fields that differ from the seed rover (already on its planet)."""
-    if v == ROVER:
-        return "rover"
-    out: dict[str, Any] = {}
-    for f in fields(v):
-        a, b = getattr(v, f.name), getattr(ROVER, f.name)
-        if a != b:
-            if f.name == "wheels":
-                a = [dataclasses.asdict(w) for w in a]
-            out[f.name] = jsonable(a)
-    return out
+    return "rover" if v == ROVER else _vehicle_diff(v, ROVER, False, False)
 
 
 def _vehicle_json_v1(v: VehicleParams, planet: str | None, for_digest: bool) -> tuple[Any, Any]:
@@ -793,7 +763,12 @@ def _vehicle_json_v1(v: VehicleParams, planet: str | None, for_digest: bool) -> 
     name = library_name(v, planet)
     if name is not None:
         return name, planet
-    base = default_vehicle(1)
+    return _vehicle_diff(v, default_vehicle(1), True, for_digest), None
+
+
+def _vehicle_diff(v: VehicleParams, base: VehicleParams, v1: bool, for_digest: bool) -> dict:
+    """The fields of ``v`` that differ from ``base``, as JSON; on Rally-v1 its tire curves
+    by their set's name and its drivetrain as a dict (see :func:`config_to_kwargs`)."""
     out: dict[str, Any] = {}
     for f in fields(v):
         a, b = getattr(v, f.name), getattr(base, f.name)
@@ -801,7 +776,7 @@ def _vehicle_json_v1(v: VehicleParams, planet: str | None, for_digest: bool) -> 
             continue
         if f.name == "wheels":
             a = [dataclasses.asdict(w) for w in a]
-        elif f.name == "tires" and a is not None:
+        elif f.name == "tires" and v1 and a is not None:
             from physics.curves import TIRE_SETS
 
             if TIRE_SETS.get(a.name) == a:
@@ -815,10 +790,10 @@ def _vehicle_json_v1(v: VehicleParams, planet: str | None, for_digest: bool) -> 
                     "custom tire curves have no JSON form (use a library set: "
                     f"{', '.join(sorted(TIRE_SETS))})",
                 )
-        elif f.name == "drivetrain" and a is not None:
+        elif f.name == "drivetrain" and v1 and a is not None:
             a = {"drivetrain": dataclasses.asdict(a)}
         out[f.name] = jsonable(a)
-    return out, None
+    return out
 
 
 def config_to_kwargs(config: RallyConfig, for_digest: bool = False) -> dict[str, Any]:

@@ -1,25 +1,12 @@
 """``RallyLearn-v0``: the env with the settings a standard RL algorithm learns from.
 
-The same car, stages and physics as ``RallyDirect-v0`` (``RallyEnv(version=0)``), with:
-
-- **decisions at 10 Hz** (``control_hz=10``: each action held for 48 physics substeps). On this
-  low-grip car a steering or braking mistake takes seconds to become a crash; at 20 Hz a
-  discount of 0.995 per decision reaches back 10 s and plain PPO does not learn random stages.
-- **the default observation** (59 values, lookahead points to 100 m): with the road-ahead
-  block (``road_ahead=True``, 33 more values up to 600 m) the same PPO learned half as much by
-  2M steps (22 against 43 of 50 validation stages); ``road_ahead=True`` adds it back.
-- **a crash cost of 100** (``reward_weights.crash``; 20 in the other ids): about what the rest of
-  an average stage is worth, so the objective values finishing the way the benchmark does (a
-  run that does not finish scores 0).
-- **three actions in [-1, 1]** (:data:`POLICY_ACTION_NAMES`; :func:`policy_to_env_action`):
-  steer as is, throttle ``(a + 1) / 2``, brake ``max(a, 0)``, no handbrake. A fresh policy
-  (mean action 0) drives off at half throttle instead of standing on half brake and half
-  handbrake, which an agent sampling the env's own ``[0, 1]`` pedals would.
-
-Every other ``RallyEnv`` argument (``stage``, ``random_stage``, ``randomize``, ...) is accepted
-and overrides these. The env underneath is a plain :class:`rally_env.RallyEnv` (replays,
-``get_state``, the renderer work on ``env.unwrapped``); the actions it records are the env
-actions the wrapper made.
+The same car, stages and physics as ``RallyDirect-v0`` (``RallyEnv(version=0)``), with
+decisions at 10 Hz, the default observation, a crash cost of 100 and three actions in [-1, 1]
+(:data:`POLICY_ACTION_NAMES`, mapped by :func:`policy_to_env_action`); docs/env.md
+("RallyLearn-v0") says why each. Every other ``RallyEnv`` argument is accepted and overrides
+these. The env underneath is a plain :class:`rally_env.RallyEnv` (replays, ``get_state``, the
+renderer work on ``env.unwrapped``); the actions it records are the env actions the wrapper
+made.
 
     env = gym.make("RallyLearn-v0", stage="random")
     envs = gym.make_vec("RallyLearn-v0", num_envs=32, vectorization_mode="vector_entry_point")

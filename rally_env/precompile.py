@@ -58,8 +58,7 @@ SIGNATURES = Path(__file__).with_name("precompile_signatures.json")
 #: for a kernel another process has claimed at most this long, then compiles it itself.
 KERNEL_COMPILE_S = 8.0
 #: A first start that compiles the simulator takes about this long (s): with the worker on a
-#: second core (11.4-11.5 s idle, about 25 s with two other busy processes on the two cores),
-#: and alone (22-23 s).
+#: second core, and alone.
 COMPILE_ESTIMATE_S = {True: 15, False: 25}
 NOTICE = "rally-env: compiling the simulator once (about {s} s; cached afterwards)\u2026"
 #: The environment variable a worker finds the pid of the process that started it in.
@@ -343,13 +342,14 @@ def _lock_path(kind: str = "serial") -> str:
     return os.path.join(tempfile.gettempdir(), f"rally-precompile-{digest}.lock")
 
 
-def _try_lock(path: str) -> int | None:
-    """An fd holding the exclusive lock on ``path``, or None if another process holds it."""
+def _try_lock(path: str, wait: bool = False) -> int | None:
+    """An fd holding the exclusive lock on ``path``, or None if another process holds it
+    (``wait``: once it lets go)."""
     import fcntl
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except OSError:
         os.close(fd)
         return None
@@ -563,12 +563,8 @@ def compile_all(kind: str = "serial") -> int:
 def _main(argv: list[str]) -> int:
     _die_with_parent()
     kind = argv[1] if len(argv) > 1 and argv[1] in KERNELS else "serial"
-    fd = None
     try:
-        import fcntl
-
-        fd = os.open(_lock_path(kind), os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # one worker per cache and kind at a time
+        fd = _try_lock(_lock_path(kind), wait=True)  # one worker per cache and kind at a time
     except Exception:
         fd = None
     try:

@@ -164,30 +164,15 @@ class ObsLayout:
         only the fields from index ``start`` on)."""
         lines = ["| index | name | meaning | low | high |", "| --- | --- | --- | --- | --- |"]
         done: set[str] = set()
+        dists = ", ".join(f"{d:g}" for d in self.lookahead_m)
         for f in self.fields[start:]:
-            if compact and f.group in (
-                "slip_angle",
-                "slip_ratio",
-                "load",
-                "grounded",
-                "grip",
-                "lookahead",
-                "prev_action",
-                "tire_wear",
-                "wheel_speed",
-                "look_grip",
-                "ahead_curv",
-                "ahead_crest",
-                "ahead_elev",
-                "ahead_grip",
-            ):
+            if compact and f.group in _COMPACT_GROUPS:
                 if f.group in done:
                     continue
                 done.add(f.group)
                 sl = self.groups[f.group]
                 members = self.fields[sl]
                 if f.group == "lookahead":
-                    dists = ", ".join(f"{d:g}" for d in self.lookahead_m)
                     name = "look_{x,y,curv}_{d}m"
                     desc = (
                         f"per lookahead distance d in ({dists}) m, 3 values each: "
@@ -195,7 +180,6 @@ class ObsLayout:
                         f"{CURVATURE_SCALE_PER_M:g} m"
                     )
                 elif f.group == "look_grip":
-                    dists = ", ".join(f"{d:g}" for d in self.lookahead_m)
                     name = "look_grip_{d}m"
                     desc = (
                         f"per lookahead distance d in ({dists}) m: grip multiplier of the "
@@ -221,20 +205,30 @@ class ObsLayout:
         return "\n".join(lines)
 
 
+def _scalars(add, *fields: tuple[str, str, float, float]) -> None:
+    """Add fields ``(name, description, low, high)`` that are each a group of their own."""
+    for name, desc, lo, hi in fields:
+        add(name, name, desc, lo, hi)
+
+
 def _v0_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """The Rally-v0 fields: motion, per-wheel state, the road here and ahead, the previous
     action, progress."""
     B = OBS_BOUND
-    add("speed", "speed", f"speed (norm of the CG velocity) / {SPEED_SCALE_MPS:g} m/s", 0.0, B)
-    add("v_forward", "v_forward", f"body-frame forward velocity / {SPEED_SCALE_MPS:g} m/s")
-    add(
-        "v_left",
-        "v_left",
-        f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s",
+    _scalars(
+        add,
+        ("speed", f"speed (norm of the CG velocity) / {SPEED_SCALE_MPS:g} m/s", 0.0, B),
+        ("v_forward", f"body-frame forward velocity / {SPEED_SCALE_MPS:g} m/s", -B, B),
+        (
+            "v_left",
+            f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s",
+            -B,
+            B,
+        ),
+        ("yaw_rate", f"yaw rate (+ left) / {YAW_RATE_SCALE_RADPS:g} rad/s", -B, B),
+        ("pitch", "sin(pitch), + nose down (ISO 8855)", -1.0, 1.0),
+        ("roll", "sin(roll) cos(pitch), + right side down (ISO 8855)", -1.0, 1.0),
     )
-    add("yaw_rate", "yaw_rate", f"yaw rate (+ left) / {YAW_RATE_SCALE_RADPS:g} rad/s")
-    add("pitch", "pitch", "sin(pitch), + nose down (ISO 8855)", -1.0, 1.0)
-    add("roll", "roll", "sin(roll) cos(pitch), + right side down (ISO 8855)", -1.0, 1.0)
     for w in labels:
         add(f"slip_angle_{w}", "slip_angle", f"slip angle / {SLIP_ANGLE_SCALE_RAD:g} rad")
     for w in labels:
@@ -245,45 +239,20 @@ def _v0_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
         add(f"grounded_{w}", "grounded", "1 if the wheel carries load, else 0", 0.0, 1.0)
     for w in labels:
         add(f"grip_{w}", "grip", "grip multiplier of the surface under the wheel", 0.0, 2.0)
-    add(
-        "heading_error",
-        "heading_error",
-        "car heading minus road heading / pi (+ left)",
-        -1.0,
-        1.0,
+    _scalars(
+        add,
+        ("heading_error", "car heading minus road heading / pi (+ left)", -1.0, 1.0),
+        ("lateral_offset", "signed offset from the centerline (+ left) / half width", -B, B),
     )
-    add(
-        "lateral_offset",
-        "lateral_offset",
-        "signed offset from the centerline (+ left) / half width",
-    )
-    add(
-        "left_edge",
-        "left_edge",
-        f"distance to the left edge (+ on the road) / {EDGE_SCALE_M:g} m",
-    )
-    add(
-        "right_edge",
-        "right_edge",
-        f"distance to the right edge (+ on the road) / {EDGE_SCALE_M:g} m",
-    )
+    for side in ("left", "right"):
+        desc = f"distance to the {side} edge (+ on the road) / {EDGE_SCALE_M:g} m"
+        add(f"{side}_edge", f"{side}_edge", desc)
     for d in lookahead_m:
-        tag = f"{d:g}m"
-        add(
-            f"look_x_{tag}",
-            "lookahead",
-            f"centerline point {d:g} m ahead: forward (car frame) / {d:g} m",
-        )
-        add(
-            f"look_y_{tag}",
-            "lookahead",
-            f"centerline point {d:g} m ahead: left (car frame) / {d:g} m",
-        )
-        add(
-            f"look_curv_{tag}",
-            "lookahead",
-            f"road curvature {d:g} m ahead (+ left) x {CURVATURE_SCALE_PER_M:g} m",
-        )
+        for axis, side in (("x", "forward"), ("y", "left")):
+            desc = f"centerline point {d:g} m ahead: {side} (car frame) / {d:g} m"
+            add(f"look_{axis}_{d:g}m", "lookahead", desc)
+        desc = f"road curvature {d:g} m ahead (+ left) x {CURVATURE_SCALE_PER_M:g} m"
+        add(f"look_curv_{d:g}m", "lookahead", desc)
     for name, lo in zip(ACTION_NAMES, ACTION_LOW, strict=True):
         add(f"prev_{name}", "prev_action", f"previous action: {name}", float(lo), 1.0)
     add(
@@ -298,19 +267,15 @@ def _v0_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
 def _v1_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """Rally-v1's fields after v0's: the drivetrain, wear, damage, wheel speeds and the
     surface grip ahead."""
-    add(
-        "engine_rpm",
-        "engine_rpm",
-        "engine speed / rev limit (0 without a drivetrain)",
-        0.0,
-        2.0,
-    )
-    add(
-        "gear",
-        "gear",
-        f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)",
-        -1.0,
-        1.0,
+    _scalars(
+        add,
+        ("engine_rpm", "engine speed / rev limit (0 without a drivetrain)", 0.0, 2.0),
+        (
+            "gear",
+            f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)",
+            -1.0,
+            1.0,
+        ),
     )
     for w in labels:
         add(
@@ -341,37 +306,26 @@ def _road_ahead_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -
     """The road-ahead block (``road_ahead=True``): per distance bin, the sharpest curvature,
     the sharpest crest, the elevation and the lowest grip; then the distance to the finish."""
     B = OBS_BOUND
-    bins = [f"{a:g}_{b:g}m" for a, b in ROAD_AHEAD_BINS_M]
-    for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
-        add(
-            f"ahead_curv_{tag}",
-            "ahead_curv",
-            f"sharpest road curvature {a:g}-{b:g} m ahead (signed, + left) x "
-            f"{CURVATURE_SCALE_PER_M:g} m",
-        )
-    for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
-        add(
-            f"ahead_crest_{tag}",
+    scales = {
+        "curv": f"{CURVATURE_SCALE_PER_M:g} m",
+        "crest": f"{CREST_SCALE_M:g} m",
+        "elev": f"{ELEVATION_SCALE_M:g} m",
+    }
+    for group, desc, lo, hi in (  # each bin a-b m ahead
+        ("ahead_curv", "sharpest road curvature {a}-{b} m ahead (signed, + left) x {curv}", -B, B),
+        (
             "ahead_crest",
-            f"sharpest crest {a:g}-{b:g} m ahead: -d2z/ds2 x {CREST_SCALE_M:g} m "
+            "sharpest crest {a}-{b} m ahead: -d2z/ds2 x {crest} "
             "(0 for dips; a jump's lip reads high)",
             0.0,
             B,
-        )
-    for (_a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
-        add(
-            f"ahead_elev_{tag}",
-            "ahead_elev",
-            f"road elevation {b:g} m ahead minus here / {ELEVATION_SCALE_M:g} m",
-        )
-    for (a, b), tag in zip(ROAD_AHEAD_BINS_M, bins, strict=True):
-        add(
-            f"ahead_grip_{tag}",
-            "ahead_grip",
-            f"lowest road surface grip {a:g}-{b:g} m ahead",
-            0.0,
-            2.0,
-        )
+        ),
+        ("ahead_elev", "road elevation {b} m ahead minus here / {elev}", -B, B),
+        ("ahead_grip", "lowest road surface grip {a}-{b} m ahead", 0.0, 2.0),
+    ):
+        for a, b in ROAD_AHEAD_BINS_M:
+            text = desc.format(a=f"{a:g}", b=f"{b:g}", **scales)
+            add(f"{group}_{a:g}_{b:g}m", group, text, lo, hi)
     add(
         "to_finish",
         "to_finish",
@@ -387,6 +341,9 @@ _AHEAD_DESC = {
     "ahead_elev": f"elevation at the bin's far end minus here / {ELEVATION_SCALE_M:g} m",
     "ahead_grip": "lowest surface grip multiplier of the road",
 }
+#: The groups the compact index table shows as one row each: the per-wheel ones and these.
+_WHEEL_GROUPS = ("slip_angle", "slip_ratio", "load", "grounded", "grip", "tire_wear", "wheel_speed")
+_COMPACT_GROUPS = (*_WHEEL_GROUPS, "lookahead", "look_grip", "prev_action", *_AHEAD_DESC)
 
 
 def _ahead_apex_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import tracks
-from physics.jit import njit
+from physics.jit import njit, njit_inner
 from physics.terrain import MAX_SURFACES, TerrainSet, flat_terrain
 from rally_env.config import RallyConfig, pool_record_problem
 from rally_env.errors import ConfigError, StateError
@@ -104,14 +104,14 @@ _SOURCE_CACHE: OrderedDict[Any, tuple[tracks.Stage, StageTerrain]] = OrderedDict
 _CACHE_SIZE = 16
 
 
-def _cached(cache: OrderedDict, key: Any, make, size: int = _CACHE_SIZE):
+def _cached(cache: OrderedDict, key: Any, make):
     v = cache.get(key)
     if v is not None:
         cache.move_to_end(key)
         return v
     v = make()
     cache[key] = v
-    while len(cache) > size:
+    while len(cache) > _CACHE_SIZE:
         cache.popitem(last=False)
     return v
 
@@ -409,37 +409,31 @@ def _ahead_windows(z, kappa, ds, closed, unit, mult, out_curv, out_crest):
     base_k = np.zeros(n)
     base_c = np.zeros(n)
     for i in range(n):
-        bk = 0.0
-        bc = 0.0
-        for j in range(i, i + unit):
-            if closed:
-                jj = j % m
-            elif j < n:
-                jj = j
-            else:
-                break
-            if abs(kappa[jj]) > abs(bk):
-                bk = kappa[jj]
-            if crest[jj] > bc:
-                bc = crest[jj]
-        base_k[i] = bk
-        base_c[i] = bc
+        base_k[i], base_c[i] = _window_max(kappa, crest, i, unit, np.int64(1), closed, m)
     for c in range(mult.shape[0]):
         for i in range(n):
-            bk = 0.0
-            bc = 0.0
-            for q in range(mult[c]):
-                j = i + q * unit
-                if closed:
-                    j = j % m
-                elif j >= n:
-                    break
-                if abs(base_k[j]) > abs(bk):
-                    bk = base_k[j]
-                if base_c[j] > bc:
-                    bc = base_c[j]
-            out_curv[i, c] = bk
-            out_crest[i, c] = bc
+            out_curv[i, c], out_crest[i, c] = _window_max(
+                base_k, base_c, i, mult[c], unit, closed, m
+            )
+
+
+@njit_inner(_nrt=False)
+def _window_max(kappa, crest, i, count, stride, closed, m):
+    """The sharpest signed curvature and crest of samples ``i + q * stride``, q < ``count``
+    (a loop wraps at its ``m`` distinct samples; an open stage's window stops at its end)."""
+    bk = 0.0
+    bc = 0.0
+    for q in range(count):
+        j = i + q * stride
+        if closed:
+            j = j % m
+        elif j >= kappa.shape[0]:
+            break
+        if abs(kappa[j]) > abs(bk):
+            bk = kappa[j]
+        if crest[j] > bc:
+            bc = crest[j]
+    return bk, bc
 
 
 # ---------------------------------------------------------------------------- terrains
@@ -448,14 +442,10 @@ def stage_terrain(stage: tracks.Stage, sectioned: bool = False) -> StageTerrain:
     process share one source of a library stage and its ground field)."""
     key = (id(stage), sectioned)
     hit = _SOURCE_CACHE.get(key)
-    if hit is not None and hit[0] is stage:
-        _SOURCE_CACHE.move_to_end(key)
-        return hit[1]
-    src = StageTerrain(stage, sectioned=sectioned)
-    _SOURCE_CACHE[key] = (stage, src)  # holding the stage keeps its id from being reused
-    while len(_SOURCE_CACHE) > _CACHE_SIZE:
-        _SOURCE_CACHE.popitem(last=False)
-    return src
+    if hit is not None and hit[0] is not stage:  # the id of a stage that is gone
+        del _SOURCE_CACHE[key]
+    # holding the stage keeps its id from being reused
+    return _cached(_SOURCE_CACHE, key, lambda: (stage, StageTerrain(stage, sectioned=sectioned)))[1]
 
 
 #: Stand-in terrain of a random-mode slot before its car's first reset.
@@ -467,7 +457,6 @@ class _Regions:
     moves to a new one at the end when it no longer fits (holes are repacked now and then)."""
 
     def __init__(self, n_slots: int, columns: dict[str, tuple[tuple[int, ...], Any]]):
-        self.columns = columns
         self.arrays = {k: np.zeros((0, *shape), dt) for k, (shape, dt) in columns.items()}
         self.off = np.zeros(n_slots, np.int64)
         self.cap = np.zeros(n_slots, np.int64)
@@ -541,18 +530,8 @@ class StageBank:
         n = len(stages)
         self.slots: list[tracks.Stage | None] = [None] * n
         self.table = np.zeros((n, N_SL), np.float64)
-        self._pts = _Regions(
-            n,
-            {
-                "seg": ((N_SEG_COLS,), np.float64),
-                "tx": ((), np.float64),
-                "ty": ((), np.float64),
-                "curv": ((), np.float64),
-                "hw": ((), np.float64),
-                "px": ((), np.float64),
-                "py": ((), np.float64),
-            },
-        )
+        per_sample = {k: ((), np.float64) for k in ("tx", "ty", "curv", "hw", "px", "py")}
+        self._pts = _Regions(n, {"seg": ((N_SEG_COLS,), np.float64), **per_sample})
         self._lines = _Regions(n, {"race": ((), np.float64), "gate": ((4,), np.float64)})
         self._secs = _Regions(n, {"start": ((), np.float64), "sid": ((), np.int64)})
         #: per-sample tables of the road-ahead observation (only with ``road_ahead=True``)
@@ -595,11 +574,6 @@ class StageBank:
     @property
     def n_slots(self) -> int:
         return len(self.slots)
-
-    @property
-    def built(self) -> bool:
-        """Every slot has a stage (random-mode slots get theirs at their car's first reset)."""
-        return all(s is not None for s in self.slots)
 
     def tables(self) -> tuple:
         """Every packed table as one :class:`StageTables` record, as a plain tuple (what the

@@ -19,6 +19,7 @@ Every failure is a :class:`~rally_env.errors.StateError` naming the entry, the c
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -51,22 +52,25 @@ def _fail(key: str, rows: list[int], rule: str) -> StateError:
     return StateError(f"state[{key!r}] (car {cars}): {rule}")
 
 
+def _check(key: str, bad: np.ndarray, rule: str) -> None:
+    """Fail for the cars where ``bad`` is true anywhere."""
+    if bad.any():
+        raise _fail(key, _bad_rows(bad), rule)
+
+
 def _finite(st: dict[str, Any], key: str, nan_ok: np.ndarray | None = None) -> None:
     a = st[key]
     bad = ~np.isfinite(a)
     if nan_ok is not None:
         bad &= ~(np.isnan(a) & nan_ok)
-    if bad.any():
-        raise _fail(key, _bad_rows(bad), "holds a non-finite value")
-    if (np.abs(np.where(np.isfinite(a), a, 0.0)) > MAX_ABS).any():
-        raise _fail(key, _bad_rows(np.abs(np.nan_to_num(a)) > MAX_ABS), "holds a value over 1e15")
+    _check(key, bad, "holds a non-finite value")
+    _check(key, np.abs(np.nan_to_num(a)) > MAX_ABS, "holds a value over 1e15")
 
 
 def _check_chassis(s: np.ndarray) -> None:
     q = s[:, L.QUAT_W : L.QUAT_Z + 1]
     bad = np.abs(np.sqrt((q * q).sum(axis=1)) - 1.0) > 1e-6
-    if bad.any():
-        raise _fail("sim_state", _bad_rows(bad), "the quaternion is not a unit quaternion")
+    _check("sim_state", bad, "the quaternion is not a unit quaternion")
     checks = (
         (L.POS_X, L.POS_Z + 1, MAX_POSITION_M, "position beyond 1e6 m"),
         (L.VEL_X, L.VEL_Z + 1, MAX_SPEED_MPS, "velocity beyond 1e4 m/s"),
@@ -75,24 +79,19 @@ def _check_chassis(s: np.ndarray) -> None:
         (L.CMD_STEER, L.CMD_STEER + 1, 1.0, "steer command outside [-1, 1]"),
     )
     for lo, hi, bound, rule in checks:
-        bad = np.abs(s[:, lo:hi]) > bound
-        if bad.any():
-            raise _fail("sim_state", _bad_rows(bad), rule)
+        _check("sim_state", np.abs(s[:, lo:hi]) > bound, rule)
     pedals = s[:, L.CMD_THROTTLE : L.CMD_HANDBRAKE + 1]
-    if ((pedals < 0.0) | (pedals > 1.0)).any():
-        raise _fail("sim_state", _bad_rows((pedals < 0.0) | (pedals > 1.0)), "pedal outside [0, 1]")
-    if (s[:, L.GATE_TIME] < -1.0).any():
-        raise _fail("sim_state", _bad_rows(s[:, L.GATE_TIME : L.GATE_TIME + 1] < -1.0), "gate time")
+    _check("sim_state", (pedals < 0.0) | (pedals > 1.0), "pedal outside [0, 1]")
+    _check("sim_state", s[:, L.GATE_TIME] < -1.0, "gate time")
     for col, rule in ((L.WL_GROUNDED, "grounded flag not 0 or 1"), (L.WL_SURFACE, "surface id")):
         v = s[:, col : col + L.MAX_WHEELS]
         bad = (v != np.round(v)) | (v < 0.0) | (v > 255.0)
         if col == L.WL_GROUNDED:
             bad |= v > 1.0
-        if bad.any():
-            raise _fail("sim_state", _bad_rows(bad), rule)
+        _check("sim_state", bad, rule)
 
 
-def _check_istate(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
+def _check_istate(core: Any, st: dict[str, Any]) -> None:
     ist = st["sim_istate"]
     if (ist[:, [L.I_SUBSTEPS, L.I_MISUSE, L.I_FLAGS]] < 0).any():
         raise _fail("sim_istate", _bad_rows(ist < 0), "a counter is negative")
@@ -100,10 +99,8 @@ def _check_istate(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
     if core.sim.extended and core.config.vehicle.drivetrain is not None:
         n_gears = core.config.vehicle.drivetrain.n_gears
         g = ist[:, L.I_GEAR]
-        if ((g < -1) | (g > n_gears)).any():
-            raise _fail("sim_istate", _bad_rows((g < -1) | (g > n_gears)), "gear")
-        if (ist[:, L.I_CLUTCH] < 0).any():
-            raise _fail("sim_istate", _bad_rows(ist[:, L.I_CLUTCH : L.I_CLUTCH + 1] < 0), "clutch")
+        _check("sim_istate", (g < -1) | (g > n_gears), "gear")
+        _check("sim_istate", ist[:, L.I_CLUTCH] < 0, "clutch")
 
 
 def check_terrain_rows(core: Any, st: dict[str, Any]) -> None:
@@ -112,8 +109,7 @@ def check_terrain_rows(core: Any, st: dict[str, Any]) -> None:
     ist, ei = st["sim_istate"], st["eistate"]
     rows = core.bank.terrains.meta.shape[0]
     t = ist[:, L.I_TERRAIN]
-    if ((t < 0) | (t >= rows)).any():
-        raise _fail("sim_istate", _bad_rows((t < 0) | (t >= rows)), f"terrain row of {rows}")
+    _check("sim_istate", (t < 0) | (t >= rows), f"terrain row of {rows}")
     for k in np.flatnonzero(st["ever_reset"]):
         want = core.bank.terrain_row(int(k), int(ei[k, K.EI_SLOT]))
         if t[k] != want or ei[k, K.EI_ROW] != want:
@@ -125,14 +121,11 @@ def _check_eistate(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
 
     ei = st["eistate"]
     counters = [K.EI_OFF_SUB, K.EI_STUCK_SUB, K.EI_ROLL_SUB, K.EI_LIMIT_SUB, K.EI_STEPS]
-    if (ei[:, counters] < 0).any():
-        raise _fail("eistate", _bad_rows(ei[:, counters] < 0), "a counter is negative")
+    _check("eistate", ei[:, counters] < 0, "a counter is negative")
     end = ei[:, K.EI_END]
-    if ((end < 0) | (end >= len(K.END_REASONS))).any():
-        raise _fail("eistate", _bad_rows((end < 0) | (end >= len(K.END_REASONS))), "end code")
+    _check("eistate", (end < 0) | (end >= len(K.END_REASONS)), "end code")
     off = ei[:, K.EI_OFF]
-    if ((off != 0) & (off != 1)).any():
-        raise _fail("eistate", _bad_rows((off != 0) & (off != 1)), "off-road flag")
+    _check("eistate", (off != 0) & (off != 1), "off-road flag")
     for k in range(core.n):
         slot = int(ei[k, K.EI_SLOT])
         stg = stages[slot]
@@ -152,13 +145,9 @@ def _param_bounds(core: Any) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = row.copy(), row.copy()
     r = core.config.randomize
     if r is not None:
-        for fm in r.mass:
-            for fp in r.power:
-                for fk in r.tire_peak:
-                    for fl in r.load_sensitivity:
-                        p = randomized_vehicle(base, fm, fp, fk, fl)
-                        x = _pack(core, p)
-                        lo, hi = np.minimum(lo, x), np.maximum(hi, x)
+        for f in itertools.product(r.mass, r.power, r.tire_peak, r.load_sensitivity):
+            x = _pack(core, randomized_vehicle(base, *f))
+            lo, hi = np.minimum(lo, x), np.maximum(hi, x)
         span = np.maximum(np.abs(lo), np.abs(hi)) * _REL
         lo, hi = lo - span, hi + span
     core._param_bounds = (lo, hi)
@@ -218,23 +207,17 @@ def check_values(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
     _finite(st, "estate", nan_ok=finite_time)
     _finite(st, "etimes", nan_ok=np.ones(st["etimes"].shape, np.bool_))
     obs = st["obs"]
-    if not np.isfinite(obs).all():
-        raise _fail("obs", _bad_rows(~np.isfinite(obs)), "holds a non-finite value")
+    _check("obs", ~np.isfinite(obs), "holds a non-finite value")
     low, high = core.layout.low, core.layout.high
-    if ((obs < low) | (obs > high)).any():
-        raise _fail("obs", _bad_rows((obs < low) | (obs > high)), "outside the observation space")
-    for key in ("etimes",):
-        t = st[key]
-        if (t[np.isfinite(t)] < 0.0).any():
-            raise _fail(key, _bad_rows(np.nan_to_num(t, nan=0.0) < 0.0), "a negative time")
+    _check("obs", (obs < low) | (obs > high), "outside the observation space")
+    _check("etimes", np.nan_to_num(st["etimes"], nan=0.0) < 0.0, "a negative time")
     mu = st["section_mu"]
-    if ((mu < 0.0) | (mu > 10.0)).any():
-        raise _fail("section_mu", _bad_rows((mu < 0.0) | (mu > 10.0)), "grip scale outside [0, 10]")
+    _check("section_mu", (mu < 0.0) | (mu > 10.0), "grip scale outside [0, 10]")
     a = st["actions"]
     if (np.abs(a[:, 0]) > 1.0).any() or ((a[:, 1:] < 0.0) | (a[:, 1:] > 1.0)).any():
         raise _fail("actions", _bad_rows(np.abs(a) > 1.0), "outside the action box")
     _check_chassis(st["sim_state"])
-    _check_istate(core, st, stages)
+    _check_istate(core, st)
     _check_eistate(core, st, stages)
     _check_params(core, st)
     _check_draws(core, st)

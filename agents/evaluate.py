@@ -15,6 +15,7 @@ never trained on (as benchmark suites keep a held-out track).
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 import math
@@ -26,6 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+import tracks
+from physics import ROVER
+from rally_env.env import RallyEnv
+from rally_env.info import end_reason
+from rally_env.replay import RecordReplay
+from rally_env.spaces import DEFAULT_LAYOUT
 
 PAR_TIMES_PATH = Path(__file__).parent / "par_times.json"
 #: First generator seed of the held-out evaluation stages (training draws below 2**31 - 1).
@@ -149,14 +157,7 @@ class EvalResult:
 
     def write_json(self, path: str | Path) -> Path:
         """Write :meth:`to_dict` as JSON to ``path`` (``"-"``: standard output)."""
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
-        if str(path) == "-":
-            sys.stdout.write(text)
-            return Path("-")
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        return p
+        return _write_out(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
 
     def write_csv(self, path: str | Path) -> Path:
         """Write one row of figures per stage to ``path`` (``"-"``: standard output)."""
@@ -165,14 +166,7 @@ class EvalResult:
         w.writeheader()
         for s in self.stages:
             w.writerow({k: ("" if v is None else v) for k, v in s.figures().items()})
-        if str(path) == "-":
-            sys.stdout.write(buf.getvalue())
-            return Path("-")
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        with p.open("w", newline="") as f:
-            f.write(buf.getvalue())
-        return p
+        return _write_out(path, buf.getvalue(), newline="")
 
     def table(self, rich: bool | None = None) -> str:
         """The per-stage table as text (rich's rendering when available, else plain), with
@@ -183,6 +177,17 @@ class EvalResult:
         """Per stage (in the order of ``stages``), how its runs that did not finish ended:
         ``"off_stage 7, stuck 3"`` (most frequent first), ``"-"`` when every run finished."""
         return [unfinished_ends(self.runs, s.stage) for s in self.stages]
+
+
+def _write_out(path: str | Path, text: str, newline: str | None = None) -> Path:
+    """Write ``text`` to ``path`` (its directory made), or to standard output for ``"-"``."""
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return Path("-")
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, newline=newline)
+    return p
 
 
 def unfinished_ends(runs: Sequence[RunResult], stage: str) -> str:
@@ -229,8 +234,6 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
     """``"opener,forest"``, ``"library"``, ``"random:N"`` (held out: the benchmark's default
     test stages), ``"validation:N"`` (a training run's validation stages, disjoint from every
     test set and from the training seeds) or a list -> stage list."""
-    import tracks
-
     if not isinstance(spec, str):
         out: list[Any] = []
         for s in spec:
@@ -259,8 +262,6 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
 def load_par_times() -> dict[str, float]:
     """``{stage: par time (s)}``: the library stage files' ``par_time_s``, completed by what
     ``python -m agents.par`` last wrote (the heuristic driver's times)."""
-    import tracks
-
     out: dict[str, float] = {}
     if PAR_TIMES_PATH.exists():
         data = json.loads(PAR_TIMES_PATH.read_text())
@@ -272,7 +273,8 @@ def load_par_times() -> dict[str, float]:
     return out
 
 
-def _stage_name(stage: Any) -> str:
+def stage_label(stage: Any) -> str:
+    """A stage's name (a ``tracks.Stage``'s ``name``, or the string itself)."""
     return stage if isinstance(stage, str) else getattr(stage, "name", str(stage))
 
 
@@ -294,9 +296,6 @@ def run_episode(
         policy_env_kwargs,
         reset_policy,
     )
-    from rally_env.env import RallyEnv
-    from rally_env.info import end_reason
-    from rally_env.spaces import DEFAULT_LAYOUT
 
     ix = DEFAULT_LAYOUT.index
     if env is None:
@@ -324,8 +323,6 @@ def run_episode(
         if term or trunc or (max_steps is not None and steps >= max_steps):
             break
     compute = finish_policy(policy, 1)[0]
-    fin = bool(info["finished"])
-    ft = float(info["finish_time_s"]) if fin else math.nan
     tel: dict[str, np.ndarray] = {}
     if record:
         vf_a, vl_a, yr_a = np.array(vf), np.array(vl), np.array(yr)
@@ -341,20 +338,43 @@ def run_episode(
             "usage": np.hypot(a_long, a_lat) / np.maximum(mu * g, 1e-6),
             "off_road": np.array(offr),
         }
+    return ended_run(
+        env,
+        info,
+        seed,
+        steps,
+        float(np.sum(offr)) * dt,
+        float(np.mean(spd)) if spd else 0.0,
+        telemetry=tel,
+        actions=np.array(acts, dtype=np.float32),
+        compute=compute,
+    )
+
+
+def ended_run(
+    env: Any,
+    info: dict[str, Any],
+    seed: int,
+    steps: int,
+    off_road_s: float,
+    mean_speed_mps: float,
+    **extra: Any,
+) -> RunResult:
+    """The :class:`RunResult` of an episode of ``env`` that ended with ``info`` (``extra``:
+    its telemetry, actions, compute)."""
+    fin = bool(info["finished"])
     return RunResult(
         stage=env.unwrapped.core.stage_name(0),
         seed=int(seed),
         finished=fin,
-        end_reason=end_reason(info),
-        stage_time_s=ft,
+        end_reason=str(end_reason(info)),
+        stage_time_s=float(info["finish_time_s"]) if fin else math.nan,
         episode_time_s=float(info["stage_time_s"]),
         progress_m=float(info["progress_m"]),
-        off_road_s=float(np.sum(offr)) * dt,
-        mean_speed_mps=float(np.mean(spd)) if spd else 0.0,
-        steps=steps,
-        telemetry=tel,
-        actions=np.array(acts, dtype=np.float32),
-        compute=compute,
+        off_road_s=off_road_s,
+        mean_speed_mps=mean_speed_mps,
+        steps=int(steps),
+        **extra,
     )
 
 
@@ -371,7 +391,6 @@ def summarize(
     evaluation's workers computed it), and par times (the heuristic driver's, with the
     Rally-v0 rover) apply only to that rover."""
     from agents.reference import reference_time
-    from physics import ROVER
 
     par = load_par_times() if par is None else par
     times = np.array([r.stage_time_s for r in runs if r.finished])
@@ -431,10 +450,7 @@ def evaluate(
     Returns:
         An :class:`EvalResult` (``.stages``, ``.runs``, ``.table()``, ``.to_dict()``).
     """
-    import sys
-
     from agents.policies import make_policy, policy_env_kwargs, policy_name
-    from rally_env.env import RallyEnv
 
     seeds = [int(s) for s in seeds]
     if not seeds:
@@ -449,10 +465,8 @@ def evaluate(
     for stage in resolve_stages(stages):
         env = RallyEnv(stage=stage, **(env_kwargs or {}))
         if replay_dir is not None:
-            from rally_env.replay import RecordReplay
-
             env = RecordReplay(env, directory=replay_dir, meta={"agent": name})
-        sname = _stage_name(stage)
+        sname = stage_label(stage)
         sr = []
         for s in seeds:
             sr.append(run_episode(pol, stage, s, env=env, record=record))
@@ -463,13 +477,17 @@ def evaluate(
         runs.extend(sr)
         summaries.append(summarize(sname, name, sr, par, vehicle=env.unwrapped.config.vehicle))
         if progress:
-            s = summaries[-1]
-            print(
-                f"  {name} on {sname}: {s.finished}/{s.episodes} finished, "
-                f"median {s.median_time_s:.2f} s",
-                file=sys.stderr,
-            )
+            print_stage_line(summaries[-1])
     return EvalResult(name, summaries, runs, seeds, time.perf_counter() - t0)
+
+
+def print_stage_line(s: StageSummary) -> None:
+    """A stage's line on stderr (``evaluate(..., progress=True)``)."""
+    print(
+        f"  {s.agent} on {s.stage}: {s.finished}/{s.episodes} finished, "
+        f"median {s.median_time_s:.2f} s",
+        file=sys.stderr,
+    )
 
 
 # ---------------------------------------------------------------------------------- table
@@ -552,13 +570,7 @@ def format_table(
     return "\n".join(lines) + "\n"
 
 
-# The columns of a training run's ``eval_log.csv`` and how each is written: one row per
-# evaluation, the same for every backend (a figure a backend does not measure is ``nan``):
-# the algorithm's timesteps, the env steps (warm start and held steps included), the phase
-# (``ppo``, ``final``, ...), the wall time since the log was opened (s), the finish rate,
-# the median and mean score (:func:`score`; ``nan`` where the run is ranked by time), the
-# median and best stage time of the finished runs (s), the mean stage position reached (m)
-# and the mean return of the last training episodes.
+# The columns of a training run's ``eval_log.csv`` (docs/agents.md) and how each is written.
 _EVAL_LOG_FORMAT = {
     "timesteps": "d",
     "env_steps": "d",
@@ -576,14 +588,6 @@ _EVAL_LOG_FORMAT = {
 EVAL_LOG_FIELDS = tuple(_EVAL_LOG_FORMAT)
 #: The header line of ``eval_log.csv`` (:data:`EVAL_LOG_FIELDS`).
 EVAL_LOG_HEADER = ",".join(EVAL_LOG_FIELDS) + "\n"
-
-
-def reference_times(stages: list[str]) -> dict[str, float]:
-    """The reference time (s) of each stage (by name)."""
-    import tracks
-    from agents.reference import reference_time
-
-    return {s: float(reference_time(tracks.load_stage(s)).time_s) for s in stages}
 
 
 def validation_stages(n: int) -> list[str]:
@@ -657,8 +661,10 @@ class ValidationLog:
         (``nan`` when ranked by time), median and best time of the finished runs, mean
         stage position reached."""
         if self.rank == "score":
-            if self._refs is None:
-                self._refs = reference_times(self.stages)
+            if self._refs is None:  # the reference time of each stage
+                from agents.reference import reference_time
+
+                self._refs = {s: float(reference_time(s).time_s) for s in self.stages}
             m = score_summary(runs, self._refs)
         else:
             fin = [bool(r.finished) for r in runs]
@@ -705,8 +711,6 @@ class ValidationLog:
     def plot(self) -> Path | None:
         """``learning_curve.png``: the finish rate and median score (when ranked by score)
         against env steps; ``None`` without a row or without pygame (the ``render`` extra)."""
-        import importlib.util
-
         if importlib.util.find_spec("pygame") is None:
             return None
         from agents.plots import validation_curve

@@ -27,6 +27,17 @@ from typing import Any
 import numpy as np
 
 from agents.heuristic import HeuristicDriver
+from agents.models import (
+    ExportedPolicy,
+    ResidualDriver,
+    from_policy_action,
+    load_model,
+    made_by_rally_train,
+    normalize_obs,
+    obs_env_kwargs,
+    residual_meta,
+)
+from agents.planner import make_planner
 from rally_env.policies import resolve_policy
 
 POLICY_DIR = Path(__file__).parent / "policies"
@@ -69,14 +80,6 @@ class SB3Policy:
     """
 
     def __init__(self, path: str | Path, deterministic: bool = True, action_space: str = "auto"):
-        from agents.models import (
-            ResidualDriver,
-            load_model,
-            made_by_rally_train,
-            obs_env_kwargs,
-            residual_meta,
-        )
-
         if action_space not in ACTION_SPACES:
             raise ValueError(f"action_space must be one of {ACTION_SPACES}, got {action_space!r}")
         self.path = Path(path)
@@ -115,8 +118,6 @@ class SB3Policy:
             self._base.reset(n)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from agents.models import from_policy_action, normalize_obs
-
         raw = np.atleast_2d(np.asarray(obs, dtype=np.float32))
         o = raw
         if self.obs_rms is not None:
@@ -204,8 +205,6 @@ def resolve_agent(
     if spec == "heuristic":
         return HeuristicDriver()
     if spec == "mpc" or spec.startswith("mpc:"):
-        from agents.planner import make_planner
-
         return make_planner(spec[4:], progress=progress)
     if spec in SHIPPED:
         pol = SB3Policy(shipped_policy_path(spec), action_space=action_space)
@@ -216,8 +215,6 @@ def resolve_agent(
             raise FileNotFoundError(f"model file not found: {spec}")
         return SB3Policy(spec, action_space=action_space)
     if spec.endswith(".json") or (Path(spec) / "policy.json").is_file():
-        from agents.models import ExportedPolicy
-
         if not Path(spec).exists():
             raise FileNotFoundError(f"exported policy not found: {spec}")
         return ExportedPolicy(spec)

@@ -1,15 +1,8 @@
-"""Stage-time evaluation: ``agents.evaluate(policy, stages, seeds)`` and its table, JSON, CSV.
+"""Stage-time evaluation: ``agents.evaluate(policy, stages, seeds)`` and its table, JSON, CSV
+(the figures per stage: docs/agents.md, "Evaluation"), and a training run's ``eval_log.csv``.
 
-Every episode is one ``RallyEnv`` run from a standing start to the end of the episode; the
-figures per stage are the finish rate, the median and best stage time (the exact,
-sub-step-interpolated ``finish_time_s``), the gap of the median to the reference time (the
-point-mass racing-line time of :mod:`agents.reference`) and to the stage's par time (the
-heuristic driver's time, :data:`PAR_TIMES_PATH`), the mean off-road time and the mean speed.
-
-Stages: names, ``"library"`` (every built-in stage) or ``"random:N"``: N *held-out* generated
-stages ``gen-<HELD_OUT_SEED_BASE + i>``. Training on ``stage="random"`` draws generator seeds
-in ``[0, 2**31 - 1)`` (``rally_env.core``), so the evaluation seeds, from ``2**31`` on, are
-never trained on (as benchmark suites keep a held-out track).
+``"random:N"`` stages are held out: ``gen-<HELD_OUT_SEED_BASE + i>``, from ``2**31`` on, above
+every generator seed ``stage="random"`` trains on (``[0, 2**31 - 1)``).
 """
 
 from __future__ import annotations
@@ -603,18 +596,6 @@ def score(reference_s: float, stage_time_s: float | None) -> float:
     return float(reference_s / stage_time_s)
 
 
-def score_summary(runs: list[Any], refs: dict[str, float]) -> dict[str, float]:
-    """Finish rate, median and mean :func:`score` of runs (:class:`RunResult`) on stages
-    whose reference times are ``refs``."""
-    s = np.array([score(refs[r.stage], r.stage_time_s if r.finished else None) for r in runs])
-    fin = np.array([bool(r.finished) for r in runs])
-    return {
-        "finish_rate": float(fin.mean()) if len(fin) else math.nan,
-        "median_score": float(np.median(s)) if len(s) else math.nan,
-        "mean_score": float(np.mean(s)) if len(s) else math.nan,
-    }
-
-
 class ValidationLog:
     """A training run's evaluation record, what every training backend (``rally train``'s
     PPO and SAC, PPO recipes with their warm start, evolution strategies, RLlib) writes
@@ -660,19 +641,19 @@ class ValidationLog:
         """The figures of one evaluation's runs (:class:`RunResult`): finish rate, scores
         (``nan`` when ranked by time), median and best time of the finished runs, mean
         stage position reached."""
+        fin = [bool(r.finished) for r in runs]
+        s: list[float] = []  # scores: ranked by time, none
         if self.rank == "score":
             if self._refs is None:  # the reference time of each stage
                 from agents.reference import reference_time
 
-                self._refs = {s: float(reference_time(s).time_s) for s in self.stages}
-            m = score_summary(runs, self._refs)
-        else:
-            fin = [bool(r.finished) for r in runs]
-            m = {
-                "finish_rate": float(np.mean(fin)) if fin else math.nan,
-                "median_score": math.nan,
-                "mean_score": math.nan,
-            }
+                self._refs = {st: float(reference_time(st).time_s) for st in self.stages}
+            s = [score(self._refs[r.stage], r.stage_time_s if r.finished else None) for r in runs]
+        m = {
+            "finish_rate": float(np.mean(fin)) if fin else math.nan,
+            "median_score": float(np.median(s)) if s else math.nan,
+            "mean_score": float(np.mean(s)) if s else math.nan,
+        }
         done = [r.stage_time_s for r in runs if r.finished]
         m["median_time_s"] = float(np.median(done)) if done else math.nan
         m["best_time_s"] = float(min(done)) if done else math.nan

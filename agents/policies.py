@@ -1,22 +1,11 @@
 """Policies for evaluation: what ``--agent`` accepts, resolved to a batched callable.
 
-A *policy* here is any callable ``policy(obs) -> actions`` taking a float32 observation batch
-``(N, obs_dim)`` and returning actions ``(N, 4)`` (or ``(N,)`` discrete); an optional
-``reset(n)`` method is called at the start of every episode. :func:`make_policy` resolves:
-
-* ``"heuristic"``: :class:`agents.heuristic.HeuristicDriver`,
-* ``"random"``, ``"line"``, ``"package.module:function"``: :mod:`rally_env.policies`'s own
-  (seeded random actions, the centerline follower, a user callable),
-* ``"mpc"`` or ``"mpc:samples=128,horizon=40"`` or ``"mpc:settings.toml"``: the oracle planner
-  (:class:`agents.planner.MPCPlanner`), which plans with the simulator itself (it needs the
-  env: :func:`bind_policy`),
-* ``"ppo-opener"`` (or any name in :data:`SHIPPED`): a policy shipped in ``agents/policies/``,
-* ``"path/to/model.zip"``: a stable-baselines3 model saved by ``rally train`` (the
-  ``vecnormalize.pkl`` beside it is used when present),
-* ``"path/policy.json"`` (or its directory): a policy ``rally train --algo rllib-ppo``
-  exported (:class:`agents.models.ExportedPolicy`, numpy only),
-
-Only the SB3 case imports torch / stable-baselines3, and only when it is used.
+A *policy* is any callable ``policy(obs (N, D)) -> actions (N, 4)`` (or ``(N,)`` discrete),
+with an optional ``reset(n)`` called at the start of every episode. :func:`make_policy`
+resolves this package's names (:func:`resolve_agent`: the heuristic driver, the oracle
+planner, shipped and ``.zip`` models, exported ``policy.json``) and :mod:`rally_env.policies`'s
+own (``random``, ``line``, ``module:function``). Only ``.zip`` models import torch and
+stable-baselines3, and only when one is used.
 """
 
 from __future__ import annotations

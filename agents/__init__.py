@@ -22,19 +22,13 @@ _LAZY = {
     "resolve_stages": ("agents.evaluate", "resolve_stages"),
     "HeuristicDriver": ("agents.heuristic", "HeuristicDriver"),
     "HeuristicParams": ("agents.heuristic", "HeuristicParams"),
+    "heuristic_policy": ("agents.heuristic", "heuristic_policy"),
     "reference_time": ("agents.reference", "reference_time"),
     "ReferenceProfile": ("agents.reference", "ReferenceProfile"),
     "make_policy": ("agents.policies", "make_policy"),
 }
 
-__all__ = [*sorted(_LAZY), "heuristic_policy"]
-
-
-def heuristic_policy(env: Any = None, params: Any = None):
-    """A fresh heuristic driver (``env`` is accepted for the renderer's agent loader)."""
-    from agents.heuristic import HeuristicDriver
-
-    return HeuristicDriver(params)
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,6 @@ observations; everything is deterministic for a deterministic agent.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -22,8 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluate import HELD_OUT_SEED_BASE, RunResult, _clean
+import tracks
+from agents.distributed import (
+    _check_agent,
+    _model_bytes,
+    _remote,
+    _run_from_doc,
+    _run_to_doc,
+    _worker_policy,
+    connect,
+)
+from agents.evaluate import HELD_OUT_SEED_BASE, RunResult, _clean, ended_run
 from agents.progress import Progress
+from rally_env.env import RallyEnv
 
 #: Version of the JSON ``rally benchmark --json`` writes.
 SCHEMA_VERSION = 1
@@ -62,8 +72,6 @@ class BenchmarkSet:
     def stage_specs(self) -> list[dict[str, Any]]:
         """Per stage: ``{"stage": name, "seed", "length_m", "difficulty"}`` (library stages:
         name only, the rest ``None``)."""
-        import tracks
-
         if self.library:
             return [
                 {"stage": n, "seed": None, "length_m": None, "difficulty": None}
@@ -93,8 +101,6 @@ class BenchmarkSet:
 def build_stage(spec: dict[str, Any]) -> Any:
     """The :class:`tracks.Stage` of a stage spec (:meth:`BenchmarkSet.stage_specs`): a library
     stage by name (``seed`` None) or ``tracks.generate(seed, length_m, difficulty)``."""
-    import tracks
-
     if spec["seed"] is None:
         return tracks.load_stage(spec["stage"])
     return tracks.generate(spec["seed"], length_m=spec["length_m"], difficulty=spec["difficulty"])
@@ -170,6 +176,11 @@ def resolve_sets(spec: str | Iterable[str | BenchmarkSet] | None) -> list[Benchm
     return out
 
 
+def _check_positive(name: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
 # ----------------------------------------------------------------------------------- running
 def run_stages(
     policy: Any,
@@ -193,14 +204,11 @@ def run_stages(
     Returns:
         (runs in the order of ``stages``, seconds spent building the envs).
     """
-    from agents.policies import bind_policy, finish_policy, policy_env_kwargs
-    from rally_env.env import RallyEnv
-    from rally_env.info import end_reason
+    from agents.policies import bind_policy, finish_policy, policy_env_kwargs, reset_policy
 
     env_kwargs = policy_env_kwargs(policy, env_kwargs)
     planned = hasattr(policy, "finish")  # its runs carry their compute: reported at the end
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    _check_positive("chunk", chunk)
     runs: list[RunResult] = []
     build_s = 0.0
     for c0 in range(0, len(stages), chunk):
@@ -211,11 +219,7 @@ def run_stages(
         build_s += time.perf_counter() - t0
         n = len(envs)
         dt = 1.0 / envs[0].config.control_hz
-        if hasattr(policy, "reset"):
-            try:
-                policy.reset(n)
-            except TypeError:
-                policy.reset()
+        reset_policy(policy, n)
         bind_policy(policy, envs)
         active = np.ones(n, bool)
         steps = np.zeros(n, np.int64)
@@ -238,18 +242,8 @@ def run_stages(
                 speed[k] += info["speed_mps"]
                 if term or trunc:
                     active[k] = False
-                    fin = bool(info["finished"])
-                    done[k] = RunResult(
-                        stage=envs[k].unwrapped.core.stage_name(0),
-                        seed=0,
-                        finished=fin,
-                        end_reason=str(end_reason(info)),
-                        stage_time_s=float(info["finish_time_s"]) if fin else math.nan,
-                        episode_time_s=float(info["stage_time_s"]),
-                        progress_m=float(info["progress_m"]),
-                        off_road_s=float(off[k]) * dt,
-                        mean_speed_mps=float(speed[k] / steps[k]),
-                        steps=int(steps[k]),
+                    done[k] = ended_run(
+                        envs[k], info, 0, steps[k], float(off[k]) * dt, float(speed[k] / steps[k])
                     )
                     if on_done is not None and not planned:
                         on_done(done[k])
@@ -279,8 +273,6 @@ def benchmark_chunk_job(job_json: str, model: dict[str, bytes] | None = None) ->
     Returns:
         JSON text: a list of runs (:class:`agents.evaluate.RunResult` fields), one per spec.
     """
-    from agents.distributed import _run_to_doc, _worker_policy
-
     job = json.loads(job_json)
     pol = _worker_policy(job["agent"], "auto", model, int(job["policy_seed"]))
     stages = [build_stage(sp) for sp in job["specs"]]
@@ -297,8 +289,6 @@ class BenchmarkChunks:
         self._refs = refs
 
     def runs(self, k: int, on_done: Any = None) -> list[Any]:
-        from agents.distributed import _run_from_doc
-
         out = []
         for ref in self._refs[k]:
             for doc in json.loads(self._ray.get(ref)):
@@ -325,11 +315,8 @@ def benchmark_chunks(
         ValueError, FileNotFoundError: a bad agent or model (before any task starts).
         RayUnavailableError: Ray is not installed.
     """
-    from agents.distributed import _check_agent, _model_bytes, _remote, connect
-
     _check_agent(agent)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    _check_positive("chunk", chunk)
     model = _model_bytes(agent)
     ray = connect(address)
     task = _remote(ray, benchmark_chunk_job)
@@ -637,8 +624,8 @@ def run_benchmark(
     from agents.policies import make_policy, policy_env_kwargs, policy_name
     from agents.reference import reference_time
 
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    if limit is not None:
+        _check_positive("limit", limit)
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
         raise ValueError(f"start must be a non-negative integer, got {start!r}")
     defs = resolve_sets(sets)
@@ -766,143 +753,3 @@ def _stage_row(
         oracle_time_s=o_t,
         gap_oracle_pct=gap(o_t),
     )
-
-
-# ------------------------------------------------------------------------------------ CLI
-def add_parser(sub: Any) -> None:
-    """Add ``rally benchmark`` to the ``rally`` command line."""
-    p = sub.add_parser(
-        "benchmark",
-        help="the generalization benchmark: held-out test sets, score vs the reference",
-        description="Run an agent on the benchmark's fixed held-out test sets (library, "
-        "default, hard, long) and report per set the finish rate, the median and mean score "
-        "(reference time / stage time, 0 for a DNF), the median gap to the reference and to "
-        "the heuristic driver, and the off-road time (docs/benchmark.md).",
-    )
-    p.add_argument(
-        "--agent",
-        default="heuristic",
-        help="heuristic | random | mpc[:SETTINGS] (the oracle planner: k=v,... or a .toml) | "
-        "ppo-opener | PATH.zip | module:function",
-    )
-    p.add_argument(
-        "--sets", default=",".join(SETS), help=f"comma list of sets (default {','.join(SETS)})"
-    )
-    p.add_argument("--json", default=None, metavar="OUT.json", help="write the results as JSON")
-    p.add_argument(
-        "--markdown", default=None, metavar="OUT.md", help="write the per-set table as Markdown"
-    )
-    p.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="stages driven together")
-    p.add_argument(
-        "--limit",
-        type=int,
-        default=None,
-        help="only the first N stages of each set (a quick look; marked partial)",
-    )
-    p.add_argument(
-        "--start",
-        type=int,
-        default=0,
-        metavar="N",
-        help="skip the first N stages of each set (with --limit M: stages N to N+M-1; "
-        "marked partial), to split a long run between processes",
-    )
-    p.add_argument("--seed", type=int, default=0, help="the agent's seed (random agent)")
-    p.add_argument(
-        "--baseline", default=None, metavar="FILE", help="baseline file (default: the shipped one)"
-    )
-    p.add_argument(
-        "--write-baseline",
-        action="store_true",
-        help="with --agent heuristic over all sets: rewrite the shipped baseline file",
-    )
-    p.add_argument(
-        "--write-oracle",
-        action="store_true",
-        help="with --agent mpc[:SETTINGS]: add its times to the oracle file (the ceiling the "
-        "benchmark reports every agent's gap to)",
-    )
-    p.add_argument(
-        "--oracle", default=None, metavar="FILE", help="oracle file (default: the shipped one)"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from agents.distributed import add_ray_address
-
-    add_ray_address(p, "drive the chunks of stages on a Ray cluster, one task per chunk")
-    p.set_defaults(func=cmd_benchmark)
-
-
-def _check_out(path: str | None, what: str) -> str | None:
-    if path is None:
-        return None
-    p = Path(path)
-    if p.exists() and p.is_dir():
-        return f"{what} {path} is a directory"
-    parent = p.parent if str(p.parent) else Path(".")
-    if parent.exists() and not parent.is_dir():
-        return f"{what} {path}: {parent} is not a directory"
-    return None
-
-
-def cmd_benchmark(args: argparse.Namespace) -> int:
-    for path, what in ((args.json, "--json"), (args.markdown, "--markdown")):
-        err = _check_out(path, what)
-        if err:
-            print(f"rally benchmark: error: {err}", file=sys.stderr)
-            return 2
-    if args.write_baseline and (
-        args.agent != "heuristic"
-        or args.limit is not None
-        or args.start
-        or set(args.sets.split(",")) != set(SETS)
-    ):
-        print(
-            "rally benchmark: error: --write-baseline needs --agent heuristic over all sets "
-            "without --limit or --start",
-            file=sys.stderr,
-        )
-        return 2
-    if args.write_oracle and not (args.agent == "mpc" or args.agent.startswith("mpc:")):
-        print(
-            "rally benchmark: error: --write-oracle needs --agent mpc[:SETTINGS]", file=sys.stderr
-        )
-        return 2
-    try:
-        res = run_benchmark(
-            args.agent,
-            args.sets,
-            chunk=args.chunk,
-            limit=args.limit,
-            start=args.start,
-            seed=args.seed,
-            baseline=args.baseline,
-            progress=not args.no_progress,
-            address=args.ray_address,
-            oracle_path=args.oracle,
-        )
-    except (FileNotFoundError, ValueError, ImportError) as e:
-        print(f"rally benchmark: error: {e}", file=sys.stderr)
-        return 2
-    print(res.markdown(), end="")
-    t = res.timing
-    print(
-        f"{len(res.rows)} stages in {t['wall_s']:.0f} s (building stages {t['build_s']:.0f} s, "
-        f"reference times {t['reference_s']:.0f} s, heuristic times {t['heuristic_s']:.0f} s)"
-        + (" - partial (--limit/--start): not the protocol" if res.partial else "")
-    )
-    if args.json:
-        print(f"wrote {res.write_json(args.json)}")
-    if args.markdown:
-        print(f"wrote {res.write_markdown(args.markdown)}")
-    if args.write_baseline:
-        print(f"wrote {write_baseline(res, args.baseline)}")
-    if args.write_oracle:
-        command = "rally benchmark " + " ".join(
-            a for a in sys.argv[2:] if a not in ("--write-oracle", "--no-progress")
-        )
-        try:
-            print(f"wrote {write_oracle(res, command, args.oracle)}")
-        except ValueError as e:
-            print(f"rally benchmark: error: {e}", file=sys.stderr)
-            return 1
-    return 0

@@ -1,9 +1,9 @@
-"""``rally train``, ``rally eval``, ``rally dataset``, ``rally par`` and the agents'
-``rally demo``.
+"""``rally train``, ``rally eval``, ``rally dataset``, ``rally par``, ``rally benchmark`` and
+the agents' ``rally demo``.
 
-Wired into ``rally_env.cli.build_parser`` by :func:`add_subcommands`. Only argparse is imported
-here; every command imports what it needs (torch and stable-baselines3 only for training and
-for ``.zip`` policies).
+Wired into ``rally_env.cli.build_parser`` by :func:`add_subcommands`. Only what building the
+parser loads anyway is imported here; every command imports its heavy parts (torch and
+stable-baselines3 only for training and for ``.zip`` policies).
 """
 
 from __future__ import annotations
@@ -13,15 +13,44 @@ import json
 import math
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
-from agents.distributed import add_ray_address
+import numpy as np
+
+from agents.benchmark import DEFAULT_CHUNK, SETS, run_benchmark, write_baseline, write_oracle
+from agents.distributed import (
+    VERIFY_TASK_MEMORY_MB,
+    VERIFY_TASK_TIMEOUT_S,
+    RayUnavailableError,
+    ReplayInput,
+    add_ray_address,
+    read_replay_inputs,
+    verify_many,
+)
+from agents.evaluate import EvalResult, evaluate, format_table, resolve_stages
+from agents.par import write_par_times
+from agents.progress import Progress
+from agents.rundir import claim_run_dir
 from rally_env.cli import add_vehicle_args, vehicle_env_kwargs
+from rally_env.config import RallyConfig
+from rally_env.errors import ConfigError
+from rally_env.paths import OutputPathError, check_output_dir, check_output_file, check_positive
+from rally_env.replay.cli import PARSERS, print_verify_reports
+from rally_env.replay.errors import ReplayError
+from rally_env.replay.format import replay_from_bytes
+
+#: ``--agent``'s help of ``rally eval`` and ``rally benchmark``
+AGENT_HELP = (
+    "heuristic | random | mpc[:SETTINGS] (the oracle planner: k=v,... or a .toml) | "
+    "ppo-opener | PATH.zip | module:function"
+)
 
 
 def add_subcommands(sub: Any) -> None:
-    """Add ``train``, ``eval`` and ``par``, and point ``demo`` at :func:`cmd_demo`."""
+    """Add ``train``, ``eval``, ``dataset``, ``par`` and ``benchmark``, the cluster options of
+    ``verify``, and point ``demo`` at :func:`cmd_demo`."""
     _add_train_parser(sub)
 
     ev = sub.add_parser(
@@ -30,12 +59,7 @@ def add_subcommands(sub: Any) -> None:
         description="Evaluate an agent: finish rate, median/best stage time, gap to the "
         "reference time and to par, off-road time, mean speed, per stage.",
     )
-    ev.add_argument(
-        "--agent",
-        default="heuristic",
-        help="heuristic | random | mpc[:SETTINGS] (the oracle planner: k=v,... or a .toml) | "
-        "ppo-opener | PATH.zip | module:function",
-    )
+    ev.add_argument("--agent", default="heuristic", help=AGENT_HELP)
     ev.add_argument(
         "--stages", default="opener", help="comma list, 'library' or 'random:N' (held out)"
     )
@@ -96,9 +120,7 @@ def add_subcommands(sub: Any) -> None:
     par.add_argument("--out", default=None, help="output file (default agents/par_times.json)")
     par.set_defaults(func=cmd_par)
 
-    from agents.benchmark import add_parser as add_benchmark_parser
-
-    add_benchmark_parser(sub)
+    _add_benchmark_parser(sub)
 
     _add_distributed_verify(sub)
 
@@ -240,8 +262,6 @@ def _add_distributed_verify(sub: Any) -> None:
 
     if "verify" in sub.choices:
         add_cluster_options(sub.choices["verify"], leaderboard=False)
-    from rally_env.replay.cli import PARSERS
-
     lb = sub.choices.get("leaderboard")
     if lb is not None and PARSERS.get("leaderboard") is lb:
         add_cluster_options(PARSERS["leaderboard add"], leaderboard=True)
@@ -269,15 +289,6 @@ def _wrap_verify(local: Any, leaderboard: bool) -> Any:
 
 
 def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool) -> int:
-    from agents.distributed import (
-        VERIFY_TASK_MEMORY_MB,
-        VERIFY_TASK_TIMEOUT_S,
-        RayUnavailableError,
-        ReplayInput,
-        read_replay_inputs,
-        verify_many,
-    )
-
     timeout = VERIFY_TASK_TIMEOUT_S if args.task_timeout is None else args.task_timeout
     if not (math.isfinite(timeout) and timeout > 0):
         print(f"rally: error: --task-timeout must be > 0 s, got {timeout}", file=sys.stderr)
@@ -297,12 +308,7 @@ def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool)
         return 2
     reports = [next(done) if isinstance(x, ReplayInput) else x for x in inputs]
     if not leaderboard:
-        from rally_env.replay.cli import print_verify_reports
-
         return print_verify_reports(args, reports)
-    from rally_env.replay.errors import ReplayError
-    from rally_env.replay.format import replay_from_bytes
-
     verified = {}
     for f, x, rep in zip(args.files, inputs, reports, strict=True):
         if isinstance(x, ReplayInput):
@@ -350,9 +356,6 @@ def _parse_env(items: list[str]) -> dict[str, Any]:
             raise ValueError(f"--env needs KEY=VALUE, got {it!r}")
     env = _key_values(items, "--env")
     if env:
-        from rally_env.config import RallyConfig
-        from rally_env.errors import ConfigError
-
         bad = sorted(set(env) & {"stage", "render_mode"})
         if bad:
             raise ValueError(
@@ -360,9 +363,7 @@ def _parse_env(items: list[str]) -> dict[str, Any]:
             )
         try:
             RallyConfig.build(**env)
-        except ConfigError as e:
-            raise ValueError(f"--env: {e}") from None
-        except TypeError as e:
+        except (ConfigError, TypeError) as e:
             raise ValueError(f"--env: {e}") from None
     return env
 
@@ -374,8 +375,6 @@ def check_model_file(path: str, what: str) -> Path:
         FileNotFoundError: no such file (the path is used as given: no ``.zip`` appended).
         ValueError: a directory, a device or a file that is not a zip archive.
     """
-    import zipfile
-
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{what} {p}: no such file")
@@ -386,14 +385,13 @@ def check_model_file(path: str, what: str) -> Path:
     return p
 
 
-def _check_train_args(args: argparse.Namespace) -> None:
-    """The numbers and paths of ``rally train``, before anything is built.
+def _check_train_args(args: argparse.Namespace) -> str:
+    """The numbers and paths of ``rally train`` (stable-baselines3), before anything is
+    built; the run directory.
 
     Raises:
         OptionValueError, OutputPathError, FileNotFoundError, ValueError: naming the option.
     """
-    from rally_env.paths import check_output_dir, check_positive
-
     _parse_env(args.env)
     check_positive(args.timesteps, "--timesteps")
     check_positive(args.n_envs, "--n-envs")
@@ -403,9 +401,8 @@ def _check_train_args(args: argparse.Namespace) -> None:
     if args.resume is not None:
         check_model_file(args.resume, "--resume")
     check_output_dir(args.out, "--out")
-    from agents.rundir import claim_run_dir
-
     claim_run_dir(args.out, resume=args.resume is not None, overwrite=args.overwrite)
+    return args.out
 
 
 def _check_eval_outputs(args: argparse.Namespace) -> None:
@@ -414,8 +411,6 @@ def _check_eval_outputs(args: argparse.Namespace) -> None:
     Raises:
         OutputPathError: naming the option and the path.
     """
-    from rally_env.paths import OutputPathError, check_output_dir, check_output_file
-
     if args.json == "-" and args.csv == "-":
         raise OutputPathError("--json - and --csv -: only one of them can be standard output")
     for opt, path in (("--json", args.json), ("--csv", args.csv)):
@@ -430,61 +425,31 @@ def _check_eval_outputs(args: argparse.Namespace) -> None:
             check_output_dir(path, opt)
 
 
-def _cmd_train_rllib(args: argparse.Namespace) -> int:
-    from rally_env.paths import check_output_dir, check_positive
-
-    try:
-        check_positive(args.timesteps, "--timesteps")
-        check_positive(args.envs_per_runner, "--envs-per-runner")
-        check_positive(args.num_env_runners, "--num-env-runners", -1)
-        check_positive(args.checkpoint_freq, "--checkpoint-freq")
-        check_positive(args.eval_seeds, "--eval-seeds")
-        if args.eval_freq is not None:
-            check_positive(args.eval_freq, "--eval-freq")
-        sb3_only = [
-            o
-            for o, v in (
-                ("--threads", args.threads),
-                ("--warmstart-steps", args.warmstart_steps),
-                ("--n-envs", args.n_envs),
-                ("--env", args.env or None),
-                ("--handbrake", args.handbrake or None),
-            )
-            if v is not None
-        ]
-        if sb3_only:
-            raise ValueError(f"{', '.join(sb3_only)}: not for --algo rllib-ppo")
-        if args.resume is not None and not (Path(args.resume) / "rllib_checkpoint.json").is_file():
-            raise FileNotFoundError(f"--resume {args.resume}: not an RLlib checkpoint directory")
-        out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
-        check_output_dir(out, "--out")
-        from agents.rundir import claim_run_dir
-
-        claim_run_dir(out, resume=args.resume is not None, overwrite=args.overwrite)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"rally train: error: {e}", file=sys.stderr)
-        return 2
-    print(
-        f"rally train: RLlib PPO on {args.stage}, {args.timesteps:,} env steps -> {out}", flush=True
-    )
-    from agents.recipe import command_recipe
-
-    recipe = command_recipe(
-        "rllib-ppo",
-        args.stage,
-        timesteps=args.timesteps,
-        out=out,
-        address=args.ray_address,
-        num_env_runners=args.num_env_runners,
-        envs_per_runner=args.envs_per_runner,
-        seed=args.seed,
-        hyperparams=_parse_sets(args.set),
-        checkpoint_freq=args.checkpoint_freq,
-        eval_seeds=args.eval_seeds,
-        env_kwargs=vehicle_env_kwargs(args) or None,
-        eval_freq=args.eval_freq,
-    )
-    return _run_rllib(recipe, None, args.resume, progress=not args.no_progress)
+def _check_rllib_args(args: argparse.Namespace) -> str:
+    """As :func:`_check_train_args`, for ``--algo rllib-ppo``; the run directory."""
+    runs = ("timesteps", "envs_per_runner", "num_env_runners", "checkpoint_freq")
+    for name in (*runs, "eval_seeds", "eval_freq"):
+        lo = -1 if name == "num_env_runners" else 0  # 0 env runners: the driver samples
+        check_positive(getattr(args, name), "--" + name.replace("_", "-"), lo)
+    sb3_only = [
+        o
+        for o, v in (
+            ("--threads", args.threads),
+            ("--warmstart-steps", args.warmstart_steps),
+            ("--n-envs", args.n_envs),
+            ("--env", args.env or None),
+            ("--handbrake", args.handbrake or None),
+        )
+        if v is not None
+    ]
+    if sb3_only:
+        raise ValueError(f"{', '.join(sb3_only)}: not for --algo rllib-ppo")
+    if args.resume is not None and not (Path(args.resume) / "rllib_checkpoint.json").is_file():
+        raise FileNotFoundError(f"--resume {args.resume}: not an RLlib checkpoint directory")
+    out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
+    check_output_dir(out, "--out")
+    claim_run_dir(out, resume=args.resume is not None, overwrite=args.overwrite)
+    return out
 
 
 def _run_rllib(recipe: Any, out: str | None, resume: str | None, progress: bool) -> int:
@@ -504,43 +469,56 @@ def _run_rllib(recipe: Any, out: str | None, resume: str | None, progress: bool)
     except (ValueError, ImportError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
+    _print_trained(summary)
+    return 0
+
+
+def _print_trained(summary: dict[str, Any]) -> None:
+    """The last line of a ``rally train`` run of its flags (or of an RLlib recipe)."""
     fe = summary.get("final_eval") or {}
     med = fe.get("median_time_s")
+    ckpt = f" (checkpoint {summary['checkpoint']})" if "checkpoint" in summary else ""
     print(
         f"trained {summary['timesteps']} steps in {summary['wall_time_s']:.0f} s -> "
-        f"{summary['model']} (checkpoint {summary['checkpoint']}); final evaluation: finish "
-        f"rate {fe.get('finish_rate', math.nan):.2f}, median stage time "
+        f"{summary['model']}{ckpt}; final evaluation: finish rate "
+        f"{fe.get('finish_rate', math.nan):.2f}, median stage time "
         f"{math.nan if med is None else med:.2f} s"
     )
-    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     if args.config is not None:  # the recipe names its algorithm
         return _train_recipe(args)
-    if args.algo == "rllib-ppo":
-        return _cmd_train_rllib(args)
-    if args.ray_address or args.num_env_runners is not None or args.envs_per_runner is not None:
+    rllib = args.algo == "rllib-ppo"
+    ray_flags = args.num_env_runners is not None or args.envs_per_runner is not None
+    if not rllib and (args.ray_address or ray_flags):
         print(
             "rally train: --ray-address, --num-env-runners and --envs-per-runner go with "
             "--algo rllib-ppo",
             file=sys.stderr,
         )
         return 2
+    if not rllib:
+        try:
+            import agents.sb3  # noqa: F401
+        except ImportError as e:
+            print(
+                f"rally train: needs stable-baselines3 and torch ({e}); "
+                'pip install "rally-env[train]"',
+                file=sys.stderr,
+            )
+            return 2
     try:
-        import agents.sb3  # noqa: F401
-    except ImportError as e:
-        print(
-            f'rally train: needs stable-baselines3 and torch ({e}); pip install "rally-env[train]"',
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        _check_train_args(args)
+        out = _check_rllib_args(args) if rllib else _check_train_args(args)
     except (FileNotFoundError, ValueError) as e:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
-    from agents.recipe import command_recipe, train
+    if rllib:
+        print(
+            f"rally train: RLlib PPO on {args.stage}, {args.timesteps:,} env steps -> {out}",
+            flush=True,
+        )
+    from agents.recipe import command_recipe
 
     recipe = command_recipe(
         args.algo,
@@ -548,7 +526,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         timesteps=args.timesteps,
         n_envs=args.n_envs,
         seed=args.seed,
-        out=args.out,
+        out=out,
         hyperparams=_parse_sets(args.set),
         eval_freq=args.eval_freq,
         eval_seeds=args.eval_seeds,
@@ -557,14 +535,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         warmstart_steps=args.warmstart_steps,
         env_kwargs={**vehicle_env_kwargs(args), **_parse_env(args.env)} or None,
         handbrake=args.handbrake,
+        address=args.ray_address,
+        num_env_runners=args.num_env_runners,
+        envs_per_runner=args.envs_per_runner,
     )
-    summary = train(recipe, resume=args.resume, progress=not args.no_progress, say=_say)
-    fe = summary.get("final_eval") or {}
-    print(
-        f"trained {summary['timesteps']} steps in {summary['wall_time_s']:.0f} s -> "
-        f"{summary['model']}; final evaluation: finish rate {fe.get('finish_rate', math.nan):.2f}"
-        f", median stage time {fe.get('median_time_s', math.nan):.2f} s"
-    )
+    if rllib:
+        return _run_rllib(recipe, None, args.resume, progress=not args.no_progress)
+    from agents.recipe import train
+
+    _print_trained(train(recipe, resume=args.resume, progress=not args.no_progress, say=_say))
     return 0
 
 
@@ -607,8 +586,6 @@ def _train_recipe(args: argparse.Namespace) -> int:
         print(f"rally train: {e}", file=sys.stderr)
         return 2
     out = args.out if args.out != "runs/ppo-opener" else None
-    from agents.rundir import claim_run_dir
-
     try:
         claim_run_dir(
             out or recipe.out, overwrite=args.overwrite, what="--out" if out else "run.out"
@@ -617,8 +594,8 @@ def _train_recipe(args: argparse.Namespace) -> int:
         print(f"rally train: error: {e}", file=sys.stderr)
         return 2
     print(f"rally train: recipe {args.config} ({recipe.algo}) -> {out or recipe.out}", flush=True)
-    if recipe.algo == "rllib-ppo":
-        return _train_rllib_recipe(recipe, out, args)
+    if recipe.algo == "rllib-ppo":  # claim_run_dir checked the directory
+        return _run_rllib(recipe, out, None, progress=not args.no_progress)
     summary = train(recipe, out=out, progress=not args.no_progress)
     fe = summary.get("final_eval") or {}
     print(
@@ -635,29 +612,14 @@ def _train_recipe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_rllib_recipe(recipe: Any, out: str | None, args: argparse.Namespace) -> int:
-    from rally_env.paths import check_output_dir
-
-    try:
-        check_output_dir(out or recipe.out, "run.out")
-    except (FileNotFoundError, ValueError) as e:
-        print(f"rally train: error: {e}", file=sys.stderr)
-        return 2
-    return _run_rllib(recipe, out, None, progress=not args.no_progress)
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
-    from agents.evaluate import evaluate
-
     if args.episodes < 1:
         print("rally eval: --episodes must be >= 1", file=sys.stderr)
         return 2
     seeds = list(range(args.seed, args.seed + args.episodes))
     try:
         _check_eval_outputs(args)
-        from agents.evaluate import resolve_stages
         from agents.policies import make_policy
-        from agents.progress import Progress
 
         n_stages = len(resolve_stages(args.stages))
         where = "" if args.ray_address is None else f" on the Ray cluster {args.ray_address}"
@@ -711,14 +673,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # ``--json -`` / ``--csv -``: standard output holds that alone; the table goes to stderr
     say = sys.stderr if "-" in (args.json, args.csv) else sys.stdout
     print(res.table(rich=False if args.plain else None), end="", file=say)
-    if args.json:
-        path = res.write_json(args.json)
-        if args.json != "-":
-            print(f"wrote {path}", file=say)
-    if args.csv:
-        path = res.write_csv(args.csv)
-        if args.csv != "-":
-            print(f"wrote {path}", file=say)
+    for dest, write in ((args.json, res.write_json), (args.csv, res.write_csv)):
+        if dest:
+            path = write(dest)
+            if dest != "-":
+                print(f"wrote {path}", file=say)
     if args.plots:
         from agents.plots import telemetry_plots
 
@@ -742,9 +701,6 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     if args.episodes < 1 or (args.max_steps is not None and args.max_steps < 1):
         print("rally dataset: --episodes and --max-steps must be >= 1", file=sys.stderr)
         return 2
-    from agents.evaluate import resolve_stages
-    from agents.progress import Progress
-
     try:
         n = len(resolve_stages(args.stages)) * args.episodes
         print(
@@ -776,9 +732,6 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 
 def cmd_par(args: argparse.Namespace) -> int:
-    from agents.par import write_par_times
-    from rally_env.paths import check_output_file
-
     try:
         if args.out is not None:
             check_output_file(args.out, "--out")
@@ -800,8 +753,6 @@ def best_run_videos(
     max_seconds: float | None = None,
 ):
     """Replay each stage's best run (its recorded actions) into ``DIR/<agent>-<stage>.mp4``."""
-    import numpy as np
-
     paths = []
     best: dict[str, Any] = {}
     for r in res.runs:
@@ -846,11 +797,9 @@ def _safe(name: str) -> str:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Heuristic + shipped PPO on the stage, the table against the reference, a video."""
-    from agents.evaluate import EvalResult, evaluate, format_table
     from agents.policies import SHIPPED, shipped_policy_path
     from agents.reference import reference_time
     from rally_env import precompile
-    from rally_env.config import RallyConfig
 
     t0 = time.perf_counter()
     stage = args.stage
@@ -912,4 +861,136 @@ def cmd_demo(args: argparse.Namespace) -> int:
         else:
             print("no finished run: no video")
     print(f"demo done in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+# --------------------------------------------------------------------------- rally benchmark
+def _add_benchmark_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "benchmark",
+        help="the generalization benchmark: held-out test sets, score vs the reference",
+        description="Run an agent on the benchmark's fixed held-out test sets (library, "
+        "default, hard, long) and report per set the finish rate, the median and mean score "
+        "(reference time / stage time, 0 for a DNF), the median gap to the reference and to "
+        "the heuristic driver, and the off-road time (docs/benchmark.md).",
+    )
+    p.add_argument("--agent", default="heuristic", help=AGENT_HELP)
+    p.add_argument(
+        "--sets", default=",".join(SETS), help=f"comma list of sets (default {','.join(SETS)})"
+    )
+    p.add_argument("--json", default=None, metavar="OUT.json", help="write the results as JSON")
+    p.add_argument(
+        "--markdown", default=None, metavar="OUT.md", help="write the per-set table as Markdown"
+    )
+    p.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="stages driven together")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="only the first N stages of each set (a quick look; marked partial)",
+    )
+    p.add_argument(
+        "--start",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip the first N stages of each set (with --limit M: stages N to N+M-1; "
+        "marked partial), to split a long run between processes",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the agent's seed (random agent)")
+    p.add_argument(
+        "--baseline", default=None, metavar="FILE", help="baseline file (default: the shipped one)"
+    )
+    p.add_argument(
+        "--write-baseline",
+        action="store_true",
+        help="with --agent heuristic over all sets: rewrite the shipped baseline file",
+    )
+    p.add_argument(
+        "--write-oracle",
+        action="store_true",
+        help="with --agent mpc[:SETTINGS]: add its times to the oracle file (the ceiling the "
+        "benchmark reports every agent's gap to)",
+    )
+    p.add_argument(
+        "--oracle", default=None, metavar="FILE", help="oracle file (default: the shipped one)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ray_address(p, "drive the chunks of stages on a Ray cluster, one task per chunk")
+    p.set_defaults(func=cmd_benchmark)
+
+
+def _check_out(path: str | None, what: str) -> str | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and p.is_dir():
+        return f"{what} {path} is a directory"
+    parent = p.parent if str(p.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        return f"{what} {path}: {parent} is not a directory"
+    return None
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    for path, what in ((args.json, "--json"), (args.markdown, "--markdown")):
+        err = _check_out(path, what)
+        if err:
+            print(f"rally benchmark: error: {err}", file=sys.stderr)
+            return 2
+    if args.write_baseline and (
+        args.agent != "heuristic"
+        or args.limit is not None
+        or args.start
+        or set(args.sets.split(",")) != set(SETS)
+    ):
+        print(
+            "rally benchmark: error: --write-baseline needs --agent heuristic over all sets "
+            "without --limit or --start",
+            file=sys.stderr,
+        )
+        return 2
+    if args.write_oracle and not (args.agent == "mpc" or args.agent.startswith("mpc:")):
+        print(
+            "rally benchmark: error: --write-oracle needs --agent mpc[:SETTINGS]", file=sys.stderr
+        )
+        return 2
+    try:
+        res = run_benchmark(
+            args.agent,
+            args.sets,
+            chunk=args.chunk,
+            limit=args.limit,
+            start=args.start,
+            seed=args.seed,
+            baseline=args.baseline,
+            progress=not args.no_progress,
+            address=args.ray_address,
+            oracle_path=args.oracle,
+        )
+    except (FileNotFoundError, ValueError, ImportError) as e:
+        print(f"rally benchmark: error: {e}", file=sys.stderr)
+        return 2
+    print(res.markdown(), end="")
+    t = res.timing
+    print(
+        f"{len(res.rows)} stages in {t['wall_s']:.0f} s (building stages {t['build_s']:.0f} s, "
+        f"reference times {t['reference_s']:.0f} s, heuristic times {t['heuristic_s']:.0f} s)"
+        + (" - partial (--limit/--start): not the protocol" if res.partial else "")
+    )
+    if args.json:
+        print(f"wrote {res.write_json(args.json)}")
+    if args.markdown:
+        print(f"wrote {res.write_markdown(args.markdown)}")
+    if args.write_baseline:
+        print(f"wrote {write_baseline(res, args.baseline)}")
+    if args.write_oracle:
+        command = "rally benchmark " + " ".join(
+            a for a in sys.argv[2:] if a not in ("--write-oracle", "--no-progress")
+        )
+        try:
+            print(f"wrote {write_oracle(res, command, args.oracle)}")
+        except ValueError as e:
+            print(f"rally benchmark: error: {e}", file=sys.stderr)
+            return 1
     return 0

@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
+
+from agents.evaluate import resolve_stages
+from agents.policies import act_one, make_policy, policy_name, reset_policy
+from rally_env.config import ENV_IDS
+from rally_env.env import RallyEnv
 
 #: How many seeds to try per wanted episode when several stages share one env (each reset
 #: draws its stage from the seed; episodes are kept until every stage has its share).
@@ -25,8 +31,6 @@ SEED_TRIES_PER_EPISODE = 200
 
 
 def _env_id(env_kwargs: dict[str, Any]) -> str:
-    from rally_env.config import ENV_IDS
-
     return "rally_env:" + ENV_IDS[int(env_kwargs.get("version", 0) or 0)]
 
 
@@ -42,8 +46,6 @@ def plan_seeds(
     Raises:
         ValueError: a stage is never drawn within the search budget.
     """
-    from rally_env.env import RallyEnv
-
     if len(stages) == 1:
         return list(range(seed, seed + episodes))
     probe = RallyEnv(stage=list(stages), **(env_kwargs or {}))
@@ -96,9 +98,6 @@ def record_dataset(
         ValueError: bad arguments, or a dataset of that name exists already (nothing written).
         ImportError: Minari (or its hdf5 / create extras) is not installed.
     """
-    from agents.evaluate import resolve_stages
-    from agents.policies import make_policy, policy_name
-
     try:
         import minari
         from minari import DataCollector
@@ -153,8 +152,6 @@ def record_dataset(
 
 def _episode(env: Any, policy: Any, seed: int, max_steps: int | None) -> int:
     """Drive one episode; returns its step count."""
-    from agents.policies import act_one, reset_policy
-
     obs, _ = env.reset(seed=seed)
     reset_policy(policy)
     steps = 0
@@ -166,8 +163,6 @@ def _episode(env: Any, policy: Any, seed: int, max_steps: int | None) -> int:
 
 
 def _check_dataset_id(dataset_id: Any) -> None:
-    import re
-
     ok = isinstance(dataset_id, str) and re.fullmatch(
         r"(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+-v\d+", dataset_id
     )

@@ -1,31 +1,19 @@
 """Evaluation, the benchmark and replay verification spread over a Ray cluster
-(``--ray-address``).
-
-Runs are deterministic, so spreading them changes nothing in what they give: one Ray task per
-(stage, seed) episode of ``rally eval``, one per chunk of stages of ``rally benchmark`` (cut as
-the local run cuts them, so a network agent sees the same batches:
-:func:`agents.benchmark.benchmark_chunks`) and one per replay of
-``rally verify`` / ``rally leaderboard add``, and the driver assembles exactly what the local
-run would have (the same stage times, telemetry, actions and replay hashes; the same
-verdicts). Only the wall time differs.
-
-What travels between the driver and the workers is plain data: the agent as its ``--agent``
-string (a model as its files' bytes), stages by name, env settings and verification
-budgets as JSON, replays as their file bytes, and results back as JSON text. Nothing of the
-project is pickled, so a worker reads only formats the project itself versions. Every node needs
-the project installed (``pip install "rally-env[ray]"``, docs/ray.md); ``ray`` is imported only
-when a cluster is asked for (:mod:`rally_env.cluster` connects).
-
-Tasks that die with their worker (a killed process, a lost node) are retried by Ray
-(:data:`TASK_RETRIES`); as every task is a pure function of its inputs, a retried task gives
-the same result.
+(``--ray-address``; docs/ray.md): one task per (stage, seed) episode of ``rally eval``, per
+chunk of stages of ``rally benchmark`` (:func:`agents.benchmark.benchmark_chunks`) and per
+replay of ``rally verify`` / ``rally leaderboard add``. Runs are deterministic, so the driver
+assembles exactly what the local run gives (only the wall time differs). Only plain data
+travels (``--agent`` strings, model files' bytes, stage names, JSON), and a task whose worker
+dies is retried (:data:`TASK_RETRIES`); ``ray`` is imported only when a cluster is asked for.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -35,8 +23,25 @@ from typing import Any
 
 import numpy as np
 
+import tracks
+from agents.evaluate import (
+    EvalResult,
+    RunResult,
+    load_par_times,
+    print_stage_line,
+    resolve_stages,
+    run_episode,
+    summarize,
+)
 from rally_env.cluster import RayUnavailableError as RayUnavailableError  # re-exported
 from rally_env.cluster import connect
+from rally_env.config import RallyConfig
+from rally_env.env import RallyEnv
+from rally_env.replay import RecordReplay
+from rally_env.replay.budgets import DEFAULT_BUDGETS
+from rally_env.replay.errors import ReplayError
+from rally_env.replay.format import read_regular_file, replay_from_bytes
+from rally_env.replay.verify import VerifyReport, unusable
 
 #: How often Ray re-runs a task whose worker died (system failures only: an exception the
 #: task raises is not retried, as a deterministic task would raise it again).
@@ -103,8 +108,6 @@ _POLICIES: dict[tuple[str, str, str], Any] = {}
 
 def _worker_policy(agent: str, action_space: str, model: dict[str, bytes] | None, seed: int) -> Any:
     """The policy of a task, built once per worker process (a loaded model is reused)."""
-    import hashlib
-
     from agents.models import ExportedPolicy
     from agents.policies import SB3Policy, make_policy
 
@@ -133,27 +136,18 @@ def _run_to_doc(run: Any) -> dict[str, Any]:
     return doc
 
 
-def _run_from_doc(doc: dict[str, Any]) -> Any:
-    from agents.evaluate import RunResult
+#: What :func:`_run_from_doc` reads apart (``compute``, the cost of a drive, stays behind)
+_NOT_FIGURES = ("telemetry", "actions", "compute")
 
-    st = doc["stage_time_s"]
-    tel = {}
-    for k, (dtype, values) in doc["telemetry"].items():
-        tel[k] = np.array(values, dtype=np.dtype(dtype))
-    return RunResult(
-        stage=doc["stage"],
-        seed=int(doc["seed"]),
-        finished=bool(doc["finished"]),
-        end_reason=doc["end_reason"],
-        stage_time_s=math.nan if st is None else float(st),
-        episode_time_s=float(doc["episode_time_s"]),
-        progress_m=float(doc["progress_m"]),
-        off_road_s=float(doc["off_road_s"]),
-        mean_speed_mps=float(doc["mean_speed_mps"]),
-        steps=int(doc["steps"]),
-        telemetry=tel,
-        actions=None if doc["actions"] is None else np.array(doc["actions"], dtype=np.float32),
-    )
+
+def _run_from_doc(doc: dict[str, Any]) -> Any:
+    run = RunResult(**{k: v for k, v in doc.items() if k not in _NOT_FIGURES})
+    if run.stage_time_s is None:
+        run.stage_time_s = math.nan
+    run.telemetry = {k: np.array(v, dtype=np.dtype(dt)) for k, (dt, v) in doc["telemetry"].items()}
+    if doc["actions"] is not None:
+        run.actions = np.array(doc["actions"], dtype=np.float32)
+    return run
 
 
 def episode_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
@@ -169,16 +163,11 @@ def episode_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
         JSON text: ``{"run": RunResult fields with actions and telemetry as lists,
         "replay": the episode's replay file text (JSON) or null, "replay_name": its file name}``.
     """
-    from agents.evaluate import run_episode
-    from rally_env.env import RallyEnv
-
     job = json.loads(job_json)
     pol = _worker_policy(job["agent"], job["action_space"], model, int(job["policy_seed"]))
     env = RallyEnv(stage=job["stage"], **job["env_kwargs"])
     rec = None
     if job["replay"]:
-        from rally_env.replay import RecordReplay
-
         env = rec = RecordReplay(env, meta={"agent": job["name"]})
     try:
         run = run_episode(pol, job["stage"], int(job["seed"]), env=env, record=job["record"])
@@ -215,14 +204,7 @@ def _check_stage(stage: str, env_kwargs: dict[str, Any]) -> Any:
     Raises:
         ValueError: anything else, or settings that do not build (naming it).
     """
-    import re
-
-    import tracks
-    from rally_env.config import RallyConfig
-
     if stage not in tracks.list_stages() and not re.fullmatch(r"gen-\d+", stage):
-        from rally_env.env import RallyEnv
-
         RallyEnv(stage=stage, **env_kwargs).close()  # an unknown name: the env's own message
         raise ValueError(
             f"stage {stage!r}: a distributed evaluation takes library stages and gen-<seed> "
@@ -268,9 +250,6 @@ def evaluate_distributed(
         ValueError, FileNotFoundError: a bad agent, stage or model (before any task starts).
         RayUnavailableError: Ray is not installed.
     """
-    import sys
-
-    from agents.evaluate import EvalResult, load_par_times, resolve_stages, summarize
     from agents.policies import make_policy, policy_env_kwargs, policy_name
 
     _check_agent(agent)
@@ -323,19 +302,12 @@ def evaluate_distributed(
             summarize(st, name, sr, par, vehicle=vehicles[st], reference_time_s=ref_times[i])
         )
         if progress:
-            s = summaries[-1]
-            print(
-                f"  {name} on {st}: {s.finished}/{s.episodes} finished, "
-                f"median {s.median_time_s:.2f} s",
-                file=sys.stderr,
-            )
+            print_stage_line(summaries[-1])
     if replay_dir is not None:
         d = Path(replay_dir)
         d.mkdir(parents=True, exist_ok=True)
         for doc in docs:
             if doc["replay"] is not None:
-                from rally_env.replay.format import replay_from_bytes
-
                 rp = replay_from_bytes(doc["replay"].encode("utf-8"), doc["replay_name"])
                 rp.save(d / doc["replay_name"])
     return EvalResult(name, summaries, runs, seeds, time.perf_counter() - t0)
@@ -348,48 +320,24 @@ def verify_job(data: bytes, where: str, limits_json: str) -> str:
     process of this worker's under ``limits_json`` (:func:`rally_env.replay.workers.ray_task`:
     an address-space limit and a time budget); past either the replay is ``unusable`` /
     ``over_budget``."""
-    from rally_env.replay.verify import VerifyReport
     from rally_env.replay.workers import ray_task
 
     out = ray_task("report", data, limits_json, where)
     if "report" in out:
         return json.dumps(out["report"])
-    rep = VerifyReport(
-        accepted=False,
-        status="unusable",
-        reason="over_budget" if out["error"] == "over_budget" else "internal",
-        message=f"{where}: {out.get('message', out['error'])}",
-    )
-    return json.dumps(rep.to_dict())
+    reason = "over_budget" if out["error"] == "over_budget" else "internal"
+    return json.dumps(_unusable(f"{where}: {out.get('message', out['error'])}", reason).to_dict())
 
 
 def report_from_dict(doc: dict[str, Any]) -> Any:
     """A :class:`~rally_env.replay.verify.VerifyReport` back from its ``to_dict()``."""
-    from rally_env.replay.verify import VerifyReport
-
     return VerifyReport(**doc)
 
 
-def _timed_out(where: str, limit_s: float) -> Any:
-    from rally_env.replay.verify import VerifyReport
-
+def _unusable(message: str, reason: str = "over_budget", elapsed_s: float = 0.0) -> Any:
+    """The ``unusable`` report of a replay the cluster could not verify."""
     return VerifyReport(
-        accepted=False,
-        status="unusable",
-        reason="over_budget",
-        message=f"{where}: verification took longer than the task limit of {limit_s:g} s",
-        elapsed_s=limit_s,
-    )
-
-
-def _worker_lost(where: str, e: Exception) -> Any:
-    from rally_env.replay.verify import VerifyReport
-
-    return VerifyReport(
-        accepted=False,
-        status="unusable",
-        reason="over_budget",
-        message=f"{where}: the verification's workers died on the cluster ({type(e).__name__})",
+        accepted=False, status="unusable", reason=reason, message=message, elapsed_s=elapsed_s
     )
 
 
@@ -427,7 +375,6 @@ def verify_many(
     Returns:
         One :class:`~rally_env.replay.verify.VerifyReport` per replay, in order.
     """
-    from rally_env.replay.budgets import DEFAULT_BUDGETS
     from rally_env.replay.workers import TaskLimits, limits_json
 
     budgets = DEFAULT_BUDGETS if budgets is None else budgets
@@ -457,12 +404,19 @@ def verify_many(
             try:
                 out[i] = report_from_dict(json.loads(ray.get(ref)))
             except ray.exceptions.RayError as e:  # its Ray workers died, retries spent
-                out[i] = _worker_lost(replays[i].where, e)
+                out[i] = _unusable(
+                    f"{replays[i].where}: the verification's workers died on the cluster "
+                    f"({type(e).__name__})"
+                )
         if pending and time.monotonic() >= deadline:
             for ref in pending:
                 ray.cancel(ref, force=True)
                 i = index[ref]
-                out[i] = _timed_out(replays[i].where, task_timeout_s)
+                out[i] = _unusable(
+                    f"{replays[i].where}: verification took longer than the task limit of "
+                    f"{task_timeout_s:g} s",
+                    elapsed_s=task_timeout_s,
+                )
             pending = []
     return out
 
@@ -470,11 +424,6 @@ def verify_many(
 def read_replay_inputs(files: Sequence[str | os.PathLike[str]]) -> list[Any]:
     """Read replay files for :func:`verify_many` under the verifier's file budget: a
     :class:`ReplayInput`, or the ``unusable`` report of a file that cannot be read."""
-    from rally_env.replay.budgets import DEFAULT_BUDGETS
-    from rally_env.replay.errors import ReplayError
-    from rally_env.replay.format import read_regular_file
-    from rally_env.replay.verify import unusable
-
     out: list[Any] = []
     for f in files:
         try:

@@ -1,29 +1,15 @@
-"""Evolution strategies for a residual policy that tunes the heuristic driver.
+"""Evolution strategies for a residual policy that tunes the heuristic driver (recipes with
+``[run] algo = "es"``; why and how: docs/agents.md, "es-general").
 
-PPO's gradient here is mostly noise (docs/agents.md): one per cent more speed earns about
-0.001 reward per step, the driver it starts from sits near an optimum, and a noisy policy
-learns caution against its own noise. Evolution strategies (Salimans et al., 2017) estimate
-the gradient of the quantity the benchmark measures instead: each iteration drives the
-current parameters and ``pairs`` antithetic perturbations ``theta +- sigma eps`` of them,
-every one of them **deterministically** on the same ``stages`` fresh generated stages, and
-steps along ``sum (F(+) - F(-)) eps``. Driving both signs on the same stages cancels what the
-stages do to the fitness and leaves what the perturbation does.
-
-The policy is linear on the normalised observation, ``a = clip(W z + b, -1, 1)`` with
-``z = clip((obs - mean) / sqrt(var + eps), -10, 10)``, and its outputs are a ``"tuning"``
-residual (:class:`agents.models.ResidualSpec`): the first three multiply the base driver's
-speed-plan factors by ``exp(scale * a)``, the fourth (with ``line``) moves its line, all held
-for ``hold`` control steps. ``theta = 0`` is the
-base driver itself. The result is saved as plain weights ``W, b`` (a ``"linear"`` model zip,
-:class:`agents.models.LinearModel`), which ``rally eval`` and ``rally benchmark`` drive like
-any trained model.
-
-Fitness of a member on a stage: ``t_center / t`` where ``t_center`` is the unperturbed
-parameters' stage time there (or, if they did not finish, the fastest member's),
-``dnf_score`` when the member did not finish; its fitness is the mean over the stages,
-turned into centered ranks.
-The observation statistics come from the base driver on ``norm_stages`` stages before the
-first iteration and stay fixed.
+Each iteration drives the current parameters and ``pairs`` antithetic perturbations of them,
+deterministically, on the same fresh generated stages; a member's fitness on a stage is
+``t_center / t`` (``t_center``: the unperturbed parameters' time there, or the fastest
+member's when they did not finish; ``dnf_score`` for a member that did not finish), its mean
+over the stages turned into centered ranks, and Adam steps along the ranked perturbations.
+The policy is linear on the normalised observation (statistics the base driver gathers first)
+and its outputs are a ``"tuning"`` residual (:class:`agents.models.ResidualSpec`); ``theta =
+0`` is the base driver. It is saved as a ``"linear"`` model zip
+(:class:`agents.models.LinearModel`).
 """
 
 from __future__ import annotations
@@ -37,7 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from agents.models import ResidualDriver, ResidualSpec, normalize_obs
+from agents import sb3
+from agents.benchmark import run_stages
+from agents.evaluate import ValidationLog, validation_stages
+from agents.models import LinearModel, ResidualDriver, ResidualSpec, normalize_obs
+from rally_env.spaces import ObsLayout
+from rally_env.vector import RallyVectorEnv
 
 #: Observation clip and epsilon of the normalisation (those of SB3's ``VecNormalize``).
 CLIP_OBS = 10.0
@@ -76,8 +67,6 @@ class ESSettings:
 
 
 def _layout(road_ahead: bool = True) -> Any:
-    from rally_env.spaces import ObsLayout
-
     return ObsLayout(4, road_ahead=road_ahead)
 
 
@@ -164,8 +153,6 @@ def drive_batch(
     The cars drive through the vector env's own ``step`` (its action checks and clock); a car
     whose episode has ended drives on in a new one (the env's autoreset) until the last car
     ends, and nothing of that new episode is counted."""
-    from rally_env.vector import RallyVectorEnv
-
     n = len(seeds)
     venv = RallyVectorEnv(n, stage="random", autoreset_mode="NextStep", **env_kwargs)
     try:
@@ -344,8 +331,6 @@ def save_model(
     """Save as a ``"linear"`` model zip (:class:`agents.models.LinearModel`: plain weights
     ``W, b`` over the whole observation) with the observation statistics and the residual in
     its metadata."""
-    from agents.models import LinearModel
-
     w, b = tuner.full_weights(theta)
     pad = spec.n_outputs - tuner.n_out  # outputs the policy does not set stay 0
     w = np.concatenate([w, np.zeros((pad, w.shape[1]), w.dtype)])
@@ -374,10 +359,6 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     validation stages' finish rate and median score against env steps, as a PPO recipe's),
     ``best_model.zip`` (best validation finish rate, then median score), ``model.zip`` (the
     final parameters), ``config.json`` and ``summary.json``."""
-    from agents import sb3
-    from agents.benchmark import run_stages
-    from agents.evaluate import ValidationLog, validation_stages
-
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
     spec = recipe.residual.spec()

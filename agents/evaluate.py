@@ -1,20 +1,14 @@
-"""Stage-time evaluation: ``agents.evaluate(policy, stages, seeds)`` and its table, JSON, CSV.
+"""Stage-time evaluation: ``agents.evaluate(policy, stages, seeds)`` and its table, JSON, CSV
+(the figures per stage: docs/agents.md, "Evaluation"), and a training run's ``eval_log.csv``.
 
-Every episode is one ``RallyEnv`` run from a standing start to the end of the episode; the
-figures per stage are the finish rate, the median and best stage time (the exact,
-sub-step-interpolated ``finish_time_s``), the gap of the median to the reference time (the
-point-mass racing-line time of :mod:`agents.reference`) and to the stage's par time (the
-heuristic driver's time, :data:`PAR_TIMES_PATH`), the mean off-road time and the mean speed.
-
-Stages: names, ``"library"`` (every built-in stage) or ``"random:N"``: N *held-out* generated
-stages ``gen-<HELD_OUT_SEED_BASE + i>``. Training on ``stage="random"`` draws generator seeds
-in ``[0, 2**31 - 1)`` (``rally_env.core``), so the evaluation seeds, from ``2**31`` on, are
-never trained on (as benchmark suites keep a held-out track).
+``"random:N"`` stages are held out: ``gen-<HELD_OUT_SEED_BASE + i>``, from ``2**31`` on, above
+every generator seed ``stage="random"`` trains on (``[0, 2**31 - 1)``).
 """
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 import math
@@ -26,6 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+import tracks
+from physics import ROVER
+from rally_env.env import RallyEnv
+from rally_env.info import end_reason
+from rally_env.replay import RecordReplay
+from rally_env.spaces import DEFAULT_LAYOUT
 
 PAR_TIMES_PATH = Path(__file__).parent / "par_times.json"
 #: First generator seed of the held-out evaluation stages (training draws below 2**31 - 1).
@@ -149,14 +150,7 @@ class EvalResult:
 
     def write_json(self, path: str | Path) -> Path:
         """Write :meth:`to_dict` as JSON to ``path`` (``"-"``: standard output)."""
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
-        if str(path) == "-":
-            sys.stdout.write(text)
-            return Path("-")
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        return p
+        return _write_out(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
 
     def write_csv(self, path: str | Path) -> Path:
         """Write one row of figures per stage to ``path`` (``"-"``: standard output)."""
@@ -165,14 +159,7 @@ class EvalResult:
         w.writeheader()
         for s in self.stages:
             w.writerow({k: ("" if v is None else v) for k, v in s.figures().items()})
-        if str(path) == "-":
-            sys.stdout.write(buf.getvalue())
-            return Path("-")
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        with p.open("w", newline="") as f:
-            f.write(buf.getvalue())
-        return p
+        return _write_out(path, buf.getvalue(), newline="")
 
     def table(self, rich: bool | None = None) -> str:
         """The per-stage table as text (rich's rendering when available, else plain), with
@@ -183,6 +170,17 @@ class EvalResult:
         """Per stage (in the order of ``stages``), how its runs that did not finish ended:
         ``"off_stage 7, stuck 3"`` (most frequent first), ``"-"`` when every run finished."""
         return [unfinished_ends(self.runs, s.stage) for s in self.stages]
+
+
+def _write_out(path: str | Path, text: str, newline: str | None = None) -> Path:
+    """Write ``text`` to ``path`` (its directory made), or to standard output for ``"-"``."""
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return Path("-")
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, newline=newline)
+    return p
 
 
 def unfinished_ends(runs: Sequence[RunResult], stage: str) -> str:
@@ -229,8 +227,6 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
     """``"opener,forest"``, ``"library"``, ``"random:N"`` (held out: the benchmark's default
     test stages), ``"validation:N"`` (a training run's validation stages, disjoint from every
     test set and from the training seeds) or a list -> stage list."""
-    import tracks
-
     if not isinstance(spec, str):
         out: list[Any] = []
         for s in spec:
@@ -259,8 +255,6 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
 def load_par_times() -> dict[str, float]:
     """``{stage: par time (s)}``: the library stage files' ``par_time_s``, completed by what
     ``python -m agents.par`` last wrote (the heuristic driver's times)."""
-    import tracks
-
     out: dict[str, float] = {}
     if PAR_TIMES_PATH.exists():
         data = json.loads(PAR_TIMES_PATH.read_text())
@@ -272,7 +266,8 @@ def load_par_times() -> dict[str, float]:
     return out
 
 
-def _stage_name(stage: Any) -> str:
+def stage_label(stage: Any) -> str:
+    """A stage's name (a ``tracks.Stage``'s ``name``, or the string itself)."""
     return stage if isinstance(stage, str) else getattr(stage, "name", str(stage))
 
 
@@ -294,9 +289,6 @@ def run_episode(
         policy_env_kwargs,
         reset_policy,
     )
-    from rally_env.env import RallyEnv
-    from rally_env.info import end_reason
-    from rally_env.spaces import DEFAULT_LAYOUT
 
     ix = DEFAULT_LAYOUT.index
     if env is None:
@@ -324,8 +316,6 @@ def run_episode(
         if term or trunc or (max_steps is not None and steps >= max_steps):
             break
     compute = finish_policy(policy, 1)[0]
-    fin = bool(info["finished"])
-    ft = float(info["finish_time_s"]) if fin else math.nan
     tel: dict[str, np.ndarray] = {}
     if record:
         vf_a, vl_a, yr_a = np.array(vf), np.array(vl), np.array(yr)
@@ -341,20 +331,43 @@ def run_episode(
             "usage": np.hypot(a_long, a_lat) / np.maximum(mu * g, 1e-6),
             "off_road": np.array(offr),
         }
+    return ended_run(
+        env,
+        info,
+        seed,
+        steps,
+        float(np.sum(offr)) * dt,
+        float(np.mean(spd)) if spd else 0.0,
+        telemetry=tel,
+        actions=np.array(acts, dtype=np.float32),
+        compute=compute,
+    )
+
+
+def ended_run(
+    env: Any,
+    info: dict[str, Any],
+    seed: int,
+    steps: int,
+    off_road_s: float,
+    mean_speed_mps: float,
+    **extra: Any,
+) -> RunResult:
+    """The :class:`RunResult` of an episode of ``env`` that ended with ``info`` (``extra``:
+    its telemetry, actions, compute)."""
+    fin = bool(info["finished"])
     return RunResult(
         stage=env.unwrapped.core.stage_name(0),
         seed=int(seed),
         finished=fin,
-        end_reason=end_reason(info),
-        stage_time_s=ft,
+        end_reason=str(end_reason(info)),
+        stage_time_s=float(info["finish_time_s"]) if fin else math.nan,
         episode_time_s=float(info["stage_time_s"]),
         progress_m=float(info["progress_m"]),
-        off_road_s=float(np.sum(offr)) * dt,
-        mean_speed_mps=float(np.mean(spd)) if spd else 0.0,
-        steps=steps,
-        telemetry=tel,
-        actions=np.array(acts, dtype=np.float32),
-        compute=compute,
+        off_road_s=off_road_s,
+        mean_speed_mps=mean_speed_mps,
+        steps=int(steps),
+        **extra,
     )
 
 
@@ -371,7 +384,6 @@ def summarize(
     evaluation's workers computed it), and par times (the heuristic driver's, with the
     Rally-v0 rover) apply only to that rover."""
     from agents.reference import reference_time
-    from physics import ROVER
 
     par = load_par_times() if par is None else par
     times = np.array([r.stage_time_s for r in runs if r.finished])
@@ -431,10 +443,7 @@ def evaluate(
     Returns:
         An :class:`EvalResult` (``.stages``, ``.runs``, ``.table()``, ``.to_dict()``).
     """
-    import sys
-
     from agents.policies import make_policy, policy_env_kwargs, policy_name
-    from rally_env.env import RallyEnv
 
     seeds = [int(s) for s in seeds]
     if not seeds:
@@ -449,10 +458,8 @@ def evaluate(
     for stage in resolve_stages(stages):
         env = RallyEnv(stage=stage, **(env_kwargs or {}))
         if replay_dir is not None:
-            from rally_env.replay import RecordReplay
-
             env = RecordReplay(env, directory=replay_dir, meta={"agent": name})
-        sname = _stage_name(stage)
+        sname = stage_label(stage)
         sr = []
         for s in seeds:
             sr.append(run_episode(pol, stage, s, env=env, record=record))
@@ -463,13 +470,17 @@ def evaluate(
         runs.extend(sr)
         summaries.append(summarize(sname, name, sr, par, vehicle=env.unwrapped.config.vehicle))
         if progress:
-            s = summaries[-1]
-            print(
-                f"  {name} on {sname}: {s.finished}/{s.episodes} finished, "
-                f"median {s.median_time_s:.2f} s",
-                file=sys.stderr,
-            )
+            print_stage_line(summaries[-1])
     return EvalResult(name, summaries, runs, seeds, time.perf_counter() - t0)
+
+
+def print_stage_line(s: StageSummary) -> None:
+    """A stage's line on stderr (``evaluate(..., progress=True)``)."""
+    print(
+        f"  {s.agent} on {s.stage}: {s.finished}/{s.episodes} finished, "
+        f"median {s.median_time_s:.2f} s",
+        file=sys.stderr,
+    )
 
 
 # ---------------------------------------------------------------------------------- table
@@ -552,13 +563,7 @@ def format_table(
     return "\n".join(lines) + "\n"
 
 
-# The columns of a training run's ``eval_log.csv`` and how each is written: one row per
-# evaluation, the same for every backend (a figure a backend does not measure is ``nan``):
-# the algorithm's timesteps, the env steps (warm start and held steps included), the phase
-# (``ppo``, ``final``, ...), the wall time since the log was opened (s), the finish rate,
-# the median and mean score (:func:`score`; ``nan`` where the run is ranked by time), the
-# median and best stage time of the finished runs (s), the mean stage position reached (m)
-# and the mean return of the last training episodes.
+# The columns of a training run's ``eval_log.csv`` (docs/agents.md) and how each is written.
 _EVAL_LOG_FORMAT = {
     "timesteps": "d",
     "env_steps": "d",
@@ -578,14 +583,6 @@ EVAL_LOG_FIELDS = tuple(_EVAL_LOG_FORMAT)
 EVAL_LOG_HEADER = ",".join(EVAL_LOG_FIELDS) + "\n"
 
 
-def reference_times(stages: list[str]) -> dict[str, float]:
-    """The reference time (s) of each stage (by name)."""
-    import tracks
-    from agents.reference import reference_time
-
-    return {s: float(reference_time(tracks.load_stage(s)).time_s) for s in stages}
-
-
 def validation_stages(n: int) -> list[str]:
     """A training recipe's ``n`` validation stages (see :data:`VALIDATION_SEED_BASE`)."""
     return [f"gen-{VALIDATION_SEED_BASE + i}" for i in range(n)]
@@ -597,18 +594,6 @@ def score(reference_s: float, stage_time_s: float | None) -> float:
     if stage_time_s is None or not math.isfinite(stage_time_s) or stage_time_s <= 0.0:
         return 0.0
     return float(reference_s / stage_time_s)
-
-
-def score_summary(runs: list[Any], refs: dict[str, float]) -> dict[str, float]:
-    """Finish rate, median and mean :func:`score` of runs (:class:`RunResult`) on stages
-    whose reference times are ``refs``."""
-    s = np.array([score(refs[r.stage], r.stage_time_s if r.finished else None) for r in runs])
-    fin = np.array([bool(r.finished) for r in runs])
-    return {
-        "finish_rate": float(fin.mean()) if len(fin) else math.nan,
-        "median_score": float(np.median(s)) if len(s) else math.nan,
-        "mean_score": float(np.mean(s)) if len(s) else math.nan,
-    }
 
 
 class ValidationLog:
@@ -656,17 +641,19 @@ class ValidationLog:
         """The figures of one evaluation's runs (:class:`RunResult`): finish rate, scores
         (``nan`` when ranked by time), median and best time of the finished runs, mean
         stage position reached."""
+        fin = [bool(r.finished) for r in runs]
+        s: list[float] = []  # scores: ranked by time, none
         if self.rank == "score":
-            if self._refs is None:
-                self._refs = reference_times(self.stages)
-            m = score_summary(runs, self._refs)
-        else:
-            fin = [bool(r.finished) for r in runs]
-            m = {
-                "finish_rate": float(np.mean(fin)) if fin else math.nan,
-                "median_score": math.nan,
-                "mean_score": math.nan,
-            }
+            if self._refs is None:  # the reference time of each stage
+                from agents.reference import reference_time
+
+                self._refs = {st: float(reference_time(st).time_s) for st in self.stages}
+            s = [score(self._refs[r.stage], r.stage_time_s if r.finished else None) for r in runs]
+        m = {
+            "finish_rate": float(np.mean(fin)) if fin else math.nan,
+            "median_score": float(np.median(s)) if s else math.nan,
+            "mean_score": float(np.mean(s)) if s else math.nan,
+        }
         done = [r.stage_time_s for r in runs if r.finished]
         m["median_time_s"] = float(np.median(done)) if done else math.nan
         m["best_time_s"] = float(min(done)) if done else math.nan
@@ -705,8 +692,6 @@ class ValidationLog:
     def plot(self) -> Path | None:
         """``learning_curve.png``: the finish rate and median score (when ranked by score)
         against env steps; ``None`` without a row or without pygame (the ``render`` extra)."""
-        import importlib.util
-
         if importlib.util.find_spec("pygame") is None:
             return None
         from agents.plots import validation_curve

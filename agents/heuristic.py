@@ -162,26 +162,15 @@ class HeuristicParams:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"HeuristicParams.{name} must be > 0, got {getattr(self, name)!r}")
-        if self.blind_max_radius_m < self.blind_min_radius_m:
-            raise ValueError(
-                f"HeuristicParams.blind_max_radius_m ({self.blind_max_radius_m}) must be >= "
-                f"blind_min_radius_m ({self.blind_min_radius_m})"
-            )
-        if self.ahead_wide_to_m <= self.ahead_wide_from_m:
-            raise ValueError(
-                f"HeuristicParams.ahead_wide_to_m ({self.ahead_wide_to_m}) must be > "
-                f"ahead_wide_from_m ({self.ahead_wide_from_m})"
-            )
-        if self.commit_wide_to_m <= self.commit_wide_from_m:
-            raise ValueError(
-                f"HeuristicParams.commit_wide_to_m ({self.commit_wide_to_m}) must be > "
-                f"commit_wide_from_m ({self.commit_wide_from_m})"
-            )
-        if self.pursuit_max_m < self.pursuit_min_m:
-            raise ValueError(
-                f"HeuristicParams.pursuit_max_m ({self.pursuit_max_m}) must be >= "
-                f"pursuit_min_m ({self.pursuit_min_m})"
-            )
+        for hi, op, lo in (
+            ("blind_max_radius_m", ">=", "blind_min_radius_m"),
+            ("ahead_wide_to_m", ">", "ahead_wide_from_m"),
+            ("commit_wide_to_m", ">", "commit_wide_from_m"),
+            ("pursuit_max_m", ">=", "pursuit_min_m"),
+        ):
+            a, b = getattr(self, hi), getattr(self, lo)
+            if a < b or (op == ">" and a == b):
+                raise ValueError(f"HeuristicParams.{hi} ({a}) must be {op} {lo} ({b})")
 
 
 # packed constants: the HeuristicParams fields in order, then the vehicle's
@@ -793,5 +782,6 @@ def fingerprint(driver: HeuristicDriver | None = None) -> dict[str, Any]:
 
 
 def heuristic_policy(env: object = None, params: HeuristicParams | None = None) -> HeuristicDriver:
-    """A fresh :class:`HeuristicDriver` (the ``--agent heuristic`` policy)."""
+    """A fresh :class:`HeuristicDriver` (the ``--agent heuristic`` policy; ``env`` is accepted
+    for the renderer's agent loader)."""
     return HeuristicDriver(params)

@@ -7,12 +7,18 @@ needs the training code. stable-baselines3 is imported only inside :func:`load_m
 
 from __future__ import annotations
 
+import io
 import json
+import pickle
 import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import gymnasium as gym
 import numpy as np
+
+from agents.heuristic import TUNE_NEUTRAL, HeuristicDriver
+from rally_env.learn import policy_to_env_action as from_policy_action
 
 #: Name of the metadata member ``rally train`` adds to a model zip (normalisation, config).
 META_NAME = "rally_meta.json"
@@ -41,19 +47,8 @@ LINEAR_VERSIONS = (1,)
 
 
 # ------------------------------------------------------------------------------- actions
-def from_policy_action(a: np.ndarray) -> np.ndarray:
-    """Policy actions in ``[-1, 1]`` -> env actions (``rally_env.policy_to_env_action``).
-
-    Steer as is; throttle ``(a + 1) / 2``; brake and handbrake ``max(a, 0)`` (the lower half
-    of their range is "off", so a fresh policy, whose mean action is 0, drives off instead
-    of standing on half brake). A policy with three outputs (``RallyLearn-v0``'s: steer,
-    throttle, brake) leaves the handbrake off.
-    """
-    from rally_env.learn import policy_to_env_action
-
-    return policy_to_env_action(a)
-
-
+# from_policy_action (imported above): policy actions in [-1, 1] -> env actions; a fresh policy
+# (mean action 0) drives off at half throttle instead of standing on half brake
 def to_policy_action(a: np.ndarray) -> np.ndarray:
     """Env actions -> the policy's ``[-1, 1]`` box (a right inverse of
     :func:`from_policy_action`: a zero brake maps to 0)."""
@@ -156,8 +151,6 @@ class ResidualDriver:
         self.spec = residual_meta(meta)
         assert self.spec is not None
         self.base, self.scale, self.kind, self.hold = self.spec
-        from agents.heuristic import HeuristicDriver
-
         self.driver = HeuristicDriver(read_ahead=self.base == "heuristic-ahead")
         self._held = np.zeros((1, self.spec.n_outputs), np.float32)
         self._tune = self._neutral(1)
@@ -179,8 +172,6 @@ class ResidualDriver:
 
     def _neutral(self, n: int) -> np.ndarray:
         """The tuning of ``n`` cars whose outputs are 0 (the base driver)."""
-        from agents.heuristic import TUNE_NEUTRAL
-
         return np.tile(np.array(TUNE_NEUTRAL), (n, 1))
 
     def hold_outputs(self, a: np.ndarray, mask: np.ndarray | None = None) -> None:
@@ -342,18 +333,16 @@ def load_model(path: str | Path):
     if kind not in MODEL_KINDS:
         raise ValueError(f"{path}: model metadata kind must be one of {MODEL_KINDS}: {kind!r}")
     model = LinearModel.load(path, meta) if kind == "linear" else _load_sb3(path, meta)
-    rms = None
     norm = meta.get("obs_norm")
-    if norm:
-        rms = (  # float64, as VecNormalize keeps them: the model acts as it did in training
-            np.asarray(norm["mean"], np.float64),
-            np.asarray(norm["var"], np.float64),
-            float(norm["clip_obs"]),
-            float(norm["epsilon"]),
-        )
-    elif kind == "sb3":
-        rms = _pickled_obs_rms(path)
+    rms = _rms(norm) if norm else _pickled_obs_rms(path) if kind == "sb3" else None
     return model, rms, meta
+
+
+def _rms(norm: dict[str, Any]) -> tuple:
+    """``(mean, var, clip, eps)`` of :func:`obs_norm_meta`'s table, in float64 as
+    ``VecNormalize`` keeps them (the model acts as it did in training)."""
+    mean, var = np.asarray(norm["mean"], np.float64), np.asarray(norm["var"], np.float64)
+    return mean, var, float(norm["clip_obs"]), float(norm["epsilon"])
 
 
 def _load_sb3(path: Path, meta: dict[str, Any]) -> Any:
@@ -374,22 +363,12 @@ def _load_sb3(path: Path, meta: dict[str, Any]) -> Any:
 
 def _pickled_obs_rms(path: Path) -> tuple | None:
     """The observation statistics of the ``vecnormalize.pkl`` a model's run left beside it."""
-    import pickle
-
     cand = _vecnormalize_for(path) or path.with_name("vecnormalize.pkl")
     if not cand.exists():
         return None
     with cand.open("rb") as f:
         vn = pickle.load(f)
-    if not getattr(vn, "norm_obs", True):
-        return None
-    m = obs_norm_meta(vn)
-    return (
-        np.asarray(m["mean"], np.float64),
-        np.asarray(m["var"], np.float64),
-        m["clip_obs"],
-        m["epsilon"],
-    )
+    return _rms(obs_norm_meta(vn)) if getattr(vn, "norm_obs", True) else None
 
 
 class LinearModel:
@@ -398,8 +377,6 @@ class LinearModel:
     of the network it once was stored as, so a model drives as it did then."""
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray):
-        import gymnasium as gym
-
         self.weight = np.asarray(weight, np.float32)
         self.bias = np.asarray(bias, np.float32)
         if self.weight.ndim != 2 or self.bias.shape != (self.weight.shape[0],):
@@ -411,8 +388,6 @@ class LinearModel:
 
     @classmethod
     def load(cls, path: Path, meta: dict[str, Any]) -> LinearModel:
-        import io
-
         version = meta.get("version")
         if version not in LINEAR_VERSIONS:
             raise ValueError(f"{path}: linear model version {version!r} unknown")
@@ -425,8 +400,6 @@ class LinearModel:
 
     def save(self, path: Path, meta: dict[str, Any]) -> Path:
         """Write the zip: the weights and :data:`META_NAME` (``meta``, kind and version)."""
-        import io
-
         buf = io.BytesIO()
         np.savez(buf, weight=self.weight, bias=self.bias)
         path = Path(path)
@@ -452,8 +425,6 @@ def ship_model(src: str | Path, dst: str | Path) -> Path:
     Raises:
         ValueError: ``src`` is not a model zip with an optimizer state.
     """
-    import io
-
     import torch
 
     src, dst = Path(src), Path(dst)
@@ -541,8 +512,6 @@ class ExportedPolicy:
         pass
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from agents.models import from_policy_action
-
         x = np.atleast_2d(np.asarray(obs, dtype=np.float32))
         if self.obs_norm is not None:  # as RLlib's MeanStdFilter: float64, clipped, float32
             mean, std, clip = self.obs_norm

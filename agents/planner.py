@@ -22,6 +22,7 @@ import numpy as np
 
 from agents.heuristic import LINE_MAX, TUNE_NEUTRAL, HeuristicDriver
 from agents.progress import Progress
+from rally_env import RallyVectorEnv
 from rally_env.kernels import EI_END
 
 
@@ -165,9 +166,6 @@ class PlannerSettings:
             values[key] = _parse(key, raw, kinds[key])
         return cls.from_mapping(values)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def _parse(name: str, raw: str, kind: Any) -> Any:
     kind = str(kind)
@@ -226,8 +224,6 @@ class _Episode:
     """The planner's state for one env it drives."""
 
     def __init__(self, env: Any, planner: MPCPlanner):
-        from rally_env import RallyVectorEnv
-
         self.env = env
         s = planner.settings
         self.model: RallyVectorEnv = planner._model_for(env)
@@ -316,8 +312,6 @@ class MPCPlanner:
 
     # ------------------------------------------------------------------ planning
     def _model_for(self, env: Any) -> Any:
-        from rally_env import RallyVectorEnv
-
         cfg = env.config
         key = cfg.digest()
         model = self._models.get(key)

@@ -113,18 +113,18 @@ class _Panel:
             self._text(label, x + w - 8, y + 6 + 16 * i, right=True, color=color)
 
 
-def telemetry_plot(run: Any, path: str | Path, reference: Any = None, title: str = "") -> Path:
+def telemetry_plot(run: Any, path: str | Path) -> Path:
     """Speed vs distance (with the reference profile), g-g diagram, friction-circle usage."""
     pg = _pg()
     from agents.reference import reference_time
 
-    ref = reference if reference is not None else reference_time(run.stage)
+    ref = reference_time(run.stage)
     tel = run.telemetry
     surf = pg.Surface((1500, 520))
     surf.fill(_BG)
     font = pg.font.Font(None, 20)
     big = pg.font.Font(None, 26)
-    head = title or (
+    head = (
         f"{run.stage}, seed {run.seed}: "
         + (f"{run.stage_time_s:.2f} s" if run.finished else run.end_reason)
         + f" (reference {ref.time_s:.2f} s)"

@@ -1,22 +1,11 @@
 """Policies for evaluation: what ``--agent`` accepts, resolved to a batched callable.
 
-A *policy* here is any callable ``policy(obs) -> actions`` taking a float32 observation batch
-``(N, obs_dim)`` and returning actions ``(N, 4)`` (or ``(N,)`` discrete); an optional
-``reset(n)`` method is called at the start of every episode. :func:`make_policy` resolves:
-
-* ``"heuristic"``: :class:`agents.heuristic.HeuristicDriver`,
-* ``"random"``, ``"line"``, ``"package.module:function"``: :mod:`rally_env.policies`'s own
-  (seeded random actions, the centerline follower, a user callable),
-* ``"mpc"`` or ``"mpc:samples=128,horizon=40"`` or ``"mpc:settings.toml"``: the oracle planner
-  (:class:`agents.planner.MPCPlanner`), which plans with the simulator itself (it needs the
-  env: :func:`bind_policy`),
-* ``"ppo-opener"`` (or any name in :data:`SHIPPED`): a policy shipped in ``agents/policies/``,
-* ``"path/to/model.zip"``: a stable-baselines3 model saved by ``rally train`` (the
-  ``vecnormalize.pkl`` beside it is used when present),
-* ``"path/policy.json"`` (or its directory): a policy ``rally train --algo rllib-ppo``
-  exported (:class:`agents.models.ExportedPolicy`, numpy only),
-
-Only the SB3 case imports torch / stable-baselines3, and only when it is used.
+A *policy* is any callable ``policy(obs (N, D)) -> actions (N, 4)`` (or ``(N,)`` discrete),
+with an optional ``reset(n)`` called at the start of every episode. :func:`make_policy`
+resolves this package's names (:func:`resolve_agent`: the heuristic driver, the oracle
+planner, shipped and ``.zip`` models, exported ``policy.json``) and :mod:`rally_env.policies`'s
+own (``random``, ``line``, ``module:function``). Only ``.zip`` models import torch and
+stable-baselines3, and only when one is used.
 """
 
 from __future__ import annotations
@@ -27,6 +16,17 @@ from typing import Any
 import numpy as np
 
 from agents.heuristic import HeuristicDriver
+from agents.models import (
+    ExportedPolicy,
+    ResidualDriver,
+    from_policy_action,
+    load_model,
+    made_by_rally_train,
+    normalize_obs,
+    obs_env_kwargs,
+    residual_meta,
+)
+from agents.planner import make_planner
 from rally_env.policies import resolve_policy
 
 POLICY_DIR = Path(__file__).parent / "policies"
@@ -69,14 +69,6 @@ class SB3Policy:
     """
 
     def __init__(self, path: str | Path, deterministic: bool = True, action_space: str = "auto"):
-        from agents.models import (
-            ResidualDriver,
-            load_model,
-            made_by_rally_train,
-            obs_env_kwargs,
-            residual_meta,
-        )
-
         if action_space not in ACTION_SPACES:
             raise ValueError(f"action_space must be one of {ACTION_SPACES}, got {action_space!r}")
         self.path = Path(path)
@@ -115,8 +107,6 @@ class SB3Policy:
             self._base.reset(n)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        from agents.models import from_policy_action, normalize_obs
-
         raw = np.atleast_2d(np.asarray(obs, dtype=np.float32))
         o = raw
         if self.obs_rms is not None:
@@ -204,8 +194,6 @@ def resolve_agent(
     if spec == "heuristic":
         return HeuristicDriver()
     if spec == "mpc" or spec.startswith("mpc:"):
-        from agents.planner import make_planner
-
         return make_planner(spec[4:], progress=progress)
     if spec in SHIPPED:
         pol = SB3Policy(shipped_policy_path(spec), action_space=action_space)
@@ -216,8 +204,6 @@ def resolve_agent(
             raise FileNotFoundError(f"model file not found: {spec}")
         return SB3Policy(spec, action_space=action_space)
     if spec.endswith(".json") or (Path(spec) / "policy.json").is_file():
-        from agents.models import ExportedPolicy
-
         if not Path(spec).exists():
             raise FileNotFoundError(f"exported policy not found: {spec}")
         return ExportedPolicy(spec)

@@ -1,44 +1,11 @@
-"""Training recipes as files: ``rally train --config agents/configs/general.toml``.
+"""Training recipes: ``rally train --config agents/configs/general.toml`` and the one training
+entry, :func:`train`.
 
-A recipe holds every setting of a training run, so one command reproduces it from scratch:
-
-.. code-block:: toml
-
-    [run]          # algo, timesteps, n_envs, seed, out, threads, checkpoint_freq
-    [env]          # RallyEnv arguments of the training env (stage = "random", ...)
-    [ppo]          # stable-baselines3 PPO hyperparameters (policy_kwargs included) over
-                   # RECIPE_PPO_BASE; inputs: the observation fields the actor reads (all
-                   # by default); handbrake = false: no handbrake output
-    [warmstart]    # behaviour cloning of the heuristic driver before PPO (optional; with
-                   # run.timesteps = 0 the run is the cloning and its DAgger rounds alone)
-    [residual]     # the policy acts on top of a base driver (base, scale, kind, hold)
-    [[phase]]      # a curriculum: env overrides from ``from_step`` on (optional, in order)
-    [eval]         # held-out validation stages, how often, the learning curve
-
-An RLlib recipe (``[run] algo = "rllib-ppo"``, docs/ray.md) has ``[run]`` (algo, timesteps,
-seed, out, checkpoint_freq), ``[env]`` (the stage and the other env settings), ``[ray]``
-(``address``, ``num_env_runners``, ``envs_per_runner``), ``[rllib]`` (the keys of
-:data:`agents.rllib.RLLIB_PPO_DEFAULTS`) and ``[eval]`` (``freq``, ``seeds``: the exported
-policy on the training stage); the sections of the stable-baselines3 path are refused there,
-and ``[ray]`` / ``[rllib]`` in a ``ppo`` recipe. An evolution-strategies recipe
-(``[run] algo = "es"``, :mod:`agents.es`) has ``[run]`` (algo, seed, out), ``[env]``,
-``[residual]`` (a ``"tuning"`` residual), ``[es]`` (:class:`agents.es.ESSettings`) and
-``[eval]`` (``every`` N iterations, ``stages``).
-
-Training runs in phases (one per ``[[phase]]``, or one): each builds the vector env with the
-phase's settings and continues the same model and observation statistics. A warm start
-clones the heuristic driver's actions onto the policy mean (DAgger-style data: the driver
-acts with noise, its clean action is the label), then trains the value function alone for
-``critic_steps`` steps (the cloned policy is frozen), so PPO starts from a driver that
-finishes stages and a critic that knows what that is worth.
-
-Evaluation drives the policy (deterministic) on validation stages that neither training nor
-the benchmark's test sets use (``gen-<VALIDATION_SEED_BASE + i>``) and logs the finish rate
-and the score ``reference_time / stage_time`` (0 for a run that does not finish), the
-benchmark's metric, to ``eval_log.csv`` and ``learning_curve.png``; the best model by
-(finish rate, median score) is kept as ``best_model.zip``.
-
-Unknown keys are refused with a :class:`RecipeError` that names them.
+A recipe holds every setting of a training run, so one command reproduces it from scratch.
+Its sections per algorithm (``[run] algo``: ``ppo``, ``rllib-ppo``, ``es``; :data:`_SECTIONS`),
+the warm start, the residual, the curriculum phases and the validation are docs/agents.md
+("Training recipes"); ``rllib-ppo``: docs/ray.md. An unknown or ill-typed key, or a section
+of another algorithm, is refused with a :class:`RecipeError` that names it.
 """
 
 from __future__ import annotations
@@ -54,8 +21,28 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import CallbackList
+from stable_baselines3.common.running_mean_std import RunningMeanStd
+from stable_baselines3.common.vec_env import VecMonitor
 
+import agents.es
+import agents.rllib
+from agents import sb3
+from agents.es import ESSettings, check_inputs, input_columns
 from agents.evaluate import validation_stages
+from agents.models import (
+    MAX_HOLD,
+    RESIDUAL_BASES,
+    RESIDUAL_KINDS,
+    ResidualSpec,
+    obs_env_kwargs,
+)
+from agents.rllib import RLLIB_PPO_DEFAULTS
+from agents.sb3 import TRAIN_DEFAULTS, VALIDATION_STAGES, algo_defaults, train_env_kwargs
+from rally_env.config import RallyConfig
+from rally_env.errors import ConfigError
 
 _PPO_KEYS = {
     "n_steps",
@@ -146,8 +133,6 @@ class Residual:
 
     def spec(self) -> Any:
         """The :class:`agents.models.ResidualSpec`, or ``None`` for a plain policy."""
-        from agents.models import ResidualSpec
-
         return ResidualSpec(self.base, self.scale, self.kind, self.hold) if self.base else None
 
 
@@ -319,8 +304,6 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     if not handbrake and _table(src, doc, "residual").get("base"):
         raise RecipeError(f"{src}: ppo.handbrake = false is for a plain policy, not a residual")
     if inputs is not None:
-        from agents.es import check_inputs
-
         try:
             inputs = check_inputs(inputs, road_ahead=env.get("road_ahead") is True)
         except ValueError as e:
@@ -331,19 +314,14 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     _check_keys(src, "ppo.policy_kwargs", pk, _POLICY_KWARGS)
     ws = _table(src, doc, "warmstart")
     _check_keys(src, "warmstart", ws, {f.name for f in dataclasses.fields(WarmStart)})
-    warm = WarmStart(
-        steps=_int(src, "warmstart.steps", ws.get("steps", 0)),
-        noise=_num(src, "warmstart.noise", ws.get("noise", 0.3)),
-        epochs=_int(src, "warmstart.epochs", ws.get("epochs", 10), 1),
-        batch_size=_int(src, "warmstart.batch_size", ws.get("batch_size", 256), 1),
-        lr=_num(src, "warmstart.lr", ws.get("lr", 1e-3)),
-        critic_steps=_int(src, "warmstart.critic_steps", ws.get("critic_steps", 0)),
-        dagger_rounds=_int(src, "warmstart.dagger_rounds", ws.get("dagger_rounds", 0)),
-        dagger_steps=_int(src, "warmstart.dagger_steps", ws.get("dagger_steps", 0)),
-        dagger_noise=_num(src, "warmstart.dagger_noise", ws.get("dagger_noise", 0.1)),
-        dagger_epochs=_int(src, "warmstart.dagger_epochs", ws.get("dagger_epochs", 4), 1),
-        teacher=ws.get("teacher", "blind"),
-    )
+    kw: dict[str, Any] = {"teacher": ws.get("teacher", "blind")}
+    for f in dataclasses.fields(WarmStart):  # counts >= 0 (epochs, batch size >= 1), rates
+        v, key = ws.get(f.name, f.default), f"warmstart.{f.name}"
+        if isinstance(f.default, int):
+            kw[f.name] = _int(src, key, v, int(f.name in ("epochs", "batch_size", "dagger_epochs")))
+        elif isinstance(f.default, float):
+            kw[f.name] = _num(src, key, v)
+    warm = WarmStart(**kw)
     if warm.teacher not in ("blind", "ahead"):
         raise RecipeError(
             f'{src}: warmstart.teacher must be "blind" or "ahead", got {warm.teacher!r}'
@@ -354,8 +332,6 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
         raise RecipeError(
             f"{src}: warmstart.dagger_rounds needs warmstart.steps and warmstart.dagger_steps > 0"
         )
-    from agents.models import RESIDUAL_KINDS
-
     rs = _table(src, doc, "residual")
     resid = _residual(src, rs, Residual(), RESIDUAL_KINDS) if rs else Residual()
     if resid.base and warm.steps > 0:
@@ -414,8 +390,6 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
 
 def _rllib_recipe(doc: dict[str, Any], src: str) -> Recipe:
     """An ``rllib-ppo`` recipe (see the module docstring)."""
-    from agents.rllib import RLLIB_PPO_DEFAULTS
-
     run = _table(src, doc, "run")
     env = _table(src, doc, "env")
     _check_env(src, "env", env)
@@ -450,8 +424,6 @@ def _rllib_recipe(doc: dict[str, Any], src: str) -> Recipe:
 def _residual(src: str, rs: dict[str, Any], default: Residual, kinds: tuple) -> Residual:
     """The ``[residual]`` table ``rs`` (its base required; the other keys default to
     ``default``'s), its kind one of ``kinds``."""
-    from agents.models import MAX_HOLD, RESIDUAL_BASES
-
     _check_keys(src, "residual", rs, {"base", "scale", "kind", "hold"})
     if rs.get("base") not in RESIDUAL_BASES:
         raise RecipeError(f"{src}: residual.base must be one of {RESIDUAL_BASES}")
@@ -474,8 +446,6 @@ def _residual(src: str, rs: dict[str, Any], default: Residual, kinds: tuple) -> 
 def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
     """An ``es`` recipe (:mod:`agents.es`): a ``"tuning"`` residual trained by evolution
     strategies on ``stage = "random"``."""
-    from agents.es import ESSettings, check_inputs
-
     run = _table(src, doc, "run")
     env = dict(_table(src, doc, "env"))
     _check_env(src, "env", env)
@@ -532,9 +502,6 @@ def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
 
 def _check_env(src: str, where: str, env: dict[str, Any]) -> None:
     """The env settings must build (``RallyConfig`` names any bad one)."""
-    from rally_env.config import RallyConfig
-    from rally_env.errors import ConfigError
-
     if "render_mode" in env:
         raise RecipeError(f"{src}: {where}.render_mode: a training env does not render")
     try:
@@ -620,8 +587,6 @@ def command_recipe(algo: str = "ppo", stage: Any = "opener", **flags: Any) -> Re
             eval=EvalSpec(freq=int(f.get("eval_freq", 0)), stages=0),
             eval_seeds=int(f.get("eval_seeds", 1)),
         )
-    from agents.sb3 import TRAIN_DEFAULTS, VALIDATION_STAGES, algo_defaults, train_env_kwargs
-
     algo = algo.lower()
     algo_defaults(algo)  # names an unknown algorithm
     td = {**TRAIN_DEFAULTS, **f}
@@ -683,18 +648,12 @@ def train(
     if resume is not None and recipe.algo != "rllib-ppo" and recipe.defaults != "command":
         raise ValueError(f"{recipe.source}: a recipe file's run starts from scratch (no resume)")
     if recipe.algo == "es":
-        from agents.es import run_es_recipe
-
-        return run_es_recipe(recipe, out, progress)
+        return agents.es.run_es_recipe(recipe, out, progress)
     if recipe.algo == "rllib-ppo":
-        from agents.rllib import train_rllib
-
-        return train_rllib(recipe, out, resume=resume, progress=progress)
+        return agents.rllib.train_rllib(recipe, out, resume=resume, progress=progress)
     if recipe.defaults == "command":
-        from agents import sb3
-
         # a progress bar in a terminal; in a log, a plain line every 30 s
-        bar = progress and sys.stdout.isatty() and sb3._has_progress_bar()
+        bar = progress and sys.stdout.isatty() and sb3._installed("rich", "tqdm")
         return sb3.train(
             recipe,
             out,
@@ -707,15 +666,7 @@ def train(
 
 
 def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = True) -> dict:
-    """Train a ``ppo`` recipe file (see the module docstring); the summary."""
-    import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import CallbackList
-    from stable_baselines3.common.vec_env import VecMonitor
-
-    from agents import sb3
-    from agents.models import obs_env_kwargs, obs_norm_meta, write_meta
-
+    """Train a ``ppo`` recipe file (docs/agents.md); the summary."""
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(recipe.threads)
@@ -739,17 +690,13 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
         return VecMonitor(v)
 
     venv = sb3.normalized(make_env(0), hp["gamma"])
-    tb = str(out / "tb") if sb3._has_tensorboard() else None
+    tb = str(out / "tb") if sb3._installed("tensorboard") else None
     model = PPO("MlpPolicy", venv, seed=recipe.seed, device="cpu", tensorboard_log=tb, **hp)
     if recipe.residual.spec() is not None:  # start from the base driver: a zero residual
-        import torch
-
         with torch.no_grad():
             model.policy.action_net.weight.zero_()
             model.policy.action_net.bias.zero_()
     if recipe.inputs is not None:
-        from agents.es import input_columns
-
         road_ahead = recipe.env.get("road_ahead") is True
         restrict_actor_inputs(model, input_columns(recipe.inputs, road_ahead))
     timing: dict[str, float] = {}
@@ -816,17 +763,12 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
             steps,
             callback=CallbackList(cbs + lines),
             reset_num_timesteps=False,
-            progress_bar=progress and tty and sb3._has_progress_bar(),
+            progress_bar=progress and tty and sb3._installed("rich", "tqdm"),
         )
     timing["train_s"] = time.perf_counter() - t_train
-    model_path = out / "model.zip"
-    model.save(str(model_path))
-    venv.save(str(out / "vecnormalize.pkl"))
-    meta = {"algo": "ppo", "obs_norm": obs_norm_meta(venv), "env": obs_env, "config": config}
-    meta.update(evaluator.residual_meta())
-    write_meta(model_path, meta)
+    model_path = sb3.save_run(model, venv, out, "ppo", obs_env, config, **evaluator.residual_meta())
     final = evaluator.evaluate_now(model, venv, final=True, phase="final")
-    evaluator.plot()
+    evaluator.log.plot()
     summary = {
         "model": str(model_path),
         "best_model": str(out / "best_model.zip"),
@@ -852,8 +794,6 @@ def restrict_actor_inputs(model: Any, cols: np.ndarray) -> None:
     The saved model is an ordinary one (those weights are stored as zeros), and the critic
     still reads the whole observation.
     """
-    import torch
-
     pol = model.policy
     hidden = [m for m in pol.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
     first = hidden[0] if hidden else pol.action_net
@@ -870,8 +810,6 @@ def restrict_actor_inputs(model: Any, cols: np.ndarray) -> None:
 def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: Any) -> list[float]:
     """Behaviour cloning of the heuristic, then DAgger rounds (see :class:`WarmStart`); each
     fit is evaluated on the validation stages. Returns the final fit's error per round."""
-    from agents import sb3
-
     ws = recipe.warmstart
     env0 = phase_env(recipe, 0)
     stage0 = env0.pop("stage", "random")
@@ -914,13 +852,7 @@ def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: Any) -> list[f
     return mses
 
 
-def _running_mean_std():
-    from stable_baselines3.common.running_mean_std import RunningMeanStd
-
-    return RunningMeanStd
-
-
-class FixedRunningMeanStd(_running_mean_std()):  # type: ignore[misc]
+class FixedRunningMeanStd(RunningMeanStd):
     """Observation statistics that no longer update (``VecNormalize.obs_rms`` after a warm
     start: the cloned policy was fitted to them)."""
 

@@ -16,7 +16,7 @@ Usage::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 import numba
@@ -111,25 +111,8 @@ class PointMass:
         )
 
     def pack(self) -> np.ndarray:
-        return np.array(
-            [
-                self.mass_kg,
-                self.g_mps2,
-                self.mu_base,
-                self.load_sensitivity,
-                self.load_ratio_static,
-                self.transfer_per_g,
-                self.drive_force_n,
-                self.power_w,
-                self.drive_cap,
-                self.vmax_mps,
-                self.vmax_band_mps,
-                self.crr,
-                self.brake_force_n,
-                self.abs_fraction,
-            ],
-            dtype=np.float64,
-        )
+        """The fields in order, as the compiled solver reads them (``pm[0]`` the mass, ...)."""
+        return np.array(astuple(self), dtype=np.float64)
 
 
 @numba.njit(cache=True)

@@ -1,21 +1,10 @@
-"""RLlib (Ray's RL library, new API stack): the env in env-runner actors, PPO training
-(``rally train --algo rllib-ppo``) and the export of the trained module to a policy
-``rally eval --agent`` runs without Ray.
-
-Env: registered with Ray Tune as :data:`ENV_NAME` through :func:`env_creator`, a function of
-this module, so every env-runner actor builds it by importing ``agents.rllib`` (the package
-is installed on every node; a gymnasium id registered in the driver alone is unknown in the
-actors: ``NameNotFound``). With ``gym_env_vectorize_mode="vector_entry_point"`` RLlib asks the
-creator for ``num_envs`` and gets one native :class:`rally_env.RallyVectorEnv` of that many
-cars, stepped in one batched physics call. Actions: the policy acts in ``[-1, 1]^4``, mapped to
-the env's box by :func:`agents.models.from_policy_action` (the convention of ``rally train``'s
-SB3 models), so one exported policy runs like the SB3 ones.
-
-Export: the deterministic action of the default PPO module is the mean of its Gaussian: the
-actor's MLP (``pi`` encoder + head). :func:`export_policy` writes its weights as plain arrays
-(``policy.npz``) with a JSON description (``policy.json``), which
-:class:`agents.models.ExportedPolicy` evaluates with numpy: nothing of Ray or torch is needed
-to drive with it.
+"""RLlib (Ray's RL library, new API stack; docs/ray.md): the env in env-runner actors
+(:func:`env_creator`, registered with Ray Tune as :data:`ENV_NAME`; with
+``vector_entry_point`` one native :class:`rally_env.RallyVectorEnv` per runner), PPO training
+(``rally train --algo rllib-ppo``) and the export of the trained actor to a numpy policy
+(``policy.json`` + ``policy.npz``, :class:`agents.models.ExportedPolicy`) that ``rally eval
+--agent`` runs without Ray or torch. The policy acts in ``[-1, 1]^4``
+(:func:`agents.models.from_policy_action`), as ``rally train``'s SB3 models do.
 """
 
 from __future__ import annotations
@@ -29,9 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
-from agents.models import EXPORT_FORMAT, EXPORT_VERSION, ExportedPolicy
+from agents.distributed import connect
+from agents.evaluate import ValidationLog, evaluate, stage_label
+from agents.models import EXPORT_FORMAT, EXPORT_VERSION, ExportedPolicy, from_policy_action
+from rally_env.env import RallyEnv
+from rally_env.vector import RallyVectorEnv
 
 #: The name the env is registered under with Ray Tune.
 ENV_NAME = "rally-rllib"
@@ -41,10 +35,7 @@ RLLIB_PPO_DEFAULTS: dict[str, Any] = {
     "gamma": 0.99,
     "lambda_": 0.95,
     "clip_param": 0.2,
-    # not RLlib's defaults (10.0 and True), which did not learn here: RLlib clips the value
-    # loss (the squared error) at vf_clip_param, and returns here are tens, so with 10 the
-    # critic got no gradient (opener: the return stayed at -21 for 330k steps, the policy
-    # learned to stand still); no KL penalty beside the clip, as stable-baselines3's PPO
+    # not RLlib's defaults (10.0 and True), which did not learn here (docs/ray.md)
     "vf_clip_param": 1e6,
     "use_kl_loss": False,
     # the gradient's global norm clipped at 0.5, as stable-baselines3's PPO (RLlib: no clip)
@@ -59,10 +50,7 @@ RLLIB_PPO_DEFAULTS: dict[str, Any] = {
     # observations normalised by RLlib's MeanStdFilter (running mean and std, clipped to +-10),
     # as the SB3 path's running statistics do; the export carries the statistics
     "obs_norm": True,
-    # the policy head of a new run, as stable-baselines3 starts its PPO: the mean's weights
-    # scaled by init_pi_scale (means near 0: half throttle, brakes off) and a log std of
-    # init_log_std whatever the input; torch's default init gave means of about +-0.4 (brake
-    # or handbrake held, or little throttle, from the start) and std 1 (see _init_policy_head)
+    # the policy head of a new run, as stable-baselines3 starts its PPO (_init_policy_head)
     "init_pi_scale": 0.01,
     "init_log_std": -1.0,
 }
@@ -129,12 +117,6 @@ def env_creator(env_config: Any) -> Any:
     """The env of an RLlib env runner: ``RallyEnv`` or, when RLlib passes ``num_envs``
     (``vector_entry_point``), one ``RallyVectorEnv`` of that many cars; actions in
     ``[-1, 1]^4`` (:func:`agents.models.from_policy_action`)."""
-    import gymnasium as gym
-
-    from agents.models import from_policy_action
-    from rally_env.env import RallyEnv
-    from rally_env.vector import RallyVectorEnv
-
     kw = {k: v for k, v in dict(env_config).items()}
     n = kw.pop("num_envs", None)
     box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -352,17 +334,12 @@ class PolicyEvaluations:
     def __init__(
         self, out: Path, stage: Any, seeds: int, env_kwargs: dict | None, name: str, tb: Any
     ):
-        from agents.evaluate import ValidationLog
-
         self.stage, self.seeds, self.env_kwargs = stage, int(seeds), env_kwargs
         self.name, self.tb = name, tb
-        label = stage if isinstance(stage, str) else getattr(stage, "name", str(stage))
-        self.log = ValidationLog(out, [label], "env steps (millions)", rank="time")
+        self.log = ValidationLog(out, [stage_label(stage)], "env steps (millions)", rank="time")
 
     def add(self, policy_json: Path, steps: int, final: bool = False) -> Any:
         """Evaluate the exported policy; append its row; return the stage's summary."""
-        from agents.evaluate import evaluate
-
         res = evaluate(
             ExportedPolicy(policy_json),
             self.stage,
@@ -384,7 +361,6 @@ def train_rllib(
     *,
     resume: str | None = None,
     progress: bool = True,
-    tensorboard: bool = True,
 ) -> dict[str, Any]:
     """Train RLlib PPO as an ``rllib-ppo`` recipe (:class:`agents.recipe.Recipe`: its stage
     and env settings, ``[ray]``, ``[rllib]``, ``[eval]``) says, until ``timesteps`` env
@@ -399,8 +375,6 @@ def train_rllib(
 
     ``resume``: an RLlib checkpoint directory this run continues (its step count included).
     """
-    from agents.distributed import connect
-
     env = dict(recipe.env)
     stage = env.pop("stage", "opener")
     out = Path(out or recipe.out)
@@ -427,7 +401,7 @@ def train_rllib(
         "eval_freq": recipe.eval.freq or None,
         "eval_seeds": int(recipe.eval_seeds),
     }
-    tb = _tb_writer(out / "tb") if tensorboard else None
+    tb = _tb_writer(out / "tb")
     evals = PolicyEvaluations(out, stage, recipe.eval_seeds, env or None, out.name, tb)
     (out / "config.json").write_text(json.dumps(settings, indent=2) + "\n")
     connect(recipe.ray.address)

@@ -1,26 +1,13 @@
-"""stable-baselines3 on the native vector env: the ``VecEnv`` adapter, action rescaling,
-model loading, and training (``rally train``).
-
-This module imports stable-baselines3 and torch: nothing in ``rally_env`` imports it.
-
-* :class:`RallyVecEnv` wraps :class:`rally_env.RallyVectorEnv` (same-step autoreset) as an SB3
-  ``VecEnv``: ``step_wait`` returns SB3's ``(obs, rewards, dones, infos)`` with every car's
-  info each step, as ``DummyVecEnv`` gives it (the single env's keys; on the step an episode
-  ends, the ending info plus ``terminal_observation`` and ``TimeLimit.truncated``), renders
-  (``render_mode="rgb_array"``: ``get_images`` gives one frame per car, so SB3's
-  ``VecVideoRecorder`` works), and seeds as ``DummyVecEnv`` does (``seed(s)`` -> car i gets
-  ``s + i``, what a ``RallyEnv.reset(seed=s + i)`` gets). The policy acts in ``[-1, 1]^4``
-  (:func:`from_policy_action` maps them to the env's box).
-* :func:`train` is the stable-baselines3 backend of ``rally train``'s flags (a
-  ``"command"`` recipe, :func:`agents.recipe.command_recipe`, sent here by
-  :func:`agents.recipe.train`): ``VecMonitor`` + ``VecNormalize``, the hyperparameters in
-  :data:`PPO_DEFAULTS` / :data:`SAC_DEFAULTS`, periodic stage-time evaluation and
-  checkpoints, TensorBoard logs, a progress bar, ``config.json`` beside the model, resume.
+"""stable-baselines3 on the native vector env (docs/agents.md, "Training"): the ``VecEnv``
+adapter :class:`RallyVecEnv` (``DummyVecEnv``'s infos, seeding and images, same-step
+autoreset), the heuristic warm start, and :func:`train`, the backend of ``rally train``'s
+flags. This module imports stable-baselines3 and torch: nothing in ``rally_env`` imports it.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import math
 import time
@@ -30,10 +17,19 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import stable_baselines3
+import torch
+from stable_baselines3 import PPO, SAC
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
+from agents.benchmark import run_stages
+from agents.evaluate import ValidationLog, evaluate, json_safe, resolve_stages, stage_label
+from agents.heuristic import HeuristicDriver, HeuristicParams
 from agents.models import (  # saved-model IO (evaluation and policies need no training code)
     ResidualDriver,
+    ResidualSpec,
     _vecnormalize_for,
     from_policy_action,
     heuristic_targets,
@@ -41,14 +37,12 @@ from agents.models import (  # saved-model IO (evaluation and policies need no t
     obs_norm_meta,
     write_meta,
 )
-from rally_env.learn import LEARN_ENV_KWARGS
+from rally_env.learn import LEARN_ENV_KWARGS, learn_kwargs
+from rally_env.spaces import DEFAULT_LAYOUT
+from rally_env.vector import RallyVectorEnv
 
 #: PPO defaults (``rally train --algo ppo``), for the settings of :data:`TRAIN_ENV_DEFAULTS`
-#: (decisions at 10 Hz): 32 cars x 128 decisions per update, minibatches of 2048, 5 epochs,
-#: stopped early past a KL of 0.02; separate policy [128, 128] and value [256, 256] networks;
-#: exploration noise std 0.135 (``log_std_init`` -2): more noise at this rate teaches caution
-#: (the heuristic driver with noise std 0.37 finishes 1 % of stages). Discount 0.995 per
-#: decision: 20 s at 10 Hz.
+#: (decisions at 10 Hz); why these: docs/agents.md.
 PPO_DEFAULTS: dict[str, Any] = {
     "n_steps": 128,
     "batch_size": 2048,
@@ -63,9 +57,7 @@ PPO_DEFAULTS: dict[str, Any] = {
     "target_kl": 0.02,
     "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [256, 256]}, "log_std_init": -2.0},
 }
-#: SAC defaults (``rally train --algo sac``): the same discount per decision as PPO (0.995 at
-#: 10 Hz: 20 s, longer than braking from 30 m/s takes), four gradient steps per step of the
-#: 32 cars.
+#: SAC defaults (``rally train --algo sac``): PPO's discount, four gradient steps per step.
 SAC_DEFAULTS: dict[str, Any] = {
     "learning_rate": 3e-4,
     "buffer_size": 1_000_000,
@@ -105,8 +97,6 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 
 def train_env_kwargs(env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """:data:`TRAIN_ENV_DEFAULTS` with ``env_kwargs`` over them (``reward_weights`` merged)."""
-    from rally_env.learn import learn_kwargs
-
     out = learn_kwargs(env_kwargs or {})
     out.pop("stage")
     return out
@@ -176,8 +166,6 @@ class RallyVecEnv(VecEnv):
         handbrake: bool = True,
         **env_kwargs: Any,
     ):
-        from rally_env.vector import RallyVectorEnv
-
         self.venv = RallyVectorEnv(
             num_envs, autoreset_mode="SameStep", render_mode=render_mode, **env_kwargs
         )
@@ -354,10 +342,6 @@ def collect_heuristic(
     reads the road-ahead block (``road_ahead=True``). The driver runs at the env's
     ``control_hz``.
     """
-    from agents.heuristic import HeuristicDriver, HeuristicParams
-    from rally_env.spaces import DEFAULT_LAYOUT
-    from rally_env.vector import RallyVectorEnv
-
     if teacher not in ("blind", "ahead"):
         raise ValueError(f"teacher must be 'blind' or 'ahead', got {teacher!r}")
     if teacher == "ahead" and env_kwargs.get("road_ahead") is not True:
@@ -402,8 +386,6 @@ def warm_start(
 
     Returns the final mean squared error (policy space).
     """
-    import torch
-
     if update_stats:
         vn.obs_rms.update(obs)
     x = torch.as_tensor(vn.normalize_obs(obs).astype(np.float32))
@@ -436,10 +418,6 @@ def warm_start(
 
 
 # ----------------------------------------------------------------------------- training
-def _stage_label(stage: Any) -> str:
-    return stage if isinstance(stage, str) else getattr(stage, "name", str(stage))
-
-
 def train(
     recipe: Any,
     out: str | Path | None = None,
@@ -449,7 +427,6 @@ def train(
     progress_bar: bool = True,
     progress_lines_s: float | None = None,
     tensorboard: bool = True,
-    verbose: int = 0,
 ) -> dict[str, Any]:
     """Train PPO or SAC on the native vector env as a ``"command"`` recipe says (``rally
     train``'s flags: :func:`agents.recipe.command_recipe`); :func:`agents.recipe.train` is
@@ -469,9 +446,6 @@ def train(
     Returns:
         A summary dict: paths, wall time, timesteps, last evaluation.
     """
-    import torch
-    from stable_baselines3.common.callbacks import CallbackList
-
     algo, n_envs, seed = recipe.algo, recipe.n_envs, recipe.seed
     env_kwargs = dict(recipe.env)
     stage = env_kwargs.pop("stage")
@@ -486,14 +460,14 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     batch_note = batch_within_rollout(algo, hp, n_envs)
     steps, rounding = run_steps(algo, int(recipe.timesteps), n_envs, hp)
-    tb = str(out / "tb") if tensorboard and _has_tensorboard() else None
+    tb = str(out / "tb") if tensorboard and _installed("tensorboard") else None
     if say is not None:
         _say_plan(say, recipe, (steps, out, resume, tb), [rounding, batch_note], tensorboard)
     td = TRAIN_DEFAULTS
     eval_stages = recipe.eval_stages
     config = {
         "algo": algo,
-        "stage": _stage_label(stage),
+        "stage": stage_label(stage),
         "timesteps": int(recipe.timesteps),
         "n_envs": n_envs,
         "seed": int(seed),
@@ -512,13 +486,11 @@ def train(
         "resume": str(resume) if resume else None,
         "versions": _versions(),
     }
-    venv, model = _sb3_model(recipe, hp, resume, tb, verbose)
+    venv, model = _sb3_model(recipe, hp, resume, tb)
     if not resume and algo == "ppo" and recipe.warmstart.steps > 0:
         obs, tg = collect_heuristic(recipe.warmstart.steps, stage, n_envs, seed, **env_kwargs)
         config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
     _write_json(out / "config.json", config)
-    from agents.evaluate import resolve_stages
-
     seeds = list(range(1000, 1000 + max(0, recipe.eval_seeds)))
     # many stages, one run each (validation): driven together, like the benchmark
     batched = len(seeds) == 1 and len(resolve_stages(eval_stages)) > 1
@@ -549,23 +521,14 @@ def train(
     model.learn(
         total_timesteps=steps,
         callback=CallbackList(cbs),
-        progress_bar=progress_bar and _has_progress_bar(),
+        progress_bar=progress_bar and _installed("rich", "tqdm"),
         reset_num_timesteps=not resume,
         tb_log_name=algo,
     )
     wall = time.perf_counter() - t0
-    model_path = out / "model.zip"
-    model.save(str(model_path))
-    venv.save(str(out / "vecnormalize.pkl"))
-    meta = {
-        "algo": algo,
-        "obs_norm": obs_norm_meta(venv),
-        "env": obs_env_kwargs({"env": env_kwargs}),
-        "config": config,
-    }
-    write_meta(model_path, meta)
+    model_path = save_run(model, venv, out, algo, obs_env_kwargs({"env": env_kwargs}), config)
     final = evaluator.evaluate_now(model, venv, final=True) if recipe.eval_seeds > 0 else None
-    curve = evaluator.plot()
+    curve = evaluator.log.plot()
     summary = {
         "model": str(model_path),
         "config": str(out / "config.json"),
@@ -581,14 +544,24 @@ def train(
     return summary
 
 
+def save_run(
+    model: Any, venv: Any, out: Path, algo: str, env: dict, config: dict, **extra: Any
+) -> Path:
+    """A run's ``model.zip`` (its metadata: the algorithm, the observation normalisation, the
+    observation settings ``env``, the ``config`` and ``extra``) and ``vecnormalize.pkl``."""
+    path = out / "model.zip"
+    model.save(str(path))
+    venv.save(str(out / "vecnormalize.pkl"))
+    meta = {"algo": algo, "obs_norm": obs_norm_meta(venv), "env": env, "config": config}
+    write_meta(path, {**meta, **extra})
+    return path
+
+
 def _sb3_model(
-    recipe: Any, hp: dict[str, Any], resume: str | Path | None, tb: str | None, verbose: int
+    recipe: Any, hp: dict[str, Any], resume: str | Path | None, tb: str | None
 ) -> tuple[Any, Any]:
     """``(VecNormalize, model)`` of a ``"command"`` run: a new model on fresh statistics, or
     the checkpoint ``resume`` with the statistics saved beside it."""
-    from stable_baselines3 import PPO, SAC
-    from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
-
     env = dict(recipe.env)
     stage = env.pop("stage")
     venv = make_vec_env(
@@ -598,15 +571,7 @@ def _sb3_model(
     cls = {"ppo": PPO, "sac": SAC}[recipe.algo]
     if not resume:
         venv = normalized(venv, hp["gamma"])
-        model = cls(
-            "MlpPolicy",
-            venv,
-            seed=recipe.seed,
-            device="cpu",
-            verbose=verbose,
-            tensorboard_log=tb,
-            **hp,
-        )
+        model = cls("MlpPolicy", venv, seed=recipe.seed, device="cpu", tensorboard_log=tb, **hp)
         return venv, model
     resume = Path(resume)
     vn_path = _vecnormalize_for(resume)
@@ -631,7 +596,7 @@ def _say_plan(
     if tb is not None:
         what.append("TensorBoard logs in tb/")
     say(
-        f"rally train: {recipe.algo.upper()} on {_stage_label(recipe.env['stage'])}, "
+        f"rally train: {recipe.algo.upper()} on {stage_label(recipe.env['stage'])}, "
         f"{steps:,} env steps, {recipe.n_envs} cars, seed {recipe.seed}"
         f"{f', resuming {resume}' if resume else ''} -> {out} ({', '.join(what)})"
     )
@@ -686,8 +651,6 @@ def run_steps(algo: str, timesteps: int, n_envs: int, hp: dict[str, Any]) -> tup
 
 def normalized(venv: Any, gamma: float) -> Any:
     """``venv`` behind a fresh ``VecNormalize`` with the training defaults."""
-    from stable_baselines3.common.vec_env import VecNormalize
-
     td = TRAIN_DEFAULTS
     return VecNormalize(
         venv,
@@ -700,32 +663,20 @@ def normalized(venv: Any, gamma: float) -> Any:
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
     """Strict JSON (NaN -> null; ``json.loads`` of any reader, not just Python's, takes it)."""
-    from agents.evaluate import json_safe
-
     path.write_text(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
 
 
-def _has_progress_bar() -> bool:
+def _installed(*modules: str) -> bool:
+    """Whether ``modules`` import (SB3's progress bar: rich and tqdm; TensorBoard)."""
     try:
-        import rich  # noqa: F401
-        import tqdm  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _has_tensorboard() -> bool:
-    try:
-        import tensorboard  # noqa: F401
+        for m in modules:
+            importlib.import_module(m)
     except ImportError:
         return False
     return True
 
 
 def _versions() -> dict[str, str]:
-    import stable_baselines3
-    import torch
-
     return {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__}
 
 
@@ -750,18 +701,12 @@ class _LivePolicy:
         return from_policy_action(a)
 
 
-def _make_callback_base():
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    return BaseCallback
-
-
-class Evaluator(_make_callback_base()):
+class Evaluator(BaseCallback):
     """The evaluations of an SB3 run (``rally train``'s flags and the PPO recipes): every
     ``freq`` env steps (and when :meth:`evaluate_now` is called: a recipe's warm start, the
     last model) the deterministic policy on ``stages``, a row of ``eval_log.csv`` through
     :class:`agents.evaluate.ValidationLog`, TensorBoard ``eval/*``, and the best model so
-    far as ``best_model.zip``; :meth:`plot` draws ``learning_curve.png``.
+    far as ``best_model.zip``; ``log.plot()`` draws ``learning_curve.png``.
 
     Args:
         stages: what :func:`agents.evaluate.resolve_stages` takes.
@@ -788,8 +733,6 @@ class Evaluator(_make_callback_base()):
         hold: int = 1,
         xlabel: str = "env steps (millions)",
     ):
-        from agents.evaluate import ValidationLog, resolve_stages
-
         super().__init__(verbose=0)
         self.stages = resolve_stages(stages) if stages else []
         self.seeds = list(seeds)
@@ -802,7 +745,7 @@ class Evaluator(_make_callback_base()):
         #: env steps the warm start used before the first SB3 step (the curve's x offset)
         self.warm_steps = 0
         self._next = 0
-        names = [_stage_label(s) for s in self.stages]
+        names = [stage_label(s) for s in self.stages]
         self.log = ValidationLog(self.out, names, xlabel, rank=rank)
         #: the last periodic evaluation's figures (None before the first)
         self.last: dict[str, Any] | None = None
@@ -822,8 +765,6 @@ class Evaluator(_make_callback_base()):
         """The ``"residual"`` entry of a saved model's metadata (empty for a plain one)."""
         if self.residual is None:
             return {}
-        from agents.models import ResidualSpec
-
         return {"residual": ResidualSpec(*self.residual).to_meta()}
 
     def evaluate_now(
@@ -836,16 +777,12 @@ class Evaluator(_make_callback_base()):
     ) -> dict[str, Any]:
         """One evaluation (``phase``: default ``final`` or the algorithm); ``env_steps``
         defaults to the warm start's steps plus SB3's. Returns its figures."""
-        from agents.evaluate import evaluate
-
         if not self.stages:
             return {}
         pol = _LivePolicy(model, vn, self.residual)
         buf = getattr(model, "ep_info_buffer", None)
         figures = {"ep_return": float(np.mean([e["r"] for e in buf])) if buf else math.nan}
         if self.batched:
-            from agents.benchmark import run_stages
-
             runs, _ = run_stages(pol, self.stages, env_kwargs=self.env_kwargs)
         else:
             res = evaluate(
@@ -875,13 +812,8 @@ class Evaluator(_make_callback_base()):
             self.last = figures
         return figures
 
-    def plot(self) -> Path | None:
-        """``learning_curve.png``: the evaluations' finish rate (and median score) against
-        env steps."""
-        return self.log.plot()
 
-
-class Checkpoints(_make_callback_base()):
+class Checkpoints(BaseCallback):
     """Every ``save_freq`` calls: ``{prefix}_{steps}_steps.zip`` (with the run's metadata,
     so ``rally eval`` and ``rally benchmark`` drive a checkpoint as the final model: its
     action convention, observation normalisation and env settings) and
@@ -913,7 +845,7 @@ class Checkpoints(_make_callback_base()):
         return True
 
 
-class ProgressLines(_make_callback_base()):
+class ProgressLines(BaseCallback):
     """A plain progress line at the first rollout end after every ``every_s`` seconds of
     wall time: steps done of the run's total, steps/s, and the last evaluation of
     ``evaluator`` (an :class:`Evaluator`) — for logs, where a progress bar does not

@@ -76,7 +76,7 @@ class WheelParams:
     driven: bool = True
     brake_share: float = 0.25
     handbrake: bool = False
-    # ---- beyond the seed model (extended vehicles only; defaults keep a basic wheel)
+    # ---- beyond the seed model, every field from here on (_ext_defaults): extended wheels only
     spring_hz: float = 0.0
     damping_ratio: float = 0.0
     inertia_kgm2: float = 2.5
@@ -138,13 +138,16 @@ class WheelParams:
                 raise ParameterError(o, name, getattr(self, name), "must be a bool")
 
 
-_WHEEL_EXT_DEFAULTS: dict[str, object] = {
-    "spring_hz": 0.0,
-    "damping_ratio": 0.0,
-    "inertia_kgm2": 2.5,
-    "grip": 1.0,
-    "direction": (0.0, 0.0, -1.0),
-}
+def _ext_defaults(cls: type, first: str) -> dict[str, object]:
+    """The fields beyond the seed model (``first`` and every field after it) and their
+    defaults: a vehicle with all of them at the default (and basic wheels) is "basic" and
+    packs into the narrow v0 row."""
+    fs = fields(cls)
+    at = [f.name for f in fs].index(first)
+    return {f.name: f.default for f in fs[at:]}
+
+
+_WHEEL_EXT_DEFAULTS = _ext_defaults(WheelParams, "spring_hz")
 
 
 def _repr(obj: object, ext_defaults: dict[str, object]) -> str:
@@ -246,34 +249,6 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
 
 TIRE_MODELS = {"direct": L.TIRE_DIRECT, "wheel-speed": L.TIRE_WHEEL_SPEED, "arcade": L.TIRE_ARCADE}
 
-# Fields beyond the seed model and their defaults: a vehicle with all of them at the default
-# (and basic wheels) is "basic" and packs into the narrow v0 row.
-_VEHICLE_EXT_DEFAULTS: dict[str, object] = {
-    "tire_model": "direct",
-    "tires": None,
-    "drivetrain": None,
-    "slip_ratio_eps_mps": 0.5,
-    "low_speed_mps": 0.5,
-    "load_blend": 0.0,
-    "pitch_force_scale": 1.0,
-    "roll_force_scale": 1.0,
-    "anti_roll_front": 0.0,
-    "anti_roll_rear": 0.0,
-    "drift_assist": 0.0,
-    "drift_slip_rad": 0.25,
-    "wear_rate_per_mj": 0.0,
-    "wear_floor": 0.6,
-    "damage_speed_mps": 8.0,
-    "damage_rate": 0.0,
-    "damage_floor": 0.5,
-    "lean_stabilization": 0.0,
-    "skid_steer": False,
-    "traction_control": True,
-    "friction_clamps": True,
-    "arcade_yaw_gain": 1.0,
-    "arcade_grip_per_s": 6.0,
-}
-
 
 @dataclass(frozen=True, slots=True)
 class VehicleParams:
@@ -334,7 +309,7 @@ class VehicleParams:
     # integration: True = explicit Euler damping (only to show why the default is implicit)
     explicit_damping: bool = False
     wheels: tuple[WheelParams, ...] = field(default_factory=rover_wheels)
-    # ---- beyond the seed model (issue: wheel speed, curves, drivetrain, more vehicles).
+    # ---- beyond the seed model, every field from here on (_ext_defaults).
     # Any of these away from its default makes the vehicle "extended" (see ``extended``).
     #: "direct" (the seed game's shipped model: longitudinal force straight from the pedals,
     #: slip ratio 0), "wheel-speed" (integrated wheel spin, real slip ratio, authored curves,
@@ -669,4 +644,5 @@ class VehicleParams:
         return float(np.mean(self.static_loads_n() / self.wheel_stiffness()))
 
 
+_VEHICLE_EXT_DEFAULTS = _ext_defaults(VehicleParams, "tire_model")
 ROVER = VehicleParams()

@@ -30,7 +30,7 @@ from physics.terrain import TILE, TILE_W, Terrain, tile_grid
 from tracks import surfaces as _surf
 from tracks._geometry import fan_project, seg_foot
 from tracks.projection import FAN_RATIO, FAN_SLACK_M
-from tracks.stage import FEATURE_JUMP, Stage
+from tracks.stage import Stage, feature_z
 
 #: Ground margin around the stage's bounding box (m).
 MARGIN_M = 60.0
@@ -179,30 +179,6 @@ def _sstep(u):
     if u >= 1.0:
         return 1.0
     return u * u * (3.0 - 2.0 * u)
-
-
-@njit_inner
-def feature_z(kind, params, s):
-    """Elevation offset of the features at arc length s (same arithmetic as the path's)."""
-    out = 0.0
-    for k in range(kind.shape[0]):
-        sc = params[k, 0]
-        ln = params[k, 1]
-        h = params[k, 2]
-        face = params[k, 3]
-        if kind[k] == FEATURE_JUMP:
-            u = (s - (sc - ln)) / ln
-            ramp = h * u * u if (u >= 0.0 and u <= 1.0) else 0.0
-            v = (s - sc) / face
-            vc = min(max(v, 0.0), 1.0)
-            drop = h * (1.0 - vc * vc * (3.0 - 2.0 * vc)) if (v > 0.0 and v < 1.0) else 0.0
-            out = out + ramp + drop
-        else:
-            u = (s - sc) / (0.5 * ln)
-            w = 1.0 - u * u if abs(u) < 1.0 else 0.0
-            sign = 1.0 if kind[k] == 0 else -1.0
-            out = out + sign * h * w * w
-    return out
 
 
 # ----------------------------------------------------------------------------- index building

@@ -13,6 +13,7 @@ import functools
 import os
 import re
 import tomllib
+from dataclasses import fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -43,15 +44,7 @@ _TOP_KEYS = {
     "sections",
     "features",
 }
-_TERRAIN_KEYS = {
-    "seed",
-    "amplitude_m",
-    "roughness_m",
-    "berm_height_m",
-    "berm_width_m",
-    "blend_m",
-    "offroad_surface",
-}
+_TERRAIN_KEYS = {f.name for f in fields(TerrainSpec)}
 _FEATURE_KEYS = {
     "crest": ({"kind", "s_m", "length_m", "height_m"}, "height_m"),
     "compression": ({"kind", "s_m", "length_m", "depth_m"}, "depth_m"),

@@ -18,12 +18,13 @@ import itertools
 import math
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from physics.errors import as_finite, short_repr
+from physics.jit import njit, njit_inner
 from physics.mathx import atan2x
 from tracks import surfaces as _surf
 from tracks._geometry import first_overlap, fit_and_resample
@@ -169,7 +170,7 @@ class Section:
     surface: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"s_m": self.s_m, "width_m": self.width_m, "surface": self.surface}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +225,7 @@ class Start:
     lateral_m: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"s_m": self.s_m, "lateral_m": self.lateral_m}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,15 +265,7 @@ class TerrainSpec:
     offroad_surface: str = "offroad"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "amplitude_m": self.amplitude_m,
-            "roughness_m": self.roughness_m,
-            "berm_height_m": self.berm_height_m,
-            "berm_width_m": self.berm_width_m,
-            "blend_m": self.blend_m,
-            "offroad_surface": self.offroad_surface,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -368,30 +361,41 @@ class StagePath:
         return self.section_surface[np.maximum(k, 0)]
 
 
-def feature_profile(kind: np.ndarray, params: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Elevation offset (m) the features add at arc lengths ``s`` (polynomials only).
+@njit_inner
+def feature_z(kind, params, s):
+    """Elevation offset (m) the features (``StagePath.feature_kind``, ``feature_params``) add
+    at arc length ``s``: the stage's profile and the terrain bake's road height.
 
-    Crest: ``h (1 - u^2)^2`` with ``u = (s - s_c) / (length / 2)``; compression: the same, negative.
-    Jump: a parabolic ramp ``lip * u^2`` over the ramp length up to the lip, then a smoothstep face
-    back down to the road over ``face_m``.
+    Crest: ``h (1 - u^2)^2`` with ``u = (s - s_c) / (length / 2)``; compression: the same,
+    negative. Jump: a parabolic ramp ``lip * u^2`` over the ramp length up to the lip, then a
+    smoothstep face back down to the road over ``face_m``. Polynomials only.
     """
-    s = np.asarray(s, np.float64)
-    out = np.zeros_like(s)
+    out = 0.0
     for k in range(kind.shape[0]):
-        sc, ln, h, face = params[k]
+        sc = params[k, 0]
+        ln = params[k, 1]
+        h = params[k, 2]
+        face = params[k, 3]
         if kind[k] == FEATURE_JUMP:
             u = (s - (sc - ln)) / ln
-            ramp = np.where((u >= 0.0) & (u <= 1.0), h * u * u, 0.0)
+            ramp = h * u * u if (u >= 0.0 and u <= 1.0) else 0.0
             v = (s - sc) / face
-            vc = np.clip(v, 0.0, 1.0)
-            drop = np.where((v > 0.0) & (v < 1.0), h * (1.0 - vc * vc * (3.0 - 2.0 * vc)), 0.0)
+            vc = min(max(v, 0.0), 1.0)
+            drop = h * (1.0 - vc * vc * (3.0 - 2.0 * vc)) if (v > 0.0 and v < 1.0) else 0.0
             out = out + ramp + drop
         else:
             u = (s - sc) / (0.5 * ln)
-            w = np.where(np.abs(u) < 1.0, 1.0 - u * u, 0.0)
+            w = 1.0 - u * u if abs(u) < 1.0 else 0.0
             sign = 1.0 if kind[k] == FEATURE_CREST else -1.0
             out = out + sign * h * w * w
     return out
+
+
+@njit(cache=True)
+def _feature_profile(kind, params, s, out):
+    """:func:`feature_z` at every arc length of ``s`` into ``out``."""
+    for i in range(s.shape[0]):
+        out[i] = feature_z(kind, params, s[i])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -791,7 +795,11 @@ class Stage:
         fp = np.array(
             [[f.s_m, f.length_m, f.height_m, f.face_m] for f in self.features], np.float64
         ).reshape(-1, 4)
-        z = zb + feature_profile(fk, fp, s_arr)
+        fk.setflags(write=False)  # read-only first: the bake calls feature_z with these types
+        fp.setflags(write=False)
+        z = np.empty_like(s_arr)
+        _feature_profile(fk, fp, s_arr, z)
+        z += zb
         if self.closed:
             z[-1] = z[0]
         arrays = dict(

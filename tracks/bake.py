@@ -184,8 +184,8 @@ def _sstep(u):
 # ----------------------------------------------------------------------------- index building
 @njit(cache=True)
 def _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin):
-    """Node windows of every segment: the band window (the whole-grid pass visits a node for a
-    segment only inside it) and the narrower window of the section labels."""
+    """Node windows of every segment: the band window (a node is searched against a segment
+    only inside it) and the narrower window of the section labels."""
     inv = 1.0 / cell
     for j in range(x.shape[0] - 1):
         ax = x[j]
@@ -398,86 +398,26 @@ def _span(idx, lo, hi):
     return a, max(a, b)
 
 
-@njit_inner
-def _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
-    """For every node (rows x cols): the closest segment within the band (Euclidean; drives
-    the fade-in of the ambient noise) and the fan projection with the smallest |offset|
-    (continuous s and offset: drives the road height, the berm and the surface). See
-    tracks._geometry.fan_project. Candidates in ascending order, first minimum wins."""
-    prm = geo.prm
-    no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
-    x = geo.x
-    y = geo.y
-    tx = geo.tx
-    ty = geo.ty
-    x0 = prm[_X0]
-    y0 = prm[_Y0]
-    cell = prm[_CELL]
-    band = prm[_BAND]
-    band2 = band * band
-    win = geo.win
-    for q_ in range(cand.shape[0]):
-        j = cand[q_]
-        i_lo = win[j, 0]
-        i_hi = win[j, 1]
-        j_lo = win[j, 2]
-        j_hi = win[j, 3]
-        ax = x[j]
-        ay = y[j]
-        ex = x[j + 1] - ax
-        ey = y[j + 1] - ay
-        t0x = tx[j]
-        t0y = ty[j]
-        t1x = tx[j + 1]
-        t1y = ty[j + 1]
-        il2 = 1.0 / (ex * ex + ey * ey)
-        r_a, r_b = _span(rows, j_lo, j_hi)
-        c_a, c_b = _span(cols, i_lo, i_hi)
-        for r in range(r_a, r_b):
-            gj = rows[r]
-            if gj < j_lo or gj > j_hi:
-                continue
-            py = y0 + gj * cell
-            wy = py - ay
-            for c in range(c_a, c_b):
-                gi = cols[c]
-                if gi < i_lo or gi > i_hi:
-                    continue
-                px = x0 + gi * cell
-                wx = px - ax
-                d2, t = seg_foot(wx, wy, ex, ey, il2)
-                if d2 >= band2:
-                    continue
-                if d2 < best[r, c]:
-                    best[r, c] = d2
-                    best_j[r, c] = j
-                    best_t[r, c] = t
-                inside, tf, lat = fan_project(ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, no, no)
-                if inside:
-                    al = abs(lat)
-                    if al < fan_d[r, c]:
-                        fan_d[r, c] = al
-                        fan_j[r, c] = j
-                        fan_t[r, c] = tf
-
-
 #: Candidate segments per chunk of the per-node search (see _nearest_pruned).
 _CHUNK = 4
-#: Regions up to this many nodes are searched node by node with pruning.
-_PRUNED_MAX_NODES = 4096
+#: Side of the blocks a region is baked in (nodes): the per-node search's cost grows with a
+#: block's candidate segments.
+_BLOCK = 64
 
 
 @njit_inner
 def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
-    """What :func:`_nearest` computes, node by node, skipping whole chunks of candidates that
-    cannot matter.
+    """For every node (rows x cols): the closest segment within the band (Euclidean; drives
+    the fade-in of the ambient noise) and the fan projection with the smallest |offset|
+    (continuous s and offset: drives the road height, the berm and the surface; see
+    tracks._geometry.fan_project). Ties go to the lower segment index.
 
-    A chunk (``_CHUNK`` consecutive candidates) is skipped when the distance from the node to
-    the box around its segments exceeds ``FAN_RATIO * d + FAN_SLACK_M`` (plus a rounding
-    guard), ``d`` the closest distance found so far: none of its segments can then be the
-    closest one, and none can hold a fan projection the bake would use (a fan offset is never
-    shorter than the distance to its segment). Chunks are visited nearest box first; ties go
-    to the lower segment index as in the ascending scan, so the result is bit-identical.
+    Node by node, skipping whole chunks of candidates that cannot matter: a chunk
+    (``_CHUNK`` consecutive candidates) is skipped when the distance from the node to the box
+    around its segments exceeds ``FAN_RATIO * d + FAN_SLACK_M`` (plus a rounding guard),
+    ``d`` the closest distance found so far: none of its segments can then be the closest
+    one, and none can hold a fan projection the bake would use (a fan offset is never shorter
+    than the distance to its segment). Chunks are visited nearest box first.
     """
     prm = geo.prm
     no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
@@ -492,6 +432,8 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
     band2 = band * band
     win = geo.win
     m = cand.shape[0]
+    if m == 0:  # no segment within reach: the outputs keep their "none" values
+        return
     # per candidate: the segment as the scan computes it
     sax = np.empty(m)
     say = np.empty(m)
@@ -614,15 +556,9 @@ def _candidates(geo, c_lo, c_hi, r_lo, r_hi):
 
 
 @njit_inner
-def _bake_nodes(geo, cols, rows, heights, surf, any_size):
+def _bake_nodes(geo, cols, rows, heights, surf):
     """Heights and surface ids of the nodes ``rows x cols`` (grid indices, ascending; repeats
-    allowed) into ``heights`` / ``surf`` (len(rows), len(cols)).
-
-    ``any_size`` is a compile-time switch (``None`` or ``True``, see
-    :func:`physics.kernel.model_switches`): ``None`` compiles the pruned nearest-segment scan
-    only, for blocks of at most ``_PRUNED_MAX_NODES`` nodes (tiles), so an env's first bake
-    does not compile the whole-grid scan it never runs; ``True`` picks the scan by the
-    block's size."""
+    allowed) into ``heights`` / ``surf`` (len(rows), len(cols))."""
     prm = geo.prm
     nr = rows.shape[0]
     nc = cols.shape[0]
@@ -637,10 +573,7 @@ def _bake_nodes(geo, cols, rows, heights, surf, any_size):
     fan_d = np.full((nr, nc), np.inf)
     fan_j = np.full((nr, nc), -1, np.int64)
     fan_t = np.zeros((nr, nc))
-    if any_size is None or nr * nc <= _PRUNED_MAX_NODES:
-        _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
-    else:
-        _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
+    _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
     x0 = prm[_X0]
     y0 = prm[_Y0]
     cell = prm[_CELL]
@@ -795,10 +728,21 @@ def _section_nodes(geo, cols, rows, out):
 
 @njit(cache=True)
 def _bake_block(geo, cols, rows, heights, surf, sectioned):
-    """:func:`_bake_nodes` (either scan) and, if ``sectioned`` (``None`` or ``True``), the
-    section labels of a block of nodes: the entry point from Python (the helpers it calls are
-    compiled without Python wrappers, see :mod:`physics.jit`)."""
-    _bake_nodes(geo, cols, rows, heights, surf, True)
+    """:func:`_bake_nodes` in blocks of at most ``_BLOCK`` x ``_BLOCK`` nodes and, if
+    ``sectioned`` (``None`` or ``True``), the section labels of a region of nodes: the entry
+    point from Python (the helpers it calls are compiled without Python wrappers, see
+    :mod:`physics.jit`)."""
+    for r0 in range(0, rows.shape[0], _BLOCK):
+        r1 = min(r0 + _BLOCK, rows.shape[0])
+        for c0 in range(0, cols.shape[0], _BLOCK):
+            c1 = min(c0 + _BLOCK, cols.shape[0])
+            h = np.empty((r1 - r0, c1 - c0))
+            s = np.empty((r1 - r0, c1 - c0), np.int8)
+            _bake_nodes(geo, cols[c0:c1].copy(), rows[r0:r1].copy(), h, s)
+            for r in range(r1 - r0):
+                for c in range(c1 - c0):
+                    heights[r0 + r, c0 + c] = h[r, c]
+                    surf[r0 + r, c0 + c] = s[r, c]
     if sectioned is not None:
         _section_nodes(geo, cols, rows, surf)
 
@@ -817,7 +761,7 @@ def _fill_tiles(geo, tiles, nx, ny, sectioned, heights, surf):
         for q in range(TILE_W):
             cols[q] = min(max(tiles[m, 0] * TILE - 1 + q, 0), nx - 1)
             rows[q] = min(max(tiles[m, 1] * TILE - 1 + q, 0), ny - 1)
-        _bake_nodes(geo, cols, rows, h, s, None)
+        _bake_nodes(geo, cols, rows, h, s)
         if sectioned is not None:
             _section_nodes(geo, cols, rows, s)
         for r in range(TILE_W):

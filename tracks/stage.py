@@ -134,6 +134,11 @@ def _range(v: float, lo: float, hi: float, src: str, fld: str, unit: str = "") -
     return v
 
 
+def _metres(v: Any, lo: float, hi: float, src: str, fld: str) -> float:
+    """A number (:func:`_num`) in [lo, hi] m."""
+    return _range(_num(v, src, fld), lo, hi, src, fld, " m")
+
+
 def _surface(v: Any, src: str, fld: str) -> str:
     name = _str(v, src, fld)
     try:
@@ -574,14 +579,7 @@ class Stage:
             if not isinstance(sec, Section):
                 raise FieldTypeError(src, f, f"expected a Section, got {type(sec).__name__}")
             s0 = _num(sec.s_m, src, f + ".s_m")
-            w = _range(
-                _num(sec.width_m, src, f + ".width_m"),
-                MIN_WIDTH_M,
-                MAX_WIDTH_M,
-                src,
-                f + ".width_m",
-                " m",
-            )
+            w = _metres(sec.width_m, MIN_WIDTH_M, MAX_WIDTH_M, src, f + ".width_m")
             surf = _surface(sec.surface, src, f + ".surface")
             if i == 0 and s0 != 0.0:
                 raise FieldValueError(
@@ -613,14 +611,7 @@ class Stage:
             ("berm_width_m", 5.0),
             ("blend_m", 5.0),
         ):
-            vals[name] = _range(
-                _num(getattr(t, name), src, f"terrain.{name}"),
-                0.0,
-                hi,
-                src,
-                f"terrain.{name}",
-                " m",
-            )
+            vals[name] = _metres(getattr(t, name), 0.0, hi, src, f"terrain.{name}")
         if vals["berm_width_m"] + vals["blend_m"] > 0.5 * CLEARANCE_M:
             raise FieldValueError(
                 src,
@@ -654,34 +645,14 @@ class Stage:
                 )
             sc = _num(ft.s_m, src, f + ".s_m")
             if kind == "jump":
-                lip = _range(
-                    _num(ft.height_m, src, f + ".lip_m"), 0.05, 3.0, src, f + ".lip_m", " m"
-                )
-                ramp = _range(
-                    _num(ft.length_m, src, f + ".ramp_m"),
-                    max(4.0, 4.0 * lip),
-                    60.0,
-                    src,
-                    f + ".ramp_m",
-                    " m",
-                )
-                face = _range(
-                    _num(ft.face_m, src, f + ".face_m"), 0.5, 10.0, src, f + ".face_m", " m"
-                )
+                lip = _metres(ft.height_m, 0.05, 3.0, src, f + ".lip_m")
+                ramp = _metres(ft.length_m, max(4.0, 4.0 * lip), 60.0, src, f + ".ramp_m")
+                face = _metres(ft.face_m, 0.5, 10.0, src, f + ".face_m")
                 out.append(Feature(kind, sc, ramp, lip, face))
             else:
                 hname = "height_m" if kind == "crest" else "depth_m"
-                ln = _range(
-                    _num(ft.length_m, src, f + ".length_m"), 10.0, 400.0, src, f + ".length_m", " m"
-                )
-                h = _range(
-                    _num(ft.height_m, src, f + "." + hname),
-                    0.05,
-                    ln / 6.0,
-                    src,
-                    f + "." + hname,
-                    " m",
-                )
+                ln = _metres(ft.length_m, 10.0, 400.0, src, f + ".length_m")
+                h = _metres(ft.height_m, 0.05, ln / 6.0, src, f + "." + hname)
                 if ft.face_m != 2.0:
                     raise FieldValueError(src, f + ".face_m", "only jumps have a face")
                 out.append(Feature(kind, sc, ln, h))

@@ -12,13 +12,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-import tomllib
 from dataclasses import fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from physics.files import FileReadError, read_regular_file
+from physics.files import parse_toml, read_text
 from tracks._toml import dumps
 from tracks.errors import (
     FieldTypeError,
@@ -178,13 +177,7 @@ def loads_stage(text: str, source: str = "<string>") -> Stage:
         StageFormatError: if the text is not valid TOML.
         StageError: (a subclass of) for any invalid field.
     """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise StageFormatError(source, "<toml>", f"not valid TOML: {e}") from None
-    except (ValueError, RecursionError) as e:  # a 5000-digit number, arrays nested 5000 deep
-        raise StageFormatError(source, "<toml>", f"not a stage file: {str(e)[:200]}") from None
-    return stage_from_dict(doc, source)
+    return stage_from_dict(parse_toml(text, source, StageFormatError, "stage"), source)
 
 
 def read_stage_file(path: str | os.PathLike[str]) -> Stage:
@@ -192,15 +185,7 @@ def read_stage_file(path: str | os.PathLike[str]) -> Stage:
     p = Path(path)
     if not p.exists():
         raise StageNotFoundError(f"{p}: no such stage file")
-    try:
-        raw = read_regular_file(p, MAX_FILE_BYTES)
-    except FileReadError as e:
-        raise StageFormatError(str(p), "<file>", str(e).removeprefix(f"{p}: ")) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise StageFormatError(str(p), "<file>", f"not UTF-8 text: {e}") from None
-    return loads_stage(text, str(p))
+    return loads_stage(read_text(p, MAX_FILE_BYTES, StageFormatError), str(p))
 
 
 def _stage_dir():

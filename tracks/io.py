@@ -44,11 +44,7 @@ _TOP_KEYS = {
     "features",
 }
 _TERRAIN_KEYS = {f.name for f in fields(TerrainSpec)}
-_FEATURE_KEYS = {
-    "crest": ({"kind", "s_m", "length_m", "height_m"}, "height_m"),
-    "compression": ({"kind", "s_m", "length_m", "depth_m"}, "depth_m"),
-    "jump": ({"kind", "s_m", "ramp_m", "lip_m", "face_m"}, "lip_m"),
-}
+_FEATURE_KEYS = Feature.FILE_KEYS
 _GEN_RE = re.compile(r"gen-([0-9]{1,10})")  # fullmatch: ASCII digits, no newline
 
 #: Largest stage file read (bytes): the library's are under 16 KiB, a 100,000-knot stage
@@ -144,15 +140,10 @@ def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
                 f + ".kind",
                 f"unknown feature kind {kind!r}; known: {', '.join(_FEATURE_KEYS)}",
             )
-        allowed, hkey = _FEATURE_KEYS[kind]
-        req = allowed - {"face_m"}
-        _keys(ft, allowed, req, src, f + ".")
-        if kind == "jump":
-            features.append(
-                Feature(kind, ft["s_m"], ft["ramp_m"], ft["lip_m"], ft.get("face_m", 2.0))
-            )
-        else:
-            features.append(Feature(kind, ft["s_m"], ft["length_m"], ft[hkey]))
+        ln, h = _FEATURE_KEYS[kind]
+        req = {"kind", "s_m", ln, h}
+        _keys(ft, req | ({"face_m"} if kind == "jump" else set()), req, src, f + ".")
+        features.append(Feature(kind, ft["s_m"], ft[ln], ft[h], ft.get("face_m", 2.0)))
 
     return Stage(
         name=doc["name"],

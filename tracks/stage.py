@@ -19,7 +19,7 @@ import math
 import re
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -196,6 +196,12 @@ class Feature:
     length_m: float
     height_m: float
     face_m: float = 2.0
+    #: The stage file's keys of each kind's ``length_m`` and ``height_m``.
+    FILE_KEYS: ClassVar[dict[str, tuple[str, str]]] = {
+        "crest": ("length_m", "height_m"),
+        "compression": ("length_m", "depth_m"),
+        "jump": ("ramp_m", "lip_m"),
+    }
 
     @property
     def extent_m(self) -> tuple[float, float]:
@@ -205,16 +211,11 @@ class Feature:
         return (self.s_m - 0.5 * self.length_m, self.s_m + 0.5 * self.length_m)
 
     def to_dict(self) -> dict[str, Any]:
+        ln, h = self.FILE_KEYS[self.kind]
+        d = {"kind": self.kind, "s_m": self.s_m, ln: self.length_m, h: self.height_m}
         if self.kind == "jump":
-            return {
-                "kind": "jump",
-                "s_m": self.s_m,
-                "ramp_m": self.length_m,
-                "lip_m": self.height_m,
-                "face_m": self.face_m,
-            }
-        key = "height_m" if self.kind == "crest" else "depth_m"
-        return {"kind": self.kind, "s_m": self.s_m, "length_m": self.length_m, key: self.height_m}
+            d["face_m"] = self.face_m
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,7 +651,7 @@ class Stage:
                 face = _metres(ft.face_m, 0.5, 10.0, src, f + ".face_m")
                 out.append(Feature(kind, sc, ramp, lip, face))
             else:
-                hname = "height_m" if kind == "crest" else "depth_m"
+                hname = Feature.FILE_KEYS[kind][1]
                 ln = _metres(ft.length_m, 10.0, 400.0, src, f + ".length_m")
                 h = _metres(ft.height_m, 0.05, ln / 6.0, src, f + "." + hname)
                 if ft.face_m != 2.0:

@@ -210,15 +210,6 @@ def _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin):
 
 
 @njit(cache=True)
-def _max0(a):
-    """max(0, a...) in index order (the band's widest half width)."""
-    m = 0.0
-    for i in range(a.shape[0]):
-        m = max(m, a[i])
-    return m
-
-
-@njit(cache=True)
 def _strided_mean(z, stride):
     """Mean of every ``stride``-th value, summed in index order (the ground field's far
     level)."""
@@ -228,15 +219,6 @@ def _strided_mean(z, stride):
         t += z[i]
         n += 1
     return t / n
-
-
-@njit(cache=True)
-def _sample_cells(x, y, x0, y0, stride, sci, scj):
-    """Coarse ground cell of every ``stride``-th centerline sample (as the field sums them)."""
-    for k in range(sci.shape[0]):
-        i = k * stride
-        sci[k] = int(math.floor((x[i] - x0) / GROUND_CELL_M))
-        scj[k] = int(math.floor((y[i] - y0) / GROUND_CELL_M))
 
 
 @njit(cache=True)
@@ -1022,7 +1004,7 @@ def _ground_field(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """An empty ground field and its "computed" flags (``_Geo.g``, ``_Geo.gdone``). Neither is
     written here: a field covers the whole grid at 4 m cells (about 1 MB for a 2 km stage),
     but only the cells near the road are ever computed, and a stage's process touches only
-    their pages (a NaN-filled field cost about 0.3 ms per generated stage to write)."""
+    their pages."""
     return np.empty(shape), np.zeros(shape, np.uint8)
 
 
@@ -1033,7 +1015,7 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     cols = _path_columns(p)
     x, y, z = cols["x"], cols["y"], cols["z"]
     hw = f64(p.half_width_m, np.float64)
-    band = _max0(hw) + ts.berm_width_m + ts.blend_m + AMBIENT_RAMP_M
+    band = max(0.0, float(hw.max())) + ts.berm_width_m + ts.blend_m + AMBIENT_RAMP_M
     n_seg = x.shape[0] - 1
     win = np.empty((n_seg, 4), np.int64)
     swin = np.empty((n_seg, 4), np.int64)
@@ -1050,9 +1032,9 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     zbg = _strided_mean(z, stride)
     big_q = GROUND_REACH_M * GROUND_REACH_M + GROUND_SOFT_M * GROUND_SOFT_M
     w0 = 1.0 / (big_q * big_q) * len(idx)
-    sci = np.empty(len(idx), np.int64)
-    scj = np.empty(len(idx), np.int64)
-    _sample_cells(x, y, x0, y0, stride, sci, scj)
+    # the coarse cell of each sample (unclamped)
+    sci = np.floor((x[idx] - x0) / GROUND_CELL_M).astype(np.int64)
+    scj = np.floor((y[idx] - y0) / GROUND_CELL_M).astype(np.int64)
     bci = np.clip(sci, 0, gnx - 1)
     bcj = np.clip(scj, 0, gny - 1)
     nsx = (gnx - 1) // SAMPLE_BUCKET + 1
@@ -1138,10 +1120,8 @@ def bake(stage: Stage, seed: int | None = None, cell_m: float = 1.0) -> Terrain:
         (ny, nx) int8 and ``grip`` = :data:`tracks.surfaces.GRIP`. The same object is returned
         for the same stage content, seed and cell size while it stays in the cache.
     """
-    if not isinstance(stage, Stage):
-        raise TypeError(f"bake needs a Stage, got {type(stage).__name__}")
-    key_seed = stage.terrain.seed if seed is None else seed
-    key = (stage.digest(), int(key_seed), float(cell_m))
+    seed, cell_m = _check_args(stage, seed, cell_m)
+    key = (stage.digest(), seed, cell_m)
     with _lock:
         t = _cache.get(key)
         if t is not None:

@@ -5,17 +5,8 @@ The defaults reproduce the seed rally game's Mars rover (3000 kg, g = 3.72 m/s^2
 carries its unit in its name or comment. Construction validates every field and raises
 :class:`~physics.errors.ParameterError` naming the field, the value and the bound.
 
-Choices not fixed by the seed (documented here and in the README):
-
-* Drive: an electric rover with all four wheels driven, 8 kN peak drive force, 150 kW of power
-  above the base speed, and a motor speed limit that fades drive to zero between 53 and 56 m/s,
-  so the top speed is about 200 km/h on flat ground (the source game's rover reaches about that).
-* Rolling resistance 0.015 of each wheel's load.
-* Steering: 0.55 rad lock on the front pair, slewed at 2.5 rad/s.
-* Inertia: pitch 7200 kg m^2 (the seed's damping-rate figure implies I_pitch ~ 2.4 m),
-  roll 3600, yaw 8400.
-* Chassis box for terrain collision: x in [-2.2, 2.2], y in [-1.3, 1.3], z in [-0.4, 0.9] m
-  about the CG; the static CG height is about 0.9 m.
+The choices the seed leaves open (drive, rolling resistance, steering, inertias) are listed in
+the README ("Choices the seed leaves open").
 """
 
 from __future__ import annotations

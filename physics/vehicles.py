@@ -82,16 +82,9 @@ _REQUIRED_WHEEL = (
 )
 _OPTIONAL_WHEEL = ("direction", "handbrake", "inertia_kgm2", "grip")
 _WHEEL_BOOLS = {"steerable", "driven", "handbrake"}
-_WHEEL_REALS = {
-    "rest_length_m",
-    "travel_m",
-    "spring_hz",
-    "damping_ratio",
-    "radius_m",
-    "brake_share",
-    "inertia_kgm2",
-    "grip",
-}
+_WHEEL_REALS = (
+    {f.name for f in fields(WheelParams)} - _WHEEL_BOOLS - {"x_m", "y_m", "z_m", "direction"}
+)
 #: WheelParams field -> file key (the anchor is split into x_m, y_m, z_m)
 _WHEEL_FIELD_TO_KEY = {"x_m": "anchor", "y_m": "anchor", "z_m": "anchor"}
 

@@ -182,31 +182,25 @@ def _sstep(u):
 
 
 # ----------------------------------------------------------------------------- index building
-@njit(cache=True)
-def _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin):
-    """Node windows of every segment: the band window (a node is searched against a segment
-    only inside it) and the narrower window of the section labels."""
+def _windows(x, y, hw, x0, y0, cell, nx, ny, band) -> tuple[np.ndarray, np.ndarray]:
+    """Node windows ``(i_lo, i_hi, j_lo, j_hi)`` of every segment, int64 ``(m - 1, 4)``: the
+    band window (a node is searched against a segment only inside it) and the narrower window
+    of the section labels (empty, ``(1, 0, 1, 0)``, for a segment of zero length)."""
+    ax, ay = x[:-1], y[:-1]
+    ex, ey = x[1:] - ax, y[1:] - ay
+    lo_x, hi_x = np.minimum(ax, ax + ex), np.maximum(ax, ax + ex)
+    lo_y, hi_y = np.minimum(ay, ay + ey), np.maximum(ay, ay + ey)
+    bounds = ([0, -np.inf, 0, -np.inf], [np.inf, nx - 1, np.inf, ny - 1])
     inv = 1.0 / cell
-    for j in range(x.shape[0] - 1):
-        ax = x[j]
-        ay = y[j]
-        ex = x[j + 1] - ax
-        ey = y[j + 1] - ay
-        win[j, 0] = max(int(math.floor((min(ax, ax + ex) - band - x0) * inv)), 0)
-        win[j, 1] = min(int(math.ceil((max(ax, ax + ex) + band - x0) * inv)), nx - 1)
-        win[j, 2] = max(int(math.floor((min(ay, ay + ey) - band - y0) * inv)), 0)
-        win[j, 3] = min(int(math.ceil((max(ay, ay + ey) + band - y0) * inv)), ny - 1)
-        if ex * ex + ey * ey <= 0.0:
-            swin[j, 0] = 1
-            swin[j, 1] = 0
-            swin[j, 2] = 1
-            swin[j, 3] = 0
-            continue
-        r = max(hw[j], hw[j + 1]) + 2.0 * cell
-        swin[j, 0] = max(0, int(math.floor((min(ax, ax + ex) - r - x0) / cell)))
-        swin[j, 1] = min(nx - 1, int(math.ceil((max(ax, ax + ex) + r - x0) / cell)))
-        swin[j, 2] = max(0, int(math.floor((min(ay, ay + ey) - r - y0) / cell)))
-        swin[j, 3] = min(ny - 1, int(math.ceil((max(ay, ay + ey) + r - y0) / cell)))
+    win = [np.floor((lo_x - band - x0) * inv), np.ceil((hi_x + band - x0) * inv)]
+    win += [np.floor((lo_y - band - y0) * inv), np.ceil((hi_y + band - y0) * inv)]
+    r = np.maximum(hw[:-1], hw[1:]) + 2.0 * cell
+    swin = [np.floor((lo_x - r - x0) / cell), np.ceil((hi_x + r - x0) / cell)]
+    swin += [np.floor((lo_y - r - y0) / cell), np.ceil((hi_y + r - y0) / cell)]
+    win = np.clip(np.stack(win, axis=1), *bounds).astype(np.int64)
+    swin = np.clip(np.stack(swin, axis=1), *bounds).astype(np.int64)
+    swin[ex * ex + ey * ey <= 0.0] = (1, 0, 1, 0)
+    return win, swin
 
 
 @njit(cache=True)
@@ -1016,10 +1010,7 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     x, y, z = cols["x"], cols["y"], cols["z"]
     hw = f64(p.half_width_m, np.float64)
     band = max(0.0, float(hw.max())) + ts.berm_width_m + ts.blend_m + AMBIENT_RAMP_M
-    n_seg = x.shape[0] - 1
-    win = np.empty((n_seg, 4), np.int64)
-    swin = np.empty((n_seg, 4), np.int64)
-    _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin)
+    win, swin = _windows(x, y, hw, x0, y0, cell, nx, ny, band)
     nbx = (nx - 1) // SEG_BUCKET + 1
     nby = (ny - 1) // SEG_BUCKET + 1
     wt = np.ascontiguousarray(win.T)  # contiguous columns: _csr compiles for one layout

@@ -29,20 +29,8 @@ from tracks.errors import (
 )
 from tracks.stage import FORMAT_VERSION, Feature, Finish, Section, Stage, Start, TerrainSpec
 
-_TOP_KEYS = {
-    "format",
-    "name",
-    "description",
-    "closed",
-    "par_time_s",
-    "checkpoints_m",
-    "knots",
-    "terrain",
-    "start",
-    "finish",
-    "sections",
-    "features",
-}
+#: A file's top-level keys: the format and the Stage's fields (its source is where it was read).
+_TOP_KEYS = {"format"} | {f.name for f in fields(Stage) if f.init} - {"source"}
 _TERRAIN_KEYS = {f.name for f in fields(TerrainSpec)}
 _FEATURE_KEYS = Feature.FILE_KEYS
 _GEN_RE = re.compile(r"gen-([0-9]{1,10})")  # fullmatch: ASCII digits, no newline

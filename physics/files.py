@@ -9,6 +9,13 @@ from __future__ import annotations
 
 import os
 import stat
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: The error a document's reader raises: ``error(source, field, problem)``.
+DocError = Callable[[str, str, str], Exception]
 
 
 class FileReadError(ValueError):
@@ -57,3 +64,37 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
     if n > limit:
         raise FileReadError(p, f"over the limit of {limit} bytes", True)
     return b"".join(chunks)
+
+
+def read_text(path: str | os.PathLike[str], limit: int, error: DocError) -> str:
+    """The UTF-8 text of the regular file ``path`` (:func:`read_regular_file`).
+
+    Raises:
+        error: ``error(str(Path(path)), "<file>", problem)`` if the file cannot be read or is
+            not UTF-8.
+    """
+    p = str(Path(path))
+    try:
+        raw = read_regular_file(p, limit)
+    except FileReadError as e:
+        raise error(p, "<file>", str(e).removeprefix(f"{p}: ")) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(p, "<file>", f"not UTF-8 text: {e}") from None
+
+
+def parse_toml(text: str, source: str, error: DocError, what: str) -> dict[str, Any]:
+    """``tomllib.loads(text)``: a data parser, nothing in the text is ever executed.
+
+    Raises:
+        error: ``error(source, "<toml>", problem)`` if the text is not valid TOML, or holds
+            what Python cannot (a 5000-digit number, arrays nested 5000 deep: "not a
+            ``what`` file").
+    """
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise error(source, "<toml>", f"not valid TOML: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise error(source, "<toml>", f"not a {what} file: {str(e)[:200]}") from None

@@ -5,17 +5,8 @@ The defaults reproduce the seed rally game's Mars rover (3000 kg, g = 3.72 m/s^2
 carries its unit in its name or comment. Construction validates every field and raises
 :class:`~physics.errors.ParameterError` naming the field, the value and the bound.
 
-Choices not fixed by the seed (documented here and in the README):
-
-* Drive: an electric rover with all four wheels driven, 8 kN peak drive force, 150 kW of power
-  above the base speed, and a motor speed limit that fades drive to zero between 53 and 56 m/s,
-  so the top speed is about 200 km/h on flat ground (the source game's rover reaches about that).
-* Rolling resistance 0.015 of each wheel's load.
-* Steering: 0.55 rad lock on the front pair, slewed at 2.5 rad/s.
-* Inertia: pitch 7200 kg m^2 (the seed's damping-rate figure implies I_pitch ~ 2.4 m),
-  roll 3600, yaw 8400.
-* Chassis box for terrain collision: x in [-2.2, 2.2], y in [-1.3, 1.3], z in [-0.4, 0.9] m
-  about the CG; the static CG height is about 0.9 m.
+The choices the seed leaves open (drive, rolling resistance, steering, inertias) are listed in
+the README ("Choices the seed leaves open").
 """
 
 from __future__ import annotations
@@ -76,7 +67,7 @@ class WheelParams:
     driven: bool = True
     brake_share: float = 0.25
     handbrake: bool = False
-    # ---- beyond the seed model (extended vehicles only; defaults keep a basic wheel)
+    # ---- beyond the seed model, every field from here on (_ext_defaults): extended wheels only
     spring_hz: float = 0.0
     damping_ratio: float = 0.0
     inertia_kgm2: float = 2.5
@@ -138,13 +129,16 @@ class WheelParams:
                 raise ParameterError(o, name, getattr(self, name), "must be a bool")
 
 
-_WHEEL_EXT_DEFAULTS: dict[str, object] = {
-    "spring_hz": 0.0,
-    "damping_ratio": 0.0,
-    "inertia_kgm2": 2.5,
-    "grip": 1.0,
-    "direction": (0.0, 0.0, -1.0),
-}
+def _ext_defaults(cls: type, first: str) -> dict[str, object]:
+    """The fields beyond the seed model (``first`` and every field after it) and their
+    defaults: a vehicle with all of them at the default (and basic wheels) is "basic" and
+    packs into the narrow v0 row."""
+    fs = fields(cls)
+    at = [f.name for f in fs].index(first)
+    return {f.name: f.default for f in fs[at:]}
+
+
+_WHEEL_EXT_DEFAULTS = _ext_defaults(WheelParams, "spring_hz")
 
 
 def _repr(obj: object, ext_defaults: dict[str, object]) -> str:
@@ -246,34 +240,6 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
 
 TIRE_MODELS = {"direct": L.TIRE_DIRECT, "wheel-speed": L.TIRE_WHEEL_SPEED, "arcade": L.TIRE_ARCADE}
 
-# Fields beyond the seed model and their defaults: a vehicle with all of them at the default
-# (and basic wheels) is "basic" and packs into the narrow v0 row.
-_VEHICLE_EXT_DEFAULTS: dict[str, object] = {
-    "tire_model": "direct",
-    "tires": None,
-    "drivetrain": None,
-    "slip_ratio_eps_mps": 0.5,
-    "low_speed_mps": 0.5,
-    "load_blend": 0.0,
-    "pitch_force_scale": 1.0,
-    "roll_force_scale": 1.0,
-    "anti_roll_front": 0.0,
-    "anti_roll_rear": 0.0,
-    "drift_assist": 0.0,
-    "drift_slip_rad": 0.25,
-    "wear_rate_per_mj": 0.0,
-    "wear_floor": 0.6,
-    "damage_speed_mps": 8.0,
-    "damage_rate": 0.0,
-    "damage_floor": 0.5,
-    "lean_stabilization": 0.0,
-    "skid_steer": False,
-    "traction_control": True,
-    "friction_clamps": True,
-    "arcade_yaw_gain": 1.0,
-    "arcade_grip_per_s": 6.0,
-}
-
 
 @dataclass(frozen=True, slots=True)
 class VehicleParams:
@@ -334,7 +300,7 @@ class VehicleParams:
     # integration: True = explicit Euler damping (only to show why the default is implicit)
     explicit_damping: bool = False
     wheels: tuple[WheelParams, ...] = field(default_factory=rover_wheels)
-    # ---- beyond the seed model (issue: wheel speed, curves, drivetrain, more vehicles).
+    # ---- beyond the seed model, every field from here on (_ext_defaults).
     # Any of these away from its default makes the vehicle "extended" (see ``extended``).
     #: "direct" (the seed game's shipped model: longitudinal force straight from the pedals,
     #: slip ratio 0), "wheel-speed" (integrated wheel spin, real slip ratio, authored curves,
@@ -669,4 +635,5 @@ class VehicleParams:
         return float(np.mean(self.static_loads_n() / self.wheel_stiffness()))
 
 
+_VEHICLE_EXT_DEFAULTS = _ext_defaults(VehicleParams, "tire_model")
 ROVER = VehicleParams()

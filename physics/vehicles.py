@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import functools
 import os
-import tomllib
 from dataclasses import fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from physics.errors import ParameterError, as_finite, short_repr
-from physics.files import FileReadError, read_regular_file
+from physics.files import parse_toml, read_text
 from physics.params import TIRE_MODELS, VehicleParams, WheelParams
 
 __all__ = [
@@ -83,16 +82,9 @@ _REQUIRED_WHEEL = (
 )
 _OPTIONAL_WHEEL = ("direction", "handbrake", "inertia_kgm2", "grip")
 _WHEEL_BOOLS = {"steerable", "driven", "handbrake"}
-_WHEEL_REALS = {
-    "rest_length_m",
-    "travel_m",
-    "spring_hz",
-    "damping_ratio",
-    "radius_m",
-    "brake_share",
-    "inertia_kgm2",
-    "grip",
-}
+_WHEEL_REALS = (
+    {f.name for f in fields(WheelParams)} - _WHEEL_BOOLS - {"x_m", "y_m", "z_m", "direction"}
+)
 #: WheelParams field -> file key (the anchor is split into x_m, y_m, z_m)
 _WHEEL_FIELD_TO_KEY = {"x_m": "anchor", "y_m": "anchor", "z_m": "anchor"}
 
@@ -319,13 +311,7 @@ def loads_vehicle(text: str, source: str = "<string>") -> VehicleParams:
     Raises:
         VehicleDefError: the text is not valid TOML or a field is invalid.
     """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise VehicleDefError(source, "<toml>", f"not valid TOML: {e}") from None
-    except (ValueError, RecursionError) as e:  # a 5000-digit number, arrays nested 5000 deep
-        raise VehicleDefError(source, "<toml>", f"not a vehicle file: {str(e)[:200]}") from None
-    return vehicle_from_dict(doc, source)
+    return vehicle_from_dict(parse_toml(text, source, VehicleDefError, "vehicle"), source)
 
 
 def load_vehicle(path: str | os.PathLike[str]) -> VehicleParams:
@@ -334,16 +320,7 @@ def load_vehicle(path: str | os.PathLike[str]) -> VehicleParams:
     Raises:
         VehicleDefError: the file cannot be read, is not UTF-8 TOML, or a field is invalid.
     """
-    p = Path(path)
-    try:
-        raw = read_regular_file(p, MAX_FILE_BYTES)
-    except FileReadError as e:
-        raise VehicleDefError(str(p), "<file>", str(e).removeprefix(f"{p}: ")) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise VehicleDefError(str(p), "<file>", f"not UTF-8 text: {e}") from None
-    return loads_vehicle(text, str(p))
+    return loads_vehicle(read_text(path, MAX_FILE_BYTES, VehicleDefError), str(Path(path)))
 
 
 # ---------------------------------------------------------------------- library and planets

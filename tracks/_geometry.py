@@ -261,6 +261,26 @@ def fit_and_resample(knots, closed, target_ds):
     return out, length, min_chord
 
 
+@njit_inner
+def _disk_exit(x, y, i, m, r2, closed, step):
+    """First offset ``k`` whose sample ``i + step k`` (modulo ``m`` on a loop) is at a squared
+    distance of at least ``r2`` from sample ``i``; ``m`` when an open path ends first, ``m``
+    too when no sample is (``0`` for a single sample)."""
+    out = 0
+    for k in range(1, m):
+        j = i + step * k
+        if j < 0 or j >= m:
+            if not closed:
+                return m
+            j -= step * m
+        dx = x[j] - x[i]
+        dy = y[j] - y[i]
+        if dx * dx + dy * dy >= r2:
+            return k
+        out = k + 1
+    return out
+
+
 @njit(cache=True)
 def first_overlap(x, y, hw, closed, clearance):
     """Find the first place where the road comes back too close to itself.
@@ -312,35 +332,10 @@ def first_overlap(x, y, hw, closed, clearance):
     for i in range(m):
         r_i = hw[i] + hw_max + clearance
         r2 = r_i * r_i
-        # Forward and backward exit offsets of the disk around sample i.
-        fwd = 0
-        for k in range(1, m):
-            j = i + k
-            if j >= m:
-                if not closed:
-                    fwd = m
-                    break
-                j -= m
-            dx = x[j] - x[i]
-            dy = y[j] - y[i]
-            if dx * dx + dy * dy >= r2:
-                fwd = k
-                break
-            fwd = k + 1
-        back = 0
-        for k in range(1, m):
-            j = i - k
-            if j < 0:
-                if not closed:
-                    back = m
-                    break
-                j += m
-            dx = x[j] - x[i]
-            dy = y[j] - y[i]
-            if dx * dx + dy * dy >= r2:
-                back = k
-                break
-            back = k + 1
+        # Forward and backward exit offsets of the disk around sample i (not literals: one
+        # compile, see physics.jit).
+        fwd = _disk_exit(x, y, i, m, r2, closed, np.int64(1))
+        back = _disk_exit(x, y, i, m, r2, closed, np.int64(-1))
         cx = int(math.floor((x[i] - x_min) / cell))
         cy = int(math.floor((y[i] - y_min) / cell))
         for ny in range(max(cy - 1, 0), min(cy + 2, gy)):

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from physics.mathx import PI, sincosx
-from tracks.builder import PathBuilder, loop_builder
+from tracks.builder import PathBuilder, loop_builder, turn_length
 from tracks.io import dumps_stage
 from tracks.stage import Feature, Finish, Section, Stage, Start, TerrainSpec
 
@@ -328,7 +328,7 @@ def rallycross() -> Stage:
     starts = []
     for (r, a), ln in zip(turns, lens, strict=True):
         starts.append(s)
-        s += ln + _turn_len(r, a)
+        s += ln + turn_length(r, a)
     knots = b.closed_knots()
     z = 2.0 * np.array([_bump(float(v)) for v in np.linspace(0, 1, len(knots), endpoint=False)])
     knots[:, 2] = np.round(z, 2)
@@ -351,12 +351,6 @@ def rallycross() -> Stage:
         checkpoints_m=(_r(starts[2] + 20), _r(starts[4] + 10)),
         terrain=TerrainSpec(amplitude_m=1.5, berm_height_m=0.5),
     )
-
-
-def _turn_len(r: float, a: float) -> float:
-    from tracks.builder import turn_length
-
-    return turn_length(r, a)
 
 
 def _bump(u: float) -> float:

@@ -30,7 +30,7 @@ from physics.terrain import TILE, TILE_W, Terrain, tile_grid
 from tracks import surfaces as _surf
 from tracks._geometry import fan_project, seg_foot
 from tracks.projection import FAN_RATIO, FAN_SLACK_M
-from tracks.stage import FEATURE_JUMP, Stage
+from tracks.stage import Stage, feature_z
 
 #: Ground margin around the stage's bounding box (m).
 MARGIN_M = 60.0
@@ -181,65 +181,26 @@ def _sstep(u):
     return u * u * (3.0 - 2.0 * u)
 
 
-@njit_inner
-def feature_z(kind, params, s):
-    """Elevation offset of the features at arc length s (same arithmetic as the path's)."""
-    out = 0.0
-    for k in range(kind.shape[0]):
-        sc = params[k, 0]
-        ln = params[k, 1]
-        h = params[k, 2]
-        face = params[k, 3]
-        if kind[k] == FEATURE_JUMP:
-            u = (s - (sc - ln)) / ln
-            ramp = h * u * u if (u >= 0.0 and u <= 1.0) else 0.0
-            v = (s - sc) / face
-            vc = min(max(v, 0.0), 1.0)
-            drop = h * (1.0 - vc * vc * (3.0 - 2.0 * vc)) if (v > 0.0 and v < 1.0) else 0.0
-            out = out + ramp + drop
-        else:
-            u = (s - sc) / (0.5 * ln)
-            w = 1.0 - u * u if abs(u) < 1.0 else 0.0
-            sign = 1.0 if kind[k] == 0 else -1.0
-            out = out + sign * h * w * w
-    return out
-
-
 # ----------------------------------------------------------------------------- index building
-@njit(cache=True)
-def _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin):
-    """Node windows of every segment: the band window (the whole-grid pass visits a node for a
-    segment only inside it) and the narrower window of the section labels."""
+def _windows(x, y, hw, x0, y0, cell, nx, ny, band) -> tuple[np.ndarray, np.ndarray]:
+    """Node windows ``(i_lo, i_hi, j_lo, j_hi)`` of every segment, int64 ``(m - 1, 4)``: the
+    band window (a node is searched against a segment only inside it) and the narrower window
+    of the section labels (empty, ``(1, 0, 1, 0)``, for a segment of zero length)."""
+    ax, ay = x[:-1], y[:-1]
+    ex, ey = x[1:] - ax, y[1:] - ay
+    lo_x, hi_x = np.minimum(ax, ax + ex), np.maximum(ax, ax + ex)
+    lo_y, hi_y = np.minimum(ay, ay + ey), np.maximum(ay, ay + ey)
+    bounds = ([0, -np.inf, 0, -np.inf], [np.inf, nx - 1, np.inf, ny - 1])
     inv = 1.0 / cell
-    for j in range(x.shape[0] - 1):
-        ax = x[j]
-        ay = y[j]
-        ex = x[j + 1] - ax
-        ey = y[j + 1] - ay
-        win[j, 0] = max(int(math.floor((min(ax, ax + ex) - band - x0) * inv)), 0)
-        win[j, 1] = min(int(math.ceil((max(ax, ax + ex) + band - x0) * inv)), nx - 1)
-        win[j, 2] = max(int(math.floor((min(ay, ay + ey) - band - y0) * inv)), 0)
-        win[j, 3] = min(int(math.ceil((max(ay, ay + ey) + band - y0) * inv)), ny - 1)
-        if ex * ex + ey * ey <= 0.0:
-            swin[j, 0] = 1
-            swin[j, 1] = 0
-            swin[j, 2] = 1
-            swin[j, 3] = 0
-            continue
-        r = max(hw[j], hw[j + 1]) + 2.0 * cell
-        swin[j, 0] = max(0, int(math.floor((min(ax, ax + ex) - r - x0) / cell)))
-        swin[j, 1] = min(nx - 1, int(math.ceil((max(ax, ax + ex) + r - x0) / cell)))
-        swin[j, 2] = max(0, int(math.floor((min(ay, ay + ey) - r - y0) / cell)))
-        swin[j, 3] = min(ny - 1, int(math.ceil((max(ay, ay + ey) + r - y0) / cell)))
-
-
-@njit(cache=True)
-def _max0(a):
-    """max(0, a...) in index order (the band's widest half width)."""
-    m = 0.0
-    for i in range(a.shape[0]):
-        m = max(m, a[i])
-    return m
+    win = [np.floor((lo_x - band - x0) * inv), np.ceil((hi_x + band - x0) * inv)]
+    win += [np.floor((lo_y - band - y0) * inv), np.ceil((hi_y + band - y0) * inv)]
+    r = np.maximum(hw[:-1], hw[1:]) + 2.0 * cell
+    swin = [np.floor((lo_x - r - x0) / cell), np.ceil((hi_x + r - x0) / cell)]
+    swin += [np.floor((lo_y - r - y0) / cell), np.ceil((hi_y + r - y0) / cell)]
+    win = np.clip(np.stack(win, axis=1), *bounds).astype(np.int64)
+    swin = np.clip(np.stack(swin, axis=1), *bounds).astype(np.int64)
+    swin[ex * ex + ey * ey <= 0.0] = (1, 0, 1, 0)
+    return win, swin
 
 
 @njit(cache=True)
@@ -252,15 +213,6 @@ def _strided_mean(z, stride):
         t += z[i]
         n += 1
     return t / n
-
-
-@njit(cache=True)
-def _sample_cells(x, y, x0, y0, stride, sci, scj):
-    """Coarse ground cell of every ``stride``-th centerline sample (as the field sums them)."""
-    for k in range(sci.shape[0]):
-        i = k * stride
-        sci[k] = int(math.floor((x[i] - x0) / GROUND_CELL_M))
-        scj[k] = int(math.floor((y[i] - y0) / GROUND_CELL_M))
 
 
 @njit(cache=True)
@@ -422,86 +374,26 @@ def _span(idx, lo, hi):
     return a, max(a, b)
 
 
-@njit_inner
-def _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
-    """For every node (rows x cols): the closest segment within the band (Euclidean; drives
-    the fade-in of the ambient noise) and the fan projection with the smallest |offset|
-    (continuous s and offset: drives the road height, the berm and the surface). See
-    tracks._geometry.fan_project. Candidates in ascending order, first minimum wins."""
-    prm = geo.prm
-    no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
-    x = geo.x
-    y = geo.y
-    tx = geo.tx
-    ty = geo.ty
-    x0 = prm[_X0]
-    y0 = prm[_Y0]
-    cell = prm[_CELL]
-    band = prm[_BAND]
-    band2 = band * band
-    win = geo.win
-    for q_ in range(cand.shape[0]):
-        j = cand[q_]
-        i_lo = win[j, 0]
-        i_hi = win[j, 1]
-        j_lo = win[j, 2]
-        j_hi = win[j, 3]
-        ax = x[j]
-        ay = y[j]
-        ex = x[j + 1] - ax
-        ey = y[j + 1] - ay
-        t0x = tx[j]
-        t0y = ty[j]
-        t1x = tx[j + 1]
-        t1y = ty[j + 1]
-        il2 = 1.0 / (ex * ex + ey * ey)
-        r_a, r_b = _span(rows, j_lo, j_hi)
-        c_a, c_b = _span(cols, i_lo, i_hi)
-        for r in range(r_a, r_b):
-            gj = rows[r]
-            if gj < j_lo or gj > j_hi:
-                continue
-            py = y0 + gj * cell
-            wy = py - ay
-            for c in range(c_a, c_b):
-                gi = cols[c]
-                if gi < i_lo or gi > i_hi:
-                    continue
-                px = x0 + gi * cell
-                wx = px - ax
-                d2, t = seg_foot(wx, wy, ex, ey, il2)
-                if d2 >= band2:
-                    continue
-                if d2 < best[r, c]:
-                    best[r, c] = d2
-                    best_j[r, c] = j
-                    best_t[r, c] = t
-                inside, tf, lat = fan_project(ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, no, no)
-                if inside:
-                    al = abs(lat)
-                    if al < fan_d[r, c]:
-                        fan_d[r, c] = al
-                        fan_j[r, c] = j
-                        fan_t[r, c] = tf
-
-
 #: Candidate segments per chunk of the per-node search (see _nearest_pruned).
 _CHUNK = 4
-#: Regions up to this many nodes are searched node by node with pruning.
-_PRUNED_MAX_NODES = 4096
+#: Side of the blocks a region is baked in (nodes): the per-node search's cost grows with a
+#: block's candidate segments.
+_BLOCK = 64
 
 
 @njit_inner
 def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
-    """What :func:`_nearest` computes, node by node, skipping whole chunks of candidates that
-    cannot matter.
+    """For every node (rows x cols): the closest segment within the band (Euclidean; drives
+    the fade-in of the ambient noise) and the fan projection with the smallest |offset|
+    (continuous s and offset: drives the road height, the berm and the surface; see
+    tracks._geometry.fan_project). Ties go to the lower segment index.
 
-    A chunk (``_CHUNK`` consecutive candidates) is skipped when the distance from the node to
-    the box around its segments exceeds ``FAN_RATIO * d + FAN_SLACK_M`` (plus a rounding
-    guard), ``d`` the closest distance found so far: none of its segments can then be the
-    closest one, and none can hold a fan projection the bake would use (a fan offset is never
-    shorter than the distance to its segment). Chunks are visited nearest box first; ties go
-    to the lower segment index as in the ascending scan, so the result is bit-identical.
+    Node by node, skipping whole chunks of candidates that cannot matter: a chunk
+    (``_CHUNK`` consecutive candidates) is skipped when the distance from the node to the box
+    around its segments exceeds ``FAN_RATIO * d + FAN_SLACK_M`` (plus a rounding guard),
+    ``d`` the closest distance found so far: none of its segments can then be the closest
+    one, and none can hold a fan projection the bake would use (a fan offset is never shorter
+    than the distance to its segment). Chunks are visited nearest box first.
     """
     prm = geo.prm
     no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
@@ -516,6 +408,8 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
     band2 = band * band
     win = geo.win
     m = cand.shape[0]
+    if m == 0:  # no segment within reach: the outputs keep their "none" values
+        return
     # per candidate: the segment as the scan computes it
     sax = np.empty(m)
     say = np.empty(m)
@@ -638,15 +532,9 @@ def _candidates(geo, c_lo, c_hi, r_lo, r_hi):
 
 
 @njit_inner
-def _bake_nodes(geo, cols, rows, heights, surf, any_size):
+def _bake_nodes(geo, cols, rows, heights, surf):
     """Heights and surface ids of the nodes ``rows x cols`` (grid indices, ascending; repeats
-    allowed) into ``heights`` / ``surf`` (len(rows), len(cols)).
-
-    ``any_size`` is a compile-time switch (``None`` or ``True``, see
-    :func:`physics.kernel.model_switches`): ``None`` compiles the pruned nearest-segment scan
-    only, for blocks of at most ``_PRUNED_MAX_NODES`` nodes (tiles), so an env's first bake
-    does not compile the whole-grid scan it never runs; ``True`` picks the scan by the
-    block's size."""
+    allowed) into ``heights`` / ``surf`` (len(rows), len(cols))."""
     prm = geo.prm
     nr = rows.shape[0]
     nc = cols.shape[0]
@@ -661,10 +549,7 @@ def _bake_nodes(geo, cols, rows, heights, surf, any_size):
     fan_d = np.full((nr, nc), np.inf)
     fan_j = np.full((nr, nc), -1, np.int64)
     fan_t = np.zeros((nr, nc))
-    if any_size is None or nr * nc <= _PRUNED_MAX_NODES:
-        _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
-    else:
-        _nearest(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
+    _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
     x0 = prm[_X0]
     y0 = prm[_Y0]
     cell = prm[_CELL]
@@ -819,10 +704,21 @@ def _section_nodes(geo, cols, rows, out):
 
 @njit(cache=True)
 def _bake_block(geo, cols, rows, heights, surf, sectioned):
-    """:func:`_bake_nodes` (either scan) and, if ``sectioned`` (``None`` or ``True``), the
-    section labels of a block of nodes: the entry point from Python (the helpers it calls are
-    compiled without Python wrappers, see :mod:`physics.jit`)."""
-    _bake_nodes(geo, cols, rows, heights, surf, True)
+    """:func:`_bake_nodes` in blocks of at most ``_BLOCK`` x ``_BLOCK`` nodes and, if
+    ``sectioned`` (``None`` or ``True``), the section labels of a region of nodes: the entry
+    point from Python (the helpers it calls are compiled without Python wrappers, see
+    :mod:`physics.jit`)."""
+    for r0 in range(0, rows.shape[0], _BLOCK):
+        r1 = min(r0 + _BLOCK, rows.shape[0])
+        for c0 in range(0, cols.shape[0], _BLOCK):
+            c1 = min(c0 + _BLOCK, cols.shape[0])
+            h = np.empty((r1 - r0, c1 - c0))
+            s = np.empty((r1 - r0, c1 - c0), np.int8)
+            _bake_nodes(geo, cols[c0:c1].copy(), rows[r0:r1].copy(), h, s)
+            for r in range(r1 - r0):
+                for c in range(c1 - c0):
+                    heights[r0 + r, c0 + c] = h[r, c]
+                    surf[r0 + r, c0 + c] = s[r, c]
     if sectioned is not None:
         _section_nodes(geo, cols, rows, surf)
 
@@ -841,7 +737,7 @@ def _fill_tiles(geo, tiles, nx, ny, sectioned, heights, surf):
         for q in range(TILE_W):
             cols[q] = min(max(tiles[m, 0] * TILE - 1 + q, 0), nx - 1)
             rows[q] = min(max(tiles[m, 1] * TILE - 1 + q, 0), ny - 1)
-        _bake_nodes(geo, cols, rows, h, s, None)
+        _bake_nodes(geo, cols, rows, h, s)
         if sectioned is not None:
             _section_nodes(geo, cols, rows, s)
         for r in range(TILE_W):
@@ -1102,7 +998,7 @@ def _ground_field(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """An empty ground field and its "computed" flags (``_Geo.g``, ``_Geo.gdone``). Neither is
     written here: a field covers the whole grid at 4 m cells (about 1 MB for a 2 km stage),
     but only the cells near the road are ever computed, and a stage's process touches only
-    their pages (a NaN-filled field cost about 0.3 ms per generated stage to write)."""
+    their pages."""
     return np.empty(shape), np.zeros(shape, np.uint8)
 
 
@@ -1113,11 +1009,8 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     cols = _path_columns(p)
     x, y, z = cols["x"], cols["y"], cols["z"]
     hw = f64(p.half_width_m, np.float64)
-    band = _max0(hw) + ts.berm_width_m + ts.blend_m + AMBIENT_RAMP_M
-    n_seg = x.shape[0] - 1
-    win = np.empty((n_seg, 4), np.int64)
-    swin = np.empty((n_seg, 4), np.int64)
-    _windows(x, y, hw, x0, y0, cell, nx, ny, band, win, swin)
+    band = max(0.0, float(hw.max())) + ts.berm_width_m + ts.blend_m + AMBIENT_RAMP_M
+    win, swin = _windows(x, y, hw, x0, y0, cell, nx, ny, band)
     nbx = (nx - 1) // SEG_BUCKET + 1
     nby = (ny - 1) // SEG_BUCKET + 1
     wt = np.ascontiguousarray(win.T)  # contiguous columns: _csr compiles for one layout
@@ -1130,9 +1023,9 @@ def _pack(stage: Stage, seed: int, cell: float, x0: float, y0: float, nx: int, n
     zbg = _strided_mean(z, stride)
     big_q = GROUND_REACH_M * GROUND_REACH_M + GROUND_SOFT_M * GROUND_SOFT_M
     w0 = 1.0 / (big_q * big_q) * len(idx)
-    sci = np.empty(len(idx), np.int64)
-    scj = np.empty(len(idx), np.int64)
-    _sample_cells(x, y, x0, y0, stride, sci, scj)
+    # the coarse cell of each sample (unclamped)
+    sci = np.floor((x[idx] - x0) / GROUND_CELL_M).astype(np.int64)
+    scj = np.floor((y[idx] - y0) / GROUND_CELL_M).astype(np.int64)
     bci = np.clip(sci, 0, gnx - 1)
     bcj = np.clip(scj, 0, gny - 1)
     nsx = (gnx - 1) // SAMPLE_BUCKET + 1
@@ -1218,10 +1111,8 @@ def bake(stage: Stage, seed: int | None = None, cell_m: float = 1.0) -> Terrain:
         (ny, nx) int8 and ``grip`` = :data:`tracks.surfaces.GRIP`. The same object is returned
         for the same stage content, seed and cell size while it stays in the cache.
     """
-    if not isinstance(stage, Stage):
-        raise TypeError(f"bake needs a Stage, got {type(stage).__name__}")
-    key_seed = stage.terrain.seed if seed is None else seed
-    key = (stage.digest(), int(key_seed), float(cell_m))
+    seed, cell_m = _check_args(stage, seed, cell_m)
+    key = (stage.digest(), seed, cell_m)
     with _lock:
         t = _cache.get(key)
         if t is not None:

@@ -41,11 +41,7 @@ ACCEPT_RADIUS = 0.95
 #: Corners are drawn no tighter than this multiple of the design radius.
 DRAW_MARGIN = 1.05
 #: Point-to-point attempts after ``max_attempts`` have failed, corners drawn no tighter than
-#: ``RESCUE_MARGIN`` times the design radius. Only seeds whose every ordinary attempt failed
-#: (they raised :class:`GenerationError` before these existed) reach them, so no stage that
-#: could be generated before changes. Without them 129 of 200 seeds failed at 20 km and
-#: difficulty 1 (the spline of some hairpin came out up to 14 % tighter than drawn); with the
-#: wider margin those attempts pass at the first try.
+#: ``RESCUE_MARGIN`` times the design radius (docs/stages.md, "The generator").
 RESCUE_ATTEMPTS = 50
 RESCUE_MARGIN = 1.25
 MAX_LENGTH_M = 20000.0

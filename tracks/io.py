@@ -12,12 +12,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-import tomllib
+from dataclasses import fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from physics.files import FileReadError, read_regular_file
+from physics.files import parse_toml, read_text
 from tracks._toml import dumps
 from tracks.errors import (
     FieldTypeError,
@@ -29,34 +29,10 @@ from tracks.errors import (
 )
 from tracks.stage import FORMAT_VERSION, Feature, Finish, Section, Stage, Start, TerrainSpec
 
-_TOP_KEYS = {
-    "format",
-    "name",
-    "description",
-    "closed",
-    "par_time_s",
-    "checkpoints_m",
-    "knots",
-    "terrain",
-    "start",
-    "finish",
-    "sections",
-    "features",
-}
-_TERRAIN_KEYS = {
-    "seed",
-    "amplitude_m",
-    "roughness_m",
-    "berm_height_m",
-    "berm_width_m",
-    "blend_m",
-    "offroad_surface",
-}
-_FEATURE_KEYS = {
-    "crest": ({"kind", "s_m", "length_m", "height_m"}, "height_m"),
-    "compression": ({"kind", "s_m", "length_m", "depth_m"}, "depth_m"),
-    "jump": ({"kind", "s_m", "ramp_m", "lip_m", "face_m"}, "lip_m"),
-}
+#: A file's top-level keys: the format and the Stage's fields (its source is where it was read).
+_TOP_KEYS = {"format"} | {f.name for f in fields(Stage) if f.init} - {"source"}
+_TERRAIN_KEYS = {f.name for f in fields(TerrainSpec)}
+_FEATURE_KEYS = Feature.FILE_KEYS
 _GEN_RE = re.compile(r"gen-([0-9]{1,10})")  # fullmatch: ASCII digits, no newline
 
 #: Largest stage file read (bytes): the library's are under 16 KiB, a 100,000-knot stage
@@ -152,15 +128,10 @@ def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
                 f + ".kind",
                 f"unknown feature kind {kind!r}; known: {', '.join(_FEATURE_KEYS)}",
             )
-        allowed, hkey = _FEATURE_KEYS[kind]
-        req = allowed - {"face_m"}
-        _keys(ft, allowed, req, src, f + ".")
-        if kind == "jump":
-            features.append(
-                Feature(kind, ft["s_m"], ft["ramp_m"], ft["lip_m"], ft.get("face_m", 2.0))
-            )
-        else:
-            features.append(Feature(kind, ft["s_m"], ft["length_m"], ft[hkey]))
+        ln, h = _FEATURE_KEYS[kind]
+        req = {"kind", "s_m", ln, h}
+        _keys(ft, req | ({"face_m"} if kind == "jump" else set()), req, src, f + ".")
+        features.append(Feature(kind, ft["s_m"], ft[ln], ft[h], ft.get("face_m", 2.0)))
 
     return Stage(
         name=doc["name"],
@@ -185,13 +156,7 @@ def loads_stage(text: str, source: str = "<string>") -> Stage:
         StageFormatError: if the text is not valid TOML.
         StageError: (a subclass of) for any invalid field.
     """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise StageFormatError(source, "<toml>", f"not valid TOML: {e}") from None
-    except (ValueError, RecursionError) as e:  # a 5000-digit number, arrays nested 5000 deep
-        raise StageFormatError(source, "<toml>", f"not a stage file: {str(e)[:200]}") from None
-    return stage_from_dict(doc, source)
+    return stage_from_dict(parse_toml(text, source, StageFormatError, "stage"), source)
 
 
 def read_stage_file(path: str | os.PathLike[str]) -> Stage:
@@ -199,15 +164,7 @@ def read_stage_file(path: str | os.PathLike[str]) -> Stage:
     p = Path(path)
     if not p.exists():
         raise StageNotFoundError(f"{p}: no such stage file")
-    try:
-        raw = read_regular_file(p, MAX_FILE_BYTES)
-    except FileReadError as e:
-        raise StageFormatError(str(p), "<file>", str(e).removeprefix(f"{p}: ")) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise StageFormatError(str(p), "<file>", f"not UTF-8 text: {e}") from None
-    return loads_stage(text, str(p))
+    return loads_stage(read_text(p, MAX_FILE_BYTES, StageFormatError), str(p))
 
 
 def _stage_dir():

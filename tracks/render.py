@@ -321,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.grid:
         img = render_grid(tile=args.tile)
-        img = img.quantize(colors=256, method=_quantize_method())
+        from PIL import Image
+
+        img = img.quantize(colors=256, method=Image.Quantize.FASTOCTREE)
         Path(args.grid).parent.mkdir(parents=True, exist_ok=True)
         img.save(args.grid, optimize=True)
         print(f"wrote {args.grid}")
@@ -339,12 +341,6 @@ def main(argv: list[str] | None = None) -> int:
     render_stage(st, size=args.size).save(out)
     print(f"wrote {out}")
     return 0
-
-
-def _quantize_method():
-    from PIL import Image
-
-    return Image.Quantize.FASTOCTREE
 
 
 if __name__ == "__main__":

@@ -18,12 +18,13 @@ import itertools
 import math
 import re
 import threading
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
 from physics.errors import as_finite, short_repr
+from physics.jit import njit, njit_inner
 from physics.mathx import atan2x
 from tracks import surfaces as _surf
 from tracks._geometry import first_overlap, fit_and_resample
@@ -133,6 +134,11 @@ def _range(v: float, lo: float, hi: float, src: str, fld: str, unit: str = "") -
     return v
 
 
+def _metres(v: Any, lo: float, hi: float, src: str, fld: str) -> float:
+    """A number (:func:`_num`) in [lo, hi] m."""
+    return _range(_num(v, src, fld), lo, hi, src, fld, " m")
+
+
 def _surface(v: Any, src: str, fld: str) -> str:
     name = _str(v, src, fld)
     try:
@@ -169,7 +175,7 @@ class Section:
     surface: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"s_m": self.s_m, "width_m": self.width_m, "surface": self.surface}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +196,12 @@ class Feature:
     length_m: float
     height_m: float
     face_m: float = 2.0
+    #: The stage file's keys of each kind's ``length_m`` and ``height_m``.
+    FILE_KEYS: ClassVar[dict[str, tuple[str, str]]] = {
+        "crest": ("length_m", "height_m"),
+        "compression": ("length_m", "depth_m"),
+        "jump": ("ramp_m", "lip_m"),
+    }
 
     @property
     def extent_m(self) -> tuple[float, float]:
@@ -199,16 +211,11 @@ class Feature:
         return (self.s_m - 0.5 * self.length_m, self.s_m + 0.5 * self.length_m)
 
     def to_dict(self) -> dict[str, Any]:
+        ln, h = self.FILE_KEYS[self.kind]
+        d = {"kind": self.kind, "s_m": self.s_m, ln: self.length_m, h: self.height_m}
         if self.kind == "jump":
-            return {
-                "kind": "jump",
-                "s_m": self.s_m,
-                "ramp_m": self.length_m,
-                "lip_m": self.height_m,
-                "face_m": self.face_m,
-            }
-        key = "height_m" if self.kind == "crest" else "depth_m"
-        return {"kind": self.kind, "s_m": self.s_m, "length_m": self.length_m, key: self.height_m}
+            d["face_m"] = self.face_m
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +231,7 @@ class Start:
     lateral_m: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"s_m": self.s_m, "lateral_m": self.lateral_m}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,15 +271,7 @@ class TerrainSpec:
     offroad_surface: str = "offroad"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "amplitude_m": self.amplitude_m,
-            "roughness_m": self.roughness_m,
-            "berm_height_m": self.berm_height_m,
-            "berm_width_m": self.berm_width_m,
-            "blend_m": self.blend_m,
-            "offroad_surface": self.offroad_surface,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -368,30 +367,41 @@ class StagePath:
         return self.section_surface[np.maximum(k, 0)]
 
 
-def feature_profile(kind: np.ndarray, params: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Elevation offset (m) the features add at arc lengths ``s`` (polynomials only).
+@njit_inner
+def feature_z(kind, params, s):
+    """Elevation offset (m) the features (``StagePath.feature_kind``, ``feature_params``) add
+    at arc length ``s``: the stage's profile and the terrain bake's road height.
 
-    Crest: ``h (1 - u^2)^2`` with ``u = (s - s_c) / (length / 2)``; compression: the same, negative.
-    Jump: a parabolic ramp ``lip * u^2`` over the ramp length up to the lip, then a smoothstep face
-    back down to the road over ``face_m``.
+    Crest: ``h (1 - u^2)^2`` with ``u = (s - s_c) / (length / 2)``; compression: the same,
+    negative. Jump: a parabolic ramp ``lip * u^2`` over the ramp length up to the lip, then a
+    smoothstep face back down to the road over ``face_m``. Polynomials only.
     """
-    s = np.asarray(s, np.float64)
-    out = np.zeros_like(s)
+    out = 0.0
     for k in range(kind.shape[0]):
-        sc, ln, h, face = params[k]
+        sc = params[k, 0]
+        ln = params[k, 1]
+        h = params[k, 2]
+        face = params[k, 3]
         if kind[k] == FEATURE_JUMP:
             u = (s - (sc - ln)) / ln
-            ramp = np.where((u >= 0.0) & (u <= 1.0), h * u * u, 0.0)
+            ramp = h * u * u if (u >= 0.0 and u <= 1.0) else 0.0
             v = (s - sc) / face
-            vc = np.clip(v, 0.0, 1.0)
-            drop = np.where((v > 0.0) & (v < 1.0), h * (1.0 - vc * vc * (3.0 - 2.0 * vc)), 0.0)
+            vc = min(max(v, 0.0), 1.0)
+            drop = h * (1.0 - vc * vc * (3.0 - 2.0 * vc)) if (v > 0.0 and v < 1.0) else 0.0
             out = out + ramp + drop
         else:
             u = (s - sc) / (0.5 * ln)
-            w = np.where(np.abs(u) < 1.0, 1.0 - u * u, 0.0)
+            w = 1.0 - u * u if abs(u) < 1.0 else 0.0
             sign = 1.0 if kind[k] == FEATURE_CREST else -1.0
             out = out + sign * h * w * w
     return out
+
+
+@njit(cache=True)
+def _feature_profile(kind, params, s, out):
+    """:func:`feature_z` at every arc length of ``s`` into ``out``."""
+    for i in range(s.shape[0]):
+        out[i] = feature_z(kind, params, s[i])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -570,14 +580,7 @@ class Stage:
             if not isinstance(sec, Section):
                 raise FieldTypeError(src, f, f"expected a Section, got {type(sec).__name__}")
             s0 = _num(sec.s_m, src, f + ".s_m")
-            w = _range(
-                _num(sec.width_m, src, f + ".width_m"),
-                MIN_WIDTH_M,
-                MAX_WIDTH_M,
-                src,
-                f + ".width_m",
-                " m",
-            )
+            w = _metres(sec.width_m, MIN_WIDTH_M, MAX_WIDTH_M, src, f + ".width_m")
             surf = _surface(sec.surface, src, f + ".surface")
             if i == 0 and s0 != 0.0:
                 raise FieldValueError(
@@ -609,14 +612,7 @@ class Stage:
             ("berm_width_m", 5.0),
             ("blend_m", 5.0),
         ):
-            vals[name] = _range(
-                _num(getattr(t, name), src, f"terrain.{name}"),
-                0.0,
-                hi,
-                src,
-                f"terrain.{name}",
-                " m",
-            )
+            vals[name] = _metres(getattr(t, name), 0.0, hi, src, f"terrain.{name}")
         if vals["berm_width_m"] + vals["blend_m"] > 0.5 * CLEARANCE_M:
             raise FieldValueError(
                 src,
@@ -650,34 +646,14 @@ class Stage:
                 )
             sc = _num(ft.s_m, src, f + ".s_m")
             if kind == "jump":
-                lip = _range(
-                    _num(ft.height_m, src, f + ".lip_m"), 0.05, 3.0, src, f + ".lip_m", " m"
-                )
-                ramp = _range(
-                    _num(ft.length_m, src, f + ".ramp_m"),
-                    max(4.0, 4.0 * lip),
-                    60.0,
-                    src,
-                    f + ".ramp_m",
-                    " m",
-                )
-                face = _range(
-                    _num(ft.face_m, src, f + ".face_m"), 0.5, 10.0, src, f + ".face_m", " m"
-                )
+                lip = _metres(ft.height_m, 0.05, 3.0, src, f + ".lip_m")
+                ramp = _metres(ft.length_m, max(4.0, 4.0 * lip), 60.0, src, f + ".ramp_m")
+                face = _metres(ft.face_m, 0.5, 10.0, src, f + ".face_m")
                 out.append(Feature(kind, sc, ramp, lip, face))
             else:
-                hname = "height_m" if kind == "crest" else "depth_m"
-                ln = _range(
-                    _num(ft.length_m, src, f + ".length_m"), 10.0, 400.0, src, f + ".length_m", " m"
-                )
-                h = _range(
-                    _num(ft.height_m, src, f + "." + hname),
-                    0.05,
-                    ln / 6.0,
-                    src,
-                    f + "." + hname,
-                    " m",
-                )
+                hname = Feature.FILE_KEYS[kind][1]
+                ln = _metres(ft.length_m, 10.0, 400.0, src, f + ".length_m")
+                h = _metres(ft.height_m, 0.05, ln / 6.0, src, f + "." + hname)
                 if ft.face_m != 2.0:
                     raise FieldValueError(src, f + ".face_m", "only jumps have a face")
                 out.append(Feature(kind, sc, ln, h))
@@ -791,7 +767,11 @@ class Stage:
         fp = np.array(
             [[f.s_m, f.length_m, f.height_m, f.face_m] for f in self.features], np.float64
         ).reshape(-1, 4)
-        z = zb + feature_profile(fk, fp, s_arr)
+        fk.setflags(write=False)  # read-only first: the bake calls feature_z with these types
+        fp.setflags(write=False)
+        z = np.empty_like(s_arr)
+        _feature_profile(fk, fp, s_arr, z)
+        z += zb
         if self.closed:
             z[-1] = z[0]
         arrays = dict(

@@ -44,7 +44,7 @@ out["csr"] = len(bake._csr.signatures)
 if MODE == "bake-control":
     import tracks
     st = tracks.load_stage("skidpad")
-    bake.StageTerrain(st).bake_region(0, 80, 0, 80)  # 6,400 nodes: past the pruned scan
+    bake.StageTerrain(st).bake_region(0, 80, 0, 80)  # 6,400 nodes: more than one block
     bake.StageTerrain(st, sectioned=True).prebake(np.array([[3, 3]], np.int64))
     out["bake_block"] = sorted(str(sig[-1]) for sig in bake._bake_block.signatures)
     out["fill_tiles"] = sorted(str(sig[4]) for sig in bake._fill_tiles.signatures)
@@ -92,7 +92,7 @@ def test_threaded_vector_env_compiles_only_the_basic_model():
 
 def test_rally_v0_bakes_tiles_without_the_whole_grid_scan_or_section_labels():
     # the tile bake's switches (tracks.bake._bake_nodes, _fill_tiles) are None: the first
-    # step does not compile the whole-grid nearest-segment scan (tracks.bake._bake_block)
+    # step does not compile the dense bake (tracks.bake._bake_block)
     # nor the section labelling, and the segment buckets' table (_csr) is compiled for one
     # array layout (_bake_nodes itself is listed only where it was compiled: a warm cache
     # loads _fill_tiles whole)
@@ -105,7 +105,7 @@ def test_rally_v0_bakes_tiles_without_the_whole_grid_scan_or_section_labels():
 
 def test_a_dense_or_sectioned_bake_is_its_own_specialization():
     out = _run("bake-control")
-    assert out["bake_block"] == ["none"]  # dense, unsectioned: both scans, no labels
+    assert out["bake_block"] == ["none"]  # dense, unsectioned: no labels
     assert out["fill_tiles"] == ["bool", "none"]
 
 
@@ -124,7 +124,7 @@ for d in gc.get_objects():
         f = d.py_func
         print(f"{f.__module__}.{f.__qualname__}", [str(t) for t in d.signatures])
 bake = sys.modules["tracks.bake"]
-for d in (bake._nearest, bake._section_nodes):  # what the tile bake's switches leave out
+for d in (bake._section_nodes,):  # what the tile bake's switch leaves out
     if d.signatures:
         print("compiled", d.py_func.__qualname__)
 print("done")
@@ -135,7 +135,7 @@ def test_a_first_rally_v0_step_compiles_no_function_twice(tmp_path):
     # an empty numba cache and no precompile worker: this process compiles everything the
     # first step needs, and no function for two argument types (a literal 0 or False passed
     # to a helper its other callers give an int64 or a bool compiles it again: physics.jit),
-    # nor the whole-grid scan or the section labelling the tile bake does not run
+    # nor the section labelling the tile bake does not run
     env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_CACHE_DIR=str(tmp_path), RALLY_PRECOMPILE="0")
     out = subprocess.run(
         [sys.executable, "-c", COLD], env=env, capture_output=True, text=True, cwd=ROOT

@@ -30,6 +30,21 @@ from rally_env.statecheck import check_values
 
 STATE_FORMAT = "rally_env.state"
 STATE_VERSION = 1
+#: A state's entries before its arrays, and its arrays (``sim_*``: the physics'; the rest the
+#: core's own), then ``rng``, ``draws``, the stage source's entries and ``digest``.
+STATE_HEADER = ("format", "version", "layout_version", "config_digest", "n_cars", "slots")
+STATE_ARRAYS = (
+    "sim_state",
+    "sim_istate",
+    "sim_params",
+    "estate",
+    "eistate",
+    "etimes",
+    "section_mu",
+    "obs",
+    "actions",
+    "ever_reset",
+)
 
 
 def car_seed_sequence(seed: int, car: int) -> np.random.SeedSequence:
@@ -455,58 +470,37 @@ class RallyCore:
         return tuple(float(t) for t in self.etimes[k, : self.lines_of(k) - 1])
 
     # ------------------------------------------------------------------ state
-    def get_state(self) -> dict[str, Any]:
-        """A plain, picklable snapshot of everything that shapes the cars' futures."""
+    def _array(self, key: str) -> np.ndarray:
+        """The array a state's ``key`` (one of :data:`STATE_ARRAYS`) holds."""
+        return getattr(self.sim, key[4:]) if key.startswith("sim_") else getattr(self, key)
+
+    def _state(self, rows: Any, slots: Any, rngs: list, draws: list, **arrays: Any) -> dict:
+        """A state of the cars ``rows`` (``arrays`` replace some of their arrays), digested."""
         st: dict[str, Any] = {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
             "layout_version": L.LAYOUT_VERSION,
             "config_digest": self.config.digest(),
-            "n_cars": self.n,
-            "slots": self.stages.records(),
-            "sim_state": self.sim.state.copy(),
-            "sim_istate": self.sim.istate.copy(),
-            "sim_params": self.sim.params.copy(),
-            "estate": self.estate.copy(),
-            "eistate": self.eistate.copy(),
-            "etimes": self.etimes.copy(),
-            "section_mu": self.section_mu.copy(),
-            "obs": self.obs.copy(),
-            "actions": self.actions.copy(),
-            "ever_reset": self.ever_reset.copy(),
-            "rng": [None if r is None else r.bit_generator.state for r in self.rngs],
-            "draws": [None if d is None else dict(d) for d in self.draws],
+            "n_cars": len(rngs),
+            "slots": slots,
+            **{key: self._array(key)[rows].copy() for key in STATE_ARRAYS},
+            **arrays,
+            "rng": [None if r is None else r.bit_generator.state for r in rngs],
+            "draws": [None if d is None else dict(d) for d in draws],
         }
         st.update(self.stages.state())
         st["digest"] = state_digest(st)
         return st
 
+    def get_state(self) -> dict[str, Any]:
+        """A plain, picklable snapshot of everything that shapes the cars' futures."""
+        return self._state(slice(None), self.stages.records(), self.rngs, self.draws)
+
     def check_state(self, st: Any) -> list[Any]:
         """Validate a state for this core; returns the resolved slot stages. Changes nothing."""
         if not isinstance(st, dict):
             raise StateError(f"a state must be a dict from get_state(), got {type(st).__name__}")
-        need = (
-            "format",
-            "version",
-            "layout_version",
-            "config_digest",
-            "n_cars",
-            "slots",
-            "sim_state",
-            "sim_istate",
-            "sim_params",
-            "estate",
-            "eistate",
-            "etimes",
-            "section_mu",
-            "obs",
-            "actions",
-            "ever_reset",
-            "rng",
-            "draws",
-            "digest",
-        )
-        need = (*need, *self.stages.state_keys)
+        need = (*STATE_HEADER, *STATE_ARRAYS, "rng", "draws", "digest", *self.stages.state_keys)
         missing = [k for k in need if k not in st]
         if missing:
             raise StateError(f"state is missing {', '.join(missing)}")
@@ -530,22 +524,14 @@ class RallyCore:
             raise StateError(f"state content is malformed: {e}") from None
         if digest != st["digest"]:
             raise StateError("state is corrupt: its contents do not match its digest")
-        shapes = {
-            "sim_state": (self.sim.state.shape, np.float64),
-            "sim_istate": (self.sim.istate.shape, np.int64),
-            "sim_params": (self.sim.params.shape, np.float64),
-            "estate": ((self.n, K.N_E), np.float64),
-            "eistate": ((self.n, K.N_EI), np.int64),
-            "section_mu": ((self.n, S.MAX_SECTION_IDS), np.float64),
-            "obs": ((self.n, self.layout.size), np.float32),
-            "actions": ((self.n, 4), np.float64),
-            "ever_reset": ((self.n,), np.bool_),
-        }
-        for key, (shape, dtype) in shapes.items():
-            a = st[key]
-            if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype:
+        for key in STATE_ARRAYS:
+            if key == "etimes":  # as wide as the state's stages need (checked below)
+                continue
+            a, want = st[key], self._array(key)
+            if not isinstance(a, np.ndarray) or a.shape != want.shape or a.dtype != want.dtype:
                 raise StateError(
-                    f"state[{key!r}] must be a {dtype.__name__} array of shape {shape}"
+                    f"state[{key!r}] must be a {want.dtype.type.__name__} array of shape "
+                    f"{want.shape}"
                 )
         et = st["etimes"]
         if not isinstance(et, np.ndarray) or et.ndim != 2 or et.shape[0] != self.n:
@@ -562,12 +548,10 @@ class RallyCore:
         if et.shape[1] < max(1, max((len(S.timing_lines(s)) for s in stages if s), default=1)):
             raise StateError("state['etimes'] is too narrow for its stages")
         for r in st["rng"]:
-            if r is not None:
-                try:
-                    g = np.random.PCG64()
-                    g.state = r
-                except Exception as e:
-                    raise StateError(f"state RNG stream is malformed: {e}") from None
+            try:
+                _generator(r)
+            except Exception as e:
+                raise StateError(f"state RNG stream is malformed: {e}") from None
         problem = self.stages.state_problem(st)
         if problem:
             raise StateError(problem)
@@ -583,30 +567,16 @@ class RallyCore:
         stages = self.check_state(st)
         b = self.bank
         self.stages.adopt(stages, st["eistate"][np.flatnonzero(st["ever_reset"]), K.EI_SLOT])
-        self.ever_reset[...] = st["ever_reset"]
-        self.section_mu[...] = st["section_mu"]
-        self.eistate[...] = st["eistate"]
-        self.estate[...] = st["estate"]
-        if st["etimes"].shape != self.etimes.shape:
-            self.etimes = st["etimes"].copy()
-        else:
-            self.etimes[...] = st["etimes"]
-        self.sim.params[...] = st["sim_params"]
-        self.sim.state[...] = st["sim_state"]
-        self.sim.istate[...] = st["sim_istate"]
-        self.obs[...] = st["obs"]
-        self.actions[...] = st["actions"]
+        for key in STATE_ARRAYS:
+            if key == "etimes" and st[key].shape != self.etimes.shape:
+                self.etimes = st[key].copy()
+            else:
+                self._array(key)[...] = st[key]
         self._widen_times()
         if b.sectioned:
             for k in np.flatnonzero(self.ever_reset):
                 b.set_car_grip(int(k), int(self.eistate[k, K.EI_SLOT]), self.section_mu[k])
-        for k, r in enumerate(st["rng"]):
-            if r is None:
-                self.rngs[k] = None
-            else:
-                g = np.random.PCG64()
-                g.state = r
-                self.rngs[k] = np.random.Generator(g)
+        self.rngs[:] = [_generator(r) for r in st["rng"]]
         self.draws = [None if d is None else dict(d) for d in st["draws"]]
         for k in range(self.n):
             self._draw_rows(k)
@@ -632,31 +602,8 @@ class RallyCore:
         ei = self.eistate[k : k + 1].copy()
         ei[0, K.EI_SLOT] = one_slot
         ei[0, K.EI_ROW] = row
-        rng = self.rngs[k]
-        d = self.draws[k]
-        st: dict[str, Any] = {
-            "format": STATE_FORMAT,
-            "version": STATE_VERSION,
-            "layout_version": L.LAYOUT_VERSION,
-            "config_digest": self.config.digest(),
-            "n_cars": 1,
-            "slots": slots,
-            "sim_state": self.sim.state[k : k + 1].copy(),
-            "sim_istate": ist,
-            "sim_params": self.sim.params[k : k + 1].copy(),
-            "estate": self.estate[k : k + 1].copy(),
-            "eistate": ei,
-            "etimes": self.etimes[k : k + 1].copy(),
-            "section_mu": self.section_mu[k : k + 1].copy(),
-            "obs": self.obs[k : k + 1].copy(),
-            "actions": self.actions[k : k + 1].copy(),
-            "ever_reset": np.ones(1, np.bool_),
-            "rng": [None if rng is None else rng.bit_generator.state],
-            "draws": [None if d is None else dict(d)],
-        }
-        st.update(self.stages.state())
-        st["digest"] = state_digest(st)
-        return st
+        one = slice(k, k + 1)
+        return self._state(one, slots, self.rngs[one], self.draws[one], sim_istate=ist, eistate=ei)
 
     def put_car_states(self, cars: np.ndarray, st: dict[str, Any], stages: list[Any]) -> None:
         """Make every car in ``cars`` a copy of the one car of ``st``, a one-car state that
@@ -696,16 +643,24 @@ class RallyCore:
             k = int(k)
             if b.sectioned:
                 b.set_car_grip(k, slot, self.section_mu[k])
-            if r is None:
-                self.rngs[k] = None
-            else:
-                g = np.random.PCG64()
-                g.state = r
-                self.rngs[k] = np.random.Generator(g)
+            self.rngs[k] = _generator(r)
             self.draws[k] = None if d is None else dict(d)
             self._draw_rows(k)
         for h in self.hooks:
             h.after_set_cars(cars)
+
+
+def _generator(state: Any) -> np.random.Generator | None:
+    """The generator a state's ``rng`` entry (a PCG64 state, or None) describes.
+
+    Raises:
+        Exception: of numpy's, on a malformed PCG64 state.
+    """
+    if state is None:
+        return None
+    g = np.random.PCG64()
+    g.state = state
+    return np.random.Generator(g)
 
 
 def _chunks(obj: Any) -> Iterator[bytes]:

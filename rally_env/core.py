@@ -549,7 +549,7 @@ class RallyCore:
             raise StateError("state['etimes'] is too narrow for its stages")
         for r in st["rng"]:
             try:
-                _generator(r)
+                rng_from_state(r)
             except Exception as e:
                 raise StateError(f"state RNG stream is malformed: {e}") from None
         problem = self.stages.state_problem(st)
@@ -576,7 +576,7 @@ class RallyCore:
         if b.sectioned:
             for k in np.flatnonzero(self.ever_reset):
                 b.set_car_grip(int(k), int(self.eistate[k, K.EI_SLOT]), self.section_mu[k])
-        self.rngs[:] = [_generator(r) for r in st["rng"]]
+        self.rngs[:] = [rng_from_state(r) for r in st["rng"]]
         self.draws = [None if d is None else dict(d) for d in st["draws"]]
         for k in range(self.n):
             self._draw_rows(k)
@@ -643,15 +643,15 @@ class RallyCore:
             k = int(k)
             if b.sectioned:
                 b.set_car_grip(k, slot, self.section_mu[k])
-            self.rngs[k] = _generator(r)
+            self.rngs[k] = rng_from_state(r)
             self.draws[k] = None if d is None else dict(d)
             self._draw_rows(k)
         for h in self.hooks:
             h.after_set_cars(cars)
 
 
-def _generator(state: Any) -> np.random.Generator | None:
-    """The generator a state's ``rng`` entry (a PCG64 state, or None) describes.
+def rng_from_state(state: Any) -> np.random.Generator | None:
+    """The generator a PCG64 state (``bit_generator.state``, or None) describes.
 
     Raises:
         Exception: of numpy's, on a malformed PCG64 state.
@@ -661,6 +661,26 @@ def _generator(state: Any) -> np.random.Generator | None:
     g = np.random.PCG64()
     g.state = state
     return np.random.Generator(g)
+
+
+def with_extra(st: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """``st`` with an env's own entries as ``st["extra"]`` (``kind``: the env class), digested
+    again."""
+    st["extra"] = extra
+    st["digest"] = state_digest(st)
+    return st
+
+
+def extra_of(state: Any, kind: str, refusal: str = "") -> dict[str, Any]:
+    """The ``extra`` entries of a state an env of class ``kind`` made.
+
+    Raises:
+        StateError: ``refusal`` (or "not a KIND state ...") when it is not such a state.
+    """
+    extra = state.get("extra") if isinstance(state, dict) else None
+    if not isinstance(extra, dict) or extra.get("kind") != kind:
+        raise StateError(refusal or f"not a {kind} state (missing or wrong 'extra')")
+    return extra
 
 
 def _chunks(obj: Any) -> Iterator[bytes]:

@@ -20,13 +20,6 @@ RENDER_MODES = list(_VIEW_RENDER_MODES)
 _ONE = np.zeros(1, np.int64)
 
 
-def make_renderer(render_mode: str, fps: float) -> Any:
-    """The env's renderer, imported only now (pygame loads with it, never on import)."""
-    from rally_env.render.envview import EnvRenderer
-
-    return EnvRenderer(render_mode, fps)
-
-
 def renderer_of(owner: Any) -> Any:
     """The env's renderer (made on first use), or ``None`` (with Gymnasium's warning) when the
     env has no ``render_mode``."""
@@ -37,18 +30,17 @@ def renderer_of(owner: Any) -> Any:
         )
         return None
     if owner._renderer is None:
-        owner._renderer = make_renderer(owner.render_mode, owner.metadata["render_fps"])
+        from rally_env.render.envview import EnvRenderer  # pygame loads with it, not on import
+
+        owner._renderer = EnvRenderer(owner.render_mode, owner.metadata["render_fps"])
     return owner._renderer
 
 
-def render_core(owner: Any, focus: int | None = None) -> Any:
-    """Shared ``render()`` of the single and the vector env: a frame, or a window update."""
+def render_core(owner: Any, focus: int = 0) -> Any:
+    """Shared ``render()`` of the single and the vector env: a frame of car ``focus``, or a
+    window update."""
     r = renderer_of(owner)
-    if r is None:
-        return None
-    if focus is None:
-        return r.render(owner.core)
-    return r.render(owner.core, focus=focus)
+    return None if r is None else r.render(owner.core, focus=focus)
 
 
 def state_without_renderer(owner: Any) -> dict[str, Any]:

@@ -231,7 +231,7 @@ class RallyVectorEnv(VectorEnv):
         """
         if self.render_mode == "rgb_array" and self.render_view == "per_env":
             return self.render_cars()
-        return render_core(self, focus=0)
+        return render_core(self)
 
     def render_cars(self, cars: Any = None) -> tuple[np.ndarray, ...] | None:
         """One (H, W, 3) uint8 frame per car (all, or the indices ``cars``), each showing only

@@ -348,12 +348,10 @@ class RallyCore:
             self.draws[k] = None
             return
         base = self.config.vehicle
-        u = rng.random(4)
-        f_mass = r.mass[0] + (r.mass[1] - r.mass[0]) * u[0]
-        f_power = r.power[0] + (r.power[1] - r.power[0]) * u[1]
-        f_peak = r.tire_peak[0] + (r.tire_peak[1] - r.tire_peak[0]) * u[2]
-        f_ls = r.load_sensitivity[0] + (r.load_sensitivity[1] - r.load_sensitivity[0]) * u[3]
-        p = randomized_vehicle(base, f_mass, f_power, f_peak, f_ls)
+        ranges = (r.mass, r.power, r.tire_peak, r.load_sensitivity)
+        u = rng.random(len(ranges))
+        f = [lo + (hi - lo) * x for (lo, hi), x in zip(ranges, u, strict=True)]
+        p = randomized_vehicle(base, *f)
         self.sim.set_params(p, cars=np.array([k], np.int64))
         st = self.bank.stage(slot)
         n_sec = min(len(st.path.section_start_m), S.MAX_SECTION_IDS)
@@ -618,21 +616,15 @@ class RallyCore:
         slot = self.stages.place(held, stage, int(st["eistate"][0, K.EI_SLOT]))
         self._widen_times()
         rows = np.array([b.terrain_row(int(k), slot) for k in cars], np.int64)
-        self.sim.state[cars] = st["sim_state"][0]
-        self.sim.istate[cars] = st["sim_istate"][0]
+        for key in STATE_ARRAYS:
+            if key != "etimes":
+                self._array(key)[cars] = st[key][0]
         self.sim.istate[cars, L.I_TERRAIN] = rows
-        self.sim.params[cars] = st["sim_params"][0]
-        self.estate[cars] = st["estate"][0]
-        self.eistate[cars] = st["eistate"][0]
         self.eistate[cars, K.EI_SLOT] = slot
         self.eistate[cars, K.EI_ROW] = rows
         n_lines = self.lines_of(int(cars[0]))
         self.etimes[cars] = np.nan
         self.etimes[cars, :n_lines] = st["etimes"][0, :n_lines]
-        self.section_mu[cars] = st["section_mu"][0]
-        self.obs[cars] = st["obs"][0]
-        self.actions[cars] = st["actions"][0]
-        self.ever_reset[cars] = True
         self.rew[cars] = 0.0
         self.terms[cars] = 0.0
         end = int(st["eistate"][0, K.EI_END])

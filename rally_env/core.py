@@ -432,13 +432,7 @@ class RallyCore:
         for _ in range(self.n_sub):
             sim.advance(1, multi, L.DT)
             K.collect_line_crossings(
-                multi,
-                self.sim.state,
-                self.sim.istate,
-                self.eistate,
-                self.etimes,
-                b.table,
-                b.line_gate,
+                multi, sim.state, sim.istate, self.eistate, self.etimes, b.table, b.line_gate
             )
 
     # ------------------------------------------------------------------ info

@@ -506,11 +506,6 @@ class VehicleBatch:
         """Wheel angular speed (rad/s): integrated in the wheel-speed model, rolling otherwise."""
         return self._wheels(L.WL_OMEGA)
 
-    def _ext(self, col: int) -> np.ndarray:
-        if not self.extended:
-            return np.zeros(self.n)
-        return self.state[:, col]
-
     @property
     def engine_rpm(self) -> np.ndarray:
         """Engine speed (rpm); 0 without a drivetrain."""
@@ -539,7 +534,7 @@ class VehicleBatch:
     @property
     def max_impact_mps(self) -> np.ndarray:
         """Hardest touchdown or impact since reset (m/s); zeros for basic vehicles."""
-        return self._ext(L.SX_MAX_IMPACT).copy()
+        return self.state[:, L.SX_MAX_IMPACT].copy() if self.extended else np.zeros(self.n)
 
     @property
     def steer_angle_rad(self) -> np.ndarray:

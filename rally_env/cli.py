@@ -305,14 +305,37 @@ def build_parser() -> argparse.ArgumentParser:
     from rally_env.replay.cli import add_subcommands as add_replay_commands  # no pygame
 
     add_replay_commands(sub)
-    from rally_env.server.cli import add_subcommands as add_server_commands  # imports nothing
-
-    add_server_commands(sub)
-    from rally_env.plugins import command_providers  # e.g. agents: train, eval, par, demo
+    from rally_env.plugins import command_providers  # agents: train, eval...; server: serve
 
     for add_subcommands in command_providers():
         add_subcommands(sub)
+    for name, extra in PLUGIN_COMMANDS.items():
+        if name not in sub.choices:  # an install from before the command had its entry point
+            _add_unregistered(sub, name, extra)
     return parser
+
+
+#: Commands this project's own packages register through the ``rally_env.commands`` entry
+#: point (``pyproject.toml``), with the extra they need: an install made before one of them was
+#: registered there lacks it until it is installed again.
+PLUGIN_COMMANDS = {"serve": "server"}
+
+
+def _add_unregistered(sub, name: str, extra: str) -> None:
+    """``rally NAME ...`` that says how to reinstall (exit code 2) instead of not existing."""
+
+    def missing(args: argparse.Namespace) -> int:
+        print(
+            f"rally {name}: error: this install does not register the command (its entry point "
+            f'is missing); install the package again: python3 -m pip install -e ".[{extra}]"',
+            file=sys.stderr,
+        )
+        return 2
+
+    # no option prefix: every argument (--help too) is a positional the command takes
+    p = sub.add_parser(name, help="(needs a reinstall here)", add_help=False, prefix_chars="\0")
+    p.add_argument("rest", nargs="*")
+    p.set_defaults(func=missing)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,6 +30,21 @@ from rally_env.statecheck import check_values
 
 STATE_FORMAT = "rally_env.state"
 STATE_VERSION = 1
+#: A state's entries before its arrays, and its arrays (``sim_*``: the physics'; the rest the
+#: core's own), then ``rng``, ``draws``, the stage source's entries and ``digest``.
+STATE_HEADER = ("format", "version", "layout_version", "config_digest", "n_cars", "slots")
+STATE_ARRAYS = (
+    "sim_state",
+    "sim_istate",
+    "sim_params",
+    "estate",
+    "eistate",
+    "etimes",
+    "section_mu",
+    "obs",
+    "actions",
+    "ever_reset",
+)
 
 
 def car_seed_sequence(seed: int, car: int) -> np.random.SeedSequence:
@@ -333,12 +348,10 @@ class RallyCore:
             self.draws[k] = None
             return
         base = self.config.vehicle
-        u = rng.random(4)
-        f_mass = r.mass[0] + (r.mass[1] - r.mass[0]) * u[0]
-        f_power = r.power[0] + (r.power[1] - r.power[0]) * u[1]
-        f_peak = r.tire_peak[0] + (r.tire_peak[1] - r.tire_peak[0]) * u[2]
-        f_ls = r.load_sensitivity[0] + (r.load_sensitivity[1] - r.load_sensitivity[0]) * u[3]
-        p = randomized_vehicle(base, f_mass, f_power, f_peak, f_ls)
+        ranges = (r.mass, r.power, r.tire_peak, r.load_sensitivity)
+        u = rng.random(len(ranges))
+        f = [lo + (hi - lo) * x for (lo, hi), x in zip(ranges, u, strict=True)]
+        p = randomized_vehicle(base, *f)
         self.sim.set_params(p, cars=np.array([k], np.int64))
         st = self.bank.stage(slot)
         n_sec = min(len(st.path.section_start_m), S.MAX_SECTION_IDS)
@@ -419,13 +432,7 @@ class RallyCore:
         for _ in range(self.n_sub):
             sim.advance(1, multi, L.DT)
             K.collect_line_crossings(
-                multi,
-                self.sim.state,
-                self.sim.istate,
-                self.eistate,
-                self.etimes,
-                b.table,
-                b.line_gate,
+                multi, sim.state, sim.istate, self.eistate, self.etimes, b.table, b.line_gate
             )
 
     # ------------------------------------------------------------------ info
@@ -455,58 +462,37 @@ class RallyCore:
         return tuple(float(t) for t in self.etimes[k, : self.lines_of(k) - 1])
 
     # ------------------------------------------------------------------ state
-    def get_state(self) -> dict[str, Any]:
-        """A plain, picklable snapshot of everything that shapes the cars' futures."""
+    def _array(self, key: str) -> np.ndarray:
+        """The array a state's ``key`` (one of :data:`STATE_ARRAYS`) holds."""
+        return getattr(self.sim, key[4:]) if key.startswith("sim_") else getattr(self, key)
+
+    def _state(self, rows: Any, slots: Any, rngs: list, draws: list, **arrays: Any) -> dict:
+        """A state of the cars ``rows`` (``arrays`` replace some of their arrays), digested."""
         st: dict[str, Any] = {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
             "layout_version": L.LAYOUT_VERSION,
             "config_digest": self.config.digest(),
-            "n_cars": self.n,
-            "slots": self.stages.records(),
-            "sim_state": self.sim.state.copy(),
-            "sim_istate": self.sim.istate.copy(),
-            "sim_params": self.sim.params.copy(),
-            "estate": self.estate.copy(),
-            "eistate": self.eistate.copy(),
-            "etimes": self.etimes.copy(),
-            "section_mu": self.section_mu.copy(),
-            "obs": self.obs.copy(),
-            "actions": self.actions.copy(),
-            "ever_reset": self.ever_reset.copy(),
-            "rng": [None if r is None else r.bit_generator.state for r in self.rngs],
-            "draws": [None if d is None else dict(d) for d in self.draws],
+            "n_cars": len(rngs),
+            "slots": slots,
+            **{key: self._array(key)[rows].copy() for key in STATE_ARRAYS},
+            **arrays,
+            "rng": [None if r is None else r.bit_generator.state for r in rngs],
+            "draws": [None if d is None else dict(d) for d in draws],
         }
         st.update(self.stages.state())
         st["digest"] = state_digest(st)
         return st
 
+    def get_state(self) -> dict[str, Any]:
+        """A plain, picklable snapshot of everything that shapes the cars' futures."""
+        return self._state(slice(None), self.stages.records(), self.rngs, self.draws)
+
     def check_state(self, st: Any) -> list[Any]:
         """Validate a state for this core; returns the resolved slot stages. Changes nothing."""
         if not isinstance(st, dict):
             raise StateError(f"a state must be a dict from get_state(), got {type(st).__name__}")
-        need = (
-            "format",
-            "version",
-            "layout_version",
-            "config_digest",
-            "n_cars",
-            "slots",
-            "sim_state",
-            "sim_istate",
-            "sim_params",
-            "estate",
-            "eistate",
-            "etimes",
-            "section_mu",
-            "obs",
-            "actions",
-            "ever_reset",
-            "rng",
-            "draws",
-            "digest",
-        )
-        need = (*need, *self.stages.state_keys)
+        need = (*STATE_HEADER, *STATE_ARRAYS, "rng", "draws", "digest", *self.stages.state_keys)
         missing = [k for k in need if k not in st]
         if missing:
             raise StateError(f"state is missing {', '.join(missing)}")
@@ -530,22 +516,14 @@ class RallyCore:
             raise StateError(f"state content is malformed: {e}") from None
         if digest != st["digest"]:
             raise StateError("state is corrupt: its contents do not match its digest")
-        shapes = {
-            "sim_state": (self.sim.state.shape, np.float64),
-            "sim_istate": (self.sim.istate.shape, np.int64),
-            "sim_params": (self.sim.params.shape, np.float64),
-            "estate": ((self.n, K.N_E), np.float64),
-            "eistate": ((self.n, K.N_EI), np.int64),
-            "section_mu": ((self.n, S.MAX_SECTION_IDS), np.float64),
-            "obs": ((self.n, self.layout.size), np.float32),
-            "actions": ((self.n, 4), np.float64),
-            "ever_reset": ((self.n,), np.bool_),
-        }
-        for key, (shape, dtype) in shapes.items():
-            a = st[key]
-            if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype:
+        for key in STATE_ARRAYS:
+            if key == "etimes":  # as wide as the state's stages need (checked below)
+                continue
+            a, want = st[key], self._array(key)
+            if not isinstance(a, np.ndarray) or a.shape != want.shape or a.dtype != want.dtype:
                 raise StateError(
-                    f"state[{key!r}] must be a {dtype.__name__} array of shape {shape}"
+                    f"state[{key!r}] must be a {want.dtype.type.__name__} array of shape "
+                    f"{want.shape}"
                 )
         et = st["etimes"]
         if not isinstance(et, np.ndarray) or et.ndim != 2 or et.shape[0] != self.n:
@@ -562,12 +540,10 @@ class RallyCore:
         if et.shape[1] < max(1, max((len(S.timing_lines(s)) for s in stages if s), default=1)):
             raise StateError("state['etimes'] is too narrow for its stages")
         for r in st["rng"]:
-            if r is not None:
-                try:
-                    g = np.random.PCG64()
-                    g.state = r
-                except Exception as e:
-                    raise StateError(f"state RNG stream is malformed: {e}") from None
+            try:
+                rng_from_state(r)
+            except Exception as e:
+                raise StateError(f"state RNG stream is malformed: {e}") from None
         problem = self.stages.state_problem(st)
         if problem:
             raise StateError(problem)
@@ -583,30 +559,16 @@ class RallyCore:
         stages = self.check_state(st)
         b = self.bank
         self.stages.adopt(stages, st["eistate"][np.flatnonzero(st["ever_reset"]), K.EI_SLOT])
-        self.ever_reset[...] = st["ever_reset"]
-        self.section_mu[...] = st["section_mu"]
-        self.eistate[...] = st["eistate"]
-        self.estate[...] = st["estate"]
-        if st["etimes"].shape != self.etimes.shape:
-            self.etimes = st["etimes"].copy()
-        else:
-            self.etimes[...] = st["etimes"]
-        self.sim.params[...] = st["sim_params"]
-        self.sim.state[...] = st["sim_state"]
-        self.sim.istate[...] = st["sim_istate"]
-        self.obs[...] = st["obs"]
-        self.actions[...] = st["actions"]
+        for key in STATE_ARRAYS:
+            if key == "etimes" and st[key].shape != self.etimes.shape:
+                self.etimes = st[key].copy()
+            else:
+                self._array(key)[...] = st[key]
         self._widen_times()
         if b.sectioned:
             for k in np.flatnonzero(self.ever_reset):
                 b.set_car_grip(int(k), int(self.eistate[k, K.EI_SLOT]), self.section_mu[k])
-        for k, r in enumerate(st["rng"]):
-            if r is None:
-                self.rngs[k] = None
-            else:
-                g = np.random.PCG64()
-                g.state = r
-                self.rngs[k] = np.random.Generator(g)
+        self.rngs[:] = [rng_from_state(r) for r in st["rng"]]
         self.draws = [None if d is None else dict(d) for d in st["draws"]]
         for k in range(self.n):
             self._draw_rows(k)
@@ -632,31 +594,8 @@ class RallyCore:
         ei = self.eistate[k : k + 1].copy()
         ei[0, K.EI_SLOT] = one_slot
         ei[0, K.EI_ROW] = row
-        rng = self.rngs[k]
-        d = self.draws[k]
-        st: dict[str, Any] = {
-            "format": STATE_FORMAT,
-            "version": STATE_VERSION,
-            "layout_version": L.LAYOUT_VERSION,
-            "config_digest": self.config.digest(),
-            "n_cars": 1,
-            "slots": slots,
-            "sim_state": self.sim.state[k : k + 1].copy(),
-            "sim_istate": ist,
-            "sim_params": self.sim.params[k : k + 1].copy(),
-            "estate": self.estate[k : k + 1].copy(),
-            "eistate": ei,
-            "etimes": self.etimes[k : k + 1].copy(),
-            "section_mu": self.section_mu[k : k + 1].copy(),
-            "obs": self.obs[k : k + 1].copy(),
-            "actions": self.actions[k : k + 1].copy(),
-            "ever_reset": np.ones(1, np.bool_),
-            "rng": [None if rng is None else rng.bit_generator.state],
-            "draws": [None if d is None else dict(d)],
-        }
-        st.update(self.stages.state())
-        st["digest"] = state_digest(st)
-        return st
+        one = slice(k, k + 1)
+        return self._state(one, slots, self.rngs[one], self.draws[one], sim_istate=ist, eistate=ei)
 
     def put_car_states(self, cars: np.ndarray, st: dict[str, Any], stages: list[Any]) -> None:
         """Make every car in ``cars`` a copy of the one car of ``st``, a one-car state that
@@ -671,21 +610,15 @@ class RallyCore:
         slot = self.stages.place(held, stage, int(st["eistate"][0, K.EI_SLOT]))
         self._widen_times()
         rows = np.array([b.terrain_row(int(k), slot) for k in cars], np.int64)
-        self.sim.state[cars] = st["sim_state"][0]
-        self.sim.istate[cars] = st["sim_istate"][0]
+        for key in STATE_ARRAYS:
+            if key != "etimes":
+                self._array(key)[cars] = st[key][0]
         self.sim.istate[cars, L.I_TERRAIN] = rows
-        self.sim.params[cars] = st["sim_params"][0]
-        self.estate[cars] = st["estate"][0]
-        self.eistate[cars] = st["eistate"][0]
         self.eistate[cars, K.EI_SLOT] = slot
         self.eistate[cars, K.EI_ROW] = rows
         n_lines = self.lines_of(int(cars[0]))
         self.etimes[cars] = np.nan
         self.etimes[cars, :n_lines] = st["etimes"][0, :n_lines]
-        self.section_mu[cars] = st["section_mu"][0]
-        self.obs[cars] = st["obs"][0]
-        self.actions[cars] = st["actions"][0]
-        self.ever_reset[cars] = True
         self.rew[cars] = 0.0
         self.terms[cars] = 0.0
         end = int(st["eistate"][0, K.EI_END])
@@ -696,16 +629,44 @@ class RallyCore:
             k = int(k)
             if b.sectioned:
                 b.set_car_grip(k, slot, self.section_mu[k])
-            if r is None:
-                self.rngs[k] = None
-            else:
-                g = np.random.PCG64()
-                g.state = r
-                self.rngs[k] = np.random.Generator(g)
+            self.rngs[k] = rng_from_state(r)
             self.draws[k] = None if d is None else dict(d)
             self._draw_rows(k)
         for h in self.hooks:
             h.after_set_cars(cars)
+
+
+def rng_from_state(state: Any) -> np.random.Generator | None:
+    """The generator a PCG64 state (``bit_generator.state``, or None) describes.
+
+    Raises:
+        Exception: of numpy's, on a malformed PCG64 state.
+    """
+    if state is None:
+        return None
+    g = np.random.PCG64()
+    g.state = state
+    return np.random.Generator(g)
+
+
+def with_extra(st: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """``st`` with an env's own entries as ``st["extra"]`` (``kind``: the env class), digested
+    again."""
+    st["extra"] = extra
+    st["digest"] = state_digest(st)
+    return st
+
+
+def extra_of(state: Any, kind: str, refusal: str = "") -> dict[str, Any]:
+    """The ``extra`` entries of a state an env of class ``kind`` made.
+
+    Raises:
+        StateError: ``refusal`` (or "not a KIND state ...") when it is not such a state.
+    """
+    extra = state.get("extra") if isinstance(state, dict) else None
+    if not isinstance(extra, dict) or extra.get("kind") != kind:
+        raise StateError(refusal or f"not a {kind} state (missing or wrong 'extra')")
+    return extra
 
 
 def _chunks(obj: Any) -> Iterator[bytes]:

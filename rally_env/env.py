@@ -10,7 +10,7 @@ from gymnasium.error import ResetNeeded
 
 from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig
-from rally_env.core import RallyCore, car_seed_sequence, state_digest
+from rally_env.core import RallyCore, car_seed_sequence, extra_of, rng_from_state, with_extra
 from rally_env.errors import StateError
 from rally_env.render.envview import RENDER_MODES as _VIEW_RENDER_MODES
 from rally_env.spaces import action_space
@@ -18,13 +18,6 @@ from rally_env.spaces import action_space
 #: The render modes (the renderer's own list, as Gymnasium's metadata wants it).
 RENDER_MODES = list(_VIEW_RENDER_MODES)
 _ONE = np.zeros(1, np.int64)
-
-
-def make_renderer(render_mode: str, fps: float) -> Any:
-    """The env's renderer, imported only now (pygame loads with it, never on import)."""
-    from rally_env.render.envview import EnvRenderer
-
-    return EnvRenderer(render_mode, fps)
 
 
 def renderer_of(owner: Any) -> Any:
@@ -37,18 +30,17 @@ def renderer_of(owner: Any) -> Any:
         )
         return None
     if owner._renderer is None:
-        owner._renderer = make_renderer(owner.render_mode, owner.metadata["render_fps"])
+        from rally_env.render.envview import EnvRenderer  # pygame loads with it, not on import
+
+        owner._renderer = EnvRenderer(owner.render_mode, owner.metadata["render_fps"])
     return owner._renderer
 
 
-def render_core(owner: Any, focus: int | None = None) -> Any:
-    """Shared ``render()`` of the single and the vector env: a frame, or a window update."""
+def render_core(owner: Any, focus: int = 0) -> Any:
+    """Shared ``render()`` of the single and the vector env: a frame of car ``focus``, or a
+    window update."""
     r = renderer_of(owner)
-    if r is None:
-        return None
-    if focus is None:
-        return r.render(owner.core)
-    return r.render(owner.core, focus=focus)
+    return None if r is None else r.render(owner.core, focus=focus)
 
 
 def state_without_renderer(owner: Any) -> dict[str, Any]:
@@ -129,9 +121,7 @@ class RallyEnv(gym.Env):
         self.core = RallyCore(self.config, 1, parallel=False)
         self.observation_space = self.core.layout.space()
         self.action_space = action_space(self.config.discrete_actions)
-        self._validate = (
-            validate_discrete if self.config.discrete_actions else (validate_continuous)
-        )
+        self._validate = validate_discrete if self.config.discrete_actions else validate_continuous
         self._cmd = np.zeros((1, 4))  # the validated action
         self._needs_reset = True
         self._renderer: Any = None
@@ -200,15 +190,14 @@ class RallyEnv(gym.Env):
         ``set_state`` on it (in this env or a new one with the same arguments) continues the
         run bit-identically.
         """
-        st = self.core.get_state()
-        st["extra"] = {
-            "kind": "RallyEnv",
-            "needs_reset": self._needs_reset,
-            "np_random": None if self._np_random is None else self._np_random.bit_generator.state,
-            "np_random_seed": self._np_random_seed,
-        }
-        st["digest"] = state_digest(st)
-        return st
+        npr = self._np_random
+        return with_extra(
+            self.core.get_state(),
+            kind="RallyEnv",
+            needs_reset=self._needs_reset,
+            np_random=None if npr is None else npr.bit_generator.state,
+            np_random_seed=self._np_random_seed,
+        )
 
     def set_state(self, state: dict[str, Any]) -> np.ndarray:
         """Restore :meth:`get_state` output; returns the current observation.
@@ -217,19 +206,12 @@ class RallyEnv(gym.Env):
             StateError: the state is malformed, corrupt or from an env with other settings;
                 the env is unchanged.
         """
-        extra = state.get("extra") if isinstance(state, dict) else None
-        if not isinstance(extra, dict) or extra.get("kind") != "RallyEnv":
-            raise StateError("not a RallyEnv state (missing or wrong 'extra')")
+        extra = extra_of(state, "RallyEnv")
         self.core.check_state(state)
-        npr = extra.get("np_random")
-        gen = None
-        if npr is not None:
-            try:
-                bg = np.random.PCG64()
-                bg.state = npr
-                gen = np.random.Generator(bg)
-            except Exception as e:
-                raise StateError(f"state np_random is malformed: {e}") from None
+        try:
+            gen = rng_from_state(extra.get("np_random"))
+        except Exception as e:
+            raise StateError(f"state np_random is malformed: {e}") from None
         self.core.set_state(state)
         self._np_random = gen
         self._np_random_seed = extra.get("np_random_seed")

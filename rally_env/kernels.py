@@ -260,14 +260,11 @@ def _project_car(k, state, stages, slot, s_prev, setup, work):
     pos_buf = work.pos[k : k + 1]
     fwd_buf = work.fwd[k : k + 1]
     sp_buf = work.sp[k : k + 1]
-    qw = state[k, L.QUAT_W]
-    qx = state[k, L.QUAT_X]
-    qy = state[k, L.QUAT_Y]
-    qz = state[k, L.QUAT_Z]
+    rot = rotation_of(state, k)
     pos_buf[0, 0] = state[k, L.POS_X]
     pos_buf[0, 1] = state[k, L.POS_Y]
-    fwd_buf[0, 0] = 1.0 - 2.0 * (qy * qy + qz * qz)
-    fwd_buf[0, 1] = 2.0 * (qx * qy + qw * qz)
+    fwd_buf[0, 0] = rot[0]  # the forward axis on the ground plane
+    fwd_buf[0, 1] = rot[3]
     sp_buf[0] = s_prev
     project_batch(
         stages.seg[so : so + ns],
@@ -554,12 +551,9 @@ def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
 @njit_inner(_nrt=False)
 def _look_point(k, state, look, q):
     """(finite, x, y): lookahead point ``q`` of car ``k`` back in the world frame."""
-    qw = state[k, L.QUAT_W]
-    qx = state[k, L.QUAT_X]
-    qy = state[k, L.QUAT_Y]
-    qz = state[k, L.QUAT_Z]
-    fx = 1.0 - 2.0 * (qy * qy + qz * qz)
-    fy = 2.0 * (qx * qy + qw * qz)
+    rot = rotation_of(state, k)
+    fx = rot[0]
+    fy = rot[3]
     fn = math.sqrt(fx * fx + fy * fy)
     if fn > 0.0:
         fx /= fn
@@ -808,9 +802,7 @@ def _stuck_and_roll(k, n_sub, state, env, cfg, credit):
         eistate[k, EI_STUCK_SUB] = 0
     else:
         eistate[k, EI_STUCK_SUB] += n_sub
-    qx = state[k, L.QUAT_X]
-    qy = state[k, L.QUAT_Y]
-    up_z = 1.0 - 2.0 * (qx * qx + qy * qy)
+    up_z = rotation_of(state, k)[8]
     if up_z < cfg[C_ROLL_UPZ]:
         eistate[k, EI_ROLL_SUB] += n_sub
     else:

@@ -12,7 +12,7 @@ from gymnasium.vector.utils import batch_space
 from rally_env import kernels as K
 from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig
-from rally_env.core import RallyCore, car_seed_sequence, state_digest
+from rally_env.core import RallyCore, car_seed_sequence, extra_of, with_extra
 from rally_env.env import RENDER_MODES, render_core, renderer_of, state_without_renderer
 from rally_env.errors import ConfigError, StateError
 from rally_env.spaces import action_space
@@ -110,9 +110,7 @@ class RallyVectorEnv(VectorEnv):
         self.single_action_space = action_space(self.config.discrete_actions)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._validate = (
-            validate_discrete if self.config.discrete_actions else (validate_continuous)
-        )
+        self._validate = validate_discrete if self.config.discrete_actions else validate_continuous
         self._cmd = np.zeros((self.num_envs, 4))  # the validated actions
         self._autoreset = np.zeros(self.num_envs, np.bool_)
         self._needs_reset = True
@@ -233,7 +231,7 @@ class RallyVectorEnv(VectorEnv):
         """
         if self.render_mode == "rgb_array" and self.render_view == "per_env":
             return self.render_cars()
-        return render_core(self, focus=0)
+        return render_core(self)
 
     def render_cars(self, cars: Any = None) -> tuple[np.ndarray, ...] | None:
         """One (H, W, 3) uint8 frame per car (all, or the indices ``cars``), each showing only
@@ -314,20 +312,16 @@ class RallyVectorEnv(VectorEnv):
     # ---------------------------------------------------------------------- state API
     def get_state(self) -> dict[str, Any]:
         """A plain, picklable snapshot of all cars (see :meth:`RallyEnv.get_state`)."""
-        st = self.core.get_state()
-        st["extra"] = {
-            "kind": "RallyVectorEnv",
-            "autoreset": self._autoreset.copy(),
-            "needs_reset": self._needs_reset,
-        }
-        st["digest"] = state_digest(st)
-        return st
+        return with_extra(
+            self.core.get_state(),
+            kind="RallyVectorEnv",
+            autoreset=self._autoreset.copy(),
+            needs_reset=self._needs_reset,
+        )
 
     def set_state(self, state: dict[str, Any]) -> np.ndarray:
         """Restore :meth:`get_state` output; returns the current observations."""
-        extra = state.get("extra") if isinstance(state, dict) else None
-        if not isinstance(extra, dict) or extra.get("kind") != "RallyVectorEnv":
-            raise StateError("not a RallyVectorEnv state (missing or wrong 'extra')")
+        extra = extra_of(state, "RallyVectorEnv")
         ar = extra.get("autoreset")
         if not isinstance(ar, np.ndarray) or ar.shape != (self.num_envs,) or ar.dtype != bool:
             raise StateError("state autoreset flags have the wrong shape")
@@ -351,14 +345,9 @@ class RallyVectorEnv(VectorEnv):
         if k.size != 1:
             raise ValueError(f"car must be one car index, got {car!r}")
         st = self.core.car_state(int(k[0]), self._single_core())
-        st["extra"] = {
-            "kind": "RallyEnv",
-            "needs_reset": False,
-            "np_random": None,
-            "np_random_seed": None,
-        }
-        st["digest"] = state_digest(st)
-        return st
+        return with_extra(
+            st, kind="RallyEnv", needs_reset=False, np_random=None, np_random_seed=None
+        )
 
     def set_car_states(self, cars: Any, state: dict[str, Any]) -> np.ndarray:
         """Make every car in ``cars`` a copy of the one car of ``state``; returns their
@@ -385,12 +374,12 @@ class RallyVectorEnv(VectorEnv):
         if self._needs_reset:
             raise ResetNeeded("call reset() before set_car_states()")
         idx = self._car_indices(cars, "cars")
-        extra = state.get("extra") if isinstance(state, dict) else None
-        if not isinstance(extra, dict) or extra.get("kind") != "RallyEnv":
-            raise StateError(
-                "set_car_states takes a RallyEnv state (RallyEnv.get_state() or "
-                "RallyVectorEnv.get_car_state()): missing or wrong 'extra'"
-            )
+        extra_of(
+            state,
+            "RallyEnv",
+            "set_car_states takes a RallyEnv state (RallyEnv.get_state() or "
+            "RallyVectorEnv.get_car_state()): missing or wrong 'extra'",
+        )
         stages = self._single_core().check_state(state)
         self.core.put_car_states(idx, state, stages)
         done = int(state["eistate"][0, K.EI_END]) != 0

@@ -183,8 +183,8 @@ def _add_train_parser(sub: Any) -> None:
         "--resume",
         default=None,
         metavar="CKPT.zip",
-        help="continue a checkpoint (--out may hold the run it came from: its eval_log.csv "
-        "goes on)",
+        help="continue a checkpoint for --timesteps more steps (--out may hold the run it "
+        "came from: its eval_log.csv goes on)",
     )
     tr.add_argument(
         "--overwrite",

@@ -9,11 +9,11 @@
     python3 benchmarks/learnability.py plot RUN_DIR curve.png --test 2000000:22:0.0
 
 ``ablate`` trains ``rally train --algo ppo --stage random`` (``agents.sb3.train``) once per
-variant, each with the same budget and seed: ``defaults`` (rally train's defaults), each
-default reverted alone (leave-one-out: :data:`VARIANTS`), and ``old`` (every one reverted: the
-defaults before ``RallyLearn-v0``). Each run selects on the 50 validation stages and reports
-its final validation figures (finish rate, median score). A variant whose ``summary.json``
-exists is skipped, so a stopped chain resumes.
+variant, each with the same budget and seed (``--seed``): ``defaults`` (rally train's
+defaults), each default reverted alone (leave-one-out: :data:`VARIANTS`), and ``old``
+(every one reverted: the defaults before ``RallyLearn-v0``). Each run selects on the 50
+validation stages and reports its final validation figures (finish rate, median score). A
+variant whose ``summary.json`` exists is skipped, so a stopped chain resumes.
 
 ``study`` is the generalization study (Procgen's ``num_levels``): the same recipe (rally
 train's defaults) trained on 10, 100 and 1,000 training stages (``random_stage =
@@ -94,7 +94,15 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any], int | None, bool 
 STUDY_LEVELS = (10, 100, 1000, 0)  # 0: unlimited (a fresh stage every episode)
 
 
-def _train(out: Path, timesteps: int, env: dict, hp: dict, n_envs: int | None, hb: bool | None):
+def _train(
+    out: Path,
+    timesteps: int,
+    env: dict,
+    hp: dict,
+    n_envs: int | None,
+    hb: bool | None,
+    seed: int = 0,
+):
     from agents.recipe import command_recipe
     from agents.sb3 import train
 
@@ -104,7 +112,7 @@ def _train(out: Path, timesteps: int, env: dict, hp: dict, n_envs: int | None, h
         "random",
         timesteps=timesteps,
         n_envs=n_envs,
-        seed=0,
+        seed=seed,
         out=out,
         hyperparams=hp,
         env_kwargs=env or None,
@@ -130,7 +138,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
             continue
         what, env, hp, n_envs, hb = VARIANTS[n]
         print(f"== {n}: reverts {what}", flush=True)
-        s = _train(out, args.timesteps, env, hp, n_envs, hb)
+        s = _train(out, args.timesteps, env, hp, n_envs, hb, args.seed)
         fe = s.get("final_eval") or {}
         print(
             f"{n}: {s['timesteps']:,} steps in {s['wall_time_s']:.0f} s; validation: finish "
@@ -334,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--variants", default="all")
     a.add_argument("--timesteps", type=int, default=2_000_000)
     a.add_argument("--out", default="out/ablations")
+    a.add_argument("--seed", type=int, default=0, help="the training seed of every variant")
     a.set_defaults(func=cmd_ablate)
     s = sub.add_parser("study")
     s.add_argument("--timesteps", type=int, default=2_000_000)

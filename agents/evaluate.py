@@ -634,8 +634,12 @@ class ValidationLog:
         self._t0 = time.perf_counter()
         if not self.path.exists():
             self.path.write_text(EVAL_LOG_HEADER)
-        else:
-            migrate_eval_log(self.path)
+            return
+        migrate_eval_log(self.path)  # a resumed run: its best so far stays the one to beat
+        with self.path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                if row["phase"] != "final":
+                    self._rank({k: float(row[k]) for k in _RANKED})
 
     def figures(self, runs: list[Any]) -> dict[str, float]:
         """The figures of one evaluation's runs (:class:`RunResult`): finish rate, scores
@@ -679,15 +683,19 @@ class ValidationLog:
         row["wall_time_s"] = time.perf_counter() - self._t0
         with self.path.open("a") as f:
             f.write(",".join(format(row[k], c) for k, c in _EVAL_LOG_FORMAT.items()) + "\n")
+        return m, not final and self._rank(m)
+
+    def _rank(self, m: dict[str, float]) -> bool:
+        """Whether the figures ``m`` beat the best so far (then they are the best)."""
         fr, second = m["finish_rate"], m["median_score"]
         if self.rank == "time" or not math.isfinite(second):
             med = m["median_time_s"]
             second = -med if math.isfinite(med) else -math.inf
-        better = not final and (fr, second) > self._best_key
-        if better:
-            self._best_key = (fr, second)
-            self.best = (fr, m["median_score"])
-        return m, better
+        if (fr, second) <= self._best_key:
+            return False
+        self._best_key = (fr, second)
+        self.best = (fr, m["median_score"])
+        return True
 
     def plot(self) -> Path | None:
         """``learning_curve.png``: the finish rate and median score (when ranked by score)
@@ -701,6 +709,9 @@ class ValidationLog:
         return validation_curve(
             self.path, self.out / "learning_curve.png", n, self.xlabel, title=title
         )
+
+
+_RANKED = ("finish_rate", "median_score", "median_time_s")
 
 
 def migrate_eval_log(path: str | Path) -> bool:

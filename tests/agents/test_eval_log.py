@@ -100,6 +100,29 @@ def test_ranked_by_time_the_best_finishes_most_then_is_fastest(tmp_path):
     assert log.plot().stat().st_size > 0
 
 
+def test_a_resumed_run_keeps_the_best_of_its_log(tmp_path):
+    """A resumed run's log goes on, and so does its best: an evaluation after the resume
+    replaces ``best_model.zip`` only when it beats every earlier row (a final row never
+    counts), under the same ranking."""
+    log = ValidationLog(tmp_path, ["a", "b"], "env steps (millions)", rank="time")
+    log.add([_run(90.0), _run(None)], 1, 1, "ppo")
+    log.add([_run(80.0), _run(None)], 2, 2, "ppo")
+    log.add([_run(50.0), _run(60.0)], 3, 3, "final", final=True)
+    again = ValidationLog(tmp_path, ["a", "b"], "env steps (millions)", rank="time")
+    assert again.best[0] == 0.5
+    assert not again.add([_run(85.0), _run(None)], 4, 4, "ppo")[1]  # slower than 80 s
+    assert again.add([_run(75.0), _run(None)], 5, 5, "ppo")[1]
+    # ranked by score: the finish rate, then the median score
+    scored = tmp_path / "scored"
+    scored.mkdir()
+    log = ValidationLog(scored, ["opener"], "x")
+    log.add([_run(90.0)], 1, 1, "ppo", figures={"median_score": 0.6})
+    again = ValidationLog(scored, ["opener"], "x")
+    assert again.best == (1.0, 0.6)
+    assert not again.add([_run(90.0)], 2, 2, "ppo", figures={"median_score": 0.55})[1]
+    assert again.add([_run(90.0)], 3, 3, "ppo", figures={"median_score": 0.65})[1]
+
+
 def test_rllib_evaluations_write_the_same_log_without_ray(tmp_path):
     from agents.models import EXPORT_FORMAT
     from agents.rllib import PolicyEvaluations

@@ -36,7 +36,21 @@ def test_the_docs_quickstart_trains_with_plain_sb3(tmp_path, monkeypatch):
     exec(compile(code, "docs/agents.md quick-start", "exec"), ns)
     assert ns["model"].num_timesteps >= 256
     assert ns["model"].action_space.shape == (3,)
-    assert (tmp_path / "ppo-rally-learn.zip").exists()
+    assert (tmp_path / "ppo-rally-learn" / "model.zip").exists()
+    # the evaluation that follows it reads the model and its statistics, at 10 Hz
+    block = re.search(
+        r"<!-- quickstart-sb3-eval -->\n```python\n(.*?)```\n<!-- /quickstart-sb3-eval -->",
+        AGENTS_MD,
+        re.S,
+    )
+    assert block, "docs/agents.md lost its quick-start evaluation block"
+    assert '"validation:50"' in block.group(1)
+    code = block.group(1).replace('"validation:50"', '"validation:1"')
+    ns = {}
+    exec(compile(code, "docs/agents.md quick-start evaluation", "exec"), ns)
+    (run,) = ns["result"].runs
+    assert run.stage == "gen-4000000000" and ns["policy"].obs_rms is not None
+    assert run.steps > 0 and ns["policy"].model.action_space.shape == (3,)
 
 
 def _doc_table_value(key: str, col: int) -> str:

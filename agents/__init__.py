@@ -6,8 +6,10 @@ evaluation, and stable-baselines3 training.
     res = agents.evaluate("heuristic", "opener", seeds=range(3))
     print(res.table())
 
-This is the only package that imports stable-baselines3 or torch, and only in
-``agents.sb3`` (training, ``.zip`` policies): ``import agents`` stays light. See docs/agents.md.
+This is the only package that imports stable-baselines3 or torch (the ``train`` extra): at
+module level only in its training modules, ``agents.sb3`` and ``agents.recipe``; elsewhere
+inside the functions that load or train a model, so ``import agents`` and the driving,
+evaluation and evolution-strategies modules work without it. See docs/agents.md.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from agents import sb3
 from agents.benchmark import run_stages
 from agents.evaluate import ValidationLog, validation_stages
 from agents.models import LinearModel, ResidualDriver, ResidualSpec, normalize_obs
@@ -363,6 +362,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     out.mkdir(parents=True, exist_ok=True)
     spec = recipe.residual.spec()
     es: ESSettings = recipe.es
+    from agents import sb3  # the train extra, needed to train only (not to import this module)
+
     config = {"recipe": recipe.to_dict(), "versions": sb3._versions()}
     sb3._write_json(out / "config.json", config)
     env_kwargs = {k: v for k, v in recipe.env.items() if k != "stage"}

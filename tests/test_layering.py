@@ -140,6 +140,40 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+# modules that import without the train extra (stable-baselines3, torch): what drives,
+# evaluates and tunes without training a network
+LIGHT_AGENT_MODULES = (
+    "agents",
+    "agents.es",
+    "agents.evaluate",
+    "agents.heuristic",
+    "agents.models",
+    "agents.policies",
+    "agents.benchmark",
+    "agents.cli",
+)
+
+
+def test_driving_and_evaluation_import_without_the_train_extra():
+    import subprocess
+    import sys
+
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('torch', 'stable_baselines3'):\n"
+        "            raise ImportError(f'{name} blocked')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import importlib\n"
+        f"for m in {LIGHT_AGENT_MODULES!r}:\n"
+        "    importlib.import_module(m)\n"
+        "assert 'torch' not in sys.modules and 'stable_baselines3' not in sys.modules\n"
+    )
+    r = subprocess.run([sys.executable, "-c", blocker], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_the_cycle_finder_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []

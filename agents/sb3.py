@@ -55,7 +55,7 @@ PPO_DEFAULTS: dict[str, Any] = {
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
     "target_kl": 0.02,
-    "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [256, 256]}, "log_std_init": -2.0},
+    "policy_kwargs": {"net_arch": {"pi": [128, 128], "vf": [256, 256]}, "log_std_init": -1.0},
 }
 #: SAC defaults (``rally train --algo sac``): PPO's discount, four gradient steps per step.
 SAC_DEFAULTS: dict[str, Any] = {

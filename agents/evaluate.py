@@ -637,9 +637,18 @@ class ValidationLog:
             return
         migrate_eval_log(self.path)  # a resumed run: its best so far stays the one to beat
         with self.path.open(newline="") as f:
-            for row in csv.DictReader(f):
-                if row["phase"] != "final":
-                    self._rank({k: float(row[k]) for k in _RANKED})
+            rows = list(csv.DictReader(f))
+        ranked = []
+        for i, row in enumerate(rows, start=2):
+            try:
+                figures = {k: float(row[k]) for k in _RANKED}
+            except (TypeError, ValueError):
+                bad = {k: row.get(k) for k in _RANKED}
+                raise ValueError(f"{self.path}: line {i}: not a number in {bad}") from None
+            if row["phase"] != "final":
+                ranked.append(figures)
+        for figures in ranked:
+            self._rank(figures)
 
     def figures(self, runs: list[Any]) -> dict[str, float]:
         """The figures of one evaluation's runs (:class:`RunResult`): finish rate, scores

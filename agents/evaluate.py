@@ -16,7 +16,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -37,23 +37,6 @@ HELD_OUT_SEED_BASE = 2**31
 VALIDATION_SEED_BASE = 4_000_000_000
 #: Version of the JSON written by ``rally eval --json``.
 EVAL_SCHEMA_VERSION = 1
-
-#: Per-stage figures, in table / CSV column order.
-SUMMARY_FIELDS = (
-    "stage",
-    "agent",
-    "episodes",
-    "finished",
-    "finish_rate",
-    "median_time_s",
-    "best_time_s",
-    "reference_time_s",
-    "gap_reference_pct",
-    "par_time_s",
-    "gap_par_pct",
-    "off_road_s",
-    "mean_speed_mps",
-)
 
 
 @dataclass
@@ -118,6 +101,10 @@ class StageSummary:
 
     def figures(self) -> dict[str, Any]:
         return _clean(asdict(self))
+
+
+#: Per-stage figures (:class:`StageSummary`'s fields), in table / CSV column order.
+SUMMARY_FIELDS = tuple(f.name for f in fields(StageSummary))
 
 
 @dataclass
@@ -589,9 +576,8 @@ class ValidationLog:
     through: ``eval_log.csv`` (:data:`EVAL_LOG_FIELDS`, one row per evaluation of the policy
     on ``stages``), the best evaluation so far, and ``learning_curve.png`` (:meth:`plot`).
 
-    An ``eval_log.csv`` already there (a resumed run) goes on; one with the columns of an
-    older version is first rewritten with these columns (a figure it lacks: ``nan``; the
-    timesteps of a log without them are its env steps, and the other way round).
+    An ``eval_log.csv`` already there (a resumed run) goes on, rewritten first if it has the
+    columns of an older version (:func:`migrate_eval_log`).
 
     Args:
         out: the run directory.

@@ -602,9 +602,6 @@ def run_benchmark(
             drive the chunks on, one task per chunk (:func:`benchmark_chunks`);
             the result equals the local one (``timing`` aside). The agent must then be an
             ``--agent`` string.
-
-    Returns:
-        A :class:`BenchmarkResult`.
     """
     from agents.heuristic import HeuristicDriver
     from agents.policies import make_policy, policy_env_kwargs, policy_name

@@ -468,10 +468,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:
         return _refuse(f"rally train: error: {e}")
     if rllib:
-        print(
-            f"rally train: RLlib PPO on {args.stage}, {args.timesteps:,} env steps -> {out}",
-            flush=True,
-        )
+        _say(f"rally train: RLlib PPO on {args.stage}, {args.timesteps:,} env steps -> {out}")
     from agents.recipe import command_recipe
 
     recipe = command_recipe(
@@ -544,7 +541,7 @@ def _train_recipe(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         return _refuse(f"rally train: error: {e}")
-    print(f"rally train: recipe {args.config} ({recipe.algo}) -> {out or recipe.out}", flush=True)
+    _say(f"rally train: recipe {args.config} ({recipe.algo}) -> {out or recipe.out}")
     if recipe.algo == "rllib-ppo":  # claim_run_dir checked the directory
         return _run_rllib(recipe, out, None, progress=not args.no_progress)
     summary = train(recipe, out=out, progress=not args.no_progress)

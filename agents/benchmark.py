@@ -165,12 +165,9 @@ def resolve_sets(spec: str | Iterable[str | BenchmarkSet] | None) -> list[Benchm
     items = [p.strip() for p in spec.split(",") if p.strip()] if isinstance(spec, str) else spec
     out = []
     for it in items:
-        if isinstance(it, BenchmarkSet):
-            out.append(it)
-        elif it in SETS:
-            out.append(SETS[it])
-        else:
+        if not isinstance(it, BenchmarkSet) and it not in SETS:
             raise ValueError(f"unknown benchmark set {it!r}; known: {', '.join(SETS)}")
+        out.append(it if isinstance(it, BenchmarkSet) else SETS[it])
     if not out:
         raise ValueError(f"no benchmark sets in {spec!r}")
     return out
@@ -280,25 +277,6 @@ def benchmark_chunk_job(job_json: str, model: dict[str, bytes] | None = None) ->
     return json.dumps([_run_to_doc(r) for r in runs], allow_nan=False)
 
 
-class BenchmarkChunks:
-    """The chunk tasks of a distributed benchmark (:func:`benchmark_chunks`): ``runs(k)``
-    waits for the runs of the ``k``-th list of specs, in order."""
-
-    def __init__(self, ray: Any, refs: list[list[Any]]):
-        self._ray = ray
-        self._refs = refs
-
-    def runs(self, k: int, on_done: Any = None) -> list[Any]:
-        out = []
-        for ref in self._refs[k]:
-            for doc in json.loads(self._ray.get(ref)):
-                run = _run_from_doc(doc)
-                out.append(run)
-                if on_done is not None:
-                    on_done(run)
-        return out
-
-
 def benchmark_chunks(
     agent: str,
     spec_lists: Sequence[Sequence[dict[str, Any]]],
@@ -306,10 +284,11 @@ def benchmark_chunks(
     chunk: int,
     seed: int = 0,
     address: str = "local",
-) -> BenchmarkChunks:
+) -> Callable[[int, Callable[[RunResult], None]], list[RunResult]]:
     """Start the benchmark's chunks on the cluster: each list of stage specs is cut into
     chunks of ``chunk`` stages exactly as :func:`run_stages` cuts it, one task
-    per chunk, all submitted at once (every set's chunks run side by side).
+    per chunk, all submitted at once (every set's chunks run side by side). Returns
+    ``runs(k, on_done)``, which waits for the runs of the ``k``-th list, in order.
 
     Raises:
         ValueError, FileNotFoundError: a bad agent or model (before any task starts).
@@ -321,21 +300,28 @@ def benchmark_chunks(
     ray = connect(address)
     task = _remote(ray, benchmark_chunk_job)
     model_ref = ray.put(model) if model is not None else None
-    refs = []
-    for specs in spec_lists:
-        specs = list(specs)
-        refs.append(
-            [
-                task.remote(
-                    json.dumps(
-                        {"agent": agent, "policy_seed": int(seed), "specs": specs[c : c + chunk]}
-                    ),
-                    model_ref,
-                )
-                for c in range(0, len(specs), chunk)
-            ]
-        )
-    return BenchmarkChunks(ray, refs)
+    refs = [
+        [
+            task.remote(
+                json.dumps(
+                    {"agent": agent, "policy_seed": int(seed), "specs": specs[c : c + chunk]}
+                ),
+                model_ref,
+            )
+            for c in range(0, len(specs), chunk)
+        ]
+        for specs in map(list, spec_lists)
+    ]
+
+    def runs(k: int, on_done: Callable[[RunResult], None]) -> list[RunResult]:
+        out = []
+        for ref in refs[k]:  # each chunk's runs as it comes back
+            for doc in json.loads(ray.get(ref)):
+                out.append(_run_from_doc(doc))
+                on_done(out[-1])
+        return out
+
+    return runs
 
 
 # ------------------------------------------------------------------------------- baseline
@@ -616,9 +602,6 @@ def run_benchmark(
             drive the chunks on, one task per chunk (:func:`benchmark_chunks`);
             the result equals the local one (``timing`` aside). The agent must then be an
             ``--agent`` string.
-
-    Returns:
-        A :class:`BenchmarkResult`.
     """
     from agents.heuristic import HeuristicDriver
     from agents.policies import make_policy, policy_env_kwargs, policy_name
@@ -637,10 +620,7 @@ def run_benchmark(
     if hasattr(policy, "bind"):
         chunk = 1  # a planner drives one stage at a time (its own progress bar per stage)
     t_start = time.perf_counter()
-    plan = []
-    for bs in defs:
-        specs = bs.stage_specs()[start:]
-        plan.append((bs, specs[:limit] if limit is not None else specs))
+    plan = [(bs, bs.stage_specs()[start:][:limit]) for bs in defs]
     total = sum(len(s) for _, s in plan)
     remote = None
     if address is not None:  # every chunk of every set goes out now; results come back in order
@@ -664,14 +644,13 @@ def run_benchmark(
             stages = [bs.build(sp) for sp in specs]
             timing["build_s"] += time.perf_counter() - t0
             if remote is not None:
-                runs = remote.runs(k, on_done=on_done)
+                runs = remote(k, on_done)
             else:
                 runs, b_s = run_stages(policy, stages, chunk=chunk, on_done=on_done)
                 timing["build_s"] += b_s
             digests = [st.digest() for st in stages]
             # reference and heuristic times: the baseline's, else computed here
-            refs, heur = [], []
-            missing = []
+            refs, heur, missing = [], [], []
             for i, (st, dg) in enumerate(zip(stages, digests, strict=True)):
                 rec = base.get(dg, {})
                 if "reference_time_s" in rec:
@@ -680,9 +659,8 @@ def run_benchmark(
                     t0 = time.perf_counter()
                     refs.append(reference_time(st).time_s)
                     timing["reference_s"] += time.perf_counter() - t0
-                if is_heuristic:
-                    r = runs[i]
-                    heur.append(r.stage_time_s if r.finished else math.nan)
+                if is_heuristic:  # a run that did not finish has a NaN stage time
+                    heur.append(runs[i].stage_time_s)
                 elif "heuristic_time_s" in rec:
                     h = rec["heuristic_time_s"]
                     heur.append(math.nan if h is None else float(h))
@@ -693,7 +671,7 @@ def run_benchmark(
                 t0 = time.perf_counter()
                 hr, _ = run_stages(HeuristicDriver(), [stages[i] for i in missing], chunk=chunk)
                 for i, r in zip(missing, hr, strict=True):
-                    heur[i] = r.stage_time_s if r.finished else math.nan
+                    heur[i] = r.stage_time_s
                 timing["heuristic_s"] += time.perf_counter() - t0
             set_rows = [
                 _stage_row(bs.name, sp, dg, r, ref, h, oracle.get(dg, {}))

@@ -15,7 +15,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -66,17 +66,12 @@ def add_subcommands(sub: Any) -> None:
     ev.add_argument("--episodes", type=int, default=1, help="episodes per stage (seeds S..)")
     add_vehicle_args(ev)
     ev.add_argument("--seed", type=int, default=0, help="first reset seed")
+    ev.add_argument("--json", metavar="OUT.json", help="write the results as JSON (- for stdout)")
     ev.add_argument(
-        "--json", default=None, metavar="OUT.json", help="write the results as JSON (- for stdout)"
+        "--csv", metavar="OUT.csv", help="write per-stage figures as CSV (- for stdout)"
     )
-    ev.add_argument(
-        "--csv",
-        default=None,
-        metavar="OUT.csv",
-        help="write per-stage figures as CSV (- for stdout)",
-    )
-    ev.add_argument("--video", default=None, metavar="DIR", help="video of each stage's best run")
-    ev.add_argument("--plots", default=None, metavar="DIR", help="telemetry plot per run")
+    ev.add_argument("--video", metavar="DIR", help="video of each stage's best run")
+    ev.add_argument("--plots", metavar="DIR", help="telemetry plot per run")
     ev.add_argument(
         "--action-space",
         choices=("auto", "policy", "env"),
@@ -86,9 +81,7 @@ def add_subcommands(sub: Any) -> None:
         "model's metadata says rally train made it",
     )
     ev.add_argument("--plain", action="store_true", help="plain-text table (no rich)")
-    ev.add_argument(
-        "--replays", default=None, metavar="DIR", help="save every episode as a replay in DIR"
-    )
+    ev.add_argument("--replays", metavar="DIR", help="save every episode as a replay in DIR")
     add_ray_address(ev, "spread the (stage, seed) episodes over a Ray cluster")
     ev.set_defaults(func=cmd_eval)
 
@@ -107,28 +100,23 @@ def add_subcommands(sub: Any) -> None:
     ds.add_argument(
         "--out", required=True, metavar="NAME", help="dataset name, e.g. rally/opener-v0"
     )
-    ds.add_argument("--dir", default=None, help="Minari datasets root (default Minari's)")
-    ds.add_argument("--max-steps", type=int, default=None, help="cut episodes at N steps")
+    ds.add_argument("--dir", help="Minari datasets root (default Minari's)")
+    ds.add_argument("--max-steps", type=int, help="cut episodes at N steps")
     add_vehicle_args(ds)
     ds.set_defaults(func=cmd_dataset)
 
     par = sub.add_parser(
-        "par",
-        help="write the heuristic driver's par times (agents/par_times.json)",
+        "par", help="write the heuristic driver's par times (agents/par_times.json)"
     )
     par.add_argument("--stages", default="library")
-    par.add_argument("--out", default=None, help="output file (default agents/par_times.json)")
+    par.add_argument("--out", help="output file (default agents/par_times.json)")
     par.set_defaults(func=cmd_par)
 
     _add_benchmark_parser(sub)
 
     _add_distributed_verify(sub)
 
-    if "demo" in sub.choices:
-        demo = sub.choices["demo"]
-    else:
-        demo = sub.add_parser("demo", help="run the project's demo")
-        demo.add_argument("--quick", action="store_true", help="a shorter run (for tests)")
+    demo = sub.choices["demo"]  # rally_env's (its --quick), run by cmd_demo here
     demo.description = (
         "Evaluate the heuristic driver and the shipped PPO policy on the default stage, print "
         "the stage-time table against the reference time and write a video of the best run."
@@ -151,7 +139,6 @@ def _add_train_parser(sub: Any) -> None:
     )
     tr.add_argument(
         "--config",
-        default=None,
         metavar="RECIPE.toml",
         help="train from a recipe file holding every setting (agents/configs/general.toml); "
         "only --out, --overwrite and --no-progress may go with it",
@@ -166,7 +153,7 @@ def _add_train_parser(sub: Any) -> None:
     tr.add_argument(
         "--timesteps", type=int, default=10_000_000, help="environment steps (10,000,000)"
     )
-    tr.add_argument("--n-envs", type=int, default=None, help="cars in the vector env (32)")
+    tr.add_argument("--n-envs", type=int, help="cars in the vector env (32)")
     tr.add_argument(
         "--handbrake",
         action="store_true",
@@ -181,7 +168,6 @@ def _add_train_parser(sub: Any) -> None:
     )
     tr.add_argument(
         "--resume",
-        default=None,
         metavar="CKPT.zip",
         help="continue a checkpoint for --timesteps more steps (--out may hold the run it "
         "came from: its eval_log.csv goes on)",
@@ -191,31 +177,22 @@ def _add_train_parser(sub: Any) -> None:
         action="store_true",
         help="remove the run already in --out (its model, logs, checkpoints, tb/) first",
     )
-    tr.add_argument("--eval-freq", type=int, default=None, help="steps between evaluations")
-    tr.add_argument("--eval-seeds", type=int, default=None, help="episodes per evaluation")
-    tr.add_argument("--checkpoint-freq", type=int, default=None, help="steps between checkpoints")
-    tr.add_argument("--threads", type=int, default=None, help="torch threads (1)")
+    tr.add_argument("--eval-freq", type=int, help="steps between evaluations")
+    tr.add_argument("--eval-seeds", type=int, help="episodes per evaluation")
+    tr.add_argument("--checkpoint-freq", type=int, help="steps between checkpoints")
+    tr.add_argument("--threads", type=int, help="torch threads (1)")
     tr.add_argument(
         "--warmstart-steps",
         type=int,
-        default=None,
         help="PPO: behaviour-clone the heuristic driver on N env steps first (default 0)",
     )
-    tr.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="override a hyperparameter, e.g. --set learning_rate=1e-4 (repeatable)",
-    )
-    tr.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="a RallyEnv argument over RallyLearn-v0's settings, e.g. --env control_hz=20 "
-        "(repeatable)",
-    )
+    for flag, what in (
+        ("--set", "override a hyperparameter, e.g. --set learning_rate=1e-4"),
+        ("--env", "a RallyEnv argument over RallyLearn-v0's settings, e.g. --env control_hz=20"),
+    ):
+        tr.add_argument(
+            flag, action="append", default=[], metavar="KEY=JSON", help=f"{what} (repeatable)"
+        )
     tr.add_argument(
         "--no-progress",
         action="store_true",
@@ -225,13 +202,11 @@ def _add_train_parser(sub: Any) -> None:
     tr.add_argument(
         "--num-env-runners",
         type=int,
-        default=None,
         help="rllib-ppo: env-runner actors sampling in parallel (default 0: the driver samples)",
     )
     tr.add_argument(
         "--envs-per-runner",
         type=int,
-        default=None,
         help="rllib-ppo: cars of the one native RallyVectorEnv each runner steps (default 8)",
     )
     tr.set_defaults(func=cmd_train)
@@ -246,14 +221,12 @@ def _add_distributed_verify(sub: Any) -> None:
         p.add_argument(
             "--task-timeout",
             type=float,
-            default=None,
             metavar="S",
             help="with --ray-address: wall-time limit per replay (s, default 600)",
         )
         p.add_argument(
             "--task-memory-mb",
             type=float,
-            default=None,
             metavar="MIB",
             help="with --ray-address: address space of the process that verifies a replay "
             "(MiB, default 2048; 0 = no bound)",
@@ -272,15 +245,12 @@ def _wrap_verify(local: Any, leaderboard: bool) -> Any:
         if args.ray_address is None:
             for opt in ("task_timeout", "task_memory_mb"):
                 if getattr(args, opt) is not None:
-                    flag = "--" + opt.replace("_", "-")
-                    print(f"rally: error: {flag} goes with --ray-address", file=sys.stderr)
-                    return 2
+                    return _refuse(f"rally: error: {_flag(opt)} goes with --ray-address")
             what = "verifying and filing" if leaderboard else "verifying"
-            print(
+            _say(
                 f"rally: {what} {len(args.files)} replay(s): each is re-simulated from the file "
                 "alone",
-                file=sys.stderr,
-                flush=True,
+                sys.stderr,
             )
             return local(args)
         return _verify_distributed(args, local, leaderboard)
@@ -291,12 +261,10 @@ def _wrap_verify(local: Any, leaderboard: bool) -> Any:
 def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool) -> int:
     timeout = VERIFY_TASK_TIMEOUT_S if args.task_timeout is None else args.task_timeout
     if not (math.isfinite(timeout) and timeout > 0):
-        print(f"rally: error: --task-timeout must be > 0 s, got {timeout}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally: error: --task-timeout must be > 0 s, got {timeout}")
     memory = VERIFY_TASK_MEMORY_MB if args.task_memory_mb is None else args.task_memory_mb
     if not (math.isfinite(memory) and memory >= 0):
-        print(f"rally: error: --task-memory-mb must be >= 0, got {memory}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally: error: --task-memory-mb must be >= 0, got {memory}")
     inputs = read_replay_inputs(args.files)
     todo = [x for x in inputs if isinstance(x, ReplayInput)]
     try:
@@ -304,8 +272,7 @@ def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool)
             verify_many(todo, address=args.ray_address, task_timeout_s=timeout, memory_mb=memory)
         )
     except (RayUnavailableError, ValueError) as e:
-        print(f"rally: error: {e}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally: error: {e}")
     reports = [next(done) if isinstance(x, ReplayInput) else x for x in inputs]
     if not leaderboard:
         return print_verify_reports(args, reports)
@@ -320,6 +287,17 @@ def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool)
 
 
 # ----------------------------------------------------------------------------- commands
+def _refuse(message: str) -> int:
+    """Print a command's refusal on stderr; its exit code, 2."""
+    print(message, file=sys.stderr)
+    return 2
+
+
+def _flag(name: str) -> str:
+    """The option of an ``argparse`` destination: ``eval_freq`` -> ``--eval-freq``."""
+    return "--" + name.replace("_", "-")
+
+
 def _key_values(items: list[str], opt: str) -> dict[str, Any]:
     """``KEY=JSON`` items (a value that is not JSON is the string itself).
 
@@ -393,10 +371,8 @@ def _check_train_args(args: argparse.Namespace) -> str:
         OptionValueError, OutputPathError, FileNotFoundError, ValueError: naming the option.
     """
     _parse_env(args.env)
-    check_positive(args.timesteps, "--timesteps")
-    check_positive(args.n_envs, "--n-envs")
-    for name in ("eval_freq", "eval_seeds", "checkpoint_freq", "threads"):
-        check_positive(getattr(args, name), "--" + name.replace("_", "-"))
+    for name in ("timesteps", "n_envs", "eval_freq", "eval_seeds", "checkpoint_freq", "threads"):
+        check_positive(getattr(args, name), _flag(name))
     check_positive(args.warmstart_steps, "--warmstart-steps", -1)
     if args.resume is not None:
         check_model_file(args.resume, "--resume")
@@ -416,13 +392,9 @@ def _check_eval_outputs(args: argparse.Namespace) -> None:
     for opt, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None and path != "-":
             check_output_file(path, opt)
-    for opt, path in (
-        ("--video", args.video),
-        ("--plots", args.plots),
-        ("--replays", args.replays),
-    ):
-        if path is not None:
-            check_output_dir(path, opt)
+    for opt in ("video", "plots", "replays"):
+        if getattr(args, opt) is not None:
+            check_output_dir(getattr(args, opt), "--" + opt)
 
 
 def _check_rllib_args(args: argparse.Namespace) -> str:
@@ -430,20 +402,11 @@ def _check_rllib_args(args: argparse.Namespace) -> str:
     runs = ("timesteps", "envs_per_runner", "num_env_runners", "checkpoint_freq")
     for name in (*runs, "eval_seeds", "eval_freq"):
         lo = -1 if name == "num_env_runners" else 0  # 0 env runners: the driver samples
-        check_positive(getattr(args, name), "--" + name.replace("_", "-"), lo)
-    sb3_only = [
-        o
-        for o, v in (
-            ("--threads", args.threads),
-            ("--warmstart-steps", args.warmstart_steps),
-            ("--n-envs", args.n_envs),
-            ("--env", args.env or None),
-            ("--handbrake", args.handbrake or None),
-        )
-        if v is not None
-    ]
+        check_positive(getattr(args, name), _flag(name), lo)
+    sb3_only = [n for n in ("threads", "warmstart_steps", "n_envs") if getattr(args, n) is not None]
+    sb3_only += [n for n in ("env", "handbrake") if getattr(args, n)]
     if sb3_only:
-        raise ValueError(f"{', '.join(sb3_only)}: not for --algo rllib-ppo")
+        raise ValueError(f"{', '.join(map(_flag, sb3_only))}: not for --algo rllib-ppo")
     if args.resume is not None and not (Path(args.resume) / "rllib_checkpoint.json").is_file():
         raise FileNotFoundError(f"--resume {args.resume}: not an RLlib checkpoint directory")
     out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
@@ -460,15 +423,11 @@ def _run_rllib(recipe: Any, out: str | None, resume: str | None, progress: bool)
 
         from agents.recipe import train
     except ImportError as e:
-        print(
-            f'rally train: rllib-ppo needs Ray ({e}); pip install "rally-env[ray]"', file=sys.stderr
-        )
-        return 2
+        return _refuse(f'rally train: rllib-ppo needs Ray ({e}); pip install "rally-env[ray]"')
     try:
         summary = train(recipe, out, resume=resume, progress=progress)
     except (ValueError, ImportError) as e:
-        print(f"rally train: error: {e}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally train: error: {e}")
     _print_trained(summary)
     return 0
 
@@ -492,32 +451,24 @@ def cmd_train(args: argparse.Namespace) -> int:
     rllib = args.algo == "rllib-ppo"
     ray_flags = args.num_env_runners is not None or args.envs_per_runner is not None
     if not rllib and (args.ray_address or ray_flags):
-        print(
+        return _refuse(
             "rally train: --ray-address, --num-env-runners and --envs-per-runner go with "
-            "--algo rllib-ppo",
-            file=sys.stderr,
+            "--algo rllib-ppo"
         )
-        return 2
     if not rllib:
         try:
             import agents.sb3  # noqa: F401
         except ImportError as e:
-            print(
+            return _refuse(
                 f"rally train: needs stable-baselines3 and torch ({e}); "
-                'pip install "rally-env[train]"',
-                file=sys.stderr,
+                'pip install "rally-env[train]"'
             )
-            return 2
     try:
         out = _check_rllib_args(args) if rllib else _check_train_args(args)
     except (FileNotFoundError, ValueError) as e:
-        print(f"rally train: error: {e}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally train: error: {e}")
     if rllib:
-        print(
-            f"rally train: RLlib PPO on {args.stage}, {args.timesteps:,} env steps -> {out}",
-            flush=True,
-        )
+        _say(f"rally train: RLlib PPO on {args.stage}, {args.timesteps:,} env steps -> {out}")
     from agents.recipe import command_recipe
 
     recipe = command_recipe(
@@ -547,9 +498,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say(line: str) -> None:
-    """A line of a long command's own account of what it does, shown at once."""
-    print(line, flush=True)
+def _say(line: str, file: TextIO | None = None) -> None:
+    """A line of a long command's own account of what it does, shown at once (on ``file``,
+    default standard output)."""
+    print(line, file=file, flush=True)
 
 
 def _train_recipe(args: argparse.Namespace) -> int:
@@ -574,26 +526,22 @@ def _train_recipe(args: argparse.Namespace) -> int:
     if args.ray_address or args.num_env_runners is not None or args.envs_per_runner is not None:
         clash.append("ray-address/num-env-runners/envs-per-runner (the recipe's [ray])")
     if clash:
-        print(
+        return _refuse(
             f"rally train: --config holds every setting; drop {', '.join(sorted(clash))} "
-            "(or change the recipe file)",
-            file=sys.stderr,
+            "(or change the recipe file)"
         )
-        return 2
     try:
         recipe = load_recipe(args.config)
     except RecipeError as e:
-        print(f"rally train: {e}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally train: {e}")
     out = args.out if args.out != "runs/ppo-opener" else None
     try:
         claim_run_dir(
             out or recipe.out, overwrite=args.overwrite, what="--out" if out else "run.out"
         )
     except ValueError as e:
-        print(f"rally train: error: {e}", file=sys.stderr)
-        return 2
-    print(f"rally train: recipe {args.config} ({recipe.algo}) -> {out or recipe.out}", flush=True)
+        return _refuse(f"rally train: error: {e}")
+    _say(f"rally train: recipe {args.config} ({recipe.algo}) -> {out or recipe.out}")
     if recipe.algo == "rllib-ppo":  # claim_run_dir checked the directory
         return _run_rllib(recipe, out, None, progress=not args.no_progress)
     summary = train(recipe, out=out, progress=not args.no_progress)
@@ -614,20 +562,20 @@ def _train_recipe(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.episodes < 1:
-        print("rally eval: --episodes must be >= 1", file=sys.stderr)
-        return 2
+        return _refuse("rally eval: --episodes must be >= 1")
     seeds = list(range(args.seed, args.seed + args.episodes))
+    # ``--json -`` / ``--csv -``: standard output holds that alone; the table goes to stderr
+    say = sys.stderr if "-" in (args.json, args.csv) else sys.stdout
     try:
         _check_eval_outputs(args)
         from agents.policies import make_policy
 
         n_stages = len(resolve_stages(args.stages))
         where = "" if args.ray_address is None else f" on the Ray cluster {args.ray_address}"
-        print(
+        _say(
             f"rally eval: {args.agent} on {n_stages} stage(s) x {args.episodes} episode(s) "
             f"(seeds {seeds[0]}..{seeds[-1]}){where}",
-            file=sys.stderr,
-            flush=True,
+            sys.stderr,
         )
         # progress: a planner's bar per episode (it is slow); other agents ignore it
         policy = make_policy(
@@ -635,10 +583,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
         note = getattr(policy, "action_note", None)
         if note:
-            print(
-                f"{args.agent}: {note}",
-                file=sys.stderr if "-" in (args.json, args.csv) else sys.stdout,
-            )
+            print(f"{args.agent}: {note}", file=say)
+        runs = {
+            "agent_name": args.agent,
+            "record": bool(args.plots),
+            "replay_dir": args.replays,
+            "env_kwargs": vehicle_env_kwargs(args) or None,
+        }
         if args.ray_address is not None:
             from agents.distributed import evaluate_distributed
 
@@ -647,31 +598,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 args.stages,
                 seeds,
                 address=args.ray_address,
-                agent_name=args.agent,
-                record=bool(args.plots),
-                replay_dir=args.replays,
-                env_kwargs=vehicle_env_kwargs(args) or None,
                 action_space=args.action_space,
+                **runs,
             )
         else:
             bar = Progress(n_stages * len(seeds), "rally eval", "episode")
             res = evaluate(
-                policy,
-                args.stages,
-                seeds,
-                agent_name=args.agent,
-                record=bool(args.plots),
-                progress=False,
-                replay_dir=args.replays,
-                env_kwargs=vehicle_env_kwargs(args) or None,
-                on_run=lambda r: bar.update(_run_note(r)),
+                policy, args.stages, seeds, on_run=lambda r: bar.update(_run_note(r)), **runs
             )
             bar.close()
     except (FileNotFoundError, ValueError, ImportError) as e:
-        print(f"rally eval: error: {e}", file=sys.stderr)
-        return 2
-    # ``--json -`` / ``--csv -``: standard output holds that alone; the table goes to stderr
-    say = sys.stderr if "-" in (args.json, args.csv) else sys.stdout
+        return _refuse(f"rally eval: error: {e}")
     print(res.table(rich=False if args.plain else None), end="", file=say)
     for dest, write in ((args.json, res.write_json), (args.csv, res.write_csv)):
         if dest:
@@ -699,14 +636,11 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     from agents.dataset import record_dataset
 
     if args.episodes < 1 or (args.max_steps is not None and args.max_steps < 1):
-        print("rally dataset: --episodes and --max-steps must be >= 1", file=sys.stderr)
-        return 2
+        return _refuse("rally dataset: --episodes and --max-steps must be >= 1")
     try:
         n = len(resolve_stages(args.stages)) * args.episodes
-        print(
-            f"rally dataset: {args.agent}, {n} episode(s) -> Minari dataset {args.out}",
-            file=sys.stderr,
-            flush=True,
+        _say(
+            f"rally dataset: {args.agent}, {n} episode(s) -> Minari dataset {args.out}", sys.stderr
         )
         bar = Progress(n, "rally dataset", "episode")
         ds = record_dataset(
@@ -722,8 +656,7 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         )
         bar.close()
     except (FileNotFoundError, ValueError, ImportError) as e:
-        print(f"rally dataset: error: {e}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally dataset: error: {e}")
     print(
         f"wrote Minari dataset {args.out}: {ds.total_episodes} episodes, {ds.total_steps} steps"
         f" ({ds.storage.data_path})"
@@ -736,8 +669,7 @@ def cmd_par(args: argparse.Namespace) -> int:
         if args.out is not None:
             check_output_file(args.out, "--out")
     except ValueError as e:
-        print(f"rally par: error: {e}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally par: error: {e}")
     path, times = write_par_times(args.stages, args.out)
     for k, v in times.items():
         print(f"{k:16s} {v:8.2f} s")
@@ -766,12 +698,10 @@ def best_run_videos(
         print(f"no video (renderer unavailable: {e})", file=sys.stderr)
         return paths
     for stage, run in best.items():
-        acts = run.actions
-        it = iter(range(len(acts)))
+        actions = iter(run.actions)
 
-        def replay(obs, _a=acts, _it=it):
-            i = next(_it, len(_a) - 1)
-            return np.asarray(_a[min(i, len(_a) - 1)], dtype=np.float32)
+        def replay(obs, _it=actions, _last=run.actions[-1]):  # then the last one, held
+            return np.asarray(next(_it, _last), dtype=np.float32)
 
         path = Path(out_dir) / f"{_safe(res.agent)}-{stage}.mp4"
         try:
@@ -878,15 +808,12 @@ def _add_benchmark_parser(sub: Any) -> None:
     p.add_argument(
         "--sets", default=",".join(SETS), help=f"comma list of sets (default {','.join(SETS)})"
     )
-    p.add_argument("--json", default=None, metavar="OUT.json", help="write the results as JSON")
-    p.add_argument(
-        "--markdown", default=None, metavar="OUT.md", help="write the per-set table as Markdown"
-    )
+    p.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
+    p.add_argument("--markdown", metavar="OUT.md", help="write the per-set table as Markdown")
     p.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="stages driven together")
     p.add_argument(
         "--limit",
         type=int,
-        default=None,
         help="only the first N stages of each set (a quick look; marked partial)",
     )
     p.add_argument(
@@ -898,9 +825,7 @@ def _add_benchmark_parser(sub: Any) -> None:
         "marked partial), to split a long run between processes",
     )
     p.add_argument("--seed", type=int, default=0, help="the agent's seed (random agent)")
-    p.add_argument(
-        "--baseline", default=None, metavar="FILE", help="baseline file (default: the shipped one)"
-    )
+    p.add_argument("--baseline", metavar="FILE", help="baseline file (default: the shipped one)")
     p.add_argument(
         "--write-baseline",
         action="store_true",
@@ -912,49 +837,33 @@ def _add_benchmark_parser(sub: Any) -> None:
         help="with --agent mpc[:SETTINGS]: add its times to the oracle file (the ceiling the "
         "benchmark reports every agent's gap to)",
     )
-    p.add_argument(
-        "--oracle", default=None, metavar="FILE", help="oracle file (default: the shipped one)"
-    )
+    p.add_argument("--oracle", metavar="FILE", help="oracle file (default: the shipped one)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_ray_address(p, "drive the chunks of stages on a Ray cluster, one task per chunk")
     p.set_defaults(func=cmd_benchmark)
 
 
-def _check_out(path: str | None, what: str) -> str | None:
-    if path is None:
-        return None
-    p = Path(path)
-    if p.exists() and p.is_dir():
-        return f"{what} {path} is a directory"
-    parent = p.parent if str(p.parent) else Path(".")
-    if parent.exists() and not parent.is_dir():
-        return f"{what} {path}: {parent} is not a directory"
-    return None
-
-
 def cmd_benchmark(args: argparse.Namespace) -> int:
     for path, what in ((args.json, "--json"), (args.markdown, "--markdown")):
-        err = _check_out(path, what)
-        if err:
-            print(f"rally benchmark: error: {err}", file=sys.stderr)
-            return 2
+        if path is None:
+            continue
+        parent = Path(path).parent
+        if Path(path).is_dir():
+            return _refuse(f"rally benchmark: error: {what} {path} is a directory")
+        if parent.exists() and not parent.is_dir():
+            return _refuse(f"rally benchmark: error: {what} {path}: {parent} is not a directory")
     if args.write_baseline and (
         args.agent != "heuristic"
         or args.limit is not None
         or args.start
         or set(args.sets.split(",")) != set(SETS)
     ):
-        print(
+        return _refuse(
             "rally benchmark: error: --write-baseline needs --agent heuristic over all sets "
-            "without --limit or --start",
-            file=sys.stderr,
+            "without --limit or --start"
         )
-        return 2
     if args.write_oracle and not (args.agent == "mpc" or args.agent.startswith("mpc:")):
-        print(
-            "rally benchmark: error: --write-oracle needs --agent mpc[:SETTINGS]", file=sys.stderr
-        )
-        return 2
+        return _refuse("rally benchmark: error: --write-oracle needs --agent mpc[:SETTINGS]")
     try:
         res = run_benchmark(
             args.agent,
@@ -969,8 +878,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             oracle_path=args.oracle,
         )
     except (FileNotFoundError, ValueError, ImportError) as e:
-        print(f"rally benchmark: error: {e}", file=sys.stderr)
-        return 2
+        return _refuse(f"rally benchmark: error: {e}")
     print(res.markdown(), end="")
     t = res.timing
     print(

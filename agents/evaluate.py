@@ -14,8 +14,9 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +37,6 @@ HELD_OUT_SEED_BASE = 2**31
 VALIDATION_SEED_BASE = 4_000_000_000
 #: Version of the JSON written by ``rally eval --json``.
 EVAL_SCHEMA_VERSION = 1
-
-#: Per-stage figures, in table / CSV column order.
-SUMMARY_FIELDS = (
-    "stage",
-    "agent",
-    "episodes",
-    "finished",
-    "finish_rate",
-    "median_time_s",
-    "best_time_s",
-    "reference_time_s",
-    "gap_reference_pct",
-    "par_time_s",
-    "gap_par_pct",
-    "off_road_s",
-    "mean_speed_mps",
-)
 
 
 @dataclass
@@ -91,10 +75,9 @@ class RunResult:
 
     def figures(self) -> dict[str, Any]:
         d = asdict(self)
-        d.pop("telemetry")
-        d.pop("actions")
+        del d["telemetry"], d["actions"]
         if not d["compute"]:
-            d.pop("compute")
+            del d["compute"]
         return _clean(d)
 
 
@@ -118,6 +101,10 @@ class StageSummary:
 
     def figures(self) -> dict[str, Any]:
         return _clean(asdict(self))
+
+
+#: Per-stage figures (:class:`StageSummary`'s fields), in table / CSV column order.
+SUMMARY_FIELDS = tuple(f.name for f in fields(StageSummary))
 
 
 @dataclass
@@ -186,10 +173,7 @@ def _write_out(path: str | Path, text: str, newline: str | None = None) -> Path:
 def unfinished_ends(runs: Sequence[RunResult], stage: str) -> str:
     """How the runs of ``runs`` on ``stage`` that did not finish ended: each end reason with
     its count, most frequent first (``"off_stage 7, stuck 3"``); ``"-"`` for none."""
-    counts: dict[str, int] = {}
-    for r in runs:
-        if r.stage == stage and not r.finished:
-            counts[r.end_reason] = counts.get(r.end_reason, 0) + 1
+    counts = Counter(r.end_reason for r in runs if r.stage == stage and not r.finished)
     if not counts:
         return "-"
     return ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -228,11 +212,8 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
     test stages), ``"validation:N"`` (a training run's validation stages, disjoint from every
     test set and from the training seeds) or a list -> stage list."""
     if not isinstance(spec, str):
-        out: list[Any] = []
-        for s in spec:
-            out.extend(resolve_stages(s) if isinstance(s, str) else [s])
-        return out
-    out = []
+        return [x for s in spec for x in (resolve_stages(s) if isinstance(s, str) else [s])]
+    out: list[Any] = []
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         if part == "library":
             out.extend(tracks.list_stages())
@@ -241,10 +222,8 @@ def resolve_stages(spec: str | Sequence[Any]) -> list[Any]:
             n = int(count) if count.strip().isdigit() else 0
             if n < 1:
                 raise ValueError(f"{kind}:N needs N >= 1, got {part!r}")
-            if kind == "validation":
-                out.extend(validation_stages(n))
-            else:
-                out.extend(f"gen-{HELD_OUT_SEED_BASE + i}" for i in range(n))
+            base = VALIDATION_SEED_BASE if kind == "validation" else HELD_OUT_SEED_BASE
+            out.extend(f"gen-{base + i}" for i in range(n))
         else:
             out.append(part)
     if not out:
@@ -448,10 +427,9 @@ def evaluate(
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds must not be empty")
-    spec = policy
     pol = make_policy(policy, seed=seeds[0], progress=progress)
     env_kwargs = policy_env_kwargs(pol, env_kwargs)
-    name = agent_name or policy_name(pol, spec)
+    name = agent_name or policy_name(pol, policy)
     t0 = time.perf_counter()
     par = load_par_times()
     summaries, runs = [], []
@@ -527,19 +505,16 @@ def format_table(
             (:func:`unfinished_ends`), shown as the last column; ``None``: no such column.
     """
     head = dict(_HEAD)
-    cols = list(head)
-    rows = [[_fmt(c, getattr(s, c), s) for c in cols] for s in stages]
+    rows = [[_fmt(c, getattr(s, c), s) for c in head] for s in stages]
     if unfinished is not None:
         if len(unfinished) != len(rows):
             raise ValueError(f"unfinished: {len(unfinished)} entries for {len(rows)} stage rows")
         head["unfinished"] = UNFINISHED_HEAD
-        cols.append("unfinished")
         for r, u in zip(rows, unfinished, strict=True):
             r.append(u)
+    cols = list(head)
     if rich is not False:
         try:
-            from io import StringIO
-
             from rich.console import Console
             from rich.table import Table
 
@@ -549,18 +524,17 @@ def format_table(
                 t.add_column(head[c], justify="left" if left else "right")
             for r in rows:
                 t.add_row(*r)
-            buf = StringIO()
+            buf = io.StringIO()
             Console(file=buf, width=140, force_terminal=False, color_system=None).print(t)
             return buf.getvalue()
         except ImportError:
             if rich:
                 raise
     widths = [max(len(head[c]), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-    lines = ["  ".join(head[c].rjust(w) for c, w in zip(cols, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        lines.append("  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)))
-    return "\n".join(lines) + "\n"
+    lines = [[head[c] for c in cols], ["-" * w for w in widths], *rows]
+    return "".join(
+        "  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)) + "\n" for r in lines
+    )
 
 
 # The columns of a training run's ``eval_log.csv`` (docs/agents.md) and how each is written.
@@ -602,9 +576,8 @@ class ValidationLog:
     through: ``eval_log.csv`` (:data:`EVAL_LOG_FIELDS`, one row per evaluation of the policy
     on ``stages``), the best evaluation so far, and ``learning_curve.png`` (:meth:`plot`).
 
-    An ``eval_log.csv`` already there (a resumed run) goes on; one with the columns of an
-    older version is first rewritten with these columns (a figure it lacks: ``nan``; the
-    timesteps of a log without them are its env steps, and the other way round).
+    An ``eval_log.csv`` already there (a resumed run) goes on, rewritten first if it has the
+    columns of an older version (:func:`migrate_eval_log`).
 
     Args:
         out: the run directory.
@@ -662,17 +635,16 @@ class ValidationLog:
 
                 self._refs = {st: float(reference_time(st).time_s) for st in self.stages}
             s = [score(self._refs[r.stage], r.stage_time_s if r.finished else None) for r in runs]
-        m = {
+        done = [r.stage_time_s for r in runs if r.finished]
+        progress = [getattr(r, "progress_m", math.nan) for r in runs]
+        return {
             "finish_rate": float(np.mean(fin)) if fin else math.nan,
             "median_score": float(np.median(s)) if s else math.nan,
             "mean_score": float(np.mean(s)) if s else math.nan,
+            "median_time_s": float(np.median(done)) if done else math.nan,
+            "best_time_s": float(min(done)) if done else math.nan,
+            "mean_progress_m": float(np.mean(progress)) if progress else math.nan,
         }
-        done = [r.stage_time_s for r in runs if r.finished]
-        m["median_time_s"] = float(np.median(done)) if done else math.nan
-        m["best_time_s"] = float(min(done)) if done else math.nan
-        progress = [getattr(r, "progress_m", math.nan) for r in runs]
-        m["mean_progress_m"] = float(np.mean(progress)) if progress else math.nan
-        return m
 
     def add(
         self,

@@ -59,10 +59,10 @@ def write_stage_file_par(name: str, par_time_s: float) -> Path:
 
 
 def write_par_times(
-    stages: Any = "library", path: str | Path | None = None, stage_files: bool | None = None
+    stages: Any = "library", path: str | Path | None = None
 ) -> tuple[Path, dict[str, float]]:
-    """Compute the par times, write the JSON (and, for library stages, the stage files;
-    ``stage_files=None``: only when writing the package's own JSON, ``path=None``).
+    """Compute the par times, write the JSON (and, when writing the package's own JSON,
+    ``path=None``, the par time of each library stage into its stage file).
 
     Returns:
         (the JSON path, ``{stage: par time (s)}``).
@@ -82,9 +82,7 @@ def write_par_times(
         "reference_time_s": {k: round(reference_time(k).time_s, 2) for k in times},
     }
     p.write_text(json.dumps(doc, indent=2) + "\n")
-    if stage_files is None:
-        stage_files = path is None
-    if stage_files:
+    if path is None:
         library = set(tracks.list_stages())
         for name, t in times.items():
             if name in library:

@@ -44,8 +44,8 @@ class _Panel:
         self.s, self.r, self.font = surf, rect, font
         self.x0, self.x1 = xlim
         self.y0, self.y1 = ylim
+        x, y, w, h = rect
         if equal:
-            x, y, w, h = rect
             sx = w / (self.x1 - self.x0)
             sy = h / (self.y1 - self.y0)
             if sx > sy:
@@ -55,7 +55,6 @@ class _Panel:
                 c, half = 0.5 * (self.y0 + self.y1), 0.5 * h / sx
                 self.y0, self.y1 = c - half, c + half
         pg = _pg()
-        x, y, w, h = rect
         for i in range(6):
             gx = x + w * i / 5
             gy = y + h * i / 5
@@ -185,13 +184,12 @@ def telemetry_plot(run: Any, path: str | Path) -> Path:
 
 def telemetry_plots(res: Any, out_dir: str | Path) -> list[Path]:
     """One telemetry PNG per run of an :class:`agents.evaluate.EvalResult` (recorded)."""
-    out = []
-    for r in res.runs:
-        if not r.telemetry:
-            continue
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in res.agent)
-        out.append(telemetry_plot(r, Path(out_dir) / f"{name}-{r.stage}-seed{r.seed}.png"))
-    return out
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in res.agent)
+    return [
+        telemetry_plot(r, Path(out_dir) / f"{name}-{r.stage}-seed{r.seed}.png")
+        for r in res.runs
+        if r.telemetry
+    ]
 
 
 def curve_plot(
@@ -209,7 +207,7 @@ def curve_plot(
     font = pg.font.Font(None, 20)
     xs = np.concatenate([np.asarray(x, float) for _, x, _ in series]) if series else np.zeros(1)
     ys = [np.asarray(y, float) for _, _, y in series] + [np.array([h for _, h in hlines])]
-    yall = np.concatenate(ys) if ys else np.zeros(1)
+    yall = np.concatenate(ys)
     yall = yall[np.isfinite(yall)]
     ylim = _nice(float(yall.min()), float(yall.max())) if yall.size else (0.0, 1.0)
     p = _Panel(

@@ -116,18 +116,13 @@ def _check_record_args(args: argparse.Namespace) -> None:
         check_output_dir(args.replay_dir, "--replay-dir")
 
 
-def _env_version(args: argparse.Namespace) -> int:
-    """``--version``, or 1 when a library vehicle other than the rover or a planet is asked
-    for (those exist only on Rally-v1), else 0."""
-    if args.version is not None:
-        return int(args.version)
-    return 1 if (args.vehicle != "rover" or args.planet is not None) else 0
-
-
 def vehicle_env_kwargs(args: argparse.Namespace) -> dict:
-    """The env arguments ``--vehicle/--planet/--version`` ask for ({} for the defaults)."""
-    version = _env_version(args)
-    if version == 0 and args.vehicle == "rover" and args.planet is None:
+    """The env arguments ``--vehicle/--planet/--version`` ask for ({} for the defaults).
+    Without ``--version``: 1 when a library vehicle other than the rover or a planet is asked
+    for (those exist only on Rally-v1), else 0."""
+    default = args.vehicle == "rover" and args.planet is None
+    version = (0 if default else 1) if args.version is None else int(args.version)
+    if version == 0 and default:
         return {}
     return {"vehicle": args.vehicle, "planet": args.planet, "version": version}
 

@@ -114,12 +114,12 @@ class CarView:
             rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
         rotation = np.asarray(rotation, np.float64)
         wheels = params.wheels
-        anchors = np.array([[w.x_m, w.y_m, 0.0] for w in wheels], np.float64)
-        xy = np.array([x_m, y_m]) + (anchors @ rotation.T)[:, :2]
-        steer = np.array([steer_rad if w.steerable else 0.0 for w in wheels])
-        local = np.stack([np.cos(steer), np.sin(steer), np.zeros_like(steer)], axis=1)
-        d = (local @ rotation.T)[:, :2]
-        d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-9)
+        xy, d = _wheel_geometry(
+            np.array([x_m, y_m]),
+            rotation,
+            np.array([[w.x_m, w.y_m] for w in wheels], np.float64),
+            np.array([steer_rad if w.steerable else 0.0 for w in wheels]),
+        )
         nw = len(wheels)
         return cls(
             x_m=float(x_m),
@@ -142,6 +142,17 @@ class CarView:
         )
 
 
+def _wheel_geometry(
+    xy0: np.ndarray, rotation: np.ndarray, anchors: np.ndarray, steer: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """World x, y of the wheel centres and their unit rolling directions, from the body-plane
+    footprint ``anchors`` (W, 2) of the wheels and their steer angles (rad)."""
+    zero = np.zeros(len(steer))
+    xy = xy0 + (np.stack([anchors[:, 0], anchors[:, 1], zero], axis=1) @ rotation.T)[:, :2]
+    d = (np.stack([np.cos(steer), np.sin(steer), zero], axis=1) @ rotation.T)[:, :2]
+    return xy, d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-9)
+
+
 def car_views(batch: Any, cars: Sequence[int] | np.ndarray | None = None) -> list[CarView]:
     """:class:`CarView` records of ``cars`` (default: all) of a :class:`physics.VehicleBatch`.
 
@@ -162,18 +173,15 @@ def car_views(batch: Any, cars: Sequence[int] | np.ndarray | None = None) -> lis
     for i in range(idx.size):
         s, p, r = st[i], pr[i], rot[i]
         nw = int(p[L.P_N_WHEELS])
-        w = np.arange(nw)
-        base = L.PW_BASE + w * L.N_WHEEL_PARAMS
-        anchors = np.stack(
-            [p[base + L.PW_X], p[base + L.PW_Y], np.zeros(nw)], axis=1
-        )  # body-plane footprint of the wheel centres
+        base = L.PW_BASE + np.arange(nw) * L.N_WHEEL_PARAMS
         pos = s[L.POS_X : L.POS_Z + 1]
-        xy = pos[:2] + (anchors @ r.T)[:, :2]
         steer = float(s[L.STEER_ANGLE])
-        ws = np.where(p[base + L.PW_STEER] > 0.5, steer, 0.0)
-        local = np.stack([np.cos(ws), np.sin(ws), np.zeros(nw)], axis=1)
-        d = (local @ r.T)[:, :2]
-        d /= np.maximum(np.sqrt((d * d).sum(axis=1, keepdims=True)), 1e-9)
+        xy, d = _wheel_geometry(
+            pos[:2],
+            r,
+            np.stack([p[base + L.PW_X], p[base + L.PW_Y]], axis=1),
+            np.where(p[base + L.PW_STEER] > 0.5, steer, 0.0),
+        )
         grounded = s[L.WL_GROUNDED : L.WL_GROUNDED + nw] > 0.5
         gz = s[L.WL_GROUND_Z : L.WL_GROUND_Z + nw]
         height = (
@@ -253,10 +261,7 @@ class HudInfo:
         ``len(checkpoint_times_s)`` for the finish), delta against the reference or ``None``;
         ``None`` before the first checkpoint."""
         times = list(self.checkpoint_times_s)
-        k = -1
-        for i, t in enumerate(times):
-            if t == t:  # not NaN
-                k = i
+        k = max((i for i, t in enumerate(times) if t == t), default=-1)  # the last not NaN
         if self.finish_time_s == self.finish_time_s:
             k = len(times)
             t = float(self.finish_time_s)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,19 +77,24 @@ def normalize_camera(camera: str) -> str:
         ) from None
 
 
+def lru_get(cache: OrderedDict, key: Any, make: Callable[[], Any], size: int) -> Any:
+    """``cache[key]``, made by ``make()`` when missing; keeps the ``size`` latest used."""
+    v = cache.get(key)
+    if v is None:
+        v = cache[key] = make()
+        while len(cache) > size:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return v
+
+
 def cached_background(stage: Any, terrain: Any, ppm: float, radius_m: float) -> B.Background:
     """:func:`background.bake_background`, cached for the last few (stage, resolution) pairs."""
     tdig = terrain.digest() if hasattr(terrain, "digest") else id(terrain)
     key = (stage.digest(), tdig, round(ppm, 4), round(radius_m, 2))
-    bg = _BG_CACHE.get(key)
-    if bg is None:
-        bg = B.bake_background(stage, terrain, ppm=ppm, radius_m=radius_m)
-        _BG_CACHE[key] = bg
-        while len(_BG_CACHE) > _BG_CACHE_SIZE:
-            _BG_CACHE.popitem(last=False)
-    else:
-        _BG_CACHE.move_to_end(key)
-    return bg
+    bake = B.bake_background
+    return lru_get(_BG_CACHE, key, lambda: bake(stage, terrain, ppm, radius_m), _BG_CACHE_SIZE)
 
 
 @dataclass(slots=True)
@@ -227,12 +232,8 @@ class Renderer:
         self.smooth = bool(smooth)
         self.camera_lag_s = float(camera_lag_s)
         self.ppm = self.width / VIEW_WIDTH_M * self.zoom
-        self.anchor = (
-            (0.5 * self.width, 0.66 * self.height)
-            if self.camera_mode == "car-up"
-            else (0.5 * self.width, 0.5 * self.height)
-        )
-        ax, ay = self.anchor
+        ay = (0.66 if self.camera_mode == "car-up" else 0.5) * self.height
+        ax, ay = self.anchor = (0.5 * self.width, ay)
         reach_px = math.hypot(max(ax, self.width - ax), max(ay, self.height - ay))
         self.bg = cached_background(
             stage, terrain, ppm=min(max(self.ppm, 1.0), 16.0), radius_m=reach_px / self.ppm + 6.0
@@ -308,34 +309,14 @@ class Renderer:
         Returns:
             A new (height, width, 3) uint8 array.
         """
-        if isinstance(others, Mapping):
-            keyed = [(("other", k), v) for k, v in others.items()]
-        else:
-            keyed = [(("other", i), v) for i, v in enumerate(others)]
+        items = others.items() if isinstance(others, Mapping) else enumerate(others)
+        keyed = [(("other", k), v) for k, v in items]
         others = [v for _, v in keyed]
         self._update_camera(car)
         cam = self.camera
-        bg = self.bg
-        B.sample_view(
-            self.frame,
-            *cam.args(),
-            bg.ox,
-            bg.oy,
-            bg.ppm,
-            bg.tile_index,
-            bg.pool,
-            bg.coarse,
-            bg.cx0,
-            bg.cy0,
-            bg.ccell,
-            self._void,
-            self.smooth,
-        )
+        B.sample_view(self.frame, cam.args(), *self.bg.view_args(), self._void, self.smooth)
         if self.skid_marks:
-            now = car.time_s if car is not None else 0.0
-            cars: list[tuple[Any, CarView]] = list(keyed)
-            if car is not None:
-                cars.append(("car", car))
+            cars: list[tuple[Any, CarView]] = keyed if car is None else [*keyed, ("car", car)]
             r = max(0.8, 0.5 * 0.32 * cam.ppm)
             for key, c in cars:
                 m = self._marks.get(key)
@@ -347,7 +328,7 @@ class Renderer:
                         self.frame,
                         m.segs,
                         m.count,
-                        c.time_s if key != "car" else now,
+                        c.time_s,
                         MARK_FADE_S,
                         *cam.args(),
                         r,
@@ -431,14 +412,8 @@ class Renderer:
         return f
 
     def _text(self, s: str, px: int, rgb=(255, 255, 255)):
-        key = (s, px, rgb)
-        t = self._text_cache.get(key)
-        if t is None:
-            t = self._font(px).render(s, True, rgb)
-            self._text_cache[key] = t
-            if len(self._text_cache) > 512:
-                self._text_cache.popitem(last=False)
-        return t
+        render = self._font(px).render
+        return lru_get(self._text_cache, (s, px, rgb), lambda: render(s, True, rgb), 512)
 
     def _put(self, s: str, px: float, rgb: tuple, xy: tuple) -> Any:
         """Draw ``s`` at ``px`` (times the HUD scale) in ``rgb``, its top left at ``xy``;
@@ -501,20 +476,14 @@ class Renderer:
             bh = max(3, round(6 * k))
             y = H - m - bh
             total = hud.stage_length_m * max(hud.laps, 1)
-            frac = min(max(hud.progress_m / total, 0.0), 1.0) if total > 0 else 0.0
+            frac = min(max(hud.progress_m / total, 0.0), 1.0)
             pg.draw.rect(surf, (20, 18, 18), (x0 - 1, y - 1, x1 - x0 + 2, bh + 2))
             pg.draw.rect(surf, (70, 64, 60), (x0, y, x1 - x0, bh))
             pg.draw.rect(surf, (250, 200, 60), (x0, y, round((x1 - x0) * frac), bh))
             for c in hud.checkpoints_m:
-                if total > 0:
-                    tx = x0 + round((x1 - x0) * min(max(c / total, 0.0), 1.0))
-                    pg.draw.line(
-                        surf,
-                        (255, 255, 255),
-                        (tx, y - round(2 * k)),
-                        (tx, y + bh + round(1 * k)),
-                        1,
-                    )
+                tx = x0 + round((x1 - x0) * min(max(c / total, 0.0), 1.0))
+                tick = ((tx, y - round(2 * k)), (tx, y + bh + round(k)))
+                pg.draw.line(surf, (255, 255, 255), *tick, 1)
             lbl = self._text(f"{100.0 * frac:.0f}%", round(17 * k), (230, 230, 230))
             surf.blit(
                 lbl, (x0 - lbl.get_width() - round(6 * k), y + bh // 2 - lbl.get_height() // 2)
@@ -604,7 +573,6 @@ class Renderer:
             rgb, to_px = B.stage_overview(self.stage, self.terrain, mw, mh)
             rgb = (rgb.astype(np.float32) * 0.8).astype(np.uint8)
             s = pg.image.frombuffer(np.ascontiguousarray(rgb).tobytes(), (mw, mh), "RGB").copy()
-            p = self.stage.path
             xs, ys = to_px(p.x_m, p.y_m)
             pts = list(zip(xs.tolist(), ys.tolist(), strict=True))
             from tracks import surfaces
@@ -615,12 +583,10 @@ class Renderer:
                 pg.draw.line(s, colr, pts[i], pts[i + 1], max(1, round(2 * k)))
 
             def mark(sv, colr):
-                x, y = p.point_at(sv)
-                a, b = to_px(x, y)
-                pg.draw.circle(
-                    s, (0, 0, 0), (round(float(a)), round(float(b))), max(2, round(4 * k))
-                )
-                pg.draw.circle(s, colr, (round(float(a)), round(float(b))), max(1, round(3 * k)))
+                a, b = to_px(*p.point_at(sv))
+                c = (round(float(a)), round(float(b)))
+                pg.draw.circle(s, (0, 0, 0), c, max(2, round(4 * k)))
+                pg.draw.circle(s, colr, c, max(1, round(3 * k)))
 
             for c in self.stage.checkpoints_m:
                 mark(c, (250, 212, 40))

@@ -184,14 +184,12 @@ def import_policy(spec: str) -> Policy:
     if inspect.isclass(obj):
         return obj()
     try:
-        required = [
-            p
-            for p in inspect.signature(obj).parameters.values()
-            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
+        params = inspect.signature(obj).parameters.values()
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        factory = not any(p.default is p.empty and p.kind in kinds for p in params)
     except (TypeError, ValueError):
-        required = [None]
-    if not required:  # a factory
+        factory = False
+    if factory:
         obj = obj()
     if not callable(obj) or isinstance(obj, (str, bytes)):
         raise ValueError(

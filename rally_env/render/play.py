@@ -135,11 +135,10 @@ def play(
     if save_dir is not None:
         # finished runs are saved as replays (re-simulated bit-exactly by `rally verify`)
         env = RecordReplay(base, directory=save_dir, meta={"source": "rally play"})
-    ghosts: list[Ghost] = []
+    er = EnvRenderer("rgb_array", PLAY_HZ, width=width, height=height, camera=camera, zoom=zoom)
+    ghosts: list[Ghost] = er.ghosts  # the runs raced (a new best replaces them on a restart)
     if ghost is not None:
         ghosts.append(ghost if isinstance(ghost, Ghost) else load_ghost(ghost))
-    er = EnvRenderer("rgb_array", PLAY_HZ, width=width, height=height, camera=camera, zoom=zoom)
-    er.ghosts = ghosts
     win = Window(width, height, fps=0, title="rally play - arrows/WASD, space, R, Esc")
     keys = KeyState(pg)
     res = PlayResult()
@@ -204,11 +203,9 @@ def play(
                 rec.sample(core.sim, 0, a)
                 if term or trunc:
                     ended = True
-                    saved = list(getattr(env, "saved", ()))
-                    new = [Path(p) for p in saved if Path(p) not in res.saved]
+                    new = [Path(p) for p in getattr(env, "saved", ()) if Path(p) not in res.saved]
                     _on_end(info, rec, ghosts, pending, er, res, new)
-            frame = er.frame(core)
-            win.show(frame, pace=False)
+            win.show(er.frame(core), pace=False)
             res.frames += 1
             if realtime:
                 # wait for the next 60 Hz frame slot (the accumulator absorbs the jitter)

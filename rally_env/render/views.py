@@ -166,12 +166,9 @@ def car_views(batch: Any, cars: Sequence[int] | np.ndarray | None = None) -> lis
     if idx.size == 0:
         return []
     st = state[idx]
-    pr = params[idx]
-    q = st[:, L.QUAT_W : L.QUAT_Z + 1]
-    rot = quat_to_matrix(q)
+    rot = quat_to_matrix(st[:, L.QUAT_W : L.QUAT_Z + 1])
     out: list[CarView] = []
-    for i in range(idx.size):
-        s, p, r = st[i], pr[i], rot[i]
+    for i, (s, p, r) in enumerate(zip(st, params[idx], rot, strict=True)):
         nw = int(p[L.P_N_WHEELS])
         base = L.PW_BASE + np.arange(nw) * L.N_WHEEL_PARAMS
         pos = s[L.POS_X : L.POS_Z + 1]
@@ -263,17 +260,14 @@ class HudInfo:
         times = list(self.checkpoint_times_s)
         k = max((i for i, t in enumerate(times) if t == t), default=-1)  # the last not NaN
         if self.finish_time_s == self.finish_time_s:
-            k = len(times)
-            t = float(self.finish_time_s)
+            k, t = len(times), float(self.finish_time_s)
         elif k < 0:
             return None
         else:
             t = float(times[k])
         ref = self.reference_times_s
-        delta = None
-        if ref is not None and k < len(ref) and ref[k] == ref[k]:
-            delta = t - float(ref[k])
-        return k, t, delta
+        has_ref = ref is not None and k < len(ref) and ref[k] == ref[k]
+        return k, t, (t - float(ref[k]) if has_ref else None)
 
 
 def hud_from_info(
@@ -308,12 +302,13 @@ def hud_from_info(
             for c in stage.checkpoints_m
         )
         laps = int(stage.laps)
+    times = tuple(float(t) for t in np.reshape(info.get("checkpoint_times_s", ()), -1))
+    if "n_checkpoints" in info:  # the real checkpoints (the rest is padding)
+        times = times[: int(info["n_checkpoints"])]
+    zero_default = ("speed_mps", "stage_time_s", "progress_m", "stage_length_m")
     return HudInfo(
-        speed_mps=float(info.get("speed_mps", 0.0)),
-        stage_time_s=float(info.get("stage_time_s", 0.0)),
-        progress_m=float(info.get("progress_m", 0.0)),
-        stage_length_m=float(info.get("stage_length_m", 0.0)),
-        checkpoint_times_s=_checkpoint_times(info),
+        **{k: float(info.get(k, 0.0)) for k in zero_default},
+        checkpoint_times_s=times,
         reference_times_s=None if reference_times_s is None else tuple(reference_times_s),
         finish_time_s=float(info.get("finish_time_s", math.nan)),
         lap=int(info.get("lap", 1)),
@@ -323,14 +318,6 @@ def hud_from_info(
         checkpoints_m=cps,
         **_v1_hud(info, drivetrain),
     )
-
-
-def _checkpoint_times(info: Mapping[str, Any]) -> tuple[float, ...]:
-    """The real checkpoint times of an info (``n_checkpoints`` of them, when it says)."""
-    times = tuple(float(t) for t in np.reshape(info.get("checkpoint_times_s", ()), -1))
-    if "n_checkpoints" in info:
-        times = times[: int(info["n_checkpoints"])]
-    return times
 
 
 def _v1_hud(info: Mapping[str, Any], drivetrain: bool | None) -> dict[str, Any]:

@@ -146,20 +146,16 @@ class _Marks:
         self.last_t = -math.inf
 
     def update(self, car: CarView) -> None:
-        t = car.time_s
-        xy = car.wheel_xy_m
-        if t < self.last_t or self.last_xy is None or self.last_xy.shape != xy.shape:
-            if t < self.last_t:
-                self.clear()
-            self.last_xy = xy.copy()
-            self.last_t = t
+        t, xy, prev = car.time_s, car.wheel_xy_m, self.last_xy
+        if t < self.last_t:  # a reset
+            self.clear()
+            prev = None
+        fresh = prev is None or prev.shape != xy.shape  # nothing to draw from
+        if t == self.last_t and not fresh:
             return
-        if t == self.last_t:
-            return
-        prev = self.last_xy
         self.last_xy = xy.copy()
         self.last_t = t
-        if car.speed_mps < 1.0:
+        if fresh or car.speed_mps < 1.0:
             return
         for w in range(xy.shape[0]):
             u = float(car.usage[w])
@@ -246,7 +242,7 @@ class Renderer:
         self._cam_t = -math.inf
         self._marks: dict[Any, _Marks] = {}
         self._text_cache: OrderedDict[tuple, Any] = OrderedDict()
-        self._fonts: dict[int, Any] = {}
+        self._fonts: OrderedDict[int, Any] = OrderedDict()
         self._hud_scale = self.height / 400.0
         self._minimap = None
 
@@ -405,15 +401,9 @@ class Renderer:
                 gfx.filled_polygon(surf, pw[k], wa)
 
     # ------------------------------------------------------------------ HUD
-    def _font(self, px: int):
-        f = self._fonts.get(px)
-        if f is None:
-            f = self._fonts[px] = self.pg.font.Font(None, px)
-        return f
-
     def _text(self, s: str, px: int, rgb=(255, 255, 255)):
-        render = self._font(px).render
-        return lru_get(self._text_cache, (s, px, rgb), lambda: render(s, True, rgb), 512)
+        font = lru_get(self._fonts, px, lambda: self.pg.font.Font(None, px), 64)
+        return lru_get(self._text_cache, (s, px, rgb), lambda: font.render(s, True, rgb), 512)
 
     def _put(self, s: str, px: float, rgb: tuple, xy: tuple) -> Any:
         """Draw ``s`` at ``px`` (times the HUD scale) in ``rgb``, its top left at ``xy``;
@@ -451,8 +441,7 @@ class Renderer:
         split = hud.last_split()
         if split is not None:
             i, t, delta = split
-            n_cp = len(hud.checkpoint_times_s)
-            label = "FIN" if i >= n_cp else f"CP{i + 1}"
+            label = "FIN" if i >= len(hud.checkpoint_times_s) else f"CP{i + 1}"
             x = m + round(8 * k)
             y = m + round(60 * k)
             ts = self._put(f"{label} {format_time(t)}", 19, (220, 220, 220), (x, y))
@@ -512,11 +501,8 @@ class Renderer:
         if hud.gear is not None and hud.engine_rpm is not None:
             g = "R" if hud.gear < 0 else ("N" if hud.gear == 0 else str(hud.gear))
             lines.append((f"{g}   {hud.engine_rpm:5.0f} rpm", (255, 255, 255)))
-        worn = []
-        if hud.tire_wear is not None:
-            worn.append(f"tires {100.0 * hud.tire_wear:.0f}%")
-        if hud.damage is not None:
-            worn.append(f"dmg {100.0 * hud.damage:.0f}%")
+        shares = (("tires", hud.tire_wear), ("dmg", hud.damage))
+        worn = [f"{name} {100.0 * v:.0f}%" for name, v in shares if v is not None]
         if worn:
             lines.append(("  ".join(worn), (255, 190, 120)))
         if not lines:

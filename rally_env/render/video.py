@@ -197,16 +197,12 @@ class EpisodeVideo:
     """What :func:`render_episode` did.
 
     Attributes:
-        path: the video file.
-        frames: frames written.
-        fps: frame rate.
-        steps: env steps taken.
-        sim_time_s: simulated time of the episode (s).
+        path, frames, fps: the video file, the frames written and their rate.
+        steps, sim_time_s: env steps taken and the simulated time of the episode (s).
         wall_time_s: wall-clock time of the whole export (s).
         end_reason: the env's end reason (``rally_env.info.end_reason``) at the end (``""``:
             cut by ``max_seconds``).
-        finish_time_s: the finish time (NaN if not finished).
-        total_reward: the episode return.
+        finish_time_s, total_reward: the finish time (NaN if not finished) and the return.
         gif_path: the GIF written too, or ``None``.
     """
 

@@ -448,20 +448,13 @@ def sample_view(
     half = 0.0 if bilinear else 0.5
     cam = (cx, cy, ux, uy, rx, ry, inv, ax, ay)
     grid = (ox, oy, s, half, dxu, dyu, lim_u, lim_v)
+    tiles = (tile_index, pool)
     crs = (coarse.reshape((1, cny, cnx, 3)), cx0, cy0, ccell, cnx, cny)
     # blocks of BLOCK x BLOCK pixels: a rotated view then reads a small, cache-resident patch
     for by0 in range(0, h, BLOCK):
         for bx0 in range(0, w, BLOCK):
-            _sample_block(
-                frame,
-                (by0, min(by0 + BLOCK, h), bx0, min(bx0 + BLOCK, w)),
-                cam,
-                grid,
-                (tile_index, pool),
-                crs,
-                void_rgb,
-                bilinear,
-            )
+            block = (by0, min(by0 + BLOCK, h), bx0, min(bx0 + BLOCK, w))
+            _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear)
 
 
 @njit_inner(_nrt=False, forceinline=True)

@@ -115,10 +115,8 @@ class LineFollower:
         )
         v_t = min(float(v_reach.min()), self.vmax)
         err = v_t - v
-        throttle = min(max(0.6 * err, 0.0), 1.0)
+        throttle = min(max(0.6 * err, 0.0), 1.0)  # (0 whenever it brakes)
         brake = min(max(-0.5 * err, 0.0), 1.0)
-        if brake > 0.0:
-            throttle = 0.0
         return np.array([steer, throttle, brake, 0.0], np.float32)
 
 

@@ -125,10 +125,9 @@ def _check_eistate(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
     off = ei[:, K.EI_OFF]
     _check("eistate", (off != 0) & (off != 1), "off-road flag")
     for k in range(core.n):
-        slot = int(ei[k, K.EI_SLOT])
-        stg = stages[slot]
+        stg = stages[int(ei[k, K.EI_SLOT])]
         n_lines = len(S.timing_lines(stg)) if stg is not None else 0
-        if not 0 <= ei[k, K.EI_NEXT_LINE] <= max(n_lines, 0):
+        if not 0 <= ei[k, K.EI_NEXT_LINE] <= n_lines:
             raise _fail("eistate", [k], f"next timing line {ei[k, K.EI_NEXT_LINE]} of {n_lines}")
 
 

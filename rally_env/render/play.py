@@ -127,14 +127,13 @@ def play(
     from rally_env.render.envview import EnvRenderer, Window
     from rally_env.replay import RecordReplay
 
-    base = RallyEnv(
+    env: Any = RallyEnv(
         stage=stage, vehicle=vehicle, control_hz=PLAY_HZ, version=version, planet=planet
     )
-    core = base.core
-    env: Any = base
+    core = env.core
     if save_dir is not None:
         # finished runs are saved as replays (re-simulated bit-exactly by `rally verify`)
-        env = RecordReplay(base, directory=save_dir, meta={"source": "rally play"})
+        env = RecordReplay(env, directory=save_dir, meta={"source": "rally play"})
     er = EnvRenderer("rgb_array", PLAY_HZ, width=width, height=height, camera=camera, zoom=zoom)
     ghosts: list[Ghost] = er.ghosts  # the runs raced (a new best replaces them on a restart)
     if ghost is not None:

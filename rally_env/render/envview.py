@@ -142,16 +142,15 @@ class EnvRenderer:
 
     def frame(self, core: Any, focus: int = 0) -> np.ndarray:
         """Draw car ``focus`` of a :class:`RallyCore` (others on its stage translucent)."""
-        n = core.sim.state.shape[0]
-        if not self.show_others or n == 1:
-            return self.draw_views(core, {focus: car_views(core.sim, [focus])[0]}, focus)
-        # only the cars near the focused one (a big batch would cost a view per car per frame)
-        pos = core.sim.state[:, L.POS_X : L.POS_Y + 1]
-        d2 = ((pos - pos[focus]) ** 2).sum(axis=1)
-        near = np.flatnonzero(d2 <= NEAR_M * NEAR_M)
-        if near.size > MAX_OTHERS + 1:
-            near = near[np.argsort(d2[near], kind="stable")[: MAX_OTHERS + 1]]
-        near = np.unique(np.append(near, focus))
+        near = np.array([focus])
+        if self.show_others and core.sim.state.shape[0] > 1:
+            # only the cars near the focused one (a big batch would cost a view per car per frame)
+            pos = core.sim.state[:, L.POS_X : L.POS_Y + 1]
+            d2 = ((pos - pos[focus]) ** 2).sum(axis=1)
+            near = np.flatnonzero(d2 <= NEAR_M * NEAR_M)
+            if near.size > MAX_OTHERS + 1:
+                near = near[np.argsort(d2[near], kind="stable")[: MAX_OTHERS + 1]]
+            near = np.unique(np.append(near, focus))
         views = dict(zip(near.tolist(), car_views(core.sim, near), strict=True))
         return self.draw_views(core, views, focus)
 

@@ -65,7 +65,6 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
             replay_dir = args.replay_dir or REPLAY_DIR
             env = RecordReplay(env, directory=replay_dir, save_partial=True, meta={"agent": label})
-        gif = True if args.gif == "" else args.gif
         res = render_episode(
             policy,
             args.out,
@@ -74,7 +73,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             fps=args.fps,
             **_view_kwargs(args),
             max_seconds=args.max_seconds,
-            gif=gif,
+            gif=True if args.gif == "" else args.gif,
             gif_seconds=args.gif_seconds,
             ghosts=ghosts,
             progress=not args.quiet,
@@ -116,18 +115,13 @@ def _check_record_args(args: argparse.Namespace) -> None:
         check_output_dir(args.replay_dir, "--replay-dir")
 
 
-def _env_version(args: argparse.Namespace) -> int:
-    """``--version``, or 1 when a library vehicle other than the rover or a planet is asked
-    for (those exist only on Rally-v1), else 0."""
-    if args.version is not None:
-        return int(args.version)
-    return 1 if (args.vehicle != "rover" or args.planet is not None) else 0
-
-
 def vehicle_env_kwargs(args: argparse.Namespace) -> dict:
-    """The env arguments ``--vehicle/--planet/--version`` ask for ({} for the defaults)."""
-    version = _env_version(args)
-    if version == 0 and args.vehicle == "rover" and args.planet is None:
+    """The env arguments ``--vehicle/--planet/--version`` ask for ({} for the defaults).
+    Without ``--version``: 1 when a library vehicle other than the rover or a planet is asked
+    for (those exist only on Rally-v1), else 0."""
+    default = args.vehicle == "rover" and args.planet is None
+    version = (0 if default else 1) if args.version is None else int(args.version)
+    if version == 0 and default:
         return {}
     return {"vehicle": args.vehicle, "planet": args.planet, "version": version}
 
@@ -139,12 +133,11 @@ def add_vehicle_args(p: argparse.ArgumentParser) -> None:
         default="rover",
         help="rover (default), or on RallyWheelSpeed-v1 rally-car, truck, tank, bike",
     )
-    p.add_argument("--planet", default=None, help="mars, earth or moon (RallyWheelSpeed-v1)")
+    p.add_argument("--planet", help="mars, earth or moon (RallyWheelSpeed-v1)")
     p.add_argument(
         "--version",
         type=int,
         choices=(0, 1),
-        default=None,
         help="env version: 0 = RallyDirect-v0, 1 = RallyWheelSpeed-v1 (default: 1 if --vehicle or "
         "--planet asks for it, else 0)",
     )
@@ -254,14 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--gif",
         nargs="?",
         const="",
-        default=None,
         metavar="PATH",
         help="also write a short GIF (default path: the video's with .gif)",
     )
     rec.add_argument("--gif-seconds", type=float, default=12.0, help="GIF length in s (12)")
-    rec.add_argument("--max-seconds", type=float, default=None, help="cut after this sim time")
+    rec.add_argument("--max-seconds", type=float, help="cut after this sim time")
     add_vehicle_args(rec)
-    rec.add_argument("--control-hz", type=int, default=None, help="env control rate (env default)")
+    rec.add_argument("--control-hz", type=int, help="env control rate (env default)")
     rec.add_argument(
         "--ghost",
         action="append",
@@ -270,12 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw a ghost: a replay or ghost file (repeatable)",
     )
     rec.add_argument("--quiet", action="store_true", help="no progress bar")
-    rec.add_argument(
-        "--replay-dir",
-        default=None,
-        metavar="DIR",
-        help=f"where the replay goes ({REPLAY_DIR}/)",
-    )
+    rec.add_argument("--replay-dir", metavar="DIR", help=f"where the replay goes ({REPLAY_DIR}/)")
     rec.add_argument("--no-replay", action="store_true", help="do not save a replay")
     _add_view_args(rec, 600, 400)
     rec.set_defaults(func=_cmd_record)
@@ -290,15 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     play.add_argument("--stage", default="opener", help="stage name, gen-<seed> or a .toml path")
     add_vehicle_args(play)
-    play.add_argument(
-        "--ghost", default=None, metavar="FILE", help="race this run (a replay or ghost file)"
-    )
+    play.add_argument("--ghost", metavar="FILE", help="race this run (a replay or ghost file)")
     play.add_argument("--seed", type=int, default=0, help="reset seed (0)")
     play.add_argument(
         "--save-dir", default=REPLAY_DIR, help=f"where finished runs are saved ({REPLAY_DIR}/)"
     )
     play.add_argument("--no-save", action="store_true", help="do not save finished runs")
-    play.add_argument("--frames", type=int, default=None, help="quit after N frames (demo/test)")
+    play.add_argument("--frames", type=int, help="quit after N frames (demo/test)")
     _add_view_args(play, 960, 640)
     play.set_defaults(func=_cmd_play)
 

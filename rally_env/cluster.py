@@ -12,22 +12,6 @@ class RayUnavailableError(ImportError):
     """``--ray-address`` was given but Ray is not installed (the ``ray`` extra)."""
 
 
-def ray_module() -> Any:
-    """The ``ray`` module.
-
-    Raises:
-        RayUnavailableError: Ray is not installed (naming the extra).
-    """
-    try:
-        import ray
-    except ImportError as e:
-        raise RayUnavailableError(
-            f'--ray-address needs Ray ({e}); pip install "rally-env[ray]" on every node '
-            "(docs/ray.md)"
-        ) from None
-    return ray
-
-
 def connect(address: str) -> Any:
     """Connect this process to a Ray cluster (once; later calls reuse the connection).
 
@@ -40,12 +24,18 @@ def connect(address: str) -> Any:
         The ``ray`` module.
 
     Raises:
-        RayUnavailableError: Ray is not installed.
+        RayUnavailableError: Ray is not installed (naming the extra).
         ValueError: an empty address.
     """
     if not isinstance(address, str) or not address.strip():
         raise ValueError(f"--ray-address must be local, auto or HOST:PORT, got {address!r}")
-    ray = ray_module()
+    try:
+        import ray
+    except ImportError as e:
+        raise RayUnavailableError(
+            f'--ray-address needs Ray ({e}); pip install "rally-env[ray]" on every node '
+            "(docs/ray.md)"
+        ) from None
     if not ray.is_initialized():
         kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
         if address == "local":

@@ -82,12 +82,9 @@ def learn_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
             f"must be False on {LEARN_ENV_ID}, which acts on three continuous policy actions "
             "(RallyDirect-v0 has the discrete table)",
         )
-    out = copy.deepcopy(LEARN_ENV_KWARGS)
-    for k, v in kwargs.items():
-        if k == "reward_weights" and isinstance(v, dict):
-            out[k] = {**out[k], **v}
-        else:
-            out[k] = v
+    out = {**copy.deepcopy(LEARN_ENV_KWARGS), **kwargs}
+    if isinstance(kwargs.get("reward_weights"), dict):
+        out["reward_weights"] = {**LEARN_ENV_KWARGS["reward_weights"], **kwargs["reward_weights"]}
     return out
 
 

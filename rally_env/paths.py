@@ -29,19 +29,13 @@ class OptionValueError(RallyEnvError):
 
 
 def check_positive(value: float | None, what: str, minimum: float = 0.0) -> None:
-    """Refuse a number that is not finite or not above ``minimum`` (``None`` = not given).
-
-    Args:
-        value: the option's value.
-        what: how the message names it (``"--max-seconds"``).
-        minimum: the value must be greater than this (integers: ``minimum=0`` means >= 1).
+    """Refuse a number that is not finite or not above ``minimum`` (``None`` = not given;
+    integers: ``minimum=0`` means >= 1).
 
     Raises:
-        OptionValueError: naming the option and the value.
+        OptionValueError: naming the option (``what``, e.g. ``"--max-seconds"``) and the value.
     """
-    if value is None:
-        return
-    if not (math.isfinite(value) and value > minimum):
+    if value is not None and not (math.isfinite(value) and value > minimum):
         raise OptionValueError(f"{what} must be a finite number > {minimum:g}, got {value!r}")
 
 
@@ -59,18 +53,12 @@ def why_not_writable(p: Path, e: OSError) -> str:
 def check_output_file(
     path: str | os.PathLike[str], what: str = "output", suffixes: Sequence[str] = ()
 ) -> Path:
-    """Check that ``path`` can be written as a regular file (creating its parent directories).
-
-    Args:
-        path: the file.
-        what: how the message names it (``"--out"``).
-        suffixes: allowed extensions (``(".mp4", ".gif")``); empty = any.
-
-    Returns:
-        ``path`` as a :class:`~pathlib.Path`.
+    """Check that ``path`` can be written as a regular file (creating its parent directories)
+    with one of the extensions ``suffixes`` (``(".mp4", ".gif")``; empty = any); returns it as a
+    :class:`~pathlib.Path`.
 
     Raises:
-        OutputPathError: naming the path and the problem.
+        OutputPathError: naming the path (``what``, e.g. ``"--out"``) and the problem.
     """
     p = Path(path)
     if suffixes and p.suffix.lower() not in suffixes:

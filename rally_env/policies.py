@@ -115,10 +115,8 @@ class LineFollower:
         )
         v_t = min(float(v_reach.min()), self.vmax)
         err = v_t - v
-        throttle = min(max(0.6 * err, 0.0), 1.0)
+        throttle = min(max(0.6 * err, 0.0), 1.0)  # (0 whenever it brakes)
         brake = min(max(-0.5 * err, 0.0), 1.0)
-        if brake > 0.0:
-            throttle = 0.0
         return np.array([steer, throttle, brake, 0.0], np.float32)
 
 
@@ -184,14 +182,12 @@ def import_policy(spec: str) -> Policy:
     if inspect.isclass(obj):
         return obj()
     try:
-        required = [
-            p
-            for p in inspect.signature(obj).parameters.values()
-            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
+        params = inspect.signature(obj).parameters.values()
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        factory = not any(p.default is p.empty and p.kind in kinds for p in params)
     except (TypeError, ValueError):
-        required = [None]
-    if not required:  # a factory
+        factory = False
+    if factory:
         obj = obj()
     if not callable(obj) or isinstance(obj, (str, bytes)):
         raise ValueError(

@@ -83,12 +83,10 @@ def _check_chassis(s: np.ndarray) -> None:
     pedals = s[:, L.CMD_THROTTLE : L.CMD_HANDBRAKE + 1]
     _check("sim_state", (pedals < 0.0) | (pedals > 1.0), "pedal outside [0, 1]")
     _check("sim_state", s[:, L.GATE_TIME] < -1.0, "gate time")
-    for col, rule in ((L.WL_GROUNDED, "grounded flag not 0 or 1"), (L.WL_SURFACE, "surface id")):
+    whole = ((L.WL_GROUNDED, 1.0, "grounded flag not 0 or 1"), (L.WL_SURFACE, 255.0, "surface id"))
+    for col, top, rule in whole:
         v = s[:, col : col + L.MAX_WHEELS]
-        bad = (v != np.round(v)) | (v < 0.0) | (v > 255.0)
-        if col == L.WL_GROUNDED:
-            bad |= v > 1.0
-        _check("sim_state", bad, rule)
+        _check("sim_state", (v != np.round(v)) | (v < 0.0) | (v > top), rule)
 
 
 def _check_istate(core: Any, st: dict[str, Any]) -> None:
@@ -127,10 +125,9 @@ def _check_eistate(core: Any, st: dict[str, Any], stages: list[Any]) -> None:
     off = ei[:, K.EI_OFF]
     _check("eistate", (off != 0) & (off != 1), "off-road flag")
     for k in range(core.n):
-        slot = int(ei[k, K.EI_SLOT])
-        stg = stages[slot]
+        stg = stages[int(ei[k, K.EI_SLOT])]
         n_lines = len(S.timing_lines(stg)) if stg is not None else 0
-        if not 0 <= ei[k, K.EI_NEXT_LINE] <= max(n_lines, 0):
+        if not 0 <= ei[k, K.EI_NEXT_LINE] <= n_lines:
             raise _fail("eistate", [k], f"next timing line {ei[k, K.EI_NEXT_LINE]} of {n_lines}")
 
 

@@ -67,6 +67,20 @@ class Background:
     cy0: float
     ccell: float
 
+    def view_args(self) -> tuple:
+        """The tables :func:`sample_view` takes after the camera, in its order."""
+        return (
+            self.ox,
+            self.oy,
+            self.ppm,
+            self.tile_index,
+            self.pool,
+            self.coarse,
+            self.cx0,
+            self.cy0,
+            self.ccell,
+        )
+
 
 def terrain_colors(terrain, surface: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-node terrain colour (surface colour, brighter with height, hill-shaded) and shade.
@@ -156,7 +170,7 @@ def bake_background(stage, terrain, ppm: float = 8.0, radius_m: float = 80.0) ->
     pool = np.empty((len(slots), TILE + 1, TILE + 1, 3), np.uint8)
     p = stage.path
     palette = np.array([s.color for s in _surf.SURFACES], np.float64)
-    kinds, marks = _marks(stage)
+    f64 = [np.ascontiguousarray(a, np.float64) for a in (p.x_m, p.y_m, p.s_m, p.half_width_m)]
     _bake_tiles(
         pool,
         slots.astype(np.int64),
@@ -168,16 +182,11 @@ def bake_background(stage, terrain, ppm: float = 8.0, radius_m: float = 80.0) ->
         xmin,
         ymin,
         cell,
-        np.ascontiguousarray(p.x_m, np.float64),
-        np.ascontiguousarray(p.y_m, np.float64),
-        np.ascontiguousarray(p.s_m, np.float64),
-        np.ascontiguousarray(p.half_width_m, np.float64),
-        np.ascontiguousarray(p.surface, np.int64),
+        (*f64, np.ascontiguousarray(p.surface, np.int64)),
         float(p.length_m),
         bool(p.closed),
         palette,
-        kinds,
-        marks,
+        _marks(stage),
     )
     return Background(
         ppm=float(ppm),
@@ -213,21 +222,18 @@ def _bake_tiles(
     tx0,
     ty0,
     tcell,
-    px,
-    py,
-    ps,
-    phw,
-    psurf,
+    path,
     length,
     closed,
     palette,
-    mkind,
-    ms,
+    marks,
 ):
+    """Bake the tiles ``slots`` into ``pool``; ``path`` holds the centerline's x, y, s,
+    half width and surface id per point, ``marks`` the lines across the road."""
     n = TILE + 1
     hw_max = 0.0
-    for i in range(phw.shape[0]):
-        hw_max = max(hw_max, phw[i])
+    for hw in path[3]:
+        hw_max = max(hw_max, hw)
     reach = hw_max + _SHOULDER_M + 1.0
     best = np.empty((n, n))
     lat = np.empty((n, n))
@@ -237,7 +243,6 @@ def _bake_tiles(
     col = np.empty((n, n, 3))
     shd = np.empty((n, n))
     near = (best, lat, sv, hwv, sid)
-    path = (px, py, ps, phw, psurf)
     for k in range(slots.shape[0]):
         u0 = slots[k, 1] * TILE
         v0 = slots[k, 0] * TILE
@@ -245,7 +250,7 @@ def _bake_tiles(
         wy0 = oy + v0 * mps
         _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, tx0, ty0, tcell)
         _tile_nearest(near, wx0, wy0, mps, path, reach, closed)
-        _tile_composite(pool[k], u0, v0, mps, col, shd, near, palette, (mkind, ms), length, closed)
+        _tile_composite(pool[k], u0, v0, mps, col, shd, near, palette, marks, length, closed)
 
 
 @njit_inner(_nrt=False, forceinline=True)
@@ -340,10 +345,26 @@ def _tile_nearest(near, wx0, wy0, mps, path, reach, closed):
                         hwv[b, a] = -100.0  # beyond the path's ends: square ends, no road
 
 
+@njit_inner(_nrt=False, forceinline=True)
+def _line_rgb(kind, ds, lat):
+    """The colour of a line across the road of ``kind`` at ``ds`` (m) along the road from it
+    and ``lat`` (m) across, or ``(-1, 0, 0)`` off the line."""
+    if kind == MARK_START:
+        if abs(ds) < 0.35:
+            return 240.0, 240.0, 235.0
+    elif kind == MARK_FINISH:
+        if 0.0 <= ds < 2.0:
+            q = int(math.floor(ds / 1.0)) + int(math.floor((lat + 50.0) / 1.0))
+            return (245.0, 245.0, 245.0) if q % 2 == 0 else (20.0, 20.0, 20.0)
+    elif abs(ds) < 0.3 and int(math.floor((lat + 50.0) / 0.8)) % 2:
+        return 250.0, 212.0, 40.0
+    return -1.0, 0.0, 0.0
+
+
 @njit_inner
 def _tile_composite(out, u0, v0, mps, col, shd, near, palette, marks, length, closed):
     """A tile's pixels: ground, shoulder, road surface with ruts, and the lines across the
-    road (``marks``: kinds and positions)."""
+    road (``marks``: kinds and positions). Blends into the ground colours ``col``."""
     best, lat, sv, hwv, sid = near
     mkind, ms = marks
     n = TILE + 1
@@ -351,9 +372,6 @@ def _tile_composite(out, u0, v0, mps, col, shd, near, palette, marks, length, cl
     for b in range(n):
         for a in range(n):
             g = _hash01(u0 + a, v0 + b)
-            r0 = col[b, a, 0]
-            g0 = col[b, a, 1]
-            b0c = col[b, a, 2]
             gain = 1.0 + 0.05 * g
             if best[b, a] < 1e29:
                 dl = abs(lat[b, a])
@@ -372,12 +390,9 @@ def _tile_composite(out, u0, v0, mps, col, shd, near, palette, marks, length, cl
                         rd = abs(dl - _RUT_OFFSET_M)
                         if rd < _RUT_HALF_M:
                             rg *= 1.0 - 0.08 * (1.0 - rd / _RUT_HALF_M)
-                    rr = palette[sidx, 0] * lit * rg
-                    rgc = palette[sidx, 1] * lit * rg
-                    rb = palette[sidx, 2] * lit * rg
-                    r0 = r0 * gain * (1.0 - cov) + rr * cov
-                    g0 = g0 * gain * (1.0 - cov) + rgc * cov
-                    b0c = b0c * gain * (1.0 - cov) + rb * cov
+                    for c in range(3):
+                        road = palette[sidx, c] * lit * rg
+                        col[b, a, c] = col[b, a, c] * gain * (1.0 - cov) + road * cov
                     gain = 1.0
                 # lines across the road
                 if dl < hw + 0.6:
@@ -386,48 +401,19 @@ def _tile_composite(out, u0, v0, mps, col, shd, near, palette, marks, length, cl
                         ds = sv[b, a] - ms[m]
                         if closed:
                             ds -= length * math.floor(ds / length + 0.5)
-                        kind = mkind[m]
-                        lr = -1.0
-                        lg = 0.0
-                        lb = 0.0
-                        if kind == MARK_START:
-                            if abs(ds) < 0.35:
-                                lr, lg, lb = 240.0, 240.0, 235.0
-                        elif kind == MARK_FINISH:
-                            if 0.0 <= ds < 2.0:
-                                q = int(math.floor(ds / 1.0)) + int(
-                                    math.floor((lat[b, a] + 50.0) / 1.0)
-                                )
-                                if q % 2 == 0:
-                                    lr, lg, lb = 245.0, 245.0, 245.0
-                                else:
-                                    lr, lg, lb = 20.0, 20.0, 20.0
-                        else:
-                            if abs(ds) < 0.3 and int(math.floor((lat[b, a] + 50.0) / 0.8)) % 2:
-                                lr, lg, lb = 250.0, 212.0, 40.0
-                        if lr >= 0.0:
-                            r0 = r0 * gain * (1.0 - lcov) + lr * lcov
-                            g0 = g0 * gain * (1.0 - lcov) + lg * lcov
-                            b0c = b0c * gain * (1.0 - lcov) + lb * lcov
+                        rgb = _line_rgb(mkind[m], ds, lat[b, a])
+                        if rgb[0] >= 0.0:
+                            for c in range(3):
+                                col[b, a, c] = col[b, a, c] * gain * (1.0 - lcov) + rgb[c] * lcov
                             gain = 1.0
-            r0 *= gain
-            g0 *= gain
-            b0c *= gain
-            out[b, a, 0] = np.uint8(min(max(r0, 0.0), 255.0))
-            out[b, a, 1] = np.uint8(min(max(g0, 0.0), 255.0))
-            out[b, a, 2] = np.uint8(min(max(b0c, 0.0), 255.0))
+            for c in range(3):
+                out[b, a, c] = np.uint8(min(max(col[b, a, c] * gain, 0.0), 255.0))
 
 
 @njit(cache=True, error_model="numpy")
 def sample_view(
     frame,
-    cx,
-    cy,
-    ux,
-    uy,
-    ppm_view,
-    ax,
-    ay,
+    camera,
     ox,
     oy,
     ppm_bg,
@@ -442,11 +428,12 @@ def sample_view(
 ):
     """Fill ``frame`` (H, W, 3) uint8 with the background as seen by a camera.
 
-    The camera puts world point ``(cx, cy)`` at pixel ``(ax, ay)``, with the world unit vector
-    ``(ux, uy)`` pointing up the screen, at ``ppm_view`` pixels per metre. Bilinear (or nearest)
-    from the tiles; where there is no tile, bilinear from the coarse heightfield colours; outside
-    the terrain, ``void_rgb``.
+    The ``camera`` ``(cx, cy, ux, uy, ppm_view, ax, ay)`` puts world point ``(cx, cy)`` at pixel
+    ``(ax, ay)``, with the world unit vector ``(ux, uy)`` pointing up the screen, at ``ppm_view``
+    pixels per metre. Bilinear (or nearest) from the tiles; where there is no tile, bilinear from
+    the coarse heightfield colours; outside the terrain, ``void_rgb``.
     """
+    cx, cy, ux, uy, ppm_view, ax, ay = camera
     h, w = frame.shape[0], frame.shape[1]
     nty, ntx = tile_index.shape
     cny, cnx = coarse.shape[0], coarse.shape[1]
@@ -461,20 +448,28 @@ def sample_view(
     half = 0.0 if bilinear else 0.5
     cam = (cx, cy, ux, uy, rx, ry, inv, ax, ay)
     grid = (ox, oy, s, half, dxu, dyu, lim_u, lim_v)
-    crs = (coarse, cx0, cy0, ccell, cnx, cny)
+    tiles = (tile_index, pool)
+    crs = (coarse.reshape((1, cny, cnx, 3)), cx0, cy0, ccell, cnx, cny)
     # blocks of BLOCK x BLOCK pixels: a rotated view then reads a small, cache-resident patch
     for by0 in range(0, h, BLOCK):
         for bx0 in range(0, w, BLOCK):
-            _sample_block(
-                frame,
-                (by0, min(by0 + BLOCK, h), bx0, min(bx0 + BLOCK, w)),
-                cam,
-                grid,
-                (tile_index, pool),
-                crs,
-                void_rgb,
-                bilinear,
-            )
+            block = (by0, min(by0 + BLOCK, h), bx0, min(bx0 + BLOCK, w))
+            _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear)
+
+
+@njit_inner(_nrt=False, forceinline=True)
+def _put_bilerp(frame, py, px, src, k, j, i, fx, fy):
+    """``frame[py, px]``: image ``src[k]`` bilinear at column ``i + fx``, row ``j + fy``."""
+    for c in range(3):
+        v = _bilerp(
+            src[k, j, i, c],
+            src[k, j, i + 1, c],
+            src[k, j + 1, i, c],
+            src[k, j + 1, i + 1, c],
+            fx,
+            fy,
+        )
+        frame[py, px, c] = np.uint8(np.int32(v + 0.5))
 
 
 @njit_inner(error_model="numpy")
@@ -487,7 +482,7 @@ def _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear):
     cx, cy, ux, uy, rx, ry, inv, ax, ay = cam
     ox, oy, s, half, dxu, dyu, lim_u, lim_v = grid
     tile_index, pool = tiles
-    coarse, cx0, cy0, ccell, cnx, cny = crs
+    coarse, cx0, cy0, ccell, cnx, cny = crs  # coarse: (1, ny, nx, 3)
     for py in range(py0, py1):
         oyp = ay - (py + 0.5)
         oxp = px0 + 0.5 - ax
@@ -507,18 +502,7 @@ def _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear):
                 lu = iu & (TILE - 1)
                 lv = iv & (TILE - 1)
                 if bilinear:
-                    fx = U - fu
-                    fy = V - fv
-                    for c in range(3):
-                        v = _bilerp(
-                            pool[slot, lv, lu, c],
-                            pool[slot, lv, lu + 1, c],
-                            pool[slot, lv + 1, lu, c],
-                            pool[slot, lv + 1, lu + 1, c],
-                            fx,
-                            fy,
-                        )
-                        frame[py, px, c] = np.uint8(np.int32(v + 0.5))
+                    _put_bilerp(frame, py, px, pool, slot, lv, lu, U - fu, V - fv)
                 else:
                     for c in range(3):
                         frame[py, px, c] = pool[slot, lv, lu, c]
@@ -528,18 +512,7 @@ def _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear):
                 if 0.0 <= gx <= cnx - 1 and 0.0 <= gy <= cny - 1:
                     i = min(np.int64(gx), cnx - 2)
                     j = min(np.int64(gy), cny - 2)
-                    fx = gx - i
-                    fy = gy - j
-                    for c in range(3):
-                        v = _bilerp(
-                            coarse[j, i, c],
-                            coarse[j, i + 1, c],
-                            coarse[j + 1, i, c],
-                            coarse[j + 1, i + 1, c],
-                            fx,
-                            fy,
-                        )
-                        frame[py, px, c] = np.uint8(np.int32(v + 0.5))
+                    _put_bilerp(frame, py, px, coarse, 0, j, i, gx - i, gy - j)
                 else:
                     for c in range(3):
                         frame[py, px, c] = void_rgb[c]

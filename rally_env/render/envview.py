@@ -51,9 +51,7 @@ class Window:
         if self.closed:
             return []
         events = self.pg.event.get()
-        for e in events:
-            if e.type == self.pg.QUIT:
-                self.closed = True
+        self.closed = any(e.type == self.pg.QUIT for e in events)
         return events
 
     def show(self, frame: np.ndarray, pace: bool = True) -> None:
@@ -74,12 +72,6 @@ class Window:
         self.closed = True
         if self.pg.display.get_init():
             self.pg.display.quit()
-
-
-def _has_drivetrain(core: Any, k: int) -> bool:
-    """Car ``k`` has an engine and gearbox (only extended vehicles can)."""
-    sim = core.sim
-    return bool(sim.extended and sim.params[k, L.PX_DRIVETRAIN] > 0.5)
 
 
 def _stage_of(core: Any, k: int) -> Any:
@@ -125,51 +117,40 @@ class EnvRenderer:
         self.render_mode = render_mode
         self.fps = float(fps)
         self.width, self.height = int(width), int(height)
-        self.camera = camera
-        self.zoom = zoom
         self.show_others = bool(show_others)
         self.ghosts = list(ghosts)
         self.title = title
-        self.renderer_kwargs = renderer_kwargs
+        self.renderer_kwargs = {
+            "width": self.width,
+            "height": self.height,
+            "camera": camera,
+            "zoom": zoom,
+            **renderer_kwargs,
+        }
         self._renderers: OrderedDict[str, Any] = OrderedDict()
         self.window: Window | None = None
         self.message: str | None = None
 
     def renderer_for(self, stage: Any, terrain: Any = None) -> Any:
         """The :class:`Renderer` of ``stage`` (made on first use; the last 4 are kept)."""
-        from rally_env.render.renderer import Renderer
+        from rally_env.render.renderer import Renderer, lru_get
 
-        key = stage.digest()
-        r = self._renderers.get(key)
-        if r is None:
-            r = Renderer(
-                stage,
-                terrain,
-                width=self.width,
-                height=self.height,
-                camera=self.camera,
-                zoom=self.zoom,
-                **self.renderer_kwargs,
-            )
-            self._renderers[key] = r
-            while len(self._renderers) > 4:
-                self._renderers.popitem(last=False)
-        else:
-            self._renderers.move_to_end(key)
-        return r
+        def make() -> Renderer:
+            return Renderer(stage, terrain, **self.renderer_kwargs)
+
+        return lru_get(self._renderers, stage.digest(), make, 4)
 
     def frame(self, core: Any, focus: int = 0) -> np.ndarray:
         """Draw car ``focus`` of a :class:`RallyCore` (others on its stage translucent)."""
-        n = core.sim.state.shape[0]
-        if not self.show_others or n == 1:
-            return self.draw_views(core, {focus: car_views(core.sim, [focus])[0]}, focus)
-        # only the cars near the focused one (a big batch would cost a view per car per frame)
-        pos = core.sim.state[:, L.POS_X : L.POS_Y + 1]
-        d2 = ((pos - pos[focus]) ** 2).sum(axis=1)
-        near = np.flatnonzero(d2 <= NEAR_M * NEAR_M)
-        if near.size > MAX_OTHERS + 1:
-            near = near[np.argsort(d2[near], kind="stable")[: MAX_OTHERS + 1]]
-        near = np.unique(np.append(near, focus))
+        near = np.array([focus])
+        if self.show_others and core.sim.state.shape[0] > 1:
+            # only the cars near the focused one (a big batch would cost a view per car per frame)
+            pos = core.sim.state[:, L.POS_X : L.POS_Y + 1]
+            d2 = ((pos - pos[focus]) ** 2).sum(axis=1)
+            near = np.flatnonzero(d2 <= NEAR_M * NEAR_M)
+            if near.size > MAX_OTHERS + 1:
+                near = near[np.argsort(d2[near], kind="stable")[: MAX_OTHERS + 1]]
+            near = np.unique(np.append(near, focus))
         views = dict(zip(near.tolist(), car_views(core.sim, near), strict=True))
         return self.draw_views(core, views, focus)
 
@@ -191,15 +172,9 @@ class EnvRenderer:
             }
         info = core.info_of(focus)
         info["stage_time_s"] = np.array(car.time_s)
-        ghosts, ref = [], None
-        for g in self.ghosts:
-            if g.stage != stage.name:
-                continue
-            if ref is None:
-                ref = g.reference_times_s
-            gv = g.view_at(car.time_s)
-            if gv is not None:
-                ghosts.append(gv)
+        mine = [g for g in self.ghosts if g.stage == stage.name]
+        ref = mine[0].reference_times_s if mine else None
+        ghosts = [v for v in (g.view_at(car.time_s) for g in mine) if v is not None]
         msg = self.message
         if msg is None:
             end = core.end_reason(focus)
@@ -213,7 +188,8 @@ class EnvRenderer:
             reference_times_s=ref,
             message=msg,
             title=stage.name if self.title is None else self.title,
-            drivetrain=_has_drivetrain(core, focus),
+            # an engine and gearbox (only extended vehicles can have one)
+            drivetrain=bool(core.sim.extended and core.sim.params[focus, L.PX_DRIVETRAIN] > 0.5),
         )
         return r.draw(car, others=others, ghosts=ghosts, hud=hud)
 

@@ -53,12 +53,14 @@ class KeyState:
     def __init__(self, pg: Any):
         self.pg = pg
         self.held: set[int] = set()
-        k = pg
-        self.up = {k.K_UP, k.K_w}
-        self.down = {k.K_DOWN, k.K_s}
-        self.left = {k.K_LEFT, k.K_a}
-        self.right = {k.K_RIGHT, k.K_d}
-        self.hand = {k.K_SPACE}
+        #: the keys of: steer left, steer right, throttle, brake, handbrake
+        self.keys = (
+            {pg.K_LEFT, pg.K_a},
+            {pg.K_RIGHT, pg.K_d},
+            {pg.K_UP, pg.K_w},
+            {pg.K_DOWN, pg.K_s},
+            {pg.K_SPACE},
+        )
 
     def handle(self, e: Any) -> None:
         if e.type == self.pg.KEYDOWN:
@@ -66,15 +68,10 @@ class KeyState:
         elif e.type == self.pg.KEYUP:
             self.held.discard(e.key)
 
-    def _any(self, keys: set[int]) -> float:
-        return 1.0 if self.held & keys else 0.0
-
     def action(self) -> np.ndarray:
         """``[steer, throttle, brake, handbrake]``: steer +1 = left."""
-        steer = self._any(self.left) - self._any(self.right)
-        return np.array(
-            [steer, self._any(self.up), self._any(self.down), self._any(self.hand)], np.float32
-        )
+        left, right, up, down, hand = (1.0 if self.held & k else 0.0 for k in self.keys)
+        return np.array([left - right, up, down, hand], np.float32)
 
 
 def _splits_text(cps: Sequence[float], ref: Sequence[float] | None) -> list[str]:
@@ -130,19 +127,17 @@ def play(
     from rally_env.render.envview import EnvRenderer, Window
     from rally_env.replay import RecordReplay
 
-    base = RallyEnv(
+    env: Any = RallyEnv(
         stage=stage, vehicle=vehicle, control_hz=PLAY_HZ, version=version, planet=planet
     )
-    core = base.core
-    env: Any = base
+    core = env.core
     if save_dir is not None:
         # finished runs are saved as replays (re-simulated bit-exactly by `rally verify`)
-        env = RecordReplay(base, directory=save_dir, meta={"source": "rally play"})
-    ghosts: list[Ghost] = []
+        env = RecordReplay(env, directory=save_dir, meta={"source": "rally play"})
+    er = EnvRenderer("rgb_array", PLAY_HZ, width=width, height=height, camera=camera, zoom=zoom)
+    ghosts: list[Ghost] = er.ghosts  # the runs raced (a new best replaces them on a restart)
     if ghost is not None:
         ghosts.append(ghost if isinstance(ghost, Ghost) else load_ghost(ghost))
-    er = EnvRenderer("rgb_array", PLAY_HZ, width=width, height=height, camera=camera, zoom=zoom)
-    er.ghosts = ghosts
     win = Window(width, height, fps=0, title="rally play - arrows/WASD, space, R, Esc")
     keys = KeyState(pg)
     res = PlayResult()
@@ -175,12 +170,10 @@ def play(
             while si < len(script) and script[si][0] <= res.frames:
                 pg.event.post(script[si][1])
                 si += 1
-            quit_now = False
             for e in win.poll():
                 keys.handle(e)
                 if e.type == pg.KEYDOWN and e.key == pg.K_ESCAPE:
                     res.quit_reason = "escape"
-                    quit_now = True
                 elif e.type == pg.KEYDOWN and e.key == pg.K_r:
                     start()
                     rec.clear()
@@ -188,10 +181,9 @@ def play(
                     ended = False
                     acc = 0.0
                     res.attempts += 1
-            if win.closed and not quit_now:
+            if win.closed and not res.quit_reason:
                 res.quit_reason = "window"
-                quit_now = True
-            if quit_now:
+            if res.quit_reason:
                 break
             if realtime:
                 now = time.perf_counter()
@@ -210,11 +202,9 @@ def play(
                 rec.sample(core.sim, 0, a)
                 if term or trunc:
                     ended = True
-                    saved = list(getattr(env, "saved", ()))
-                    new = [Path(p) for p in saved if Path(p) not in res.saved]
+                    new = [Path(p) for p in getattr(env, "saved", ()) if Path(p) not in res.saved]
                     _on_end(info, rec, ghosts, pending, er, res, new)
-            frame = er.frame(core)
-            win.show(frame, pace=False)
+            win.show(er.frame(core), pace=False)
             res.frames += 1
             if realtime:
                 # wait for the next 60 Hz frame slot (the accumulator absorbs the jitter)

@@ -80,11 +80,8 @@ def tint_rect(frame, x0, y0, x1, y1, alpha, r, g, b):
     y1 = min(h, y1)
     a = min(max(alpha, 0.0), 1.0)
     ia = 1.0 - a
-    cr = r * a + 0.5
-    cg = g * a + 0.5
-    cb = b * a + 0.5
+    rgb = (r * a + 0.5, g * a + 0.5, b * a + 0.5)
     for j in range(y0, y1):
         for i in range(x0, x1):
-            frame[j, i, 0] = np.uint8(np.int32(frame[j, i, 0] * ia + cr))
-            frame[j, i, 1] = np.uint8(np.int32(frame[j, i, 1] * ia + cg))
-            frame[j, i, 2] = np.uint8(np.int32(frame[j, i, 2] * ia + cb))
+            for c in range(3):
+                frame[j, i, c] = np.uint8(np.int32(frame[j, i, c] * ia + rgb[c]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,19 +77,24 @@ def normalize_camera(camera: str) -> str:
         ) from None
 
 
+def lru_get(cache: OrderedDict, key: Any, make: Callable[[], Any], size: int) -> Any:
+    """``cache[key]``, made by ``make()`` when missing; keeps the ``size`` latest used."""
+    v = cache.get(key)
+    if v is None:
+        v = cache[key] = make()
+        while len(cache) > size:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return v
+
+
 def cached_background(stage: Any, terrain: Any, ppm: float, radius_m: float) -> B.Background:
     """:func:`background.bake_background`, cached for the last few (stage, resolution) pairs."""
     tdig = terrain.digest() if hasattr(terrain, "digest") else id(terrain)
     key = (stage.digest(), tdig, round(ppm, 4), round(radius_m, 2))
-    bg = _BG_CACHE.get(key)
-    if bg is None:
-        bg = B.bake_background(stage, terrain, ppm=ppm, radius_m=radius_m)
-        _BG_CACHE[key] = bg
-        while len(_BG_CACHE) > _BG_CACHE_SIZE:
-            _BG_CACHE.popitem(last=False)
-    else:
-        _BG_CACHE.move_to_end(key)
-    return bg
+    bake = B.bake_background
+    return lru_get(_BG_CACHE, key, lambda: bake(stage, terrain, ppm, radius_m), _BG_CACHE_SIZE)
 
 
 @dataclass(slots=True)
@@ -141,20 +146,16 @@ class _Marks:
         self.last_t = -math.inf
 
     def update(self, car: CarView) -> None:
-        t = car.time_s
-        xy = car.wheel_xy_m
-        if t < self.last_t or self.last_xy is None or self.last_xy.shape != xy.shape:
-            if t < self.last_t:
-                self.clear()
-            self.last_xy = xy.copy()
-            self.last_t = t
+        t, xy, prev = car.time_s, car.wheel_xy_m, self.last_xy
+        if t < self.last_t:  # a reset
+            self.clear()
+            prev = None
+        fresh = prev is None or prev.shape != xy.shape  # nothing to draw from
+        if t == self.last_t and not fresh:
             return
-        if t == self.last_t:
-            return
-        prev = self.last_xy
         self.last_xy = xy.copy()
         self.last_t = t
-        if car.speed_mps < 1.0:
+        if fresh or car.speed_mps < 1.0:
             return
         for w in range(xy.shape[0]):
             u = float(car.usage[w])
@@ -227,12 +228,8 @@ class Renderer:
         self.smooth = bool(smooth)
         self.camera_lag_s = float(camera_lag_s)
         self.ppm = self.width / VIEW_WIDTH_M * self.zoom
-        self.anchor = (
-            (0.5 * self.width, 0.66 * self.height)
-            if self.camera_mode == "car-up"
-            else (0.5 * self.width, 0.5 * self.height)
-        )
-        ax, ay = self.anchor
+        ay = (0.66 if self.camera_mode == "car-up" else 0.5) * self.height
+        ax, ay = self.anchor = (0.5 * self.width, ay)
         reach_px = math.hypot(max(ax, self.width - ax), max(ay, self.height - ay))
         self.bg = cached_background(
             stage, terrain, ppm=min(max(self.ppm, 1.0), 16.0), radius_m=reach_px / self.ppm + 6.0
@@ -245,7 +242,7 @@ class Renderer:
         self._cam_t = -math.inf
         self._marks: dict[Any, _Marks] = {}
         self._text_cache: OrderedDict[tuple, Any] = OrderedDict()
-        self._fonts: dict[int, Any] = {}
+        self._fonts: OrderedDict[int, Any] = OrderedDict()
         self._hud_scale = self.height / 400.0
         self._minimap = None
 
@@ -308,34 +305,14 @@ class Renderer:
         Returns:
             A new (height, width, 3) uint8 array.
         """
-        if isinstance(others, Mapping):
-            keyed = [(("other", k), v) for k, v in others.items()]
-        else:
-            keyed = [(("other", i), v) for i, v in enumerate(others)]
+        items = others.items() if isinstance(others, Mapping) else enumerate(others)
+        keyed = [(("other", k), v) for k, v in items]
         others = [v for _, v in keyed]
         self._update_camera(car)
         cam = self.camera
-        bg = self.bg
-        B.sample_view(
-            self.frame,
-            *cam.args(),
-            bg.ox,
-            bg.oy,
-            bg.ppm,
-            bg.tile_index,
-            bg.pool,
-            bg.coarse,
-            bg.cx0,
-            bg.cy0,
-            bg.ccell,
-            self._void,
-            self.smooth,
-        )
+        B.sample_view(self.frame, cam.args(), *self.bg.view_args(), self._void, self.smooth)
         if self.skid_marks:
-            now = car.time_s if car is not None else 0.0
-            cars: list[tuple[Any, CarView]] = list(keyed)
-            if car is not None:
-                cars.append(("car", car))
+            cars: list[tuple[Any, CarView]] = keyed if car is None else [*keyed, ("car", car)]
             r = max(0.8, 0.5 * 0.32 * cam.ppm)
             for key, c in cars:
                 m = self._marks.get(key)
@@ -347,7 +324,7 @@ class Renderer:
                         self.frame,
                         m.segs,
                         m.count,
-                        c.time_s if key != "car" else now,
+                        c.time_s,
                         MARK_FADE_S,
                         *cam.args(),
                         r,
@@ -424,21 +401,9 @@ class Renderer:
                 gfx.filled_polygon(surf, pw[k], wa)
 
     # ------------------------------------------------------------------ HUD
-    def _font(self, px: int):
-        f = self._fonts.get(px)
-        if f is None:
-            f = self._fonts[px] = self.pg.font.Font(None, px)
-        return f
-
     def _text(self, s: str, px: int, rgb=(255, 255, 255)):
-        key = (s, px, rgb)
-        t = self._text_cache.get(key)
-        if t is None:
-            t = self._font(px).render(s, True, rgb)
-            self._text_cache[key] = t
-            if len(self._text_cache) > 512:
-                self._text_cache.popitem(last=False)
-        return t
+        font = lru_get(self._fonts, px, lambda: self.pg.font.Font(None, px), 64)
+        return lru_get(self._text_cache, (s, px, rgb), lambda: font.render(s, True, rgb), 512)
 
     def _put(self, s: str, px: float, rgb: tuple, xy: tuple) -> Any:
         """Draw ``s`` at ``px`` (times the HUD scale) in ``rgb``, its top left at ``xy``;
@@ -476,8 +441,7 @@ class Renderer:
         split = hud.last_split()
         if split is not None:
             i, t, delta = split
-            n_cp = len(hud.checkpoint_times_s)
-            label = "FIN" if i >= n_cp else f"CP{i + 1}"
+            label = "FIN" if i >= len(hud.checkpoint_times_s) else f"CP{i + 1}"
             x = m + round(8 * k)
             y = m + round(60 * k)
             ts = self._put(f"{label} {format_time(t)}", 19, (220, 220, 220), (x, y))
@@ -501,20 +465,14 @@ class Renderer:
             bh = max(3, round(6 * k))
             y = H - m - bh
             total = hud.stage_length_m * max(hud.laps, 1)
-            frac = min(max(hud.progress_m / total, 0.0), 1.0) if total > 0 else 0.0
+            frac = min(max(hud.progress_m / total, 0.0), 1.0)
             pg.draw.rect(surf, (20, 18, 18), (x0 - 1, y - 1, x1 - x0 + 2, bh + 2))
             pg.draw.rect(surf, (70, 64, 60), (x0, y, x1 - x0, bh))
             pg.draw.rect(surf, (250, 200, 60), (x0, y, round((x1 - x0) * frac), bh))
             for c in hud.checkpoints_m:
-                if total > 0:
-                    tx = x0 + round((x1 - x0) * min(max(c / total, 0.0), 1.0))
-                    pg.draw.line(
-                        surf,
-                        (255, 255, 255),
-                        (tx, y - round(2 * k)),
-                        (tx, y + bh + round(1 * k)),
-                        1,
-                    )
+                tx = x0 + round((x1 - x0) * min(max(c / total, 0.0), 1.0))
+                tick = ((tx, y - round(2 * k)), (tx, y + bh + round(k)))
+                pg.draw.line(surf, (255, 255, 255), *tick, 1)
             lbl = self._text(f"{100.0 * frac:.0f}%", round(17 * k), (230, 230, 230))
             surf.blit(
                 lbl, (x0 - lbl.get_width() - round(6 * k), y + bh // 2 - lbl.get_height() // 2)
@@ -543,11 +501,8 @@ class Renderer:
         if hud.gear is not None and hud.engine_rpm is not None:
             g = "R" if hud.gear < 0 else ("N" if hud.gear == 0 else str(hud.gear))
             lines.append((f"{g}   {hud.engine_rpm:5.0f} rpm", (255, 255, 255)))
-        worn = []
-        if hud.tire_wear is not None:
-            worn.append(f"tires {100.0 * hud.tire_wear:.0f}%")
-        if hud.damage is not None:
-            worn.append(f"dmg {100.0 * hud.damage:.0f}%")
+        shares = (("tires", hud.tire_wear), ("dmg", hud.damage))
+        worn = [f"{name} {100.0 * v:.0f}%" for name, v in shares if v is not None]
         if worn:
             lines.append(("  ".join(worn), (255, 190, 120)))
         if not lines:
@@ -604,7 +559,6 @@ class Renderer:
             rgb, to_px = B.stage_overview(self.stage, self.terrain, mw, mh)
             rgb = (rgb.astype(np.float32) * 0.8).astype(np.uint8)
             s = pg.image.frombuffer(np.ascontiguousarray(rgb).tobytes(), (mw, mh), "RGB").copy()
-            p = self.stage.path
             xs, ys = to_px(p.x_m, p.y_m)
             pts = list(zip(xs.tolist(), ys.tolist(), strict=True))
             from tracks import surfaces
@@ -615,12 +569,10 @@ class Renderer:
                 pg.draw.line(s, colr, pts[i], pts[i + 1], max(1, round(2 * k)))
 
             def mark(sv, colr):
-                x, y = p.point_at(sv)
-                a, b = to_px(x, y)
-                pg.draw.circle(
-                    s, (0, 0, 0), (round(float(a)), round(float(b))), max(2, round(4 * k))
-                )
-                pg.draw.circle(s, colr, (round(float(a)), round(float(b))), max(1, round(3 * k)))
+                a, b = to_px(*p.point_at(sv))
+                c = (round(float(a)), round(float(b)))
+                pg.draw.circle(s, (0, 0, 0), c, max(2, round(4 * k)))
+                pg.draw.circle(s, colr, c, max(1, round(3 * k)))
 
             for c in self.stage.checkpoints_m:
                 mark(c, (250, 212, 40))

@@ -12,7 +12,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,8 @@ class VideoWriter:
 
             im = Image.fromarray(f)
             if self.gif_scale != 1.0:
-                im = im.resize(
-                    (max(2, round(w * self.gif_scale)), max(2, round(h * self.gif_scale))),
-                    Image.LANCZOS,
-                )
+                size = (max(2, round(w * self.gif_scale)), max(2, round(h * self.gif_scale)))
+                im = im.resize(size, Image.LANCZOS)
             self._gif_frames.append(im)
         else:
             if w % 2 or h % 2:  # yuv420p needs even sizes
@@ -102,33 +100,26 @@ class VideoWriter:
         self._gen.send(None)
 
     def close(self) -> None:
-        if self.gif:
-            if self._gif_frames:
-                from PIL import Image
-
-                ims = self._gif_frames
-                # one palette for the whole GIF, from a mosaic of sampled frames, no dithering:
-                # a per-frame dithered palette makes every frame noise and the file huge
-                pick = ims[:: max(1, len(ims) // 8)][:8]
-                w, h = pick[0].size
-                mosaic = Image.new("RGB", (w, h * len(pick)))
-                for i, im in enumerate(pick):
-                    mosaic.paste(im, (0, i * h))
-                pal = mosaic.quantize(
-                    colors=96, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE
-                )
-                q = [im.quantize(palette=pal, dither=Image.Dither.NONE) for im in ims]
-                q[0].save(
-                    self.path,
-                    save_all=True,
-                    append_images=q[1:],
-                    duration=round(1000.0 / self.fps),
-                    loop=0,
-                )
-                self._gif_frames = []
-        elif self._gen is not None:
+        if self._gen is not None:
             self._gen.close()
             self._gen = None
+        if not self._gif_frames:
+            return
+        from PIL import Image
+
+        ims = self._gif_frames
+        # one palette for the whole GIF, from a mosaic of sampled frames, no dithering:
+        # a per-frame dithered palette makes every frame noise and the file huge
+        pick = ims[:: max(1, len(ims) // 8)][:8]
+        w, h = pick[0].size
+        mosaic = Image.new("RGB", (w, h * len(pick)))
+        for i, im in enumerate(pick):
+            mosaic.paste(im, (0, i * h))
+        pal = _quantize(mosaic, 96)
+        q = [im.quantize(palette=pal, dither=Image.Dither.NONE) for im in ims]
+        duration = round(1000.0 / self.fps)
+        q[0].save(self.path, save_all=True, append_images=q[1:], duration=duration, loop=0)
+        self._gif_frames = []
 
     def __enter__(self) -> VideoWriter:
         return self
@@ -137,41 +128,41 @@ class VideoWriter:
         self.close()
 
 
+def _quantize(im: Any, colors: int) -> Any:
+    """A PIL image with a palette of ``colors`` colours, without dithering."""
+    from PIL import Image
+
+    return im.quantize(colors=colors, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE)
+
+
 class Progress:
     """A one-line progress bar on stderr (redrawn in place on a terminal)."""
 
-    def __init__(self, total: float, label: str = "", stream: Any = None, enabled: bool = True):
-        self.total = max(float(total), 1e-9)
+    def __init__(self, label: str = "", enabled: bool = True):
         self.label = label
-        self.stream = stream if stream is not None else sys.stderr
+        self.stream = sys.stderr
         self.enabled = enabled
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last = -1.0
-        self._t0 = time.perf_counter()
 
-    def update(self, done: float, extra: str = "") -> None:
+    def update(self, frac: float, extra: str = "") -> None:
+        """Show the fraction ``frac`` done (redrawn at most every 0.1 s, or 2 s off a terminal)."""
         if not self.enabled:
             return
-        frac = min(max(done / self.total, 0.0), 1.0)
+        frac = min(max(frac, 0.0), 1.0)
         now = time.perf_counter()
         if frac < 1.0 and now - self._last < (0.1 if self.tty else 2.0):
             return
         self._last = now
-        n = 30
-        k = round(frac * n)
-        bar = "#" * k + "." * (n - k)
-        line = f"{self.label} [{bar}] {100 * frac:5.1f}% {extra}"
-        if self.tty:
-            self.stream.write("\r" + line)
-        else:
-            self.stream.write(line + "\n")
+        k = round(frac * 30)
+        line = f"{self.label} [{'#' * k}{'.' * (30 - k)}] {100 * frac:5.1f}% {extra}"
+        self.stream.write("\r" + line if self.tty else line + "\n")
         self.stream.flush()
 
     def close(self, extra: str = "") -> None:
         if not self.enabled:
             return
-        self._last = -1.0
-        self.update(self.total, extra)
+        self.update(1.0, extra)
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
@@ -183,28 +174,21 @@ def lerp_view(a: CarView, b: CarView, t: float) -> CarView:
         return b
     if t <= 0.0:
         t = 0.0
-    r = a.rotation + t * (b.rotation - a.rotation)
+
+    def mix(u: Any, v: Any) -> Any:
+        return u + t * (v - u)
+
+    r = mix(a.rotation, b.rotation)
     # re-orthonormalise forward/left/up (Gram-Schmidt)
     f = r[:, 0] / max(np.linalg.norm(r[:, 0]), 1e-12)
     left = r[:, 1] - f * float(f @ r[:, 1])
     left /= max(np.linalg.norm(left), 1e-12)
     rot = np.stack([f, left, np.cross(f, left)], axis=1)
-    d = a.wheel_dir + t * (b.wheel_dir - a.wheel_dir)
+    d = mix(a.wheel_dir, b.wheel_dir)
     d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
-    from dataclasses import replace
-
+    mixed = ("x_m", "y_m", "z_m", "wheel_xy_m", "speed_mps", "time_s", "steer_rad", "height_m")
     return replace(
-        b,
-        x_m=a.x_m + t * (b.x_m - a.x_m),
-        y_m=a.y_m + t * (b.y_m - a.y_m),
-        z_m=a.z_m + t * (b.z_m - a.z_m),
-        rotation=rot,
-        wheel_xy_m=a.wheel_xy_m + t * (b.wheel_xy_m - a.wheel_xy_m),
-        wheel_dir=d,
-        speed_mps=a.speed_mps + t * (b.speed_mps - a.speed_mps),
-        time_s=a.time_s + t * (b.time_s - a.time_s),
-        steer_rad=a.steer_rad + t * (b.steer_rad - a.steer_rad),
-        height_m=a.height_m + t * (b.height_m - a.height_m),
+        b, rotation=rot, wheel_dir=d, **{k: mix(getattr(a, k), getattr(b, k)) for k in mixed}
     )
 
 
@@ -213,16 +197,12 @@ class EpisodeVideo:
     """What :func:`render_episode` did.
 
     Attributes:
-        path: the video file.
-        frames: frames written.
-        fps: frame rate.
-        steps: env steps taken.
-        sim_time_s: simulated time of the episode (s).
+        path, frames, fps: the video file, the frames written and their rate.
+        steps, sim_time_s: env steps taken and the simulated time of the episode (s).
         wall_time_s: wall-clock time of the whole export (s).
         end_reason: the env's end reason (``rally_env.info.end_reason``) at the end (``""``:
             cut by ``max_seconds``).
-        finish_time_s: the finish time (NaN if not finished).
-        total_reward: the episode return.
+        finish_time_s, total_reward: the finish time (NaN if not finished) and the return.
         gif_path: the GIF written too, or ``None``.
     """
 
@@ -310,18 +290,13 @@ def render_episode(
         def policy(obs, _m=model):
             return _m.predict(obs, deterministic=True)[0]
 
-    u = env.unwrapped
-    core = u.core
+    core = env.unwrapped.core
     renderer = EnvRenderer(
         "rgb_array", fps, width=width, height=height, camera=camera, zoom=zoom, ghosts=ghosts
     )
     path = Path(path)
-    gif_path: Path | None = None
-    if gif is True:
-        gif_path = path.with_suffix(".gif")
-    elif gif:
-        gif_path = Path(gif)
-    bar = Progress(1.0, label=f"record {path.name}", enabled=progress)
+    gif_path = path.with_suffix(".gif") if gif is True else Path(gif) if gif else None
+    bar = Progress(f"record {path.name}", enabled=progress)
     obs, info = env.reset(seed=seed)
     if callable(getattr(policy, "reset", None)):
         policy.reset()  # stateful drivers (the heuristic's speed controller) start afresh
@@ -332,7 +307,6 @@ def render_episode(
     steps = 0
     total = 0.0
     done = False
-    end = ""
     writer = VideoWriter(path, fps)
     gif_every = max(1, math.ceil(fps / GIF_FPS - 1e-9))  # every n-th video frame
     gif_writer = VideoWriter(gif_path, fps / gif_every, gif_scale=gif_scale) if gif_path else None
@@ -351,12 +325,9 @@ def render_episode(
             obs, r, term, trunc, info = env.step(policy(obs))
             steps += 1
             total += float(r)
-            prev = now
-            now = car_views(core.sim, [0])[0]
+            prev, now = now, car_views(core.sim, [0])[0]
             t_prev, t_now = t_now, now.time_s
             done = bool(term or trunc)
-            if done:
-                end = end_reason(info)
             length = float(info.get("stage_length_m", 0.0))
             frac = float(info.get("progress_m", 0.0)) / length if length > 0 else 0.0
             bar.update(1.0 if done else frac, f"{t_now:6.1f} s sim")
@@ -364,7 +335,6 @@ def render_episode(
         last = renderer.draw_views(core, {0: now}, 0)
         for _ in range(round(END_HOLD_S * fps)):
             writer.write(last)
-            i_frame += 1
     finally:
         writer.close()
         if gif_writer is not None:
@@ -381,7 +351,7 @@ def render_episode(
         steps=steps,
         sim_time_s=float(t_now),
         wall_time_s=wall,
-        end_reason=end,
+        end_reason=end_reason(info) if done else "",
         finish_time_s=float(info.get("finish_time_s", math.nan)),
         total_reward=total,
         gif_path=gif_path,
@@ -452,11 +422,5 @@ def render_strip(
 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         im = Image.fromarray(grid)
-        if png_colors:
-            im = im.quantize(
-                colors=int(png_colors),
-                method=Image.Quantize.MAXCOVERAGE,
-                dither=Image.Dither.NONE,
-            )
-        im.save(path, optimize=True)
+        (_quantize(im, int(png_colors)) if png_colors else im).save(path, optimize=True)
     return grid

@@ -114,12 +114,12 @@ class CarView:
             rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
         rotation = np.asarray(rotation, np.float64)
         wheels = params.wheels
-        anchors = np.array([[w.x_m, w.y_m, 0.0] for w in wheels], np.float64)
-        xy = np.array([x_m, y_m]) + (anchors @ rotation.T)[:, :2]
-        steer = np.array([steer_rad if w.steerable else 0.0 for w in wheels])
-        local = np.stack([np.cos(steer), np.sin(steer), np.zeros_like(steer)], axis=1)
-        d = (local @ rotation.T)[:, :2]
-        d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-9)
+        xy, d = _wheel_geometry(
+            np.array([x_m, y_m]),
+            rotation,
+            np.array([[w.x_m, w.y_m] for w in wheels], np.float64),
+            np.array([steer_rad if w.steerable else 0.0 for w in wheels]),
+        )
         nw = len(wheels)
         return cls(
             x_m=float(x_m),
@@ -142,6 +142,17 @@ class CarView:
         )
 
 
+def _wheel_geometry(
+    xy0: np.ndarray, rotation: np.ndarray, anchors: np.ndarray, steer: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """World x, y of the wheel centres and their unit rolling directions, from the body-plane
+    footprint ``anchors`` (W, 2) of the wheels and their steer angles (rad)."""
+    zero = np.zeros(len(steer))
+    xy = xy0 + (np.stack([anchors[:, 0], anchors[:, 1], zero], axis=1) @ rotation.T)[:, :2]
+    d = (np.stack([np.cos(steer), np.sin(steer), zero], axis=1) @ rotation.T)[:, :2]
+    return xy, d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-9)
+
+
 def car_views(batch: Any, cars: Sequence[int] | np.ndarray | None = None) -> list[CarView]:
     """:class:`CarView` records of ``cars`` (default: all) of a :class:`physics.VehicleBatch`.
 
@@ -155,25 +166,19 @@ def car_views(batch: Any, cars: Sequence[int] | np.ndarray | None = None) -> lis
     if idx.size == 0:
         return []
     st = state[idx]
-    pr = params[idx]
-    q = st[:, L.QUAT_W : L.QUAT_Z + 1]
-    rot = quat_to_matrix(q)
+    rot = quat_to_matrix(st[:, L.QUAT_W : L.QUAT_Z + 1])
     out: list[CarView] = []
-    for i in range(idx.size):
-        s, p, r = st[i], pr[i], rot[i]
+    for i, (s, p, r) in enumerate(zip(st, params[idx], rot, strict=True)):
         nw = int(p[L.P_N_WHEELS])
-        w = np.arange(nw)
-        base = L.PW_BASE + w * L.N_WHEEL_PARAMS
-        anchors = np.stack(
-            [p[base + L.PW_X], p[base + L.PW_Y], np.zeros(nw)], axis=1
-        )  # body-plane footprint of the wheel centres
+        base = L.PW_BASE + np.arange(nw) * L.N_WHEEL_PARAMS
         pos = s[L.POS_X : L.POS_Z + 1]
-        xy = pos[:2] + (anchors @ r.T)[:, :2]
         steer = float(s[L.STEER_ANGLE])
-        ws = np.where(p[base + L.PW_STEER] > 0.5, steer, 0.0)
-        local = np.stack([np.cos(ws), np.sin(ws), np.zeros(nw)], axis=1)
-        d = (local @ r.T)[:, :2]
-        d /= np.maximum(np.sqrt((d * d).sum(axis=1, keepdims=True)), 1e-9)
+        xy, d = _wheel_geometry(
+            pos[:2],
+            r,
+            np.stack([p[base + L.PW_X], p[base + L.PW_Y]], axis=1),
+            np.where(p[base + L.PW_STEER] > 0.5, steer, 0.0),
+        )
         grounded = s[L.WL_GROUNDED : L.WL_GROUNDED + nw] > 0.5
         gz = s[L.WL_GROUND_Z : L.WL_GROUND_Z + nw]
         height = (
@@ -253,22 +258,16 @@ class HudInfo:
         ``len(checkpoint_times_s)`` for the finish), delta against the reference or ``None``;
         ``None`` before the first checkpoint."""
         times = list(self.checkpoint_times_s)
-        k = -1
-        for i, t in enumerate(times):
-            if t == t:  # not NaN
-                k = i
+        k = max((i for i, t in enumerate(times) if t == t), default=-1)  # the last not NaN
         if self.finish_time_s == self.finish_time_s:
-            k = len(times)
-            t = float(self.finish_time_s)
+            k, t = len(times), float(self.finish_time_s)
         elif k < 0:
             return None
         else:
             t = float(times[k])
         ref = self.reference_times_s
-        delta = None
-        if ref is not None and k < len(ref) and ref[k] == ref[k]:
-            delta = t - float(ref[k])
-        return k, t, delta
+        has_ref = ref is not None and k < len(ref) and ref[k] == ref[k]
+        return k, t, (t - float(ref[k]) if has_ref else None)
 
 
 def hud_from_info(
@@ -303,12 +302,13 @@ def hud_from_info(
             for c in stage.checkpoints_m
         )
         laps = int(stage.laps)
+    times = tuple(float(t) for t in np.reshape(info.get("checkpoint_times_s", ()), -1))
+    if "n_checkpoints" in info:  # the real checkpoints (the rest is padding)
+        times = times[: int(info["n_checkpoints"])]
+    zero_default = ("speed_mps", "stage_time_s", "progress_m", "stage_length_m")
     return HudInfo(
-        speed_mps=float(info.get("speed_mps", 0.0)),
-        stage_time_s=float(info.get("stage_time_s", 0.0)),
-        progress_m=float(info.get("progress_m", 0.0)),
-        stage_length_m=float(info.get("stage_length_m", 0.0)),
-        checkpoint_times_s=_checkpoint_times(info),
+        **{k: float(info.get(k, 0.0)) for k in zero_default},
+        checkpoint_times_s=times,
         reference_times_s=None if reference_times_s is None else tuple(reference_times_s),
         finish_time_s=float(info.get("finish_time_s", math.nan)),
         lap=int(info.get("lap", 1)),
@@ -318,14 +318,6 @@ def hud_from_info(
         checkpoints_m=cps,
         **_v1_hud(info, drivetrain),
     )
-
-
-def _checkpoint_times(info: Mapping[str, Any]) -> tuple[float, ...]:
-    """The real checkpoint times of an info (``n_checkpoints`` of them, when it says)."""
-    times = tuple(float(t) for t in np.reshape(info.get("checkpoint_times_s", ()), -1))
-    if "n_checkpoints" in info:
-        times = times[: int(info["n_checkpoints"])]
-    return times
 
 
 def _v1_hud(info: Mapping[str, Any], drivetrain: bool | None) -> dict[str, Any]:

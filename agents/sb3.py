@@ -198,11 +198,8 @@ class RallyVecEnv(VecEnv):
         return list(self._car_seeds)
 
     def reset(self) -> np.ndarray:
-        seeds = self._car_seeds
-        if all(s is None for s in seeds):
-            obs, info = self.venv.reset()
-        else:  # a car without a seed continues its stream, as DummyVecEnv's envs do
-            obs, info = self.venv.reset(seed=seeds)
+        # a car without a seed continues its stream, as DummyVecEnv's envs do
+        obs, info = self.venv.reset(seed=self._car_seeds)
         self._car_seeds = [None] * self.num_envs  # a seed is used at one reset only
         self.reset_infos = _car_infos(info, self.num_envs)
         if self.residual is not None:

@@ -1,13 +1,8 @@
-"""Offline-RL datasets: record an agent's episodes as a Minari dataset (``rally dataset``).
-
-A dataset holds the observations, actions, rewards, terminations, truncations and the whole
-``info`` of every step (the info contract makes each value a fixed-shape numeric array, which
-is what Minari stores), and the env spec (``rally_env:RallyDirect-v0`` with the stage and
-vehicle arguments), so ``minari.load_dataset(name).recover_environment()`` rebuilds the env in
-any process. The metadata names the agent (``algorithm_name`` and ``rally_agent``), the stages
-(``rally_stages``) and the reset seeds (``rally_seeds``).
-
-Needs the ``minari`` extra (``pip install "rally-env[minari]"``: ``minari[hdf5,create]``).
+"""Offline-RL datasets: record an agent's episodes as a Minari dataset (``rally dataset``;
+what a dataset holds: docs/agents.md, "Datasets"). The info contract makes every ``info``
+value a fixed-shape numeric array, which is what Minari stores; the env spec
+(``rally_env:RallyDirect-v0`` with the env arguments) lets ``recover_environment()`` rebuild
+the env in any process. Needs the ``minari`` extra (``minari[hdf5,create]``).
 """
 
 from __future__ import annotations
@@ -78,8 +73,7 @@ def record_dataset(
     """Drive ``agent`` for ``episodes`` episodes on each stage and save a Minari dataset.
 
     Args:
-        agent: an ``--agent`` value (``"heuristic"``, ``"random"``, ``"ppo-opener"``, a
-            ``.zip`` model, ``"module:function"``) or a policy callable.
+        agent: an ``--agent`` value or a policy callable.
         stages: ``"opener,forest"``, ``"library"``, ``"random:N"`` or a list
             (:func:`agents.evaluate.resolve_stages`).
         episodes: episodes per stage (>= 1).

@@ -1,10 +1,9 @@
 """Evaluation, the benchmark and replay verification spread over a Ray cluster
 (``--ray-address``; docs/ray.md): one task per (stage, seed) episode of ``rally eval``, per
 chunk of stages of ``rally benchmark`` (:func:`agents.benchmark.benchmark_chunks`) and per
-replay of ``rally verify`` / ``rally leaderboard add``. Runs are deterministic, so the driver
-assembles exactly what the local run gives (only the wall time differs). Only plain data
-travels (``--agent`` strings, model files' bytes, stage names, JSON), and a task whose worker
-dies is retried (:data:`TASK_RETRIES`); ``ray`` is imported only when a cluster is asked for.
+replay of ``rally verify`` / ``rally leaderboard add``. Only plain data travels (``--agent``
+strings, model files' bytes, stage names, JSON); ``ray`` is imported only when a cluster is
+asked for.
 """
 
 from __future__ import annotations
@@ -151,8 +150,7 @@ def _run_from_doc(doc: dict[str, Any]) -> Any:
 
 
 def episode_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
-    """Drive one (stage, seed) episode as :func:`agents.evaluate.evaluate` does; what a Ray
-    task runs (and what runs in-process in tests).
+    """Drive one (stage, seed) episode as :func:`agents.evaluate.evaluate` does (a Ray task).
 
     Args:
         job_json: ``{"agent", "action_space", "policy_seed", "name", "stage", "seed",
@@ -184,12 +182,8 @@ def episode_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
 
 def reference_job(job_json: str) -> str:
     """The reference time of one stage for its env's vehicle (``{"stage", "env_kwargs"}`` as
-    JSON), as :func:`agents.evaluate.summarize` computes it; what a Ray task runs, so a
-    distributed evaluation does not compute every stage's reference in the driver.
-
-    Returns:
-        JSON text ``{"reference_time_s": float}``.
-    """
+    JSON), as :func:`agents.evaluate.summarize` computes it, as JSON text
+    ``{"reference_time_s": float}``: a Ray task, so the driver does not compute them all."""
     from agents.reference import reference_time
 
     job = json.loads(job_json)
@@ -272,21 +266,20 @@ def evaluate_distributed(
     ray = connect(address)
     task = _remote(ray, episode_job)
     model_ref = ray.put(model) if model is not None else None
-    jobs = [(st, s) for st in stage_list for s in seeds]
-    refs = []
-    for st, s in jobs:
-        job = {
-            "agent": agent,
-            "action_space": action_space,
-            "policy_seed": seeds[0],
-            "name": name,
-            "stage": st,
-            "seed": s,
-            "record": bool(record),
-            "env_kwargs": env_kwargs,
-            "replay": replay_dir is not None,
-        }
-        refs.append(task.remote(json.dumps(job), model_ref))
+    job = {
+        "agent": agent,
+        "action_space": action_space,
+        "policy_seed": seeds[0],
+        "name": name,
+        "record": bool(record),
+        "env_kwargs": env_kwargs,
+        "replay": replay_dir is not None,
+    }
+    refs = [
+        task.remote(json.dumps({**job, "stage": st, "seed": s}), model_ref)
+        for st in stage_list
+        for s in seeds
+    ]
     ref_task = _remote(ray, reference_job)
     ref_refs = [
         ref_task.remote(json.dumps({"stage": st, "env_kwargs": env_kwargs})) for st in stage_list
@@ -383,9 +376,7 @@ def verify_many(
     if not (isinstance(memory_mb, (int, float)) and math.isfinite(memory_mb) and memory_mb >= 0):
         raise ValueError(f"task memory must be >= 0 MiB, got {memory_mb!r}")
     ray = connect(address)
-    opts: dict[str, Any] = {}
-    if memory_mb:
-        opts["memory"] = int(memory_mb * 1024 * 1024)
+    opts = {"memory": int(memory_mb * 1024 * 1024)} if memory_mb else {}
     task = _remote(ray, verify_job, **opts)
     lj = limits_json(TaskLimits(task_timeout_s, int(memory_mb), budgets))
     refs = [task.remote(r.data, r.where, lj) for r in replays]

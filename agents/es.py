@@ -2,13 +2,11 @@
 ``[run] algo = "es"``; why and how: docs/agents.md, "es-general").
 
 Each iteration drives the current parameters and ``pairs`` antithetic perturbations of them,
-deterministically, on the same fresh generated stages; a member's fitness on a stage is
-``t_center / t`` (``t_center``: the unperturbed parameters' time there, or the fastest
-member's when they did not finish; ``dnf_score`` for a member that did not finish), its mean
-over the stages turned into centered ranks, and Adam steps along the ranked perturbations.
-The policy is linear on the normalised observation (statistics the base driver gathers first)
-and its outputs are a ``"tuning"`` residual (:class:`agents.models.ResidualSpec`); ``theta =
-0`` is the base driver. It is saved as a ``"linear"`` model zip
+deterministically, on the same fresh generated stages; the members' fitness
+(:func:`member_fitness`) is turned into centered ranks, and Adam steps along the ranked
+perturbations. The policy is linear on the normalised observation (statistics the base driver
+gathers first) and its outputs are a ``"tuning"`` residual (:class:`agents.models.ResidualSpec`);
+``theta = 0`` is the base driver. It is saved as a ``"linear"`` model zip
 (:class:`agents.models.LinearModel`).
 """
 
@@ -65,14 +63,10 @@ class ESSettings:
     dnf_score: float = 0.0
 
 
-def _layout(road_ahead: bool = True) -> Any:
-    return ObsLayout(4, road_ahead=road_ahead)
-
-
 def check_inputs(v: Any, road_ahead: bool = True) -> tuple[str, ...]:
     """``v`` as a tuple of observation field or group names (``ValueError`` naming a bad
     one) of the observation with or without the road-ahead block."""
-    lay = _layout(road_ahead)
+    lay = ObsLayout(4, road_ahead=road_ahead)
     if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
         raise ValueError(f"must be a list of observation field or group names, got {v!r}")
     bad = [x for x in v if x not in lay.index and x not in lay.groups]
@@ -85,7 +79,7 @@ def input_columns(inputs: tuple[str, ...] | None, road_ahead: bool = True) -> np
     """The observation columns of ``inputs`` (sorted, each once); ``None`` for all."""
     if inputs is None:
         return None
-    lay = _layout(road_ahead)
+    lay = ObsLayout(4, road_ahead=road_ahead)
     cols: set[int] = set()
     for name in inputs:
         if name in lay.index:
@@ -131,9 +125,7 @@ class LinearTuner:
         w, b = self.split(theta_per_car)
         z = self.normalize(obs)[:, self.inputs]
         a = np.clip(np.einsum("nod,nd->no", w, z) + b, -1.0, 1.0)
-        if width > self.n_out:
-            a = np.concatenate([a, np.zeros((a.shape[0], width - self.n_out), a.dtype)], axis=1)
-        return a
+        return np.pad(a, ((0, 0), (0, max(0, width - self.n_out))))
 
 
 def drive_batch(
@@ -195,8 +187,9 @@ def _centered_ranks(x: np.ndarray) -> np.ndarray:
 
 def member_fitness(times: np.ndarray, finished: np.ndarray, dnf_score: float = 0.0) -> np.ndarray:
     """Fitness (members,) from stage times and finishes (members, stages), member 0 the
-    unperturbed parameters: the mean over stages of ``t_center / t`` (``dnf_score`` for a
-    run that did not finish); a stage nobody finished counts for no one."""
+    unperturbed parameters: the mean over stages of ``t_center / t`` (``t_center``: member
+    0's time, or the fastest member's where it did not finish; ``dnf_score`` for a run that
+    did not finish); a stage nobody finished counts for no one."""
     t = np.where(finished, times, np.inf)
     ref = np.where(finished[0], t[0], t.min(axis=0))
     ok = np.isfinite(ref)
@@ -238,20 +231,11 @@ def run_es(
     eval_every: int = 5,
     inputs: Any = None,
 ) -> dict[str, Any]:
-    """Train; returns the tuner, the final parameters and the per-iteration log.
-
-    Args:
-        spec: the residual (``kind = "tuning"``).
-        es: the settings.
-        env_kwargs: the training env's ``RallyEnv`` arguments besides ``stage``
-            (``road_ahead``, ``random_stage``, ...).
-        seed: the run's seed (stages and perturbations).
-        on_iteration: called with each iteration's log row.
-        evaluate: ``evaluate(tuner, theta, env_steps)`` every ``eval_every`` iterations
-            and after the last one (the validation curve).
-    """
-    if spec.kind != "tuning":
-        raise ValueError(f"evolution strategies train a 'tuning' residual, not {spec.kind!r}")
+    """Train the ``"tuning"`` residual ``spec`` on generated stages (``env_kwargs``: the other
+    ``RallyEnv`` arguments; ``seed``: the stages' and perturbations'); returns the tuner, the
+    final parameters and the per-iteration log. ``on_iteration(row)`` gets each iteration's
+    row; ``evaluate(tuner, theta, env_steps)`` runs first, every ``eval_every`` iterations and
+    after the last one (the validation curve)."""
     t0 = time.perf_counter()
     norm = drive_batch(
         spec, None, None, train_seeds(seed, -1, es.norm_stages), env_kwargs, collect=True
@@ -353,11 +337,9 @@ def save_model(
 
 
 def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = True) -> dict:
-    """Train an ``es`` recipe (:func:`agents.recipe.load_recipe`). Writes, in ``out``:
-    ``es_log.csv`` (per iteration), ``eval_log.csv`` and ``learning_curve.png`` (the
-    validation stages' finish rate and median score against env steps, as a PPO recipe's),
-    ``best_model.zip`` (best validation finish rate, then median score), ``model.zip`` (the
-    final parameters), ``config.json`` and ``summary.json``."""
+    """Train an ``es`` recipe (:func:`agents.recipe.load_recipe`); writes in ``out`` what
+    docs/agents.md lists (``es_log.csv``, one row per iteration, beside a PPO recipe's files)
+    and returns the summary."""
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
     spec = recipe.residual.spec()
@@ -390,13 +372,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         last.update(m, env_steps=int(env_steps))
         if better:
             best.update(env_steps=env_steps)
-            save_model(
-                out / "best_model.zip",
-                spec,
-                tuner,
-                theta,
-                {"env_steps": int(env_steps), "es": dataclasses.asdict(es)},
-            )
+            meta = {"env_steps": int(env_steps), "es": dataclasses.asdict(es)}
+            save_model(out / "best_model.zip", spec, tuner, theta, meta)
 
     def on_iteration(row: dict[str, Any]) -> None:
         path = out / "es_log.csv"
@@ -416,15 +393,9 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         inputs=input_columns(es.inputs),
     )
     train_s = time.perf_counter() - t0
-    model_path = save_model(
-        out / "model.zip",
-        spec,
-        res["tuner"],
-        res["theta"],
-        {"env_steps": int(res["env_steps"]), "es": dataclasses.asdict(es), "config": config},
-    )
+    meta = {"env_steps": int(res["env_steps"]), "es": dataclasses.asdict(es), "config": config}
+    model_path = save_model(out / "model.zip", spec, res["tuner"], res["theta"], meta)
     log.plot()
-    curve = out / "learning_curve.png"
     summary = {
         "model": str(model_path),
         "best_model": str(out / "best_model.zip"),
@@ -439,7 +410,7 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         "timing_s": {"train_s": train_s},
         "env_steps_per_s": res["env_steps"] / max(train_s, 1e-9),
         "eval_log": str(log.path),
-        "learning_curve": str(curve),
+        "learning_curve": str(out / "learning_curve.png"),
     }
     sb3._write_json(out / "summary.json", summary)
     return summary

@@ -10,12 +10,15 @@ of another algorithm, is refused with a :class:`RecipeError` that names it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import functools
 import math
 import sys
 import time
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,26 +47,6 @@ from agents.sb3 import TRAIN_DEFAULTS, VALIDATION_STAGES, algo_defaults, train_e
 from rally_env.config import RallyConfig
 from rally_env.errors import ConfigError
 
-_PPO_KEYS = {
-    "n_steps",
-    "batch_size",
-    "n_epochs",
-    "learning_rate",
-    "gamma",
-    "gae_lambda",
-    "clip_range",
-    "clip_range_vf",
-    "normalize_advantage",
-    "ent_coef",
-    "vf_coef",
-    "max_grad_norm",
-    "target_kl",
-    "use_sde",
-    "sde_sample_freq",
-    "policy_kwargs",
-    "inputs",
-    "handbrake",
-}
 #: What a recipe's ``[ppo]`` starts from (a key it gives replaces one of these): the PPO
 #: settings of the first recipes, kept so each recipe file reproduces its run; ``rally
 #: train``'s own defaults (:data:`agents.sb3.PPO_DEFAULTS`) moved on.
@@ -79,6 +62,17 @@ RECIPE_PPO_BASE: dict[str, Any] = {
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
     "policy_kwargs": {"net_arch": [64, 64], "log_std_init": -1.0},
+}
+#: A recipe's ``[ppo]`` keys: :data:`RECIPE_PPO_BASE`'s, more of SB3's PPO and the policy's own
+_PPO_KEYS = {
+    *RECIPE_PPO_BASE,
+    "target_kl",
+    "clip_range_vf",
+    "normalize_advantage",
+    "use_sde",
+    "sde_sample_freq",
+    "inputs",
+    "handbrake",
 }
 _POLICY_KWARGS = {"net_arch", "log_std_init", "ortho_init", "activation_fn", "squash_output"}
 
@@ -336,21 +330,20 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     resid = _residual(src, rs, Residual(), RESIDUAL_KINDS) if rs else Residual()
     if resid.base and warm.steps > 0:
         raise RecipeError(f"{src}: [residual] starts from its base driver: no [warmstart]")
-    phases = []
+    phases: list[Phase] = []
     raw = doc.get("phase", [])
     if not isinstance(raw, list):
         raise RecipeError(f"{src}: [[phase]] must be an array of tables")
-    last = -1
     for i, ph in enumerate(raw):
         if not isinstance(ph, dict):
             raise RecipeError(f"{src}: phase[{i}] must be a table")
         _check_keys(src, f"phase[{i}]", ph, {"from_step", "env"})
         start = _int(src, f"phase[{i}].from_step", ph.get("from_step", 0))
+        last = phases[-1].from_step if phases else -1
         if start <= last:
             raise RecipeError(f"{src}: phase[{i}].from_step must grow, got {start} after {last}")
         if i == 0 and start != 0:
             raise RecipeError(f"{src}: phase[0].from_step must be 0, got {start}")
-        last = start
         penv = ph.get("env", {})
         if not isinstance(penv, dict):
             raise RecipeError(f"{src}: phase[{i}].env must be a table")
@@ -461,12 +454,9 @@ def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
         ("tuning",),
     )
     es = _table(src, doc, "es")
-    known = {f.name for f in dataclasses.fields(ESSettings)}
-    _check_keys(src, "es", es, known)
+    _check_keys(src, "es", es, {f.name for f in dataclasses.fields(ESSettings)})
     kw: dict[str, Any] = {}
-    for f in dataclasses.fields(ESSettings):
-        if f.name not in es:
-            continue
+    for f in [f for f in dataclasses.fields(ESSettings) if f.name in es]:
         v = es[f.name]
         if f.name == "inputs":
             try:
@@ -518,10 +508,6 @@ def phase_env(recipe: Recipe, step: int) -> dict[str, Any]:
         if ph.from_step <= step:
             env.update(ph.env)
     return env
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
 
 
 #: ``Recipe.source`` of a recipe made of ``rally train``'s flags
@@ -626,15 +612,10 @@ def train(
     progress: bool = True,
     say: Any = None,
 ) -> dict[str, Any]:
-    """Train as the recipe says, with the backend its algorithm names; returns the summary
-    (also written to ``summary.json`` in ``out``, default the recipe's ``out``).
-
-    * ``ppo`` from a recipe file (behaviour cloning and DAgger included, alone with
-      ``run.timesteps = 0``): :func:`train_ppo_recipe`;
-    * ``ppo`` and ``sac`` from ``rally train``'s flags (:func:`command_recipe`):
-      :func:`agents.sb3.train`;
-    * ``rllib-ppo``: :func:`agents.rllib.train_rllib`;
-    * ``es``: :func:`agents.es.run_es_recipe`.
+    """Train as the recipe says, with the backend its algorithm names (a ``ppo`` recipe file:
+    :func:`train_ppo_recipe`; ``rally train``'s flags for ``ppo`` and ``sac``:
+    :func:`agents.sb3.train`; :func:`agents.rllib.train_rllib`; :func:`agents.es.run_es_recipe`);
+    returns the summary (also written to ``summary.json`` in ``out``, default the recipe's).
 
     Args:
         resume: a checkpoint the run continues (``rally train --resume``: a stable-baselines3
@@ -670,11 +651,11 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(recipe.threads)
-    hp = copy.deepcopy(RECIPE_PPO_BASE)
-    for k, v in recipe.ppo.items():
-        hp[k] = {**hp.get("policy_kwargs", {}), **v} if k == "policy_kwargs" else v
+    hp = sb3.with_overrides(copy.deepcopy(RECIPE_PPO_BASE), recipe.ppo)
     config = {"recipe": recipe.to_dict(), "hyperparams": hp, "versions": sb3._versions()}
     sb3._write_json(out / "config.json", config)
+
+    spec = recipe.residual.spec()
 
     def make_env(step: int):
         env = phase_env(recipe, step)
@@ -683,7 +664,7 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
             recipe.n_envs,
             stage=stage,
             seed=recipe.seed + step,
-            residual=recipe.residual.spec(),
+            residual=spec,
             handbrake=recipe.handbrake,
             **env,
         )
@@ -692,7 +673,7 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
     venv = sb3.normalized(make_env(0), hp["gamma"])
     tb = str(out / "tb") if sb3._installed("tensorboard") else None
     model = PPO("MlpPolicy", venv, seed=recipe.seed, device="cpu", tensorboard_log=tb, **hp)
-    if recipe.residual.spec() is not None:  # start from the base driver: a zero residual
+    if spec is not None:  # start from the base driver: a zero residual
         with torch.no_grad():
             model.policy.action_net.weight.zero_()
             model.policy.action_net.bias.zero_()
@@ -701,7 +682,7 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
         restrict_actor_inputs(model, input_columns(recipe.inputs, road_ahead))
     timing: dict[str, float] = {}
     # SB3 counts policy steps; a held residual's policy step is `hold` env steps
-    hold = recipe.residual.hold if recipe.residual.spec() is not None else 1
+    hold = spec.hold if spec is not None else 1
     obs_env = obs_env_kwargs({"env": recipe.env})
     evaluator = sb3.Evaluator(
         validation_stages(recipe.eval.stages),
@@ -710,7 +691,7 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
         out,
         obs_env,
         rank="score",
-        residual=recipe.residual.spec(),
+        residual=spec,
         hold=hold,
         xlabel="env steps, warm start included (millions)",
     )
@@ -723,24 +704,16 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
         timing["warmstart_s"] = time.perf_counter() - t0
     cbs: list[Any] = [evaluator]
     if recipe.checkpoint_freq > 0:
-        cbs.append(
-            sb3.Checkpoints(
-                recipe.checkpoint_freq // (recipe.n_envs * hold),
-                out / "checkpoints",
-                "ppo",
-                {"algo": "ppo", "env": obs_env, **evaluator.residual_meta()},
-            )
-        )
+        meta = {"algo": "ppo", "env": obs_env, **evaluator.residual_meta()}
+        freq = recipe.checkpoint_freq // (recipe.n_envs * hold)
+        cbs.append(sb3.Checkpoints(freq, out / "checkpoints", "ppo", meta))
     sb3._write_json(out / "config.json", config)
     t_train = time.perf_counter()
-    if recipe.residual.spec() is not None:  # where the curve starts: the base driver
+    if spec is not None:  # where the curve starts: the base driver
         evaluator.evaluate_now(model, venv, env_steps=0, phase="start")
     if ws.critic_steps > 0:  # the value function learns what the starting policy earns
-        frozen = _freeze_actor(model, True)
-        model.learn(
-            max(1, ws.critic_steps // hold), callback=CallbackList(cbs), reset_num_timesteps=True
-        )
-        _freeze_actor(model, False, frozen)
+        with _actor_frozen(model):
+            model.learn(max(1, ws.critic_steps // hold), callback=CallbackList(cbs))
     bounds = [ph.from_step for ph in recipe.phases] or [0]
     bounds = [*bounds[1:], recipe.timesteps]
     for i, end_env in enumerate(bounds):
@@ -750,15 +723,15 @@ def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bo
         if i > 0:  # a new phase: a new env with the same statistics
             old = venv
             venv = sb3.normalized(make_env(model.num_timesteps * hold), hp["gamma"])
-            venv.obs_rms = old.obs_rms
-            venv.ret_rms = old.ret_rms
+            venv.obs_rms, venv.ret_rms = old.obs_rms, old.ret_rms
             old.close()
             model.set_env(venv)
         per = int(hp["n_steps"]) * recipe.n_envs
         steps = max(per, (end - model.num_timesteps) // per * per)
         # a progress bar in a terminal; in a log, a plain line every 30 s
         tty = sys.stdout.isatty()
-        lines = [sb3.ProgressLines(steps, 30.0, _say)] if progress and not tty else []
+        say = functools.partial(print, flush=True)
+        lines = [sb3.ProgressLines(steps, 30.0, say)] if progress and not tty else []
         model.learn(
             steps,
             callback=CallbackList(cbs + lines),
@@ -878,16 +851,15 @@ def freeze_obs_stats(vn: Any) -> None:
     vn.obs_rms = FixedRunningMeanStd(vn.obs_rms)
 
 
-def _freeze_actor(model: Any, freeze: bool, saved: list | None = None) -> list:
-    """Stop (or restart) the policy's own parameters from learning (the critic still does)."""
+@contextlib.contextmanager
+def _actor_frozen(model: Any) -> Iterator[None]:
+    """The policy's own parameters do not learn within (the critic still does)."""
     pol = model.policy
-    params = list(pol.mlp_extractor.policy_net.parameters()) + list(pol.action_net.parameters())
+    params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
     params.append(pol.log_std)
-    if freeze:
-        flags = [p.requires_grad for p in params]
-        for p in params:
-            p.requires_grad_(False)
-        return flags
-    for p, f in zip(params, saved or [True] * len(params), strict=True):
+    flags = [p.requires_grad for p in params]
+    for p in params:
+        p.requires_grad_(False)
+    yield
+    for p, f in zip(params, flags, strict=True):
         p.requires_grad_(f)
-    return []

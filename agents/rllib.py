@@ -89,35 +89,26 @@ def filter_state_stats(
     ``from_state`` (RLlib's ``RunningStat.from_state``); None without such a filter or with
     fewer than two observations seen."""
     per_agent = pipeline_state.get("MeanStdFilter") or {}
-    for agent_state in per_agent.values():
-        stats = agent_state.get("running_stats") or []
-        if not stats:
-            return None
-        rs = from_state(stats[0])
-        if rs.num_pushes < 2:
-            return None
-        return (
-            np.asarray(rs.mean, np.float64).tolist(),
-            np.asarray(rs.std, np.float64).tolist(),
-        )
-    return None
+    stats = next(iter(per_agent.values()), {}).get("running_stats") or []
+    rs = from_state(stats[0]) if stats else None
+    if rs is None or rs.num_pushes < 2:
+        return None
+    return np.asarray(rs.mean, np.float64).tolist(), np.asarray(rs.std, np.float64).tolist()
 
 
 def obs_stats(algo: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """The observation statistics the module is trained against (the env runners' merged
     MeanStdFilter state, which RLlib syncs every iteration), or None without ``obs_norm``."""
     got = algo.env_runner_group.foreach_env_runner(_runner_obs_stats, local_env_runner=True)
-    for g in got:
-        if g is not None:
-            return np.asarray(g[0], np.float64), np.asarray(g[1], np.float64)
-    return None
+    g = next((g for g in got if g is not None), None)
+    return None if g is None else (np.asarray(g[0], np.float64), np.asarray(g[1], np.float64))
 
 
 def env_creator(env_config: Any) -> Any:
     """The env of an RLlib env runner: ``RallyEnv`` or, when RLlib passes ``num_envs``
     (``vector_entry_point``), one ``RallyVectorEnv`` of that many cars; actions in
     ``[-1, 1]^4`` (:func:`agents.models.from_policy_action`)."""
-    kw = {k: v for k, v in dict(env_config).items()}
+    kw = dict(env_config)
     n = kw.pop("num_envs", None)
     box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     if n is None:
@@ -167,10 +158,7 @@ def ppo_config(
         if k not in hp:
             raise ValueError(f"unknown rllib-ppo setting {k!r}; known: {', '.join(sorted(hp))}")
         hp[k] = v
-    model = {
-        "fcnet_hiddens": hp.pop("fcnet_hiddens"),
-        "fcnet_activation": hp.pop("fcnet_activation"),
-    }
+    model = {k: hp.pop(k) for k in ("fcnet_hiddens", "fcnet_activation")}
     if not isinstance(hp["obs_norm"], bool):
         raise ValueError(f"rllib-ppo setting obs_norm must be true or false: {hp['obs_norm']!r}")
     for k in HEAD_INIT_KEYS:
@@ -237,17 +225,12 @@ def _actor_layers(module: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     """``[(W, b), ...]`` of the default PPO module's actor: encoder MLP then the pi head."""
     import torch
 
-    layers = []
-    for part in (module.encoder.actor_encoder, module.pi):
-        for m in part.modules():
-            if isinstance(m, torch.nn.Linear):
-                layers.append(
-                    (
-                        m.weight.detach().cpu().numpy().astype(np.float32),
-                        m.bias.detach().cpu().numpy().astype(np.float32),
-                    )
-                )
-    return layers
+    def arr(t: Any) -> np.ndarray:
+        return t.detach().cpu().numpy().astype(np.float32)
+
+    parts = (module.encoder.actor_encoder, module.pi)
+    linear = [m for part in parts for m in part.modules() if isinstance(m, torch.nn.Linear)]
+    return [(arr(m.weight), arr(m.bias)) for m in linear]
 
 
 def export_policy(
@@ -272,9 +255,7 @@ def export_policy(
         raise ValueError("the module has no actor MLP to export")
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    arrays = {}
-    for i, (w, b) in enumerate(layers):
-        arrays[f"w{i}"], arrays[f"b{i}"] = w, b
+    arrays = {f"{k}{i}": a for i, wb in enumerate(layers) for k, a in zip("wb", wb, strict=True)}
     norm = None
     if obs_norm is not None:
         arrays["obs_mean"] = np.asarray(obs_norm[0], np.float64)
@@ -362,19 +343,10 @@ def train_rllib(
     resume: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Train RLlib PPO as an ``rllib-ppo`` recipe (:class:`agents.recipe.Recipe`: its stage
-    and env settings, ``[ray]``, ``[rllib]``, ``[eval]``) says, until ``timesteps`` env
-    steps; write to ``out`` (default the recipe's): ``config.json``, ``progress.csv`` (a row
-    per iteration, also printed as a line), ``checkpoints/`` (RLlib's own, every
-    ``checkpoint_freq`` steps and at the end: ``checkpoint``), the exported policy
-    ``policy/policy.json``, ``eval_log.csv`` (the policy exported every ``eval.freq`` steps
-    and at the end, on the stage, evaluated with ``rally eval``'s harness over
-    ``eval_seeds`` seeds; :class:`PolicyEvaluations`), ``learning_curve.png`` (its finish
-    rate against env steps), ``tb/`` (TensorBoard scalars of every iteration and evaluation,
-    when the ``tensorboard`` package is installed) and ``summary.json``.
-
-    ``resume``: an RLlib checkpoint directory this run continues (its step count included).
-    """
+    """Train RLlib PPO as an ``rllib-ppo`` recipe (:class:`agents.recipe.Recipe`) says, until
+    ``timesteps`` env steps, writing to ``out`` (default the recipe's) the files docs/ray.md
+    lists ("Outputs in ``--out``"; the evaluations: :class:`PolicyEvaluations`). ``resume``:
+    an RLlib checkpoint directory this run continues (its step count included)."""
     env = dict(recipe.env)
     stage = env.pop("stage", "opener")
     out = Path(out or recipe.out)

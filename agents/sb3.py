@@ -11,6 +11,7 @@ import importlib
 import json
 import math
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,22 +94,29 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     # (0 = off); these steps count in the benchmark's step budget
     "warmstart_steps": 0,
 }
+#: The ``VecNormalize`` settings of :data:`TRAIN_DEFAULTS`.
+_NORMALIZE_KEYS = ("norm_obs", "norm_reward", "clip_obs")
 
 
 def train_env_kwargs(env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """:data:`TRAIN_ENV_DEFAULTS` with ``env_kwargs`` over them (``reward_weights`` merged)."""
-    out = learn_kwargs(env_kwargs or {})
-    out.pop("stage")
-    return out
+    return {k: v for k, v in learn_kwargs(env_kwargs or {}).items() if k != "stage"}
 
 
 def algo_defaults(algo: str) -> dict[str, Any]:
-    algo = algo.lower()
-    if algo == "ppo":
-        return copy.deepcopy(PPO_DEFAULTS)
-    if algo == "sac":
-        return copy.deepcopy(SAC_DEFAULTS)
-    raise ValueError(f"algo must be 'ppo' or 'sac', got {algo!r}")
+    """A copy of :data:`PPO_DEFAULTS` or :data:`SAC_DEFAULTS` (``ValueError`` for another)."""
+    defaults = {"ppo": PPO_DEFAULTS, "sac": SAC_DEFAULTS}.get(algo.lower())
+    if defaults is None:
+        raise ValueError(f"algo must be 'ppo' or 'sac', got {algo.lower()!r}")
+    return copy.deepcopy(defaults)
+
+
+def with_overrides(hp: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``hp`` with the hyperparameters ``over`` over it (a ``policy_kwargs`` table merged)."""
+    for k, v in over.items():
+        merge = k == "policy_kwargs" and isinstance(v, dict)
+        hp[k] = {**hp.get(k, {}), **v} if merge else v
+    return hp
 
 
 # ------------------------------------------------------------------------------- actions
@@ -137,11 +145,10 @@ def _indices(indices: Any, n: int) -> list[int]:
 
 
 class RallyVecEnv(VecEnv):
-    """:class:`rally_env.RallyVectorEnv` as a stable-baselines3 ``VecEnv``.
+    """:class:`rally_env.RallyVectorEnv` as a stable-baselines3 ``VecEnv``; the policy acts in
+    ``[-1, 1]^4`` (:func:`agents.models.from_policy_action`).
 
     Args:
-        num_envs: number of cars.
-        rescale_actions: the policy acts in ``[-1, 1]^4`` (default) instead of the env's box.
         handbrake: ``False``: the policy acts in ``[-1, 1]^3`` (steer, throttle, brake) and
             the handbrake stays off (``rally train``'s default).
         render_mode: ``None``, ``"rgb_array"`` (``get_images()`` returns one (H, W, 3) frame
@@ -160,7 +167,6 @@ class RallyVecEnv(VecEnv):
     def __init__(
         self,
         num_envs: int = 8,
-        rescale_actions: bool = True,
         render_mode: str | None = None,
         residual: tuple | None = None,
         handbrake: bool = True,
@@ -169,13 +175,10 @@ class RallyVecEnv(VecEnv):
         self.venv = RallyVectorEnv(
             num_envs, autoreset_mode="SameStep", render_mode=render_mode, **env_kwargs
         )
-        self.rescale_actions = rescale_actions
         self.residual = None if residual is None else ResidualDriver(*residual)
-        act = POLICY_ACTION_SPACE if rescale_actions else self.venv.single_action_space
-        if rescale_actions and not handbrake:
+        act = POLICY_ACTION_SPACE
+        if not handbrake:
             act = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
-        elif not handbrake:
-            raise ValueError("handbrake=False is a policy action set: rescale_actions=True")
         if self.residual is not None:
             act = gym.spaces.Box(-1.0, 1.0, (self.residual.spec.n_outputs,), np.float32)
         super().__init__(num_envs, self.venv.single_observation_space, act)
@@ -184,8 +187,6 @@ class RallyVecEnv(VecEnv):
         self.render_mode = self.venv.render_mode
         self._obs: np.ndarray | None = None  # what the residual's base driver acts on
         self._car_seeds: list[int | None] = [None] * num_envs  # for the next reset
-        if self.residual is not None and not rescale_actions:
-            raise ValueError("a residual policy acts in the policy box: rescale_actions=True")
 
     # SB3 API
     def seed(self, seed: int | None = None) -> list[int | None]:
@@ -197,11 +198,8 @@ class RallyVecEnv(VecEnv):
         return list(self._car_seeds)
 
     def reset(self) -> np.ndarray:
-        seeds = [None if s is None else int(s) for s in self._car_seeds]
-        if all(s is None for s in seeds):
-            obs, info = self.venv.reset()
-        else:  # a car without a seed continues its stream, as DummyVecEnv's envs do
-            obs, info = self.venv.reset(seed=seeds)
+        # a car without a seed continues its stream, as DummyVecEnv's envs do
+        obs, info = self.venv.reset(seed=self._car_seeds)
         self._car_seeds = [None] * self.num_envs  # a seed is used at one reset only
         self.reset_infos = _car_infos(info, self.num_envs)
         if self.residual is not None:
@@ -216,7 +214,7 @@ class RallyVecEnv(VecEnv):
         elif self.residual is not None:
             self._actions = self.residual.act(self._obs, a)
         else:
-            self._actions = from_policy_action(a) if self.rescale_actions else a
+            self._actions = from_policy_action(a)
 
     def step_wait(self):
         if self.residual is not None and self.residual.hold > 1:
@@ -227,16 +225,8 @@ class RallyVecEnv(VecEnv):
             if dones.any():  # SameStep autoreset: these cars start new episodes
                 self.residual.reset(self.num_envs, dones)
             self._obs = obs
-        infos = _car_infos(info, self.num_envs)
-        if dones.any():
-            fo = info["final_obs"]
-            ends = _car_infos(info["final_info"], self.num_envs)
-            for k in np.flatnonzero(dones):
-                infos[k] = ends[k]
-                infos[k]["terminal_observation"] = np.asarray(fo[k], dtype=np.float32)
-        for k in range(self.num_envs):
-            infos[k]["TimeLimit.truncated"] = bool(trunc[k] and not term[k])
-        return obs, rew.astype(np.float32), dones, infos
+        ends = _ends(info, dones, term, trunc, self.num_envs)
+        return obs, rew.astype(np.float32), dones, _step_infos(info, ends, self.num_envs)
 
     def _step_held(self):
         """``hold`` env steps with the residual's outputs held (see the class)."""
@@ -244,7 +234,7 @@ class RallyVecEnv(VecEnv):
         res.hold_outputs(self._outputs)
         total = np.zeros(n, np.float32)
         ended = np.zeros(n, bool)
-        ends: list[dict | None] = [None] * n
+        ends: dict[int, dict] = {}
         obs, info = self._obs, {}
         for _ in range(res.hold):
             obs, rew, term, trunc, info = self.venv.step(res.base_act(obs))
@@ -252,50 +242,32 @@ class RallyVecEnv(VecEnv):
             d = term | trunc
             if d.any():
                 res.reset(n, d)  # a new episode: fresh memory, neutral outputs
-                first = d & ~ended
-                if first.any():
-                    final = _car_infos(info["final_info"], n)
-                    for k in np.flatnonzero(first):
-                        final[k]["terminal_observation"] = np.asarray(
-                            info["final_obs"][k], dtype=np.float32
-                        )
-                        final[k]["TimeLimit.truncated"] = bool(trunc[k] and not term[k])
-                        ends[k] = final[k]
+                ends.update(_ends(info, d & ~ended, term, trunc, n))
                 ended |= d
         self._obs = obs
-        infos = _car_infos(info, n)
-        for k in range(n):
-            if ends[k] is not None:
-                infos[k] = ends[k]
-            else:
-                infos[k]["TimeLimit.truncated"] = False
-        return obs, total, ended, infos
+        return obs, total, ended, _step_infos(info, ends, n)
 
     def close(self) -> None:
         self.venv.close()
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
-        idx = _indices(indices, self.num_envs)
-        val = getattr(self.venv, attr_name)
-        return [val for _ in idx]
+        n = len(_indices(indices, self.num_envs))
+        return [getattr(self.venv, attr_name)] * n
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
         setattr(self.venv, attr_name, value)
 
     def env_method(self, method_name: str, *args: Any, indices: Any = None, **kw: Any) -> list:
-        idx = _indices(indices, self.num_envs)
-        res = getattr(self.venv, method_name)(*args, **kw)
-        return [res for _ in idx]
+        n = len(_indices(indices, self.num_envs))
+        return [getattr(self.venv, method_name)(*args, **kw)] * n
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
-        return [False for _ in _indices(indices, self.num_envs)]
+        return [False] * len(_indices(indices, self.num_envs))
 
     def get_images(self) -> list[np.ndarray | None]:
         """One (H, W, 3) uint8 frame per car (``render_mode="rgb_array"``), as
         ``DummyVecEnv.get_images`` returns them."""
         if self.render_mode != "rgb_array":
-            import warnings
-
             warnings.warn(
                 f"The render mode is {self.render_mode}, but get_images() needs "
                 '"rgb_array": create RallyVecEnv(render_mode="rgb_array")',
@@ -310,6 +282,25 @@ def _car_infos(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
     of arrays over cars."""
     keys = [k for k in info if not k.startswith("_") and k not in ("final_obs", "final_info")]
     return [{k: info[k][i] for k in keys} for i in range(n)]
+
+
+def _ends(info: dict[str, Any], cars: np.ndarray, term: Any, trunc: Any, n: int) -> dict:
+    """``{car: its final info}`` of the cars in the bool array ``cars`` (their episode ended
+    at this env step), with SB3's ``terminal_observation`` and ``TimeLimit.truncated``."""
+    if not cars.any():
+        return {}
+    final = _car_infos(info["final_info"], n)
+    for k in np.flatnonzero(cars):
+        final[k]["terminal_observation"] = np.asarray(info["final_obs"][k], dtype=np.float32)
+        final[k]["TimeLimit.truncated"] = bool(trunc[k] and not term[k])
+    return {int(k): final[k] for k in np.flatnonzero(cars)}
+
+
+def _step_infos(info: dict[str, Any], ends: dict, n: int) -> list[dict[str, Any]]:
+    """The per-car infos of a step: a car's final info where its episode ended, else its
+    info of ``info``, not truncated."""
+    infos = _car_infos(info, n)
+    return [ends[k] if k in ends else {**infos[k], "TimeLimit.truncated": False} for k in range(n)]
 
 
 def make_vec_env(n_envs: int, stage: Any = "opener", seed: int | None = 0, **kw: Any):
@@ -335,17 +326,10 @@ def collect_heuristic(
 
     Without ``learner`` the driver itself drives, with Gaussian action noise (so the data
     covers recoveries); with ``learner`` (a policy ``obs (N, D) -> env actions (N, 4)``) the
-    learner drives, with the same noise, and the driver only labels what it sees (DAgger:
-    the states the clone reaches get the expert's answer). ``teacher="blind"``: the driver
-    reads the first :data:`rally_env.spaces.DEFAULT_LAYOUT` fields, so an observation with
-    more (such as ``road_ahead``) is labelled the same way; ``"ahead"``: the driver that also
-    reads the road-ahead block (``road_ahead=True``). The driver runs at the env's
-    ``control_hz``.
+    learner drives, with the same noise, and the driver only labels what it sees (DAgger).
+    ``teacher="blind"``: the driver reads the :data:`rally_env.spaces.DEFAULT_LAYOUT` fields
+    only; ``"ahead"``: also the road-ahead block (``road_ahead=True``).
     """
-    if teacher not in ("blind", "ahead"):
-        raise ValueError(f"teacher must be 'blind' or 'ahead', got {teacher!r}")
-    if teacher == "ahead" and env_kwargs.get("road_ahead") is not True:
-        raise ValueError("teacher 'ahead' reads the road-ahead block: road_ahead=True")
     venv = RallyVectorEnv(n_envs, autoreset_mode="SameStep", stage=stage, **env_kwargs)
     nd = DEFAULT_LAYOUT.size if teacher == "blind" else venv.single_observation_space.shape[0]
     hz = float(venv.config.control_hz)
@@ -383,16 +367,14 @@ def warm_start(
 ) -> float:
     """Behaviour-clone the policy mean onto ``targets``; seeds ``vn``'s observation stats
     (unless ``update_stats`` is false: DAgger's later rounds refit on data already counted).
-
-    Returns the final mean squared error (policy space).
-    """
+    Returns the last epoch's mean squared error (policy space)."""
     if update_stats:
         vn.obs_rms.update(obs)
     x = torch.as_tensor(vn.normalize_obs(obs).astype(np.float32))
     # a policy without a handbrake output learns the first three targets
     y = torch.as_tensor(targets[:, : model.action_space.shape[0]].astype(np.float32))
     pol = model.policy
-    params = list(pol.mlp_extractor.policy_net.parameters()) + list(pol.action_net.parameters())
+    params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
     if hasattr(pol, "features_extractor"):
         params += list(pol.features_extractor.parameters())
     opt = torch.optim.Adam(params, lr=lr)
@@ -401,7 +383,7 @@ def warm_start(
     loss_v = math.nan
     for _ in range(epochs):
         perm = torch.randperm(n, generator=g)
-        tot, cnt = 0.0, 0
+        tot = 0.0
         for i in range(0, n, batch_size):
             idx = perm[i : i + batch_size]
             feats = pol.extract_features(x[idx], pol.pi_features_extractor)
@@ -412,8 +394,7 @@ def warm_start(
             loss.backward()
             opt.step()
             tot += loss.item() * len(idx)
-            cnt += len(idx)
-        loss_v = tot / cnt
+        loss_v = tot / n
     return loss_v
 
 
@@ -428,20 +409,17 @@ def train(
     progress_lines_s: float | None = None,
     tensorboard: bool = True,
 ) -> dict[str, Any]:
-    """Train PPO or SAC on the native vector env as a ``"command"`` recipe says (``rally
-    train``'s flags: :func:`agents.recipe.command_recipe`); :func:`agents.recipe.train` is
-    the one entry that sends such a recipe here.
+    """Train PPO or SAC on the native vector env as a ``"command"`` recipe (``rally train``'s
+    flags, :func:`agents.recipe.command_recipe`) says; :func:`agents.recipe.train` sends such
+    recipes here.
 
     Args:
         out: the run directory (default the recipe's ``out``).
         resume: a checkpoint zip the run continues (with its ``VecNormalize``).
-        say: where the run's own lines go (what it trains and where it writes, a rounded
-            step count, a missing TensorBoard), e.g. ``print``; ``None``: nowhere.
-        progress_bar: stable-baselines3's progress bar (needs rich and tqdm: the ``train``
-            extra).
-        progress_lines_s: a plain progress line (steps, steps/s, the last evaluation) through
-            ``say`` at the first rollout end after each such interval of wall time (s), for
-            logs where a progress bar does not show; ``None``: none.
+        say: where the run's own lines go, e.g. ``print``; ``None``: nowhere.
+        progress_bar: SB3's progress bar (needs rich and tqdm: the ``train`` extra).
+        progress_lines_s: a :class:`ProgressLines` line through ``say`` every such interval
+            of wall time (s), for logs where a progress bar does not show; ``None``: none.
 
     Returns:
         A summary dict: paths, wall time, timesteps, last evaluation.
@@ -450,12 +428,7 @@ def train(
     env_kwargs = dict(recipe.env)
     stage = env_kwargs.pop("stage")
     torch.set_num_threads(recipe.threads)
-    hp = algo_defaults(algo)
-    for k, v in (recipe.ppo if algo == "ppo" else recipe.sac).items():
-        if k == "policy_kwargs" and isinstance(v, dict):
-            hp["policy_kwargs"] = {**hp.get("policy_kwargs", {}), **v}
-        else:
-            hp[k] = v
+    hp = with_overrides(algo_defaults(algo), recipe.ppo if algo == "ppo" else recipe.sac)
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
     batch_note = batch_within_rollout(algo, hp, n_envs)
@@ -463,7 +436,6 @@ def train(
     tb = str(out / "tb") if tensorboard and _installed("tensorboard") else None
     if say is not None:
         _say_plan(say, recipe, (steps, out, resume, tb), [rounding, batch_note], tensorboard)
-    td = TRAIN_DEFAULTS
     eval_stages = recipe.eval_stages
     config = {
         "algo": algo,
@@ -472,9 +444,7 @@ def train(
         "n_envs": n_envs,
         "seed": int(seed),
         "hyperparams": hp,
-        "norm_obs": td["norm_obs"],
-        "norm_reward": td["norm_reward"],
-        "clip_obs": td["clip_obs"],
+        **{k: TRAIN_DEFAULTS[k] for k in _NORMALIZE_KEYS},
         "eval_freq": recipe.eval.freq,
         "eval_seeds": recipe.eval_seeds,
         "eval_stages": eval_stages if isinstance(eval_stages, str) else list(eval_stages),
@@ -504,15 +474,10 @@ def train(
         batched=batched,
     )
     cbs = [evaluator]
+    obs_env = obs_env_kwargs({"env": env_kwargs})
     if recipe.checkpoint_freq > 0:
-        cbs.append(
-            Checkpoints(
-                recipe.checkpoint_freq // n_envs,
-                out / "checkpoints",
-                algo,
-                {"algo": algo, "env": obs_env_kwargs({"env": env_kwargs})},
-            )
-        )
+        meta = {"algo": algo, "env": obs_env}
+        cbs.append(Checkpoints(recipe.checkpoint_freq // n_envs, out / "checkpoints", algo, meta))
     if progress_lines_s is not None and say is not None:
         cbs.append(ProgressLines(steps, progress_lines_s, say, evaluator))
     config["timesteps_run"] = steps
@@ -526,7 +491,7 @@ def train(
         tb_log_name=algo,
     )
     wall = time.perf_counter() - t0
-    model_path = save_run(model, venv, out, algo, obs_env_kwargs({"env": env_kwargs}), config)
+    model_path = save_run(model, venv, out, algo, obs_env, config)
     final = evaluator.evaluate_now(model, venv, final=True) if recipe.eval_seeds > 0 else None
     curve = evaluator.log.plot()
     summary = {
@@ -560,8 +525,8 @@ def save_run(
 def _sb3_model(
     recipe: Any, hp: dict[str, Any], resume: str | Path | None, tb: str | None
 ) -> tuple[Any, Any]:
-    """``(VecNormalize, model)`` of a ``"command"`` run: a new model on fresh statistics, or
-    the checkpoint ``resume`` with the statistics saved beside it."""
+    """``(VecNormalize, model)``: a new model on fresh statistics, or the checkpoint
+    ``resume`` with the statistics saved beside it."""
     env = dict(recipe.env)
     stage = env.pop("stage")
     venv = make_vec_env(
@@ -586,9 +551,8 @@ def _sb3_model(
 def _say_plan(
     say: Callable[[str], None], recipe: Any, run: tuple, notes: list[str], tensorboard: bool
 ) -> None:
-    """The run's first lines: what it trains, for how many steps, where it writes (``run``:
-    steps, out, resume, the TensorBoard directory or None), then ``notes`` that are not
-    empty and a missing TensorBoard."""
+    """The run's first lines: what it trains, where it writes (``run``: steps, out, resume,
+    the TensorBoard directory or None), then the ``notes`` and a missing TensorBoard."""
     steps, out, resume, tb = run
     what = ["model.zip", "config.json", "eval_log.csv", "best_model.zip"]
     if recipe.checkpoint_freq > 0:
@@ -600,9 +564,8 @@ def _say_plan(
         f"{steps:,} env steps, {recipe.n_envs} cars, seed {recipe.seed}"
         f"{f', resuming {resume}' if resume else ''} -> {out} ({', '.join(what)})"
     )
-    for note in notes:
-        if note:
-            say(note)
+    for note in filter(None, notes):
+        say(note)
     if tensorboard and tb is None:
         say('no TensorBoard logs: tensorboard is not installed (pip install "rally-env[train]")')
 
@@ -638,27 +601,18 @@ def run_steps(algo: str, timesteps: int, n_envs: int, hp: dict[str, Any]) -> tup
     steps = max(per, timesteps // per * per)
     if steps == timesteps:
         return steps, ""
+    why = "rounded down so a run never takes more steps than asked"
     if steps > timesteps:  # less than one rollout asked: one rollout
-        return steps, (
-            f"--timesteps {timesteps:,} -> {steps:,} env steps: {algo.upper()} trains in {unit} "
-            "steps, and a run takes at least one"
-        )
+        why = "and a run takes at least one"
     return steps, (
         f"--timesteps {timesteps:,} -> {steps:,} env steps: {algo.upper()} trains in {unit} "
-        "steps, rounded down so a run never takes more steps than asked"
+        f"steps, {why}"
     )
 
 
 def normalized(venv: Any, gamma: float) -> Any:
     """``venv`` behind a fresh ``VecNormalize`` with the training defaults."""
-    td = TRAIN_DEFAULTS
-    return VecNormalize(
-        venv,
-        norm_obs=td["norm_obs"],
-        norm_reward=td["norm_reward"],
-        clip_obs=td["clip_obs"],
-        gamma=gamma,
-    )
+    return VecNormalize(venv, **{k: TRAIN_DEFAULTS[k] for k in _NORMALIZE_KEYS}, gamma=gamma)
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
@@ -696,23 +650,20 @@ class _LivePolicy:
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         raw = np.atleast_2d(obs).astype(np.float32)
         a, _ = self.model.predict(self.vn.normalize_obs(raw), deterministic=True)
-        if self.residual is not None:
-            return self.residual.act(raw, a)
-        return from_policy_action(a)
+        return from_policy_action(a) if self.residual is None else self.residual.act(raw, a)
 
 
 class Evaluator(BaseCallback):
-    """The evaluations of an SB3 run (``rally train``'s flags and the PPO recipes): every
-    ``freq`` env steps (and when :meth:`evaluate_now` is called: a recipe's warm start, the
-    last model) the deterministic policy on ``stages``, a row of ``eval_log.csv`` through
-    :class:`agents.evaluate.ValidationLog`, TensorBoard ``eval/*``, and the best model so
+    """The evaluations of an SB3 run: every ``freq`` env steps (and at each
+    :meth:`evaluate_now`) the deterministic policy on ``stages``, a row of ``eval_log.csv``
+    (:class:`agents.evaluate.ValidationLog`), TensorBoard ``eval/*``, and the best model so
     far as ``best_model.zip``; ``log.plot()`` draws ``learning_curve.png``.
 
     Args:
         stages: what :func:`agents.evaluate.resolve_stages` takes.
         seeds: the reset seeds, one run each per stage (``batched``: one run, seed 0).
-        env_kwargs: the env settings evaluated with (the training envs' vehicle, version,
-            observation); the saved model's metadata keeps their observation settings.
+        env_kwargs: the env settings evaluated with; the saved model's metadata keeps their
+            observation settings.
         rank: ``"score"`` (validation stages: finish rate, then median score) or ``"time"``.
         batched: drive the stages together, one run each (:func:`agents.benchmark.run_stages`).
         residual: the :class:`agents.models.ResidualSpec` fields of a residual policy.
@@ -763,9 +714,7 @@ class Evaluator(BaseCallback):
 
     def residual_meta(self) -> dict[str, Any]:
         """The ``"residual"`` entry of a saved model's metadata (empty for a plain one)."""
-        if self.residual is None:
-            return {}
-        return {"residual": ResidualSpec(*self.residual).to_meta()}
+        return {} if self.residual is None else {"residual": ResidualSpec(*self.residual).to_meta()}
 
     def evaluate_now(
         self,
@@ -814,14 +763,9 @@ class Evaluator(BaseCallback):
 
 
 class Checkpoints(BaseCallback):
-    """Every ``save_freq`` calls: ``{prefix}_{steps}_steps.zip`` (with the run's metadata,
-    so ``rally eval`` and ``rally benchmark`` drive a checkpoint as the final model: its
-    action convention, observation normalisation and env settings) and
-    ``{prefix}_vecnormalize_{steps}_steps.pkl`` (what ``--resume`` reads) in ``path``.
-
-    Args:
-        meta: the metadata the checkpoint's zip gets (``obs_norm`` is added at each save).
-    """
+    """Every ``save_freq`` calls: ``{prefix}_{steps}_steps.zip`` with the run's metadata
+    ``meta`` and its ``obs_norm`` (so ``rally eval`` drives a checkpoint as the final model)
+    and ``{prefix}_vecnormalize_{steps}_steps.pkl`` (what ``--resume`` reads) in ``path``."""
 
     def __init__(self, save_freq: int, path: Path, prefix: str, meta: dict[str, Any]):
         super().__init__(verbose=0)
@@ -847,9 +791,8 @@ class Checkpoints(BaseCallback):
 
 class ProgressLines(BaseCallback):
     """A plain progress line at the first rollout end after every ``every_s`` seconds of
-    wall time: steps done of the run's total, steps/s, and the last evaluation of
-    ``evaluator`` (an :class:`Evaluator`) — for logs, where a progress bar does not
-    show. ``every_s=0``: a line at every rollout end."""
+    wall time (0: every rollout end): steps done of ``total``, steps/s, and the last
+    evaluation of ``evaluator`` (an :class:`Evaluator`)."""
 
     def __init__(
         self, total: int, every_s: float, say: Callable[[str], None], evaluator: Any = None
@@ -883,11 +826,8 @@ class ProgressLines(BaseCallback):
         )
         if 0 < done < self.total and rate > 0:
             left = (self.total - done) / rate
-            line += (
-                f", about {left:.0f} s to go"
-                if left < 120
-                else f", about {left / 60:.0f} min to go"
-            )
+            eta = f"{left:.0f} s" if left < 120 else f"{left / 60:.0f} min"
+            line += f", about {eta} to go"
         last = getattr(self.evaluator, "last", None)
         if last is not None:
             med = last["median_time_s"]

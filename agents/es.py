@@ -236,6 +236,8 @@ def run_es(
     final parameters and the per-iteration log. ``on_iteration(row)`` gets each iteration's
     row; ``evaluate(tuner, theta, env_steps)`` runs first, every ``eval_every`` iterations and
     after the last one (the validation curve)."""
+    if spec.kind != "tuning":
+        raise ValueError(f"evolution strategies train a 'tuning' residual, not {spec.kind!r}")
     t0 = time.perf_counter()
     norm = drive_batch(
         spec, None, None, train_seeds(seed, -1, es.norm_stages), env_kwargs, collect=True

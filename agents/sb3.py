@@ -330,6 +330,10 @@ def collect_heuristic(
     ``teacher="blind"``: the driver reads the :data:`rally_env.spaces.DEFAULT_LAYOUT` fields
     only; ``"ahead"``: also the road-ahead block (``road_ahead=True``).
     """
+    if teacher not in ("blind", "ahead"):
+        raise ValueError(f"teacher must be 'blind' or 'ahead', got {teacher!r}")
+    if teacher == "ahead" and env_kwargs.get("road_ahead") is not True:
+        raise ValueError("teacher 'ahead' reads the road-ahead block: road_ahead=True")
     venv = RallyVectorEnv(n_envs, autoreset_mode="SameStep", stage=stage, **env_kwargs)
     nd = DEFAULT_LAYOUT.size if teacher == "blind" else venv.single_observation_space.shape[0]
     hz = float(venv.config.control_hz)

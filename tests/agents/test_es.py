@@ -182,3 +182,20 @@ def test_an_es_recipe_trains_and_writes_its_curve(tmp_path):
     ):
         with pytest.raises(RecipeError, match=what):
             recipe_from_dict({**doc, **bad})
+
+
+def test_run_es_refuses_a_residual_that_is_not_a_tuning_one():
+    from agents.es import run_es
+
+    spec = ResidualSpec("heuristic-ahead", 0.25, "full", 10)
+    with pytest.raises(ValueError, match="'tuning' residual, not 'full'"):
+        run_es(spec, ESSettings(), dict(SHORT))
+
+
+def test_collect_heuristic_refuses_an_unknown_teacher_and_a_blind_ahead_teacher():
+    from agents.sb3 import collect_heuristic
+
+    with pytest.raises(ValueError, match="teacher must be 'blind' or 'ahead', got 'oracle'"):
+        collect_heuristic(64, "opener", 2, 0, teacher="oracle")
+    with pytest.raises(ValueError, match="road_ahead=True"):
+        collect_heuristic(64, "opener", 2, 0, teacher="ahead")

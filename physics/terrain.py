@@ -518,11 +518,6 @@ class TerrainSet:
     def tiles_in_use(self) -> int:
         return self._used
 
-    @property
-    def nbytes(self) -> int:
-        """Memory of the pool and the tables (bytes)."""
-        return int(self.heights.nbytes + self.surfaces.nbytes + self.tiles.nbytes)
-
 
 # --------------------------------------------------------------------------------- kernels
 @njit_inner(_nrt=False)

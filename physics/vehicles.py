@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Collection
 from dataclasses import fields
 from importlib import resources
 from pathlib import Path
@@ -123,6 +124,12 @@ def _bool(v: Any, src: str, path: str) -> bool:
 def _str(v: Any, src: str, path: str) -> str:
     if not isinstance(v, str):
         raise VehicleDefError(src, path, f"expected a string, got {_tname(v)}")
+    return v
+
+
+def _one_of(v: Any, known: Collection[str], src: str, path: str, what: str) -> str:
+    if not isinstance(v, str) or v not in known:
+        raise VehicleDefError(src, path, f"unknown {what} {v!r}; known: {', '.join(known)}")
     return v
 
 
@@ -241,11 +248,7 @@ def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParam
         elif k in _VEHICLE_BOOLS:
             kw[k] = _bool(v, src, path)
         elif k == "tire_model":
-            kw[k] = _str(v, src, path)
-            if kw[k] not in TIRE_MODELS:
-                raise VehicleDefError(
-                    src, path, f"unknown tire model {v!r}; known: {', '.join(sorted(TIRE_MODELS))}"
-                )
+            kw[k] = _one_of(_str(v, src, path), sorted(TIRE_MODELS), src, path, "tire model")
         else:  # tires: a tire-set name
             try:
                 kw[k] = tire_set(_str(v, src, path))
@@ -311,11 +314,7 @@ def on_planet(params: VehicleParams, planet: str) -> VehicleParams:
     Raises:
         VehicleDefError: unknown planet (the message lists the known ones).
     """
-    if not isinstance(planet, str) or planet not in PLANETS:
-        raise VehicleDefError(
-            "on_planet", "planet", f"unknown planet {planet!r}; known: {', '.join(PLANETS)}"
-        )
-    g = PLANETS[planet]
+    g = PLANETS[_one_of(planet, PLANETS, "on_planet", "planet", "planet")]
     return params.replace(gravity_mps2=g, load_ref_n=params.mass_kg * g / len(params.wheels))
 
 
@@ -333,18 +332,9 @@ def vehicle(
     Raises:
         VehicleDefError: unknown vehicle, planet or tire model (the message lists the known ones).
     """
-    if not isinstance(name, str) or name not in VEHICLES:
-        raise VehicleDefError(
-            "vehicle", "name", f"unknown vehicle {name!r}; known: {', '.join(VEHICLES)}"
-        )
-    p = _builtin(name)
+    p = _builtin(_one_of(name, VEHICLES, "vehicle", "name", "vehicle"))
     if tire_model is not None:
-        if not isinstance(tire_model, str) or tire_model not in TIRE_MODELS:
-            raise VehicleDefError(
-                "vehicle",
-                "tire_model",
-                f"unknown tire model {tire_model!r}; known: {', '.join(sorted(TIRE_MODELS))}",
-            )
+        _one_of(tire_model, sorted(TIRE_MODELS), "vehicle", "tire_model", "tire model")
         tires = p.tires if tire_model == "wheel-speed" else None
         p = p.replace(tire_model=tire_model, tires=tires)
     if planet is not None:

@@ -306,9 +306,8 @@ class TerrainSet:
         #: the base row each variant row shares (variants start on row 0)
         self._variant_base = np.zeros(rows, np.int64)
         self._variant_base[: self.n_base] = np.arange(self.n_base)
-        for row in range(self.n_base, rows):
-            self.meta[row] = self.meta[0]
-            self.grip[row] = self.grip[0]
+        self.meta[self.n_base :] = self.meta[0]
+        self.grip[self.n_base :] = self.grip[0]
         for row in range(self.n_base):
             self._take_ready(row, ready[row])
 

@@ -66,11 +66,9 @@ class Drivetrain:
     3.5 / 2.2 / 1.5 / 1.1 / 0.9, reverse 3.2, final drive 3.7, shifts at 5500 / 2000 rpm, a
     12-step clutch, open differentials).
 
-    Rev limit versus the seed text: the seed says engine speed "never reads above the last point"
-    of the curve, yet its default car shifts up at 5500 rpm with a curve that ends at 3000 rpm;
-    both cannot hold (the automatic gearbox would never shift up). Here engine speed is not capped
-    at the last point: the torque is held at the last point's value from there up to
-    ``rev_limit_rpm`` (default 6000 rpm), and above the rev limit the engine gives no drive torque.
+    Rev limit: the seed's engine speed "never reads above the last point" of the curve cannot
+    hold with its own 5500 rpm upshift (docs/vehicles.md). Here the torque is held at the last
+    point's value up to ``rev_limit_rpm`` (default 6000 rpm), above which there is no drive.
 
     Attributes:
         torque_curve: 2..8 ``(rpm, N m)`` points, rpm strictly increasing and > 0, torque >= 0.
@@ -238,8 +236,7 @@ class Drivetrain:
             row[L.PX_TQ_NM + i] = tq
         row[L.PX_N_GEARS] = float(len(self.gears))
         row[L.PX_GEARS : L.PX_GEARS + MAX_GEARS] = 0.0
-        for i, g in enumerate(self.gears):
-            row[L.PX_GEARS + i] = g
+        row[L.PX_GEARS : L.PX_GEARS + len(self.gears)] = self.gears
         row[L.PX_REVERSE] = float(self.reverse_ratio)
         row[L.PX_FINAL] = float(self.final_drive)
         row[L.PX_SHIFT_UP] = float(self.shift_up_rpm)

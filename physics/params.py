@@ -148,12 +148,8 @@ def _repr(obj: object, ext_defaults: dict[str, object]) -> str:
     Replays and saved env states identify a vehicle by this text, so a basic vehicle's repr
     stays exactly what it was before the extension fields existed.
     """
-    parts = []
-    for f in fields(obj):  # type: ignore[arg-type]
-        v = getattr(obj, f.name)
-        if f.name in ext_defaults and v == ext_defaults[f.name]:
-            continue
-        parts.append(f"{f.name}={v!r}")
+    values = ((f.name, getattr(obj, f.name)) for f in fields(obj))  # type: ignore[arg-type]
+    parts = [f"{n}={v!r}" for n, v in values if not (n in ext_defaults and v == ext_defaults[n])]
     return f"{type(obj).__name__}({', '.join(parts)})"
 
 

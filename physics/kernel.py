@@ -344,9 +344,7 @@ def _vehicle_extras(p, k, s, motion, grounded, drive, acc, dt):
     """
     vbx, vby, wx, wz, r21, r22, delta = motion
     n_grounded, total_load, rear_alpha, n_rear = grounded
-    fdrive = drive[0]
-    tq_front = drive[4]
-    tq_rear = drive[5]
+    fdrive, _, _, _, tq_front, tq_rear = drive
     tqx, tqz, fbx, fby = acc
     model = int(p[k, L.P_TIRE_MODEL])
     has_dt = p[k, L.PX_DRIVETRAIN] > 0.5
@@ -488,9 +486,8 @@ def _drive(p, s, ist, k, nw, vbx, ext, ws):
     the throttle and at full throttle (N), the skid-steer throttles, and the drivetrain's
     torque per driven front / other wheel (N m).
     """
-    fdrive = _motor_force(p, k, abs(vbx), vbx)
-    fdrive_full = fdrive
-    fdrive = fdrive * s[k, L.CMD_THROTTLE]
+    fdrive_full = _motor_force(p, k, abs(vbx), vbx)
+    fdrive = fdrive_full * s[k, L.CMD_THROTTLE]
     s[k, L.DRIVE_FORCE] = fdrive
     thr_left = 0.0
     thr_right = 0.0
@@ -525,10 +522,8 @@ def _drive(p, s, ist, k, nw, vbx, ext, ws):
         s[k, L.DRIVE_FORCE] = fdrive
     if p[k, L.PX_SKID_STEER] > 0.5:
         # per-side throttles from the held (mean, half-difference) pair
-        thr_left = s[k, L.CMD_THROTTLE] - s[k, L.CMD_STEER]
-        thr_right = s[k, L.CMD_THROTTLE] + s[k, L.CMD_STEER]
-        thr_left = min(max(thr_left, -1.0), 1.0)
-        thr_right = min(max(thr_right, -1.0), 1.0)
+        thr_left = min(max(s[k, L.CMD_THROTTLE] - s[k, L.CMD_STEER], -1.0), 1.0)
+        thr_right = min(max(s[k, L.CMD_THROTTLE] + s[k, L.CMD_STEER], -1.0), 1.0)
     if has_dt and nd > 0:
         if ws is not None:
             om_mean = om_sum / nd
@@ -921,7 +916,6 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
     r20 = rot[6]
     r21 = rot[7]
     vbx, vby, wx, wy, wz, sd, cd = motion
-    fdrive = drive[0]
     n_driven, total_load, tqx, tqy = carry
     fbx = 0.0
     fby = 0.0
@@ -931,9 +925,7 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
     inv_dt = 1.0 / dt
     # resistive forces stop at zero speed: cap at the wheel's useful mass (load share x mass)
     stop_scale = m * inv_dt / total_load if total_load > 0.0 else 0.0
-    throttle_share = 0.0
-    if n_driven > 0:
-        throttle_share = fdrive / n_driven
+    throttle_share = drive[0] / n_driven if n_driven > 0 else 0.0
     brake = s[k, L.CMD_BRAKE] * p[k, L.P_BRAKE_FORCE]
     hb = s[k, L.CMD_HANDBRAKE] * p[k, L.P_HANDBRAKE_FORCE]
     mu0 = p[k, L.P_MU_BASE] * p[k, L.P_GRIP_WEAR] * p[k, L.P_GRIP_DAMAGE]
@@ -985,12 +977,7 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
         ry = p[k, L.pw(w, L.PW_Y)]
         reach = p[k, L.pw(w, L.PW_REST)] + radius
         rz = p[k, L.pw(w, L.PW_Z)] - (reach - s[k, L.WL_COMPRESSION + w])
-        if p[k, L.pw(w, L.PW_STEER)] > 0.5:
-            sw = sd
-            cw = cd
-        else:
-            sw = 0.0
-            cw = 1.0
+        sw, cw = (sd, cd) if p[k, L.pw(w, L.PW_STEER)] > 0.5 else (0.0, 1.0)
         vpx = vbx + wy * rz - wz * ry
         vpy = vby + wz * rx - wx * rz
         vlong = cw * vpx + sw * vpy

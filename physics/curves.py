@@ -83,17 +83,11 @@ def curve_offset(base: int, c: int) -> int:
 
 @njit(cache=True, inline="always", _nrt=False)
 def curve_eval(p, k, off, x):
-    """Evaluate one packed curve: odd, piecewise linear in |x|, saturating past the last knot.
+    """The curve packed at column ``off`` of row ``k`` at slip ``x`` (slip ratio, or slip angle
+    in rad): odd, piecewise linear in |x|, saturating past the last knot.
 
-    Args:
-        p: float64 (N, N_PARAMS_EXT) packed parameters.
-        k: car row.
-        off: column where the curve starts (``[n_knots, x_0.., y_0..]``).
-        x: slip (slip ratio, or slip angle in rad).
-
-    Returns:
-        The signed normalized force (same sign as ``x``, 0.0 at x = 0 and for NaN x). An empty
-        curve (``n_knots`` = 0) evaluates to 0.0.
+    Returns the signed normalized force (same sign as ``x``, 0.0 at x = 0 and for NaN x); an
+    empty curve (``n_knots`` = 0) evaluates to 0.0.
     """
     n = int(p[k, off])
     if n < 1:
@@ -120,18 +114,11 @@ def curve_eval(p, k, off, x):
 
 @njit(cache=True, _nrt=False)
 def family_eval(p, k, base, x, sel):
-    """Evaluate a packed curve family at slip ``x`` with the other slip ``sel`` as selector.
+    """The family packed at column ``base`` of row ``k`` (``layout.PX_CURVE_LONG`` or
+    ``PX_CURVE_LAT``) at slip ``x``, with the other slip's absolute value ``|sel|`` as selector.
 
-    Args:
-        p: float64 (N, N_PARAMS_EXT) packed parameters.
-        k: car row.
-        base: column where the family starts (``layout.PX_CURVE_LONG`` / ``PX_CURVE_LAT``).
-        x: slip the curves are functions of (slip ratio, or slip angle in rad).
-        sel: the other slip (|slip angle| in rad, or |slip ratio|); its absolute value is used.
-
-    Returns:
-        Linear interpolation between the two curves whose selectors bracket |sel|; the first
-        curve below the first selector, the last past the last selector (and for NaN sel).
+    Returns the linear interpolation between the two curves whose selectors bracket |sel|; the
+    first curve below the first selector, the last past the last selector (and for NaN sel).
     """
     n = int(p[k, base])
     c0 = base + _FCURVE
@@ -448,12 +435,8 @@ class TireCurves:
         return self.lateral.curves[0].peak_x
 
     def pack_into(self, row: np.ndarray) -> None:
-        """Write both families into a packed parameter row.
-
-        Args:
-            row: float64 (>= N_PARAMS_EXT,) parameter row; columns ``PX_CURVE_LONG`` and
-                ``PX_CURVE_LAT`` onwards (``CURVE_SET_SIZE`` each) are overwritten.
-        """
+        """Write both families into the float64 parameter row ``row`` (>= N_PARAMS_EXT,):
+        ``CURVE_SET_SIZE`` columns from ``PX_CURVE_LONG`` and from ``PX_CURVE_LAT`` each."""
         o = "TireCurves"
         if not isinstance(row, np.ndarray) or row.dtype != np.float64 or row.ndim != 1:
             raise ParameterError(o, "row", row, "must be a 1-D float64 numpy array")

@@ -66,11 +66,9 @@ class Drivetrain:
     3.5 / 2.2 / 1.5 / 1.1 / 0.9, reverse 3.2, final drive 3.7, shifts at 5500 / 2000 rpm, a
     12-step clutch, open differentials).
 
-    Rev limit versus the seed text: the seed says engine speed "never reads above the last point"
-    of the curve, yet its default car shifts up at 5500 rpm with a curve that ends at 3000 rpm;
-    both cannot hold (the automatic gearbox would never shift up). Here engine speed is not capped
-    at the last point: the torque is held at the last point's value from there up to
-    ``rev_limit_rpm`` (default 6000 rpm), and above the rev limit the engine gives no drive torque.
+    Rev limit: the seed's engine speed "never reads above the last point" of the curve cannot
+    hold with its own 5500 rpm upshift (docs/vehicles.md). Here the torque is held at the last
+    point's value up to ``rev_limit_rpm`` (default 6000 rpm), above which there is no drive.
 
     Attributes:
         torque_curve: 2..8 ``(rpm, N m)`` points, rpm strictly increasing and > 0, torque >= 0.
@@ -114,7 +112,6 @@ class Drivetrain:
 
     def __post_init__(self) -> None:
         o = _OWNER
-        # torque curve -> tuple of (float, float)
         curve = self.torque_curve
         if not isinstance(curve, (tuple, list)):
             raise ParameterError(o, "torque_curve", curve, "must be a sequence of (rpm, N m)")
@@ -140,7 +137,6 @@ class Drivetrain:
         object.__setattr__(self, "torque_curve", tuple(pts))
         idle, last = pts[0][0], pts[-1][0]
 
-        # gears
         gears = self.gears
         if not isinstance(gears, (tuple, list)) or not 1 <= len(gears) <= MAX_GEARS:
             raise ParameterError(o, "gears", gears, f"must be 1 to {MAX_GEARS} forward ratios")
@@ -200,7 +196,6 @@ class Drivetrain:
         if not 0.0 <= _real("engine_brake", self.engine_brake) <= 1.0:
             raise ParameterError(o, "engine_brake", self.engine_brake, "must be in [0, 1]")
 
-    # ------------------------------------------------------------------ derived values
     @property
     def n_gears(self) -> int:
         """Number of forward gears."""
@@ -211,14 +206,9 @@ class Drivetrain:
         """Drive cut per shift in whole 1/480 s substeps."""
         return int(round(self.clutch_s * L.SUBSTEP_HZ))
 
-    # ------------------------------------------------------------------ packing
     def pack_into(self, row: np.ndarray) -> None:
-        """Write every field into the extension columns of one packed parameter row.
-
-        Sets ``row[PX_DRIVETRAIN] = 1.0``. Unused torque-curve and gear slots are written as 0.
-
-        Args:
-            row: float64 array of shape (>= N_PARAMS_EXT,), e.g. ``params[k]``; written in place.
+        """Write every field into the extension columns of ``row`` (e.g. ``params[k]``), in
+        place, and set ``row[PX_DRIVETRAIN] = 1.0``; unused torque-curve and gear slots are 0.
 
         Raises:
             ParameterError: ``row`` is not a 1-D float64 array of at least N_PARAMS_EXT entries.
@@ -246,8 +236,7 @@ class Drivetrain:
             row[L.PX_TQ_NM + i] = tq
         row[L.PX_N_GEARS] = float(len(self.gears))
         row[L.PX_GEARS : L.PX_GEARS + MAX_GEARS] = 0.0
-        for i, g in enumerate(self.gears):
-            row[L.PX_GEARS + i] = g
+        row[L.PX_GEARS : L.PX_GEARS + len(self.gears)] = self.gears
         row[L.PX_REVERSE] = float(self.reverse_ratio)
         row[L.PX_FINAL] = float(self.final_drive)
         row[L.PX_SHIFT_UP] = float(self.shift_up_rpm)
@@ -301,16 +290,9 @@ def _curve_torque_nm(p: np.ndarray, k: int, r: float) -> float:
 
 @njit(cache=True, _nrt=False)
 def engine_torque_nm(p: np.ndarray, k: int, rpm: float) -> float:
-    """Engine torque (N m) at full throttle.
-
-    Args:
-        p: (N, >= N_PARAMS_EXT) float64 packed parameters; k: car row.
-        rpm: engine speed (rpm); clamped below at idle (the first curve point).
-
-    Returns:
-        Linear interpolation on the torque curve, held at the last point's torque past it,
-        0.0 when the (clamped) speed is above the rev limit.
-    """
+    """Full-throttle engine torque (N m) of car ``k`` at ``rpm``, clamped below at idle (the
+    first curve point): linear on the torque curve, held at the last point's torque past it,
+    0.0 when the (clamped) speed is above the rev limit."""
     r = max(rpm, p[k, L.PX_TQ_RPM])
     if r > p[k, PX_REV_LIMIT]:
         return 0.0
@@ -319,12 +301,9 @@ def engine_torque_nm(p: np.ndarray, k: int, rpm: float) -> float:
 
 @njit(cache=True, _nrt=False)
 def gear_ratio(p: np.ndarray, k: int, gear: int) -> float:
-    """Overall (gear x final drive) ratio of ``gear``, signed.
-
-    Returns:
-        ``gears[gear-1] * final`` for 1 <= gear <= n_gears, ``-reverse * final`` for gear -1
-        (0.0 if the car has no reverse), 0.0 for neutral (0) and for any gear out of range.
-    """
+    """Overall (gear x final drive) ratio of ``gear``, signed: ``gears[gear-1] * final`` for
+    1 <= gear <= n_gears, ``-reverse * final`` for gear -1 (0.0 if the car has no reverse), 0.0
+    for neutral (0) and for any gear out of range."""
     if gear >= 1:
         if gear > int(p[k, L.PX_N_GEARS]):
             return 0.0
@@ -336,17 +315,9 @@ def gear_ratio(p: np.ndarray, k: int, gear: int) -> float:
 
 @njit(cache=True, _nrt=False)
 def engine_rpm_from_wheels(p: np.ndarray, k: int, wheel_omega_rad_s: float, gear: int) -> float:
-    """Engine speed (rpm) from the driven wheels' speed.
-
-    Args:
-        p, k: packed parameters and car row.
-        wheel_omega_rad_s: mean angular speed of the driven wheels (rad/s), e.g. the mean rim
-            speed over the mean radius; its sign is ignored.
-        gear: current gear (-1..n_gears).
-
-    Returns:
-        ``|omega| * |overall ratio| * 60 / (2 pi)``, floored at idle (so idle in neutral).
-    """
+    """Engine speed (rpm) in ``gear`` from the driven wheels' mean angular speed (rad/s, sign
+    ignored): ``|omega| * |overall ratio| * 60 / (2 pi)``, floored at idle (so idle in
+    neutral)."""
     rpm = abs(wheel_omega_rad_s) * abs(gear_ratio(p, k, gear)) * RAD_S_TO_RPM
     return max(rpm, p[k, L.PX_TQ_RPM])
 
@@ -358,12 +329,8 @@ def update_gearbox(p: np.ndarray, k: int, ist: np.ndarray, rpm: float) -> None:
     While the clutch is open (``ist[k, I_CLUTCH] > 0``) the timer counts down by one and nothing
     shifts. Otherwise, with auto shift on and a forward gear engaged: above the shift-up speed
     (and below top gear) it shifts up, below the shift-down speed (and above first) it shifts
-    down; either shift opens the clutch for ``PX_CLUTCH_SUBSTEPS`` substeps.
-
-    Args:
-        p, k: packed parameters and car row.
-        ist: (N, N_ISTATE) int64 state; ``I_GEAR`` and ``I_CLUTCH`` of row k are updated in place.
-        rpm: current engine speed (rpm).
+    down; either shift opens the clutch for ``PX_CLUTCH_SUBSTEPS`` substeps. ``I_GEAR`` and
+    ``I_CLUTCH`` of ``ist[k]`` are updated in place.
     """
     if ist[k, L.I_CLUTCH] > 0:
         ist[k, L.I_CLUTCH] -= 1
@@ -385,10 +352,9 @@ def update_gearbox(p: np.ndarray, k: int, ist: np.ndarray, rpm: float) -> None:
 def select_gear(p: np.ndarray, k: int, ist: np.ndarray, gear: int) -> bool:
     """Manually select ``gear`` (-1 reverse, 0 neutral, 1..n_gears).
 
-    Returns:
-        False and changes nothing if the gear is out of range or is reverse on a car without
-        one; otherwise True. A change of gear opens the clutch for ``PX_CLUTCH_SUBSTEPS``
-        substeps; selecting the engaged gear changes nothing.
+    Returns False and changes nothing if the gear is out of range or is reverse on a car
+    without one, else True. A change of gear opens the clutch for ``PX_CLUTCH_SUBSTEPS``
+    substeps; selecting the engaged gear changes nothing.
     """
     if gear < -1 or gear > int(p[k, L.PX_N_GEARS]):
         return False
@@ -414,11 +380,6 @@ def drive_torque_nm(p: np.ndarray, k: int, ist: np.ndarray, rpm: float, throttle
     and 0.0 while the clutch is open or in neutral. So it is negative in reverse under throttle,
     and engine braking at zero throttle is ``-b * C * R``: it opposes forward motion in forward
     gears and backward motion in reverse (assuming the wheels turn the way the gear drives).
-
-    Args:
-        p, k: packed parameters and car row. ist: (N, N_ISTATE) int64 state (read only).
-        rpm: engine speed (rpm), e.g. from :func:`engine_rpm_from_wheels`.
-        throttle: pedal, clamped to [0, 1].
     """
     if ist[k, L.I_CLUTCH] > 0:
         return 0.0

@@ -1,35 +1,20 @@
 """The numba kernels: one call steps a batch of cars through whole substeps.
 
 :func:`_substep` is one substep of one car, written as its phases, each a small compiled
-function (the arrows are the order; every phase runs per car):
+function whose docstring gives its model (in this order; every phase runs per car):
 
-1. **Steering and drive** (:func:`_steer`, :func:`_drive`, :func:`_drivetrain`): the steering
-   slews toward ``cmd * lock`` at the steering rate; the motor's force at the body's speed
-   (force-, then power-limited, fading near top speed, :func:`_motor_force`); extended
-   vehicles' per-wheel shares and the engine, gearbox and torque split.
-2. **Contact, suspension and damping** (:func:`_suspension`, :func:`_ground_contact`,
-   :func:`_soft_pull`, :func:`_anti_roll_bars`), per wheel: a ray from the suspension anchor
-   along the chassis -z axis meets the heightfield's tangent plane. Penetration ``pen`` past
-   the unloaded wheel gives a spring-damper load ``m (K pen - C v_sep)``, push only, the spring
-   limited by travel. Between ``soft_gap_min`` and ``soft_gap_max`` of air gap a weak spring
-   pulls the chassis down, unless the wheel is lifting off faster than the gate (a jump).
-3. **Tires** (:func:`_tires` with :func:`_direct_tire`, :func:`_wheel_speed_wheel` or the
-   arcade model's rolling wheel, :func:`_wheel_in_air`), per loaded wheel: slip angle in the
-   steered wheel frame with the denominator floor; effective mu = base x surface x load
-   sensitivity (x tire grip x wear x damage); under the direct model the longitudinal force
-   comes first (drive capped at ``drive_cap`` of the circle, service brake at
-   ``abs_fraction``, handbrake locks without ABS, rolling resistance) and the lateral force
-   from 2s/(1+s^2) takes what remains of the circle. Tire forces act at the contact patch,
-   below the CG, so pitch and roll - and therefore load transfer - come out of the springs.
-   Extended vehicles then add their whole-vehicle terms (:func:`_vehicle_extras`).
+1. **Steering and drive** (:func:`_steer`, :func:`_drive`, :func:`_motor_force`,
+   :func:`_drivetrain`).
+2. **Contact, suspension and damping**, per wheel (:func:`_suspension`,
+   :func:`_ground_contact`, :func:`_soft_pull`, :func:`_anti_roll_bars`).
+3. **Tires**, per loaded wheel (:func:`_tires` with :func:`_direct_tire`,
+   :func:`_wheel_speed_wheel` or the arcade model's rolling wheel, :func:`_wheel_in_air`), then
+   extended vehicles' whole-vehicle terms (:func:`_vehicle_extras`).
 4. **Body contact** (:func:`_body_contact`): chassis box corners below the terrain get a
    penalty contact with Coulomb friction, so a rolled car lies on its roof.
 5. **Chassis integration** (:func:`_integrate_velocities`, :func:`_implicit_damping`,
-   :func:`_integrate_pose`): semi-implicit Euler for the rigid body (gravity, forces, Euler's
-   equations). The suspension damping acts implicitly on the coupled heave / roll / pitch
-   velocities: the 3x3 system ``(M + dt D) u' = M u`` is the multi-wheel form of "divide by
-   1 + lambda dt", stable for any lambda dt. The CG's (x, y) segment over the substep is then
-   tested against the car's timing gate; the crossing time is interpolated inside the substep.
+   :func:`_integrate_pose`): semi-implicit Euler for the rigid body, with the suspension
+   damping implicit on the coupled heave / roll / pitch velocities; then the timing gate.
 
 One compiled kernel per model: the entry points take the switches of
 :func:`model_switches` (``None`` or ``True`` each), and numba drops every branch on a ``None``
@@ -262,16 +247,6 @@ def _impact(p, k, s, speed):
         s[k, L.SX_DAMAGE] = v if v > lo else lo
 
 
-@njit_inner(_nrt=False)
-def _apply_tire(p, k, s, w, forces, slip, slide_j, dt):
-    """Write one loaded wheel's readings and its wear: ``forces`` (fx, fy, fmax, mu) and
-    ``slip`` (slip angle, slip ratio, wheel speed), see :func:`_write_tire`."""
-    fx, fy, fmax, mu = forces
-    alpha, kappa, om = slip
-    _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt)
-    _wear(p, k, s, w, slide_j)
-
-
 @njit_inner(_nrt=False, forceinline=True)
 def _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt):
     """Write one loaded wheel's readings: forces, usage of the circle, slip, spin."""
@@ -369,9 +344,7 @@ def _vehicle_extras(p, k, s, motion, grounded, drive, acc, dt):
     """
     vbx, vby, wx, wz, r21, r22, delta = motion
     n_grounded, total_load, rear_alpha, n_rear = grounded
-    fdrive = drive[0]
-    tq_front = drive[4]
-    tq_rear = drive[5]
+    fdrive, _, _, _, tq_front, tq_rear = drive
     tqx, tqz, fbx, fby = acc
     model = int(p[k, L.P_TIRE_MODEL])
     has_dt = p[k, L.PX_DRIVETRAIN] > 0.5
@@ -513,9 +486,8 @@ def _drive(p, s, ist, k, nw, vbx, ext, ws):
     the throttle and at full throttle (N), the skid-steer throttles, and the drivetrain's
     torque per driven front / other wheel (N m).
     """
-    fdrive = _motor_force(p, k, abs(vbx), vbx)
-    fdrive_full = fdrive
-    fdrive = fdrive * s[k, L.CMD_THROTTLE]
+    fdrive_full = _motor_force(p, k, abs(vbx), vbx)
+    fdrive = fdrive_full * s[k, L.CMD_THROTTLE]
     s[k, L.DRIVE_FORCE] = fdrive
     thr_left = 0.0
     thr_right = 0.0
@@ -550,10 +522,8 @@ def _drive(p, s, ist, k, nw, vbx, ext, ws):
         s[k, L.DRIVE_FORCE] = fdrive
     if p[k, L.PX_SKID_STEER] > 0.5:
         # per-side throttles from the held (mean, half-difference) pair
-        thr_left = s[k, L.CMD_THROTTLE] - s[k, L.CMD_STEER]
-        thr_right = s[k, L.CMD_THROTTLE] + s[k, L.CMD_STEER]
-        thr_left = min(max(thr_left, -1.0), 1.0)
-        thr_right = min(max(thr_right, -1.0), 1.0)
+        thr_left = min(max(s[k, L.CMD_THROTTLE] - s[k, L.CMD_STEER], -1.0), 1.0)
+        thr_right = min(max(s[k, L.CMD_THROTTLE] + s[k, L.CMD_STEER], -1.0), 1.0)
     if has_dt and nd > 0:
         if ws is not None:
             om_mean = om_sum / nd
@@ -884,19 +854,13 @@ def _wheel_speed_wheel(p, s, k, w, load, fm, vel, g_wheel, drv_t, brakes, stop_s
     hold = (
         drv_t == 0.0 and (brake > 0.0 or hb_on) and abs(vlong) < low_speed and abs(vlat) < low_speed
     )
+    wheel = (s[k, L.WL_OMEGA + w], radius, p[k, L.pxw(w, L.PXW_INV_INERTIA)])
+    torque = (drv_t, tbw, brake > 0.0 and not hb_on, hold)
     fx, fy, kappa, alpha, om, pw_slide = _wheel_speed_tire(
-        p,
-        k,
-        (s[k, L.WL_OMEGA + w], radius, p[k, L.pxw(w, L.PXW_INV_INERTIA)]),
-        fmax,
-        (vlong, vlat),
-        (drv_t, tbw, brake > 0.0 and not hb_on, hold),
-        m_u,
-        dt,
-        (g_wheel[0], g_wheel[1]),
-        ws_consts,
+        p, k, wheel, fmax, vel, torque, m_u, dt, g_wheel, ws_consts
     )
-    _apply_tire(p, k, s, w, (fx, fy, fmax, mu), (alpha, kappa, om), pw_slide * dt, dt)
+    _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt)
+    _wear(p, k, s, w, pw_slide * dt)
     s[k, L.SXW_DRIVE_TQ + w] = drv_t
     s[k, L.SXW_BRAKE_TQ + w] = tbw
     return fx, fy, alpha, pw_slide
@@ -952,7 +916,6 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
     r20 = rot[6]
     r21 = rot[7]
     vbx, vby, wx, wy, wz, sd, cd = motion
-    fdrive = drive[0]
     n_driven, total_load, tqx, tqy = carry
     fbx = 0.0
     fby = 0.0
@@ -962,9 +925,7 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
     inv_dt = 1.0 / dt
     # resistive forces stop at zero speed: cap at the wheel's useful mass (load share x mass)
     stop_scale = m * inv_dt / total_load if total_load > 0.0 else 0.0
-    throttle_share = 0.0
-    if n_driven > 0:
-        throttle_share = fdrive / n_driven
+    throttle_share = drive[0] / n_driven if n_driven > 0 else 0.0
     brake = s[k, L.CMD_BRAKE] * p[k, L.P_BRAKE_FORCE]
     hb = s[k, L.CMD_HANDBRAKE] * p[k, L.P_HANDBRAKE_FORCE]
     mu0 = p[k, L.P_MU_BASE] * p[k, L.P_GRIP_WEAR] * p[k, L.P_GRIP_DAMAGE]
@@ -1011,19 +972,12 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
             _wheel_in_air(p, s, k, w, drv_t, brake, hb, dt, ws)
             continue
         n_grounded += 1
-        ax = p[k, L.pw(w, L.PW_X)]
-        ay = p[k, L.pw(w, L.PW_Y)]
-        az = p[k, L.pw(w, L.PW_Z)]
+        # the contact patch, body frame
+        rx = p[k, L.pw(w, L.PW_X)]
+        ry = p[k, L.pw(w, L.PW_Y)]
         reach = p[k, L.pw(w, L.PW_REST)] + radius
-        rx = ax
-        ry = ay
-        rz = az - (reach - s[k, L.WL_COMPRESSION + w])  # contact patch, body frame
-        if p[k, L.pw(w, L.PW_STEER)] > 0.5:
-            sw = sd
-            cw = cd
-        else:
-            sw = 0.0
-            cw = 1.0
+        rz = p[k, L.pw(w, L.PW_Z)] - (reach - s[k, L.WL_COMPRESSION + w])
+        sw, cw = (sd, cd) if p[k, L.pw(w, L.PW_STEER)] > 0.5 else (0.0, 1.0)
         vpx = vbx + wy * rz - wz * ry
         vpy = vby + wz * rx - wx * rz
         vlong = cw * vpx + sw * vpy
@@ -1044,27 +998,19 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
         if arc is not None:
             # the lumped model applies its forces at the CG; the wheel only rolls
             alpha = atan2x(vlat, abs(vlong) + eps)
-            _apply_tire(p, k, s, w, (0.0, 0.0, fmax, mu), (alpha, 0.0, vlong / radius), 0.0, dt)
+            _write_tire(s, k, w, 0.0, 0.0, fmax, mu, alpha, 0.0, vlong / radius, dt)
             continue
+        vel = (vlong, vlat)
         if ws is not None:
+            g_wheel = (cw * gbx + sw * gby, -sw * gbx + cw * gby)
+            brakes = (brake, hb)
             fx, fy, alpha, pw_slide = _wheel_speed_wheel(
-                p,
-                s,
-                k,
-                w,
-                load,
-                (fmax, mu),
-                (vlong, vlat),
-                (cw * gbx + sw * gby, -sw * gbx + cw * gby),
-                drv_t,
-                (brake, hb),
-                stop_scale,
-                ws_cfg,
+                p, s, k, w, load, (fmax, mu), vel, g_wheel, drv_t, brakes, stop_scale, ws_cfg
             )
             slide_power += pw_slide
         else:
             fx, fy, alpha, fx_drive = _direct_tire(
-                p, k, w, load, fmax, (vlong, vlat), drv_f, brake, hb, stop_scale, direct_consts
+                p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, direct_consts
             )
             _write_tire(s, k, w, fx, fy, fmax, mu, alpha, 0.0, vlong / radius, dt)
             if ext is not None:
@@ -1236,12 +1182,9 @@ def _implicit_damping(p, k, rot, vel, omega, dmat, svec, fsus, dt):
     c02 = a10 * a21 - a11 * a20
     det = a00 * c00 + a01 * c01 + a02 * c02
     inv_det = 1.0 / det
-    n0 = (b0 * c00 + b1 * (a02 * a21 - a01 * a22) + b2 * (a01 * a12 - a02 * a11)) * inv_det
-    n1 = (b0 * c01 + b1 * (a00 * a22 - a02 * a20) + b2 * (a02 * a10 - a00 * a12)) * inv_det
-    n2 = (b0 * c02 + b1 * (a01 * a20 - a00 * a21) + b2 * (a00 * a11 - a01 * a10)) * inv_det
-    vz = n0
-    wx = n1
-    wy = n2
+    vz = (b0 * c00 + b1 * (a02 * a21 - a01 * a22) + b2 * (a01 * a12 - a02 * a11)) * inv_det
+    wx = (b0 * c01 + b1 * (a00 * a22 - a02 * a20) + b2 * (a02 * a10 - a00 * a12)) * inv_det
+    wy = (b0 * c02 + b1 * (a01 * a20 - a00 * a21) + b2 * (a00 * a11 - a01 * a10)) * inv_det
     # the suspension force's horizontal share, with the damping it ended up applying
     ftot = fsus - (s0 * vz + s1 * wx + s2 * wy)
     vx = vx + r02 * ftot * inv_m * dt
@@ -1306,14 +1249,9 @@ def _integrate_pose(s, ist, k, vel, omega, dt):
 
 @njit_inner(_nrt=False)
 def _substep(k, s, ist, p, ter, dt, ext, ws, arc):
-    """One substep of car ``k``, phase by phase. Returns -1, or the tile it needed that its
-    terrain has not filled yet (the car's row is then left half-stepped: the caller restores
-    it).
-
-    ``ext``, ``ws``, ``arc`` are the model switches (see :func:`model_switches`): ``None`` or
-    ``True``, fixed per compiled specialization, so a basic (Rally-v0) car's kernel contains no
-    code of the extended models.
-    """
+    """One substep of car ``k``, phase by phase, under the model switches ``ext, ws, arc``
+    (:func:`model_switches`). Returns -1, or the tile it needed that its terrain has not filled
+    yet (the car's row is then left half-stepped: the caller restores it)."""
     tid = ist[k, L.I_TERRAIN]
     # ---- orientation (body -> world rotation matrix) and body-frame velocities
     rot = rotation_of(s, k)
@@ -1350,47 +1288,22 @@ def _substep(k, s, ist, p, ter, dt, ext, ws, arc):
         tqx, tqy = _anti_roll_bars(p, s, k, tqx, tqy)
 
     # ---- pass 2: tires (and the extended vehicles' whole-vehicle terms)
+    ground = (ter[4], tid)
+    tire_motion = (vbx, vby, wx, wy, wz, sd, cd)
+    carry = (n_driven, total_load, tqx, tqy)
     fbx, fby, tqx, tqy, tqz, n_grounded, rear_alpha, n_rear = _tires(
-        p,
-        s,
-        k,
-        (ter[4], tid),
-        rot,
-        (vbx, vby, wx, wy, wz, sd, cd),
-        drive,
-        (n_driven, total_load, tqx, tqy),
-        dt,
-        ext,
-        ws,
-        arc,
+        p, s, k, ground, rot, tire_motion, drive, carry, dt, ext, ws, arc
     )
     if ext is not None and p[k, L.PX_VEHICLE_TERMS] > 0.5:
-        tqx, tqz, fbx, fby = _vehicle_extras(
-            p,
-            k,
-            s,
-            (vbx, vby, wx, wz, r21, r22, delta),
-            (n_grounded, total_load, rear_alpha, n_rear),
-            drive,
-            (tqx, tqz, fbx, fby),
-            dt,
-        )
+        motion = (vbx, vby, wx, wz, r21, r22, delta)
+        grounded = (n_grounded, total_load, rear_alpha, n_rear)
+        sums = (tqx, tqz, fbx, fby)
+        tqx, tqz, fbx, fby = _vehicle_extras(p, k, s, motion, grounded, drive, sums, dt)
 
     # ---- chassis body against the terrain
-    miss, acc = _body_contact(
-        p,
-        s,
-        k,
-        ter,
-        tid,
-        rot,
-        pos,
-        (vbx, vby, vbz, wx, wy, wz),
-        hmax,
-        (fbx, fby, fbz, tqx, tqy, tqz),
-        dt,
-        ext,
-    )
+    body_motion = (vbx, vby, vbz, wx, wy, wz)
+    acc = (fbx, fby, fbz, tqx, tqy, tqz)
+    miss, acc = _body_contact(p, s, k, ter, tid, rot, pos, body_motion, hmax, acc, dt, ext)
     if miss >= 0:
         return miss
 
@@ -1432,11 +1345,10 @@ def _step_car(ii, k, s, ist, p, ter, n_substeps, dt, scratch, ext, ws, arc):
 def model_switches(extended: bool, tire_model: int) -> tuple[bool | None, bool | None, bool | None]:
     """The compile-time switches ``(ext, ws, arc)`` of the kernels for cars of one model.
 
-    Each is ``None`` (off) or ``True`` (on). numba prunes every ``if x is not None`` branch on a
-    ``None``-typed argument before it types the function, and compiles one specialization per
-    combination of argument types: so the basic (seed, Rally-v0) model's kernels contain no
-    extended code, and the direct, wheel-speed and arcade tire models of extended vehicles
-    compile only when a car uses them. Every car a kernel call steps must be of that model.
+    Each is ``None`` (off) or ``True`` (on); numba compiles one specialization per combination
+    and prunes the branches of the ``None`` ones (see the module docstring), so the direct,
+    wheel-speed and arcade tire models of extended vehicles compile only when a car uses them.
+    Every car a kernel call steps must be of that model.
     """
     if not extended:
         return None, None, None

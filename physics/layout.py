@@ -108,8 +108,8 @@ P_GRIP_DAMAGE = 42
 P_SOFT_ENABLED = 43
 P_TIRE_MODEL = 44  # TIRE_DIRECT (0, the seed game's shipped model), TIRE_WHEEL_SPEED, TIRE_ARCADE
 P_EXTENDED = 45  # 1.0: the row carries the extension block below (and the state its columns)
-_PW0 = 48
-# per-wheel parameter fields: column = _PW0 + w * N_WHEEL_PARAMS + field
+PW_BASE = 48
+# per-wheel parameter fields: column = PW_BASE + w * N_WHEEL_PARAMS + field
 PW_X, PW_Y, PW_Z = 0, 1, 2  # suspension anchor, body frame (m)
 PW_REST = 3  # rest length (m)
 PW_TRAVEL = 4  # m
@@ -119,16 +119,14 @@ PW_DRIVEN = 7  # 1.0 if driven
 PW_BRAKE_SHARE = 8  # share of the service brake force
 PW_HANDBRAKE = 9  # 1.0 if the handbrake acts on it
 N_WHEEL_PARAMS = 10
-N_PARAMS = _PW0 + MAX_WHEELS * N_WHEEL_PARAMS
+N_PARAMS = PW_BASE + MAX_WHEELS * N_WHEEL_PARAMS
 
 
 @njit(cache=True)
 def pw(w: int, field: int) -> int:
     """Column of per-wheel parameter ``field`` of wheel ``w``."""
-    return _PW0 + w * N_WHEEL_PARAMS + field
+    return PW_BASE + w * N_WHEEL_PARAMS + field
 
-
-PW_BASE = _PW0
 
 # ---------------------------------------------------------------- tire models
 TIRE_DIRECT = 0  # longitudinal force straight from drive/brake demand; slip ratio 0 (Rally-v0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -147,12 +148,8 @@ def _repr(obj: object, ext_defaults: dict[str, object]) -> str:
     Replays and saved env states identify a vehicle by this text, so a basic vehicle's repr
     stays exactly what it was before the extension fields existed.
     """
-    parts = []
-    for f in fields(obj):  # type: ignore[arg-type]
-        v = getattr(obj, f.name)
-        if f.name in ext_defaults and v == ext_defaults[f.name]:
-            continue
-        parts.append(f"{f.name}={v!r}")
+    values = ((f.name, getattr(obj, f.name)) for f in fields(obj))  # type: ignore[arg-type]
+    parts = [f"{n}={v!r}" for n, v in values if not (n in ext_defaults and v == ext_defaults[n])]
     return f"{type(obj).__name__}({', '.join(parts)})"
 
 
@@ -176,67 +173,11 @@ def rover_wheels() -> tuple[WheelParams, ...]:
     )
 
 
-# (field, lower bound, upper bound, lower bound open)
-_BOUNDS: dict[str, tuple[float, float, bool]] = {
-    "mass_kg": (1.0, 1e5, False),
-    "inertia_roll_kgm2": (0.1, 1e7, False),
-    "inertia_pitch_kgm2": (0.1, 1e7, False),
-    "inertia_yaw_kgm2": (0.1, 1e7, False),
-    "gravity_mps2": (0.0, 30.0, True),
-    "mu_base": (0.0, 3.0, True),
-    "peak_slip_angle_rad": (0.01, 1.0, False),
-    "post_peak_clamp": (1.0, 10.0, False),
-    "peak_slip_ratio": (0.01, 1.0, False),
-    "load_sensitivity": (0.0, 1.0, False),
-    "load_ref_n": (1.0, 1e6, False),
-    "abs_fraction": (0.0, 1.0, False),
-    "drive_cap": (0.0, 1.0, False),
-    "slip_eps_mps": (0.01, 10.0, False),
-    "contact_k": (1.0, 1e5, False),
-    "contact_c": (0.0, 1e4, False),
-    "soft_contact_k": (0.0, 1e3, False),
-    "soft_contact_c": (0.0, 1e3, False),
-    "soft_gap_min_m": (0.0, 2.0, False),
-    "soft_gap_max_m": (0.0, 2.0, False),
-    "soft_lift_gate_mps": (0.0, 100.0, False),
-    "soft_clamp_fraction": (0.0, 1.0, False),
-    "drive_force_n": (0.0, 1e6, False),
-    "power_w": (0.0, 1e8, False),
-    "top_speed_mps": (1.0, 200.0, False),
-    "top_speed_band_mps": (0.1, 50.0, False),
-    "rolling_resistance": (0.0, 0.5, False),
-    "brake_force_n": (0.0, 1e6, False),
-    "handbrake_force_n": (0.0, 1e6, False),
-    "steer_lock_rad": (0.0, 1.2, False),
-    "steer_rate_radps": (0.01, 100.0, False),
-    "body_front_m": (0.0, 20.0, True),
-    "body_rear_m": (0.0, 20.0, True),
-    "body_half_width_m": (0.0, 10.0, True),
-    "body_bottom_m": (-10.0, 10.0, False),
-    "body_top_m": (-10.0, 10.0, False),
-    "body_contact_k": (0.0, 1e5, False),
-    "body_contact_c": (0.0, 1e4, False),
-    "body_friction": (0.0, 3.0, False),
-    "grip_wear": (0.0, 1.0, False),
-    "grip_damage": (0.0, 1.0, False),
-    "slip_ratio_eps_mps": (0.01, 10.0, False),
-    "low_speed_mps": (0.0, 5.0, False),
-    "load_blend": (0.0, 1.0, False),
-    "pitch_force_scale": (0.0, 1.0, False),
-    "roll_force_scale": (0.0, 1.0, False),
-    "anti_roll_front": (0.0, 1e4, False),
-    "anti_roll_rear": (0.0, 1e4, False),
-    "drift_assist": (0.0, 100.0, False),
-    "drift_slip_rad": (0.0, 1.5, False),
-    "wear_rate_per_mj": (0.0, 100.0, False),
-    "wear_floor": (0.0, 1.0, False),
-    "damage_speed_mps": (0.0, 100.0, False),
-    "damage_rate": (0.0, 10.0, False),
-    "damage_floor": (0.0, 1.0, False),
-    "lean_stabilization": (0.0, 1e4, False),
-    "arcade_yaw_gain": (0.0, 10.0, False),
-    "arcade_grip_per_s": (0.0, 100.0, False),
-}
+def _num(default: float, column: int, lo: float, hi: float, lo_open: bool = False) -> Any:
+    """A real field: construction checks it is in [lo, hi] (``(lo, hi]`` if ``lo_open``) and
+    :meth:`VehicleParams.pack` writes it into ``column`` of the packed row."""
+    return field(default=default, metadata={"bounds": (lo, hi, lo_open), "column": column})
+
 
 TIRE_MODELS = {"direct": L.TIRE_DIRECT, "wheel-speed": L.TIRE_WHEEL_SPEED, "arcade": L.TIRE_ARCADE}
 
@@ -250,53 +191,53 @@ class VehicleParams:
     "unit-mass terms"): a wheel's spring force is ``mass_kg * (contact_k * pen - contact_c * v)``.
     """
 
-    mass_kg: float = 3000.0
-    inertia_roll_kgm2: float = 3600.0
-    inertia_pitch_kgm2: float = 7200.0
-    inertia_yaw_kgm2: float = 8400.0
-    gravity_mps2: float = 3.72
+    mass_kg: float = _num(3000.0, L.P_MASS, 1.0, 1e5)
+    inertia_roll_kgm2: float = _num(3600.0, L.P_IXX, 0.1, 1e7)
+    inertia_pitch_kgm2: float = _num(7200.0, L.P_IYY, 0.1, 1e7)
+    inertia_yaw_kgm2: float = _num(8400.0, L.P_IZZ, 0.1, 1e7)
+    gravity_mps2: float = _num(3.72, L.P_GRAVITY, 0.0, 30.0, lo_open=True)
     # tire (seed parameter table)
-    mu_base: float = 0.70
-    peak_slip_angle_rad: float = 0.18
-    post_peak_clamp: float = 1.5
-    peak_slip_ratio: float = 0.15
-    load_sensitivity: float = 0.05
-    load_ref_n: float = 2790.0
-    abs_fraction: float = 0.90
-    drive_cap: float = 0.90
-    slip_eps_mps: float = 1.0
+    mu_base: float = _num(0.70, L.P_MU_BASE, 0.0, 3.0, lo_open=True)
+    peak_slip_angle_rad: float = _num(0.18, L.P_PEAK_SLIP, 0.01, 1.0)
+    post_peak_clamp: float = _num(1.5, L.P_POST_PEAK_CLAMP, 1.0, 10.0)
+    peak_slip_ratio: float = _num(0.15, L.P_PEAK_SLIP_RATIO, 0.01, 1.0)
+    load_sensitivity: float = _num(0.05, L.P_LOAD_SENS, 0.0, 1.0)
+    load_ref_n: float = _num(2790.0, L.P_LOAD_REF, 1.0, 1e6)
+    abs_fraction: float = _num(0.90, L.P_ABS, 0.0, 1.0)
+    drive_cap: float = _num(0.90, L.P_DRIVE_CAP, 0.0, 1.0)
+    slip_eps_mps: float = _num(1.0, L.P_SLIP_EPS, 0.01, 10.0)
     # suspension / contact (per kg of vehicle mass)
-    contact_k: float = 600.0
-    contact_c: float = 270.0
+    contact_k: float = _num(600.0, L.P_CONTACT_K, 1.0, 1e5)
+    contact_c: float = _num(270.0, L.P_CONTACT_C, 0.0, 1e4)
     soft_contact: bool = True
-    soft_contact_k: float = 30.0
-    soft_contact_c: float = 15.0
-    soft_gap_min_m: float = 0.18
-    soft_gap_max_m: float = 0.30
-    soft_lift_gate_mps: float = 2.0
-    soft_clamp_fraction: float = 0.25
+    soft_contact_k: float = _num(30.0, L.P_SOFT_K, 0.0, 1e3)
+    soft_contact_c: float = _num(15.0, L.P_SOFT_C, 0.0, 1e3)
+    soft_gap_min_m: float = _num(0.18, L.P_SOFT_GAP_MIN, 0.0, 2.0)
+    soft_gap_max_m: float = _num(0.30, L.P_SOFT_GAP_MAX, 0.0, 2.0)
+    soft_lift_gate_mps: float = _num(2.0, L.P_SOFT_LIFT_GATE, 0.0, 100.0)
+    soft_clamp_fraction: float = _num(0.25, L.P_SOFT_CLAMP, 0.0, 1.0)
     # drive, brakes, steering
-    drive_force_n: float = 8000.0
-    power_w: float = 150_000.0
-    top_speed_mps: float = 56.0
-    top_speed_band_mps: float = 3.0
-    rolling_resistance: float = 0.015
-    brake_force_n: float = 24_000.0
-    handbrake_force_n: float = 12_000.0
-    steer_lock_rad: float = 0.55
-    steer_rate_radps: float = 2.5
+    drive_force_n: float = _num(8000.0, L.P_DRIVE_FORCE, 0.0, 1e6)
+    power_w: float = _num(150_000.0, L.P_POWER, 0.0, 1e8)
+    top_speed_mps: float = _num(56.0, L.P_VMAX, 1.0, 200.0)
+    top_speed_band_mps: float = _num(3.0, L.P_VMAX_BAND, 0.1, 50.0)
+    rolling_resistance: float = _num(0.015, L.P_CRR, 0.0, 0.5)
+    brake_force_n: float = _num(24_000.0, L.P_BRAKE_FORCE, 0.0, 1e6)
+    handbrake_force_n: float = _num(12_000.0, L.P_HANDBRAKE_FORCE, 0.0, 1e6)
+    steer_lock_rad: float = _num(0.55, L.P_STEER_LOCK, 0.0, 1.2)
+    steer_rate_radps: float = _num(2.5, L.P_STEER_RATE, 0.01, 100.0)
     # chassis box for terrain collision, about the CG (m); contact per corner per kg
-    body_front_m: float = 2.2
-    body_rear_m: float = 2.2
-    body_half_width_m: float = 1.3
-    body_bottom_m: float = -0.4
-    body_top_m: float = 0.9
-    body_contact_k: float = 100.0
-    body_contact_c: float = 20.0
-    body_friction: float = 0.5
+    body_front_m: float = _num(2.2, L.P_BODY_XF, 0.0, 20.0, lo_open=True)
+    body_rear_m: float = _num(2.2, L.P_BODY_XR, 0.0, 20.0, lo_open=True)
+    body_half_width_m: float = _num(1.3, L.P_BODY_HW, 0.0, 10.0, lo_open=True)
+    body_bottom_m: float = _num(-0.4, L.P_BODY_ZB, -10.0, 10.0)
+    body_top_m: float = _num(0.9, L.P_BODY_ZT, -10.0, 10.0)
+    body_contact_k: float = _num(100.0, L.P_BODY_K, 0.0, 1e5)
+    body_contact_c: float = _num(20.0, L.P_BODY_C, 0.0, 1e4)
+    body_friction: float = _num(0.5, L.P_BODY_MU, 0.0, 3.0)
     # grip hooks (tire wear, damage): multiply into the effective mu
-    grip_wear: float = 1.0
-    grip_damage: float = 1.0
+    grip_wear: float = _num(1.0, L.P_GRIP_WEAR, 0.0, 1.0)
+    grip_damage: float = _num(1.0, L.P_GRIP_DAMAGE, 0.0, 1.0)
     # integration: True = explicit Euler damping (only to show why the default is implicit)
     explicit_damping: bool = False
     wheels: tuple[WheelParams, ...] = field(default_factory=rover_wheels)
@@ -310,21 +251,30 @@ class VehicleParams:
     tires: object = None
     #: engine + gearbox + differentials (None: the flat electric drive above)
     drivetrain: object = None
-    slip_ratio_eps_mps: float = 0.5  # slip-ratio denominator floor
-    low_speed_mps: float = 0.5  # below this, with no throttle, the low-speed hold stops creep
-    load_blend: float = 0.0  # tire load = (1 - b) x dynamic + b x static
-    pitch_force_scale: float = 1.0  # scale on the pitch torque of the tire forces
-    roll_force_scale: float = 1.0  # scale on the roll torque of the tire forces
-    anti_roll_front: float = 0.0  # anti-roll bar stiffness per kg (N/m/kg)
-    anti_roll_rear: float = 0.0
-    drift_assist: float = 0.0  # yaw-rate assist gain (1/s) while drifting; 0 = off
-    drift_slip_rad: float = 0.25  # rear slip angle that engages the drift assist
-    wear_rate_per_mj: float = 0.0  # tire grip lost per MJ of sliding energy per wheel
-    wear_floor: float = 0.6
-    damage_speed_mps: float = 8.0  # touchdown speed above which landings damage the car
-    damage_rate: float = 0.0  # grip lost per m/s of touchdown speed above the threshold
-    damage_floor: float = 0.5
-    lean_stabilization: float = 0.0  # two-wheeler lean gain ((rad/s)^2); 0 = off
+    #: slip-ratio denominator floor
+    slip_ratio_eps_mps: float = _num(0.5, L.PX_SLIP_RATIO_EPS, 0.01, 10.0)
+    #: below this speed, with no throttle, the low-speed hold stops creep
+    low_speed_mps: float = _num(0.5, L.PX_LOW_SPEED, 0.0, 5.0)
+    #: tire load = (1 - b) x dynamic + b x static
+    load_blend: float = _num(0.0, L.PX_LOAD_BLEND, 0.0, 1.0)
+    #: scales on the pitch and roll torques of the tire forces
+    pitch_force_scale: float = _num(1.0, L.PX_PITCH_SCALE, 0.0, 1.0)
+    roll_force_scale: float = _num(1.0, L.PX_ROLL_SCALE, 0.0, 1.0)
+    #: anti-roll bar stiffness per kg (N/m/kg)
+    anti_roll_front: float = _num(0.0, L.PX_ARB_FRONT, 0.0, 1e4)
+    anti_roll_rear: float = _num(0.0, L.PX_ARB_REAR, 0.0, 1e4)
+    #: yaw-rate assist gain (1/s) while drifting, 0 = off; the rear slip angle that engages it
+    drift_assist: float = _num(0.0, L.PX_DRIFT_ASSIST, 0.0, 100.0)
+    drift_slip_rad: float = _num(0.25, L.PX_DRIFT_SLIP, 0.0, 1.5)
+    #: tire grip lost per MJ of sliding energy per wheel
+    wear_rate_per_mj: float = _num(0.0, L.PX_WEAR_RATE, 0.0, 100.0)
+    wear_floor: float = _num(0.6, L.PX_WEAR_FLOOR, 0.0, 1.0)
+    #: touchdown speed above which landings damage the car, and the grip lost per m/s above it
+    damage_speed_mps: float = _num(8.0, L.PX_DAMAGE_SPEED, 0.0, 100.0)
+    damage_rate: float = _num(0.0, L.PX_DAMAGE_RATE, 0.0, 10.0)
+    damage_floor: float = _num(0.5, L.PX_DAMAGE_FLOOR, 0.0, 1.0)
+    #: two-wheeler lean gain ((rad/s)^2); 0 = off
+    lean_stabilization: float = _num(0.0, L.PX_LEAN_GAIN, 0.0, 1e4)
     skid_steer: bool = False  # per-side drive: the steer command is the throttle difference
     #: wheel-speed model: cap each wheel's drive torque at drive_cap x mu N r (no wheelspin
     #: past the curve's peak); False lets the full torque through (wheelspin, donuts)
@@ -332,8 +282,10 @@ class VehicleParams:
     #: wheel-speed model: False turns the friction clamps off (validation only, to show the
     #: sign-flip divergence they prevent)
     friction_clamps: bool = True
-    arcade_yaw_gain: float = 1.0  # arcade: yaw rate = gain x steer angle x speed / wheelbase
-    arcade_grip_per_s: float = 6.0  # arcade: share of lateral velocity scrubbed per second
+    #: arcade: yaw rate = gain x steer angle x speed / wheelbase
+    arcade_yaw_gain: float = _num(1.0, L.PX_ARCADE_YAW, 0.0, 10.0)
+    #: arcade: share of lateral velocity scrubbed per second
+    arcade_grip_per_s: float = _num(6.0, L.PX_ARCADE_GRIP, 0.0, 100.0)
 
     def __repr__(self) -> str:
         return _repr(self, _VEHICLE_EXT_DEFAULTS)
@@ -440,50 +392,11 @@ class VehicleParams:
         """The float64 row the kernels read: (N_PARAMS,), or (N_PARAMS_EXT,) if extended."""
         ext = self.extended
         p = np.zeros(L.N_PARAMS_EXT if ext else L.N_PARAMS, np.float64)
-        p[L.P_MASS] = self.mass_kg
-        p[L.P_IXX] = self.inertia_roll_kgm2
-        p[L.P_IYY] = self.inertia_pitch_kgm2
-        p[L.P_IZZ] = self.inertia_yaw_kgm2
-        p[L.P_GRAVITY] = self.gravity_mps2
-        p[L.P_MU_BASE] = self.mu_base
-        p[L.P_PEAK_SLIP] = self.peak_slip_angle_rad
-        p[L.P_POST_PEAK_CLAMP] = self.post_peak_clamp
-        p[L.P_PEAK_SLIP_RATIO] = self.peak_slip_ratio
-        p[L.P_LOAD_SENS] = self.load_sensitivity
-        p[L.P_LOAD_REF] = self.load_ref_n
-        p[L.P_ABS] = self.abs_fraction
-        p[L.P_DRIVE_CAP] = self.drive_cap
-        p[L.P_SLIP_EPS] = self.slip_eps_mps
-        p[L.P_CONTACT_K] = self.contact_k
-        p[L.P_CONTACT_C] = self.contact_c
+        for name, col in _BASIC_COLUMNS.items():
+            p[col] = getattr(self, name)
         p[L.P_SOFT_ENABLED] = 1.0 if self.soft_contact else 0.0
-        p[L.P_SOFT_K] = self.soft_contact_k
-        p[L.P_SOFT_C] = self.soft_contact_c
-        p[L.P_SOFT_GAP_MIN] = self.soft_gap_min_m
-        p[L.P_SOFT_GAP_MAX] = self.soft_gap_max_m
-        p[L.P_SOFT_LIFT_GATE] = self.soft_lift_gate_mps
-        p[L.P_SOFT_CLAMP] = self.soft_clamp_fraction
-        p[L.P_DRIVE_FORCE] = self.drive_force_n
-        p[L.P_POWER] = self.power_w
-        p[L.P_VMAX] = self.top_speed_mps
-        p[L.P_VMAX_BAND] = self.top_speed_band_mps
-        p[L.P_CRR] = self.rolling_resistance
-        p[L.P_BRAKE_FORCE] = self.brake_force_n
-        p[L.P_HANDBRAKE_FORCE] = self.handbrake_force_n
-        p[L.P_STEER_LOCK] = self.steer_lock_rad
-        p[L.P_STEER_RATE] = self.steer_rate_radps
-        p[L.P_BODY_XF] = self.body_front_m
-        p[L.P_BODY_XR] = self.body_rear_m
-        p[L.P_BODY_HW] = self.body_half_width_m
-        p[L.P_BODY_ZB] = self.body_bottom_m
-        p[L.P_BODY_ZT] = self.body_top_m
-        p[L.P_BODY_K] = self.body_contact_k
-        p[L.P_BODY_C] = self.body_contact_c
-        p[L.P_BODY_MU] = self.body_friction
         p[L.P_EXPLICIT_DAMPING] = 1.0 if self.explicit_damping else 0.0
         p[L.P_N_WHEELS] = len(self.wheels)
-        p[L.P_GRIP_WEAR] = self.grip_wear
-        p[L.P_GRIP_DAMAGE] = self.grip_damage
         for w, wp in enumerate(self.wheels):
             p[L.pw(w, L.PW_X)] = wp.x_m
             p[L.pw(w, L.PW_Y)] = wp.y_m
@@ -504,50 +417,21 @@ class VehicleParams:
 
         p[L.P_EXTENDED] = 1.0
         p[L.P_TIRE_MODEL] = TIRE_MODELS[self.tire_model]
-        p[L.PX_SLIP_RATIO_EPS] = self.slip_ratio_eps_mps
-        p[L.PX_LOW_SPEED] = self.low_speed_mps
-        p[L.PX_LOAD_BLEND] = self.load_blend
-        p[L.PX_PITCH_SCALE] = self.pitch_force_scale
-        p[L.PX_ROLL_SCALE] = self.roll_force_scale
-        p[L.PX_ARB_FRONT] = self.anti_roll_front
-        p[L.PX_ARB_REAR] = self.anti_roll_rear
-        p[L.PX_DRIFT_ASSIST] = self.drift_assist
-        p[L.PX_DRIFT_SLIP] = self.drift_slip_rad
-        p[L.PX_WEAR_RATE] = self.wear_rate_per_mj
-        p[L.PX_WEAR_FLOOR] = self.wear_floor
-        p[L.PX_DAMAGE_SPEED] = self.damage_speed_mps
-        p[L.PX_DAMAGE_RATE] = self.damage_rate
-        p[L.PX_DAMAGE_FLOOR] = self.damage_floor
-        p[L.PX_LEAN_GAIN] = self.lean_stabilization
+        for name, col in _EXT_COLUMNS.items():
+            p[col] = getattr(self, name)
         p[L.PX_SKID_STEER] = 1.0 if self.skid_steer else 0.0
         p[L.PX_TRACTION_CONTROL] = 1.0 if self.traction_control else 0.0
         p[L.PX_NO_CLAMPS] = 0.0 if self.friction_clamps else 1.0
         xs = [w.x_m for w in self.wheels]
         p[L.PX_WHEELBASE] = max(max(xs) - min(xs), 0.5)
-        p[L.PX_VEHICLE_TERMS] = (
-            1.0
-            if (
-                self.tire_model == "arcade"
-                or self.drift_assist > 0.0
-                or self.lean_stabilization > 0.0
-                or (
-                    # differentials that couple wheels (open ones add nothing per substep)
-                    self.tire_model == "wheel-speed"
-                    and self.drivetrain is not None
-                    and any(
-                        d != "open"
-                        for d in (
-                            self.drivetrain.diff_front,
-                            self.drivetrain.diff_rear,
-                            self.drivetrain.diff_centre,
-                        )
-                    )
-                )
-            )
-            else 0.0
+        dt = self.drivetrain
+        diffs = (dt.diff_front, dt.diff_rear, dt.diff_centre) if dt is not None else ()
+        # differentials that couple wheels (open ones add nothing per substep)
+        coupled = self.tire_model == "wheel-speed" and any(d != "open" for d in diffs)
+        terms = (
+            self.tire_model == "arcade" or self.drift_assist > 0.0 or self.lean_stabilization > 0.0
         )
-        p[L.PX_ARCADE_YAW] = self.arcade_yaw_gain
-        p[L.PX_ARCADE_GRIP] = self.arcade_grip_per_s
+        p[L.PX_VEHICLE_TERMS] = 1.0 if terms or coupled else 0.0
         tires = self.tires if self.tires is not None else tire_set("rally")
         tires.pack_into(p)
         p[L.PX_ABS_SLIP] = _abs_slip(tires.longitudinal.curves[0], self.abs_fraction)
@@ -636,4 +520,12 @@ class VehicleParams:
 
 
 _VEHICLE_EXT_DEFAULTS = _ext_defaults(VehicleParams, "tire_model")
+#: field -> (lower bound, upper bound, lower bound open), in field order
+_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    f.name: f.metadata["bounds"] for f in fields(VehicleParams) if "bounds" in f.metadata
+}
+#: real field -> its column of the packed row: the basic ones, then the extension's
+_COLUMNS = {f.name: f.metadata["column"] for f in fields(VehicleParams) if "column" in f.metadata}
+_BASIC_COLUMNS = {n: c for n, c in _COLUMNS.items() if c < L.N_PARAMS}
+_EXT_COLUMNS = {n: c for n, c in _COLUMNS.items() if c >= L.N_PARAMS}
 ROVER = VehicleParams()

@@ -180,9 +180,7 @@ def _ready_tiles(t: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """A source's tiles made before it joined a :class:`TerrainSet`, if it has any, checked:
     ``ready_tiles()`` -> (linear tiles ``ty * tiles_x + tx`` (m,), ascending and distinct,
     heights (m, TILE_NODES) float64, surfaces (m, TILE_NODES) int8), the blocks
-    :meth:`TileSource.fill_tiles` would write. The set takes them when the source takes a
-    row, in one copy, instead of one fill per step as cars reach them (an optional method: a
-    source without it fills every tile on demand)."""
+    :meth:`TileSource.fill_tiles` would write."""
     ready = getattr(t, "ready_tiles", None)
     if ready is None:
         return None
@@ -308,9 +306,8 @@ class TerrainSet:
         #: the base row each variant row shares (variants start on row 0)
         self._variant_base = np.zeros(rows, np.int64)
         self._variant_base[: self.n_base] = np.arange(self.n_base)
-        for row in range(self.n_base, rows):
-            self.meta[row] = self.meta[0]
-            self.grip[row] = self.grip[0]
+        self.meta[self.n_base :] = self.meta[0]
+        self.grip[self.n_base :] = self.grip[0]
         for row in range(self.n_base):
             self._take_ready(row, ready[row])
 
@@ -434,13 +431,10 @@ class TerrainSet:
             self.meta[row, TM_TABLE] = off
             off += cap
         for row in range(self.n_base, len(self)):
-            self.meta[row, TM_TABLE] = self.meta[self._base_of(row), TM_TABLE]
+            self.meta[row, TM_TABLE] = self.meta[self._variant_base[row], TM_TABLE]
         self.tiles = np.concatenate(parts)
         self._tiles_top = self.tiles.shape[0]
         self._garbage = 0
-
-    def _base_of(self, row: int) -> int:
-        return int(self._variant_base[row])
 
     # ---------------------------------------------------------------- filling
     def _slots(self, n: int) -> np.ndarray:
@@ -522,11 +516,6 @@ class TerrainSet:
     @property
     def tiles_in_use(self) -> int:
         return self._used
-
-    @property
-    def nbytes(self) -> int:
-        """Memory of the pool and the tables (bytes)."""
-        return int(self.heights.nbytes + self.surfaces.nbytes + self.tiles.nbytes)
 
 
 # --------------------------------------------------------------------------------- kernels

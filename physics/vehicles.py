@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Collection
 from dataclasses import fields
 from importlib import resources
 from pathlib import Path
@@ -85,8 +86,6 @@ _WHEEL_BOOLS = {"steerable", "driven", "handbrake"}
 _WHEEL_REALS = (
     {f.name for f in fields(WheelParams)} - _WHEEL_BOOLS - {"x_m", "y_m", "z_m", "direction"}
 )
-#: WheelParams field -> file key (the anchor is split into x_m, y_m, z_m)
-_WHEEL_FIELD_TO_KEY = {"x_m": "anchor", "y_m": "anchor", "z_m": "anchor"}
 
 _VEHICLE_BOOLS = {"soft_contact", "explicit_damping", "skid_steer", "traction_control"}
 _VEHICLE_STRS = {"tire_model", "tires"}
@@ -97,25 +96,6 @@ _VEHICLE_REALS = {
     if f.name not in _VEHICLE_BOOLS | _VEHICLE_STRS | _VEHICLE_SKIP
 }
 _VEHICLE_KEYS = _VEHICLE_REALS | _VEHICLE_BOOLS | _VEHICLE_STRS
-
-
-def _drivetrain_kinds() -> dict[str, str]:
-    from physics.drivetrain import Drivetrain
-
-    kinds = {}
-    for f in fields(Drivetrain):
-        default = f.default
-        if f.name == "torque_curve":
-            kinds[f.name] = "curve"
-        elif f.name == "gears":
-            kinds[f.name] = "reals"
-        elif isinstance(default, bool):
-            kinds[f.name] = "bool"
-        elif isinstance(default, str):
-            kinds[f.name] = "str"
-        else:
-            kinds[f.name] = "real"
-    return kinds
 
 
 #: Largest vehicle file read (bytes): the library's are under 4 KiB.
@@ -147,11 +127,34 @@ def _str(v: Any, src: str, path: str) -> str:
     return v
 
 
-def _vec3(v: Any, src: str, path: str) -> tuple[float, float, float]:
+def _one_of(v: Any, known: Collection[str], src: str, path: str, what: str) -> str:
+    if not isinstance(v, str) or v not in known:
+        raise VehicleDefError(src, path, f"unknown {what} {v!r}; known: {', '.join(known)}")
+    return v
+
+
+def _vec3(v: Any, src: str, path: str) -> tuple[float, ...]:
     if not isinstance(v, list) or len(v) != 3:
         raise VehicleDefError(src, path, f"expected an array of 3 numbers, got {_tname(v)}")
-    x, y, z = (_real(c, src, f"{path}[{i}]") for i, c in enumerate(v))
-    return (x, y, z)
+    return _reals(v, src, path)
+
+
+def _reals(v: Any, src: str, path: str) -> tuple[float, ...]:
+    if not isinstance(v, list):
+        raise VehicleDefError(src, path, f"expected an array of numbers, got {_tname(v)}")
+    return tuple(_real(g, src, f"{path}[{j}]") for j, g in enumerate(v))
+
+
+def _torque_curve(v: Any, src: str, path: str) -> tuple[tuple[float, ...], ...]:
+    if not isinstance(v, list):
+        raise VehicleDefError(src, path, f"expected an array of [rpm, N m] pairs, got {_tname(v)}")
+    return tuple(_rpm_torque(pt, src, f"{path}[{j}]") for j, pt in enumerate(v))
+
+
+def _rpm_torque(pt: Any, src: str, path: str) -> tuple[float, ...]:
+    if not isinstance(pt, list) or len(pt) != 2:
+        raise VehicleDefError(src, path, f"expected [rpm, N m], got {_tname(pt)}")
+    return _reals(pt, src, path)
 
 
 def _table(v: Any, src: str, path: str) -> dict[str, Any]:
@@ -180,9 +183,8 @@ def _parse_wheel(d: Any, i: int, src: str) -> WheelParams:
     for k in _REQUIRED_WHEEL:
         if k not in d:
             raise VehicleDefError(src, pre + k, "required wheel field is missing")
-    kw: dict[str, Any] = {}
     x, y, z = _vec3(d["anchor"], src, pre + "anchor")
-    kw.update(x_m=x, y_m=y, z_m=z)
+    kw: dict[str, Any] = {"x_m": x, "y_m": y, "z_m": z}
     if "direction" in d:
         kw["direction"] = _vec3(d["direction"], src, pre + "direction")
     for k, v in d.items():
@@ -193,44 +195,21 @@ def _parse_wheel(d: Any, i: int, src: str) -> WheelParams:
     try:
         return WheelParams(**kw)
     except ParameterError as e:
-        raise _reraise(e, src, pre + _WHEEL_FIELD_TO_KEY.get(e.field, e.field)) from None
+        # the file's anchor is WheelParams' x_m, y_m and z_m
+        key = "anchor" if e.field in ("x_m", "y_m", "z_m") else e.field
+        raise _reraise(e, src, pre + key) from None
 
 
 def _parse_drivetrain(d: Any, src: str):
     from physics.drivetrain import Drivetrain
 
     d = _table(d, src, "drivetrain")
-    kinds = _drivetrain_kinds()
-    _check_keys(d, set(kinds), src, "drivetrain.")
-    kw: dict[str, Any] = {}
-    for k, v in d.items():
-        path = f"drivetrain.{k}"
-        kind = kinds[k]
-        if kind == "real":
-            kw[k] = _real(v, src, path)
-        elif kind == "bool":
-            kw[k] = _bool(v, src, path)
-        elif kind == "str":
-            kw[k] = _str(v, src, path)
-        elif kind == "reals":
-            if not isinstance(v, list):
-                raise VehicleDefError(src, path, f"expected an array of numbers, got {_tname(v)}")
-            kw[k] = tuple(_real(g, src, f"{path}[{j}]") for j, g in enumerate(v))
-        else:  # torque curve
-            if not isinstance(v, list):
-                raise VehicleDefError(
-                    src, path, f"expected an array of [rpm, N m] pairs, got {_tname(v)}"
-                )
-            pts = []
-            for j, pt in enumerate(v):
-                if not isinstance(pt, list) or len(pt) != 2:
-                    raise VehicleDefError(
-                        src, f"{path}[{j}]", f"expected [rpm, N m], got {_tname(pt)}"
-                    )
-                pts.append(
-                    (_real(pt[0], src, f"{path}[{j}][0]"), _real(pt[1], src, f"{path}[{j}][1]"))
-                )
-            kw[k] = tuple(pts)
+    # each field's reader: by name for the arrays, else by the type of its default
+    by_type = {bool: _bool, str: _str}
+    readers = {f.name: by_type.get(type(f.default), _real) for f in fields(Drivetrain)}
+    readers.update(torque_curve=_torque_curve, gears=_reals)
+    _check_keys(d, set(readers), src, "drivetrain.")
+    kw = {k: readers[k](v, src, f"drivetrain.{k}") for k, v in d.items()}
     try:
         return Drivetrain(**kw)
     except ParameterError as e:
@@ -269,11 +248,7 @@ def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParam
         elif k in _VEHICLE_BOOLS:
             kw[k] = _bool(v, src, path)
         elif k == "tire_model":
-            kw[k] = _str(v, src, path)
-            if kw[k] not in TIRE_MODELS:
-                raise VehicleDefError(
-                    src, path, f"unknown tire model {v!r}; known: {', '.join(sorted(TIRE_MODELS))}"
-                )
+            kw[k] = _one_of(_str(v, src, path), sorted(TIRE_MODELS), src, path, "tire model")
         else:  # tires: a tire-set name
             try:
                 kw[k] = tire_set(_str(v, src, path))
@@ -296,12 +271,9 @@ def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParam
     try:
         return VehicleParams(**kw)
     except ParameterError as e:
+        path = "drivetrain" if e.field == "drivetrain" else f"vehicle.{e.field}"
         if e.field == "wheels":
             path = "wheels[*].brake_share" if "brake" in str(e.value) else "wheels"
-        elif e.field in ("tires", "drivetrain"):
-            path = e.field if e.field == "drivetrain" else "vehicle.tires"
-        else:
-            path = f"vehicle.{e.field}"
         raise _reraise(e, src, path) from None
 
 
@@ -342,11 +314,7 @@ def on_planet(params: VehicleParams, planet: str) -> VehicleParams:
     Raises:
         VehicleDefError: unknown planet (the message lists the known ones).
     """
-    if not isinstance(planet, str) or planet not in PLANETS:
-        raise VehicleDefError(
-            "on_planet", "planet", f"unknown planet {planet!r}; known: {', '.join(PLANETS)}"
-        )
-    g = PLANETS[planet]
+    g = PLANETS[_one_of(planet, PLANETS, "on_planet", "planet", "planet")]
     return params.replace(gravity_mps2=g, load_ref_n=params.mass_kg * g / len(params.wheels))
 
 
@@ -364,18 +332,9 @@ def vehicle(
     Raises:
         VehicleDefError: unknown vehicle, planet or tire model (the message lists the known ones).
     """
-    if not isinstance(name, str) or name not in VEHICLES:
-        raise VehicleDefError(
-            "vehicle", "name", f"unknown vehicle {name!r}; known: {', '.join(VEHICLES)}"
-        )
-    p = _builtin(name)
+    p = _builtin(_one_of(name, VEHICLES, "vehicle", "name", "vehicle"))
     if tire_model is not None:
-        if not isinstance(tire_model, str) or tire_model not in TIRE_MODELS:
-            raise VehicleDefError(
-                "vehicle",
-                "tire_model",
-                f"unknown tire model {tire_model!r}; known: {', '.join(sorted(TIRE_MODELS))}",
-            )
+        _one_of(tire_model, sorted(TIRE_MODELS), "vehicle", "tire_model", "tire model")
         tires = p.tires if tire_model == "wheel-speed" else None
         p = p.replace(tire_model=tire_model, tires=tires)
     if planet is not None:

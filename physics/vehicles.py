@@ -87,7 +87,13 @@ _WHEEL_REALS = (
     {f.name for f in fields(WheelParams)} - _WHEEL_BOOLS - {"x_m", "y_m", "z_m", "direction"}
 )
 
-_VEHICLE_BOOLS = {"soft_contact", "explicit_damping", "skid_steer", "traction_control"}
+_VEHICLE_BOOLS = {
+    "soft_contact",
+    "explicit_damping",
+    "skid_steer",
+    "traction_control",
+    "friction_clamps",
+}
 _VEHICLE_STRS = {"tire_model", "tires"}
 _VEHICLE_SKIP = {"wheels", "drivetrain"}
 _VEHICLE_REALS = {

@@ -48,3 +48,12 @@ def test_only_small_regular_files_are_read(kind, tmp_path):
     p = hostile_path(kind, tmp_path, MAX_FILE_BYTES, "car.toml")
     with pytest.raises(VehicleDefError, match=r"not a regular file|over the limit"):
         load_vehicle(p)
+
+
+def test_friction_clamps_is_a_bool_in_a_vehicle_file():
+    doc = library_doc("rally-car")
+    doc["vehicle"]["friction_clamps"] = False
+    assert from_doc(doc, "v.toml").friction_clamps is False
+    doc["vehicle"]["friction_clamps"] = 1.0
+    with pytest.raises(VehicleDefError, match="friction_clamps"):
+        from_doc(doc, "v.toml")

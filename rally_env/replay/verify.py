@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from rally_env import kernels as K
-from rally_env.config import config_to_kwargs, jsonable
+from rally_env.config import RallyConfig, config_to_kwargs, jsonable
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
 from rally_env.replay.codec import stage_kind
 from rally_env.replay.errors import ReplayError, ReplayTooLargeError
@@ -60,8 +60,6 @@ def drive_id(stage_digest: str, rules: str, initial_hash: str, actions: Any) -> 
 @functools.lru_cache(maxsize=1)
 def standard_rules() -> str:
     """The rules digest of the default settings (``RallyConfig()``)."""
-    from rally_env.config import RallyConfig
-
     cfg = RallyConfig()
     return _rules_digest(config_to_kwargs(cfg), cfg.vehicle.digest())
 

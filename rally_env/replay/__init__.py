@@ -24,11 +24,11 @@ naming the problem.
 
 from __future__ import annotations
 
+from rally_env.config import config_to_kwargs
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets, ReplayBudgetError
 from rally_env.replay.codec import (
     ENV_KWARGS,
     MAX_STEPS,
-    config_to_kwargs,
     decode_actions,
     encode_actions,
     kwargs_to_env_args,

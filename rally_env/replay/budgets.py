@@ -103,22 +103,16 @@ def bad_value(doc: Any) -> str | None:
     stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
     while stack:
         v, path, depth = stack.pop()
+        if isinstance(v, (dict, list)) and depth >= MAX_DEPTH:
+            return f"{path or '<document>'} (nested deeper than {MAX_DEPTH})"
         if isinstance(v, dict):
-            if depth >= MAX_DEPTH:
-                return f"{path or '<document>'} (nested deeper than {MAX_DEPTH})"
             stack.extend((x, f"{path}.{k}" if path else str(k), depth + 1) for k, x in v.items())
         elif isinstance(v, list):
-            if depth >= MAX_DEPTH:
-                return f"{path or '<document>'} (nested deeper than {MAX_DEPTH})"
             stack.extend((x, f"{path}[{i}]", depth + 1) for i, x in enumerate(v))
-        elif isinstance(v, bool) or v is None or isinstance(v, str):
-            continue
-        elif isinstance(v, int):
-            if abs(v) >= MAX_INT:
-                return f"{path} (an integer of {len(str(abs(v)))} digits)"
-        elif isinstance(v, float):
-            if not math.isfinite(v):
-                return f"{path} (not a finite number)"
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= MAX_INT:
+            return f"{path} (an integer of {len(str(abs(v)))} digits)"
+        elif isinstance(v, float) and not math.isfinite(v):
+            return f"{path} (not a finite number)"
     return None
 
 
@@ -149,12 +143,12 @@ def check_stage_doc(doc: dict[str, Any], where: str, budgets: Budgets) -> None:
     laps = fin.get("laps") if isinstance(fin, dict) else None
     cps = doc.get("checkpoints_m")
     n_cp = len(cps) if isinstance(cps, list) else 0
-    if isinstance(laps, int) and not isinstance(laps, bool) and laps > 0:
-        if laps * (n_cp + 1) > budgets.max_timing_lines:
-            raise ReplayBudgetError(
-                f"{where}: {laps} laps x {n_cp + 1} lines exceed the budget of "
-                f"{budgets.max_timing_lines} timed lines"
-            )
+    is_int = isinstance(laps, int) and not isinstance(laps, bool)
+    if is_int and laps * (n_cp + 1) > budgets.max_timing_lines:
+        raise ReplayBudgetError(
+            f"{where}: {laps} laps x {n_cp + 1} lines exceed the budget of "
+            f"{budgets.max_timing_lines} timed lines"
+        )
 
 
 def check_stages(stages: list[Any], where: str, budgets: Budgets) -> None:

@@ -5,10 +5,13 @@ Nothing here imports pygame until a window or a video is asked for.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
 from typing import Any
+
+from gymnasium.error import DependencyNotInstalled
 
 from rally_env.replay.budgets import DEFAULT_BUDGETS
 from rally_env.replay.errors import ReplayError
@@ -78,8 +81,6 @@ def add_subcommands(subparsers: Any) -> None:
 
 
 def _positive_int(text: str) -> int:
-    import argparse
-
     try:
         v = int(text)
     except ValueError:
@@ -111,11 +112,8 @@ def print_verify_reports(args: Any, reports: list[Any]) -> int:
     """Print ``rally verify``'s verdicts (``args.files``, ``args.json``); the exit code."""
     files = args.files
     if args.json:
-        if len(files) == 1:
-            print(json.dumps(reports[0].to_dict(), indent=2))
-        else:
-            doc = [{"file": f, **r.to_dict()} for f, r in zip(files, reports, strict=True)]
-            print(json.dumps(doc, indent=2))
+        doc = [{"file": f, **r.to_dict()} for f, r in zip(files, reports, strict=True)]
+        print(json.dumps(reports[0].to_dict() if len(files) == 1 else doc, indent=2))
         return max(r.exit_code for r in reports)
     for f, rep in zip(files, reports, strict=True):
         name = f"{f}: " if len(files) > 1 else ""
@@ -160,12 +158,8 @@ def _cmd_replay(args: Any) -> int:
             _show_run(sim, hz, args, ghosts)
         except KeyboardInterrupt:
             return 130
-        except Exception as e:
-            from gymnasium.error import DependencyNotInstalled
-
-            if isinstance(e, DependencyNotInstalled):
-                return _err(str(e))
-            raise
+        except DependencyNotInstalled as e:
+            return _err(str(e))
     try:
         rep = verify_replay(replay)
     except ReplayError as e:

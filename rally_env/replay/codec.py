@@ -15,21 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from rally_env.config import RallyConfig, config_to_kwargs, jsonable
+from rally_env.config import RallyConfig
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets, ReplayBudgetError, check_stage_doc
 from rally_env.replay.errors import ReplayFormatError, ReplayTooLargeError
-
-__all__ = [
-    "ENV_KWARGS",
-    "MAX_STEPS",
-    "config_to_kwargs",
-    "decode_actions",
-    "encode_actions",
-    "jsonable",
-    "kwargs_to_env_args",
-    "parse_stage_spec",
-    "stage_kind",
-]
 
 #: Longest action sequence the format can hold (control steps): 24 h at 60 Hz. What a verifier
 #: accepts is far less (:class:`~rally_env.replay.budgets.Budgets`).
@@ -178,15 +166,13 @@ def kwargs_to_env_args(kw: Any, budgets: Budgets | None = None) -> dict[str, Any
 
 
 def stage_kind(spec: Any) -> str:
-    if isinstance(spec, str):
-        if spec == "random":
-            return "random"
-        if spec.startswith("gen-"):
-            return "generated"
-        return "library"
-    if isinstance(spec, list):
-        return "list"
-    return "embedded"
+    """How ``env_kwargs.stage`` chooses the stage: ``library``, ``generated``, ``random``,
+    ``list`` or ``embedded``."""
+    if not isinstance(spec, str):
+        return "list" if isinstance(spec, list) else "embedded"
+    if spec == "random":
+        return "random"
+    return "generated" if spec.startswith("gen-") else "library"
 
 
 def encode_actions(actions: np.ndarray) -> dict[str, Any]:

@@ -419,27 +419,22 @@ def _check_stage_claim(stage: Any, where: str) -> dict[str, Any]:
 def _check_result(res: Any, where: str) -> tuple[str, Any, list[Any], float, bool, bool]:
     if not isinstance(res, dict):
         raise ReplayFormatError(f"{where}: field 'result' must be an object")
-    keys = RESULT_KEYS
-    extra = [str(k)[:40] for k in res if k not in keys]
-    missing = [k for k in keys if k not in res]
+    extra = [str(k)[:40] for k in res if k not in RESULT_KEYS]
+    missing = [k for k in RESULT_KEYS if k not in res]
     if extra or missing:
         what = f"unknown {', '.join(extra)}" if extra else f"missing {', '.join(missing)}"
         raise ReplayFormatError(f"{where}: result fields: {what}")
-    end = res.get("end_reason", "")
+    end, term, trunc, st, ft, cps = (res[k] for k in RESULT_KEYS)
     if not isinstance(end, str) or (end and end not in K.END_REASONS):
         raise ReplayFormatError(
             f"{where}: result.end_reason {_short(end)} is not a known end reason"
         )
-    ft = res.get("finish_time_s")
     if ft is not None and (not _is_num(ft) or ft < 0):
         raise ReplayFormatError(f"{where}: result.finish_time_s must be a number >= 0 or null")
-    cps = res.get("checkpoint_times_s", [])
     if not isinstance(cps, list) or not all(c is None or (_is_num(c) and c >= 0) for c in cps):
         raise ReplayFormatError(f"{where}: result.checkpoint_times_s must be a list of numbers")
-    st = res.get("stage_time_s", 0.0)
     if not _is_num(st) or st < 0:
         raise ReplayFormatError(f"{where}: result.stage_time_s must be a number >= 0")
-    term, trunc = res.get("terminated", False), res.get("truncated", False)
     if not isinstance(term, bool) or not isinstance(trunc, bool):
         raise ReplayFormatError(f"{where}: result.terminated / truncated must be true or false")
     # the claims must agree with each other (the re-simulation checks them against the run)

@@ -5,6 +5,7 @@ play`` races the session's best run with it). Nothing here imports pygame.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable, Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from physics import layout as L
+from physics.sim import quat_to_matrix
 from rally_env import kernels as K
 from rally_env.replay.budgets import Budgets
 from rally_env.replay.errors import ReplayError
@@ -109,7 +111,6 @@ class Ghost:
             q1 = -q1
         q = q0 + a * (q1 - q0)
         q = q / max(float(np.linalg.norm(q)), 1e-12)
-        from physics.sim import quat_to_matrix
         from rally_env.render.views import CarView
 
         rot = quat_to_matrix(q[None, :])[0]
@@ -130,8 +131,6 @@ class Ghost:
 def _load_npz(path: Path) -> Ghost:
     """Read a ``.npz`` ghost file (format ``rally_env.ghost`` v1, which ``rally play`` wrote
     before it saved replays): the poses as recorded (the file has no inputs to re-run)."""
-    import json
-
     try:
         with np.load(path, allow_pickle=False) as z:
             d = {k: z[k] for k in z.files}
@@ -173,14 +172,11 @@ class GhostRecorder:
     def __init__(self, stage: str, meta: dict[str, Any] | None = None):
         self.stage = stage
         self.meta = dict(meta or {})
+        #: one row a sample: t, position (3), quaternion (4), steer, speed, action (4), progress
         self._rows: list[np.ndarray] = []
-        self._actions: list[np.ndarray] = []
-        self._progress: list[float] = []
 
     def clear(self) -> None:
         self._rows.clear()
-        self._actions.clear()
-        self._progress.clear()
 
     def sample(
         self,
@@ -192,26 +188,26 @@ class GhostRecorder:
         """Append car ``car``'s pose now (skipped if its clock has not advanced)."""
         s = batch.state[car]
         t = int(batch.istate[car, L.I_SUBSTEPS]) / L.SUBSTEP_HZ
+        if self._rows and t <= self._rows[-1][0]:
+            return
         v = s[L.VEL_X : L.VEL_Z + 1]
+        a = np.full(4, np.nan) if action is None else np.asarray(action, np.float64).reshape(4)
         row = np.concatenate(
             [
                 [t],
                 s[L.POS_X : L.POS_Z + 1],
                 s[L.QUAT_W : L.QUAT_Z + 1],
                 [s[L.STEER_ANGLE], math.sqrt(float(v @ v))],
+                a,
+                [progress_m],
             ]
         )
-        if self._rows and row[0] <= self._rows[-1][0]:
-            return
         self._rows.append(row)
-        self._progress.append(float(progress_m))
-        a = np.full(4, np.nan) if action is None else np.asarray(action, np.float64).reshape(4)
-        self._actions.append(a)
 
     def ghost(
         self, checkpoint_times_s: tuple[float, ...] = (), finish_time_s: float = math.nan
     ) -> Ghost:
-        r = np.array(self._rows, np.float64).reshape(-1, 10)
+        r = np.array(self._rows, np.float64).reshape(-1, 15)
         return Ghost(
             stage=self.stage,
             t_s=r[:, 0].copy(),
@@ -221,9 +217,9 @@ class GhostRecorder:
             speed_mps=r[:, 9].copy(),
             checkpoint_times_s=tuple(float(v) for v in checkpoint_times_s),
             finish_time_s=float(finish_time_s),
-            actions=np.array(self._actions, np.float64).reshape(-1, 4),
+            actions=r[:, 10:14].copy(),
             meta=dict(self.meta),
-            progress_m=np.array(self._progress, np.float64),
+            progress_m=r[:, 14].copy(),
         )
 
 
@@ -287,6 +283,10 @@ def ghost_poses(replay: ReplayLike) -> Iterator[dict[str, Any]]:
         yield g.pose(i)
 
 
+def _ghost_of(source: ReplayLike) -> Ghost:
+    return ghost_from_replay(source) if isinstance(source, Replay) else load_ghost(source)
+
+
 def _label(g: Any) -> str:
     player = str(g.meta.get("player") or "")
     if player:
@@ -313,15 +313,7 @@ class GhostSet:
     """
 
     def __init__(self, ghosts: Iterable[Any]):
-        out = []
-        for g in ghosts:
-            if isinstance(g, Ghost):
-                out.append(g)
-            elif isinstance(g, Replay):
-                out.append(ghost_from_replay(g))
-            else:
-                out.append(load_ghost(g))
-        self.ghosts = out
+        self.ghosts = [g if isinstance(g, Ghost) else _ghost_of(g) for g in ghosts]
         self.t = 0
 
     def __len__(self) -> int:

@@ -10,9 +10,6 @@ from physics import layout as L
 from physics.sim import digest
 from rally_env import kernels as K
 
-_ZERO_I = (L.I_TERRAIN,)
-_ZERO_EI = (K.EI_SLOT, K.EI_ROW)
-
 
 def car_state_hash(core: Any, k: int) -> str:
     """:func:`physics.sim.digest` of everything that shapes car ``k``'s future, independent
@@ -25,9 +22,9 @@ def car_state_hash(core: Any, k: int) -> str:
     """
     sim = core.sim
     ist = sim.istate[k].copy()
-    ist[list(_ZERO_I)] = 0
+    ist[L.I_TERRAIN] = 0
     ei = core.eistate[k].copy()
-    ei[list(_ZERO_EI)] = 0
+    ei[[K.EI_SLOT, K.EI_ROW]] = 0
     nl = core.lines_of(k)
     return digest(
         (

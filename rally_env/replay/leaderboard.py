@@ -165,14 +165,6 @@ def unfinished_message(end_reason: str) -> str:
     )
 
 
-def run_drive(report: VerifyReport, replay: Replay) -> str:
-    """:func:`~rally_env.replay.verify.drive_id` of an accepted run: the report's, or (a
-    report made without it) derived from the report and the replay it accepted."""
-    if report.drive_id:
-        return report.drive_id
-    return drive_id(report.stage_digest, report.rules, replay.initial_hash, replay.actions)
-
-
 def same_drive(cur: Any, ph: str, report: VerifyReport, want: str) -> str | None:
     """The run id of a stored run whose drive (:func:`~rally_env.replay.verify.drive_id`)
     is ``want``, the drive of the accepted ``report``, or None. The stored runs are compared
@@ -199,9 +191,10 @@ class Board:
     code that files, ranks and reads verified runs, for the local :class:`Leaderboard` and the
     server's store (:mod:`rally_env.server.store`, on SQLite or PostgreSQL).
 
-    A subclass gives :meth:`_connect` (a new connection) and :meth:`tx` (a transaction, a
-    cursor); :attr:`ph` is the driver's placeholder (``?`` for sqlite3, ``%s`` for psycopg).
-    Connections are per thread, so the methods are thread-safe.
+    A subclass gives ``_connect()`` (a new connection) and ``tx(write=True)`` (a context
+    manager: a transaction, ``write=False`` one that only reads, yielding a cursor); :attr:`ph`
+    is the driver's placeholder (``?`` for sqlite3, ``%s`` for psycopg). Connections are per
+    thread, so the methods are thread-safe.
     """
 
     ph = "?"
@@ -214,9 +207,6 @@ class Board:
         self._all: list[Any] = []
         self._lock = threading.Lock()
 
-    def _connect(self) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
-
     def _conn(self) -> Any:
         c = getattr(self._local, "conn", None)
         if c is None:
@@ -226,15 +216,15 @@ class Board:
                 self._all.append(c)
         return c
 
-    @contextlib.contextmanager
-    def tx(self, write: bool = True) -> Iterator[Any]:  # pragma: no cover - overridden
-        """A transaction (``write=False``: one that only reads); yields a cursor."""
-        raise NotImplementedError
-        yield
-
     def q(self, sql: str) -> str:
         """``sql`` written with ``?`` placeholders, in the driver's."""
         return sql if self.ph == "?" else sql.replace("?", self.ph)
+
+    def _one(self, sql: str, *args: Any) -> Any:
+        """The first row (or None) of a query written with ``?`` placeholders, read alone."""
+        with self.tx(write=False) as cur:
+            cur.execute(self.q(sql), args)
+            return cur.fetchone()
 
     def close(self) -> None:
         with self._lock:
@@ -300,7 +290,10 @@ class Board:
             rules: only this rules class (``"standard"`` or a rules digest); ``None`` = all.
             limit: at most this many entries per (stage version, rules) class.
         """
-        check_limit(limit)
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise ValueError(f"limit must be an integer >= 1 or None, got {limit!r}")
         if digest == "current":
             digest = current_stage_digest(stage)
         q, args = best_query(stage, digest, rules, self.ph)
@@ -308,7 +301,6 @@ class Board:
             with self.tx(write=False) as cur:
                 cur.execute(q, args)
                 rows = cur.fetchall()
-
                 return rank_rows(rows, limit, lambda rowid: self.splits(cur, rowid))
         except sqlite3.Error as e:
             raise LeaderboardError(
@@ -327,9 +319,7 @@ class Board:
             return int(cur.fetchone()[0])
 
     def has_run(self, run_id: str) -> bool:
-        with self.tx(write=False) as cur:
-            cur.execute(self.q("SELECT 1 FROM runs WHERE run_id = ?"), (run_id,))
-            return cur.fetchone() is not None
+        return self._one("SELECT 1 FROM runs WHERE run_id = ?", run_id) is not None
 
     def stage_names(self) -> list[str]:
         """Stages with at least one run on the board."""
@@ -339,9 +329,7 @@ class Board:
 
     def replay_blob(self, run_id: str) -> bytes | None:
         """The stored replay file of a run (compressed bytes), or None."""
-        with self.tx(write=False) as cur:
-            cur.execute(self.q("SELECT replay FROM runs WHERE run_id = ?"), (run_id,))
-            row = cur.fetchone()
+        row = self._one("SELECT replay FROM runs WHERE run_id = ?", run_id)
         return None if row is None else bytes(row[0])
 
     def replay_of(self, run_id: str) -> Replay:
@@ -498,9 +486,13 @@ class Leaderboard(Board):
 
     def _insert(self, replay: Replay, report: VerifyReport, player: str) -> None:
         blob = replay.to_bytes(compress=True)
+        # the report's drive id, or (a report made without it) derived from the accepted replay
+        drive = report.drive_id or drive_id(
+            report.stage_digest, report.rules, replay.initial_hash, replay.actions
+        )
         try:
             with self.tx() as cur:
-                rowid, same = self.file_run(cur, report, blob, player, run_drive(report, replay))
+                rowid, same = self.file_run(cur, report, blob, player, drive)
                 if rowid is None:
                     msg = (
                         f"run {same} is already on the leaderboard"
@@ -514,11 +506,7 @@ class Leaderboard(Board):
             ) from None
 
     def _entry_for(self, run_id: str) -> Entry:
-        with self.tx(write=False) as cur:
-            cur.execute(
-                "SELECT stage_name, stage_digest, rules FROM runs WHERE run_id = ?", (run_id,)
-            )
-            row = cur.fetchone()
+        row = self._one("SELECT stage_name, stage_digest, rules FROM runs WHERE run_id = ?", run_id)
         for e in self.best(row[0], digest=row[1], rules=row[2], limit=None):
             if e.run_id == run_id:
                 return e
@@ -541,28 +529,24 @@ def insert_run(
     """Insert a verified run's row (filed under the re-simulation's findings); its id, or
     None when the run is already stored (nothing is written). ``added_utc``: the time shown
     with it (default now; the server's is the upload's)."""
-    added = added_utc or utc_now()
-    cols = (
-        "run_id, stage_name, stage_digest, rules, standard, control_hz, vehicle_digest, "
-        "finish_time_s, steps, player, added_utc, replay"
-    )
+    row = {
+        "run_id": report.run_id,
+        "stage_name": report.stage,
+        "stage_digest": report.stage_digest,
+        "rules": report.rules,
+        "standard": int(report.standard),
+        "control_hz": report.control_hz,
+        "vehicle_digest": report.vehicle_digest,
+        "finish_time_s": float(report.finish_time_s),
+        "steps": report.steps,
+        "player": player,
+        "added_utc": added_utc or utc_now(),
+        "replay": blob,
+    }
     cur.execute(
-        f"INSERT INTO runs ({cols}) VALUES ({', '.join([ph] * 12)})"
+        f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join([ph] * len(row))})"
         " ON CONFLICT (run_id) DO NOTHING RETURNING id",
-        (
-            report.run_id,
-            report.stage,
-            report.stage_digest,
-            report.rules,
-            int(report.standard),
-            report.control_hz,
-            report.vehicle_digest,
-            float(report.finish_time_s),
-            report.steps,
-            player,
-            added,
-            blob,
-        ),
+        tuple(row.values()),
     )
     row = cur.fetchone()
     return None if row is None else int(row[0])
@@ -578,11 +562,6 @@ def run_script(cur: Any, sql: str) -> None:
     for stmt in sql.split(";"):
         if stmt.strip():
             cur.execute(stmt)
-
-
-def check_limit(limit: Any) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be an integer >= 1 or None, got {limit!r}")
 
 
 def best_query(stage: str, digest: str | None, rules: str | None, ph: str) -> tuple[str, list]:

@@ -8,6 +8,7 @@ The verdict is ``accepted``, ``rejected`` or ``unusable`` (``rally verify``'s ex
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -20,8 +21,9 @@ import gymnasium as gym
 import numpy as np
 
 from rally_env import kernels as K
+from rally_env.config import RallyConfig, config_to_kwargs, jsonable
 from rally_env.replay.budgets import DEFAULT_BUDGETS, Budgets
-from rally_env.replay.codec import config_to_kwargs, jsonable, stage_kind
+from rally_env.replay.codec import stage_kind
 from rally_env.replay.errors import ReplayError, ReplayTooLargeError
 from rally_env.replay.format import Replay, load_replay, replay_from_bytes, run_id_of, time_json
 from rally_env.replay.resim import Resim, settings_of
@@ -30,13 +32,6 @@ EXIT_CODES = {"accepted": 0, "rejected": 1, "unusable": 2}
 #: The settings that make a rules class (everything that shapes the physics and the episode
 #: end; not the stage, not the reward weights).
 RULE_KEYS = ("vehicle", "control_hz", "termination", "randomize", "random_stage")
-
-
-def rules_of_kwargs(kw: dict[str, Any], vehicle_digest: str) -> tuple[str, bool]:
-    """(rules digest, is standard) of settings in their JSON form
-    (:func:`rally_env.config.config_to_kwargs`) and the vehicle's digest."""
-    digest = _rules_digest(kw, vehicle_digest)
-    return digest, digest == standard_rules()
 
 
 def _rules_digest(kw: dict[str, Any], vehicle_digest: str) -> str:
@@ -62,22 +57,18 @@ def drive_id(stage_digest: str, rules: str, initial_hash: str, actions: Any) -> 
     return h.hexdigest()
 
 
-_STANDARD: list[str] = []
-
-
+@functools.lru_cache(maxsize=1)
 def standard_rules() -> str:
     """The rules digest of the default settings (``RallyConfig()``)."""
-    if not _STANDARD:
-        from rally_env.config import RallyConfig
-
-        cfg = RallyConfig()
-        _STANDARD.append(_rules_digest(config_to_kwargs(cfg), cfg.vehicle.digest()))
-    return _STANDARD[0]
+    cfg = RallyConfig()
+    return _rules_digest(config_to_kwargs(cfg), cfg.vehicle.digest())
 
 
 def rules_of_config(config: Any) -> tuple[str, bool]:
     """(rules digest, is standard) of a built config (what a verified run is filed under)."""
-    return rules_of_kwargs(config_to_kwargs(config, for_digest=True), config.vehicle.digest())
+    kw = config_to_kwargs(config, for_digest=True)
+    digest = _rules_digest(kw, config.vehicle.digest())
+    return digest, digest == standard_rules()
 
 
 @dataclass
@@ -147,9 +138,7 @@ class VerifyReport:
 def unusable(error: ReplayError, elapsed_s: float = 0.0) -> VerifyReport:
     """The report of input that cannot be verified (:attr:`VerifyReport.status`
     ``unusable``)."""
-    from rally_env.replay.budgets import ReplayBudgetError
-
-    over = isinstance(error, (ReplayBudgetError, ReplayTooLargeError))
+    over = isinstance(error, ReplayTooLargeError)  # ReplayBudgetError is one
     return VerifyReport(
         accepted=False,
         status="unusable",
@@ -172,29 +161,30 @@ class _Rejected(Exception):
         self.args5 = (reason, message, step, expected, got)
 
 
+def _expect(want: Any, got: Any, reason: str, message: str, step: int | None = None) -> None:
+    """Reject the run (``reason``: ``message``) unless the claim ``want`` is what the
+    re-simulation ``got``."""
+    if want != got:
+        raise _Rejected(reason, message, step, want, got)
+
+
 def _check_digests(cfg: Any, replay: Replay, rep: VerifyReport) -> None:
     """The settings against the claimed digests, before anything is built from them."""
     rep.rules, rep.standard = rules_of_config(cfg)
     rep.control_hz, rep.env_id = cfg.control_hz, cfg.env_id
     rep.vehicle_digest = cfg.vehicle.digest()
-    if rep.vehicle_digest != replay.vehicle_digest:
-        raise _Rejected(
-            "vehicle_mismatch",
-            "the vehicle parameters do not match the replay's vehicle hash",
-            None,
-            replay.vehicle_digest,
-            rep.vehicle_digest,
-        )
-    cd = cfg.digest()
-    if cd != replay.config_digest:
-        raise _Rejected(
-            "config_mismatch",
-            "the env settings (or a stage) built from env_kwargs do not match the replay's "
-            "config hash",
-            None,
-            replay.config_digest,
-            cd,
-        )
+    _expect(
+        replay.vehicle_digest,
+        rep.vehicle_digest,
+        "vehicle_mismatch",
+        "the vehicle parameters do not match the replay's vehicle hash",
+    )
+    _expect(
+        replay.config_digest,
+        cfg.digest(),
+        "config_mismatch",
+        "the env settings (or a stage) built from env_kwargs do not match the replay's config hash",
+    )
 
 
 def _check_stage(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
@@ -209,30 +199,25 @@ def _check_stage(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
         replay.stage["digest"],
         replay.stage.get("kind", rep.stage_kind),
     )
-    got = (rep.stage, rep.stage_digest, rep.stage_kind)
-    if claim != got:
-        raise _Rejected(
-            "stage_mismatch",
-            f"the replay claims stage {claim[0]!r} ({claim[1]}, {claim[2]}), the re-simulated "
-            f"car drove {rep.stage!r} ({rep.stage_digest}, {rep.stage_kind})",
-            None,
-            list(claim),
-            list(got),
-        )
+    _expect(
+        list(claim),
+        [rep.stage, rep.stage_digest, rep.stage_kind],
+        "stage_mismatch",
+        f"the replay claims stage {claim[0]!r} ({claim[1]}, {claim[2]}), the re-simulated "
+        f"car drove {rep.stage!r} ({rep.stage_digest}, {rep.stage_kind})",
+    )
     rep.stage = core.stages.board_name(slot)
 
 
 def _run(sim: Resim, replay: Replay) -> None:
     """Step through the actions, checking the hash after the reset and every stored hash."""
-    h = sim.state_hash()
-    if h != replay.initial_hash:
-        raise _Rejected(
-            "initial_hash",
-            "the state after the reset differs (another reset seed, stage or settings)",
-            0,
-            replay.initial_hash,
-            h,
-        )
+    _expect(
+        replay.initial_hash,
+        sim.state_hash(),
+        "initial_hash",
+        "the state after the reset differs (another reset seed, stage or settings)",
+        0,
+    )
     every, n = replay.hash_every, replay.steps
     for t in range(n):
         if sim.done:
@@ -265,18 +250,15 @@ def _run(sim: Resim, replay: Replay) -> None:
 
 def _check_result(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
     info, n = sim.info, replay.steps
-    h = sim.state_hash()
-    if h != replay.final_hash:
-        raise _Rejected("final_hash", "the final state hash differs", n, replay.final_hash, h)
+    _expect(replay.final_hash, sim.state_hash(), "final_hash", "the final state hash differs", n)
     end = sim.core.end_reason(0) if sim.done else ""
-    if end != replay.end_reason:
-        raise _Rejected(
-            "end_reason",
-            f"the episode ends with {end!r}, the replay claims {replay.end_reason!r}",
-            n,
-            replay.end_reason,
-            end,
-        )
+    _expect(
+        replay.end_reason,
+        end,
+        "end_reason",
+        f"the episode ends with {end!r}, the replay claims {replay.end_reason!r}",
+        n,
+    )
     ft = info["finish_time_s"]
     if not _same_time(replay.finish_time_s, ft):
         raise _Rejected(
@@ -298,14 +280,13 @@ def _check_result(sim: Resim, replay: Replay, rep: VerifyReport) -> None:
             [time_json(c) for c in cps],
         )
     stage_time = float(info["stage_time_s"])
-    if replay.stage_time_s != stage_time:
-        raise _Rejected(
-            "stage_time",
-            f"claimed stage time {replay.stage_time_s!r} s, re-simulated {stage_time!r} s",
-            n,
-            replay.stage_time_s,
-            stage_time,
-        )
+    _expect(
+        replay.stage_time_s,
+        stage_time,
+        "stage_time",
+        f"claimed stage time {replay.stage_time_s!r} s, re-simulated {stage_time!r} s",
+        n,
+    )
     rep.finish_time_s = time_json(ft)
     rep.checkpoint_times_s = [time_json(c) for c in cps]
     rep.end_reason = end
@@ -334,16 +315,12 @@ def verify_replay(replay: Replay, budgets: Budgets | None = None) -> VerifyRepor
         _check_result(sim, replay, rep)
     except _Rejected as r:
         rep.reason, rep.message, rep.step, rep.expected, rep.got = r.args5
-        rep.elapsed_s = time.perf_counter() - t0
-        return rep
-    ft = rep.finish_time_s
-    rep.accepted, rep.status = True, "accepted"
-    rep.drive_id = drive_id(rep.stage_digest, rep.rules, rep.initial_hash, replay.actions)
-    rep.message = (
-        f"verified: {rep.stage} "
-        + (f"finished in {ft:.3f} s" if ft is not None else f"{rep.end_reason or 'partial run'}")
-        + f", {replay.steps} steps, every hash matches"
-    )
+    else:
+        ft = rep.finish_time_s
+        rep.accepted, rep.status = True, "accepted"
+        rep.drive_id = drive_id(rep.stage_digest, rep.rules, rep.initial_hash, replay.actions)
+        how = f"finished in {ft:.3f} s" if ft is not None else rep.end_reason or "partial run"
+        rep.message = f"verified: {rep.stage} {how}, {replay.steps} steps, every hash matches"
     rep.elapsed_s = time.perf_counter() - t0
     return rep
 

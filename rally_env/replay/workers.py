@@ -13,10 +13,13 @@ place (``docs/server.md``, "How a run is verified").
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import multiprocessing as mp
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +71,6 @@ def calibrate(steps: int = 200) -> tuple[float, float]:
     """(setup s, s per step) of a default-settings run on this machine now: a default env
     built and reset, then ``steps`` steps at full throttle. What a worker's run budgets are
     proportional to (:meth:`TaskLimits.run_timeout`)."""
-    import time
-
     import numpy as np
 
     from rally_env.env import RallyEnv
@@ -120,7 +121,6 @@ def run_task(
 
                 # here, where the run's stage is made already (cached): not in the server
                 out["stage_name_problem"] = stage_name_problem(rep)
-                replay = replay_from_bytes(payload, "<upload>", budgets)
                 out["blob"] = replay.to_bytes(compress=True)
                 out["trace"] = encode(trace_of(replay, budgets))
         elif kind == "trace":
@@ -175,8 +175,6 @@ def ray_task(kind: str, payload: bytes, limits_json: str, where: str = "<upload>
     ``RLIMIT_AS`` bounds the verification and never Ray's own threads. Limits in as JSON, the
     report out as its ``to_dict()``, so only plain data crosses the cluster; a task over its
     budget comes back as ``{"error": "over_budget", "message": ...}``."""
-    import json
-
     doc = json.loads(limits_json)
     doc["budgets"] = Budgets(**doc["budgets"])
     limits = TaskLimits(**doc)
@@ -191,9 +189,6 @@ def ray_task(kind: str, payload: bytes, limits_json: str, where: str = "<upload>
 
 def limits_json(limits: TaskLimits) -> str:
     """``limits`` as :func:`ray_task` reads them."""
-    import dataclasses
-    import json
-
     return json.dumps(dataclasses.asdict(limits))
 
 

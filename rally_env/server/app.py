@@ -17,6 +17,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,13 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+import tracks
 from rally_env.replay.budgets import DEFAULT_BUDGETS
-from rally_env.replay.leaderboard import race_time
+from rally_env.replay.leaderboard import current_stage_digest, race_time
+from rally_env.replay.trace import stage_geometry
 from rally_env.replay.workers import TaskFailed, TaskLimits
 from rally_env.server.pool import Verifier
-from rally_env.server.store import ID_RE, QueueFull, Store, StoreBusy, take_token
+from rally_env.server.store import ID_RE, QueueFull, SQLiteStore, Store, StoreBusy, take_token
 
 log = logging.getLogger("rally_env.server")
 HERE = Path(__file__).parent
@@ -81,40 +84,27 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, headers
 
 
-class RateLimiter:
-    """Token buckets (``rate`` events per ``per`` seconds, bursts up to ``rate``) per key;
-    the least recently used keys are forgotten past ``max_keys``."""
+class SharedRateLimiter:
+    """Token buckets (``rate`` events per ``per`` seconds, bursts up to ``rate``) per key, kept
+    in the store (``Store.take_rate``) so that every server sharing a database shares one
+    limit. The same buckets kept in this process (the least recently used keys forgotten past
+    ``max_keys``) turn a flood away before it reaches the database."""
 
-    def __init__(self, rate: int, per: float, max_keys: int = 100_000):
-        self.rate, self.per, self.max_keys = float(rate), float(per), max_keys
-        self.buckets: OrderedDict[Any, tuple[float, float]] = OrderedDict()
+    def __init__(self, store: Store, bucket: str, rate: int, per: float, max_keys: int = 100_000):
+        self.store, self.bucket, self.max_keys = store, bucket, max_keys
+        self.rate, self.per = float(rate), float(per)
+        self.local: OrderedDict[Any, tuple[float, float]] = OrderedDict()
         self.lock = threading.Lock()
 
     def take(self, key: Any) -> float:
         """0 if allowed (one event taken), else the seconds until the next is allowed."""
         now = time.monotonic()
         with self.lock:
-            tokens, last = self.buckets.pop(key, (self.rate, now))
+            tokens, last = self.local.pop(key, (self.rate, now))
             tokens, wait = take_token(tokens, now - last, self.rate, self.per)
-            self.buckets[key] = (tokens, now)
-            while len(self.buckets) > self.max_keys:
-                self.buckets.popitem(last=False)
-        return wait
-
-
-class SharedRateLimiter:
-    """:class:`RateLimiter`'s buckets kept in the store (``Store.take_rate``), so that every
-    server sharing a database shares one limit; the in-process limiter in front of it turns
-    a flood away before it reaches the database."""
-
-    def __init__(self, store: Store, bucket: str, rate: int, per: float):
-        self.store, self.bucket = store, bucket
-        self.rate, self.per = float(rate), float(per)
-        self.local = RateLimiter(rate, per)
-
-    def take(self, key: Any) -> float:
-        """0 if allowed (one event taken), else the seconds until the next is allowed."""
-        wait = self.local.take(key)
+            self.local[key] = (tokens, now)
+            while len(self.local) > self.max_keys:
+                self.local.popitem(last=False)
         if wait > 0.0:
             return wait
         return self.store.take_rate(self.bucket, str(key), self.rate, self.per, time.time())
@@ -137,12 +127,8 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
         jinja,
     )
 
-    from contextlib import asynccontextmanager
-
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        from rally_env.server.store import SQLiteStore
-
         if isinstance(store, SQLiteStore):  # one server per SQLite file: retake its runs
             n = await run_in_threadpool(store.requeue_verifying)
             if n:
@@ -260,29 +246,15 @@ def _public(d: dict[str, Any]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _library() -> tuple[str, ...]:
-    import tracks
-
     return tuple(tracks.list_stages())
 
 
-@functools.lru_cache(maxsize=256)
-def _board_digest(name: str) -> str | None:
-    from rally_env.replay.leaderboard import current_stage_digest
-
-    return current_stage_digest(name)
-
-
-@functools.lru_cache(maxsize=64)
-def _stage(name: str) -> Any:
-    import tracks
-
-    return tracks.load_stage(name)
+_board_digest = functools.lru_cache(maxsize=256)(current_stage_digest)
+_stage = functools.lru_cache(maxsize=64)(tracks.load_stage)
 
 
 @functools.lru_cache(maxsize=64)
 def _map(name: str) -> dict[str, Any]:
-    from rally_env.replay.trace import stage_geometry
-
     return stage_geometry(_stage(name), step_m=8.0)
 
 
@@ -647,13 +619,12 @@ def query_problem(raw: bytes) -> tuple[str, str] | None:
             name = unquote_to_bytes(key.replace(b"+", b" ")).decode("utf-8")
         except UnicodeDecodeError:
             return "bad_request", "a query parameter's name is not UTF-8"
+        code = "bad_player" if name == "player" else "bad_request"
         try:
             unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
         except UnicodeDecodeError:
-            code = "bad_player" if name == "player" else "bad_request"
             return code, f"{name[:40]}: not UTF-8 text once percent-decoded"
         if name in seen:
-            code = "bad_player" if name == "player" else "bad_request"
             return code, f"{name[:40]}: given more than once"
         seen.add(name)
     return None

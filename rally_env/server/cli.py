@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from typing import Any
+
+from rally_env.replay.cli import _err, _positive_int
 
 
 def add_subcommands(subparsers: Any) -> None:
@@ -19,7 +20,7 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--port", type=_port, default=8000, help="port (8000)")
     p.add_argument("--db", help="SQLite file or postgresql:// URL (default: the leaderboard's)")
     p.add_argument("--workers", type=_count, default=2, help="verification processes (2)")
-    p.add_argument("--max-queue", type=_positive, default=200, help="queued runs before 503")
+    p.add_argument("--max-queue", type=_positive_int, default=200, help="queued runs before 503")
     p.add_argument("--max-upload-mb", type=float, default=32.0, help="upload size limit (32)")
     p.add_argument("--body-timeout", type=float, default=30.0, help="seconds per upload (30)")
     p.add_argument("--task-timeout", type=float, default=60.0, help="seconds per verification")
@@ -73,10 +74,6 @@ def _count(text: str) -> int:
     return _num(text, int, 0, "an integer")
 
 
-def _positive(text: str) -> int:
-    return _num(text, int, 1, "an integer")
-
-
 def _rate(text: str) -> tuple[int, float]:
     n, _, per = text.partition("/")
     try:
@@ -86,11 +83,6 @@ def _rate(text: str) -> tuple[int, float]:
     if rate[0] < 1 or not rate[1] > 0:
         raise argparse.ArgumentTypeError(f"{text!r}: N >= 1 and SECONDS > 0")
     return rate
-
-
-def _err(msg: str) -> int:
-    print(f"rally: error: {msg}", file=sys.stderr)
-    return 2
 
 
 def _open(db: str | None) -> Any:

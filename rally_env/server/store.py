@@ -216,12 +216,8 @@ class Store(Board):
 
     def token_id(self, token: str) -> tuple[int, str] | None:
         """(id, name) of a live token, else None."""
-        with self.tx(write=False) as cur:
-            cur.execute(
-                self.q("SELECT id, name FROM tokens WHERE hash = ? AND revoked_utc IS NULL"),
-                (hash_token(token),),
-            )
-            row = cur.fetchone()
+        sql = "SELECT id, name FROM tokens WHERE hash = ? AND revoked_utc IS NULL"
+        row = self._one(sql, hash_token(token))
         return None if row is None else (int(row[0]), str(row[1]))
 
     # --------------------------------------------------------------------------- queue
@@ -362,11 +358,8 @@ class Store(Board):
         report as the verifier found it, or :data:`CHECK_HERE` to find it here."""
         rep = report.to_dict()
         if name_problem is CHECK_HERE:
-            name_problem = (
-                stage_name_problem(report)
-                if report.accepted and report.finish_time_s is not None
-                else None
-            )
+            finished = report.accepted and report.finish_time_s is not None
+            name_problem = stage_name_problem(report) if finished else None
         with self.tx() as cur:
             self._board_lock(cur)
             cur.execute(
@@ -429,43 +422,32 @@ class Store(Board):
             "id, status, player, submitted_utc, verdict_utc, reason, message, step, run_id, report"
         )
         with self.tx(write=False) as cur:
-            cur.execute(self.q(f"SELECT {cols} FROM submissions WHERE id = ?"), (any_id,))
-            row = cur.fetchone()
-            if row is None:
-                cur.execute(
-                    self.q(
-                        f"SELECT {cols} FROM submissions WHERE run_id = ? AND status = 'accepted'"
-                    ),
-                    (any_id,),
-                )
+            for where in ("id = ?", "run_id = ? AND status = 'accepted'"):
+                cur.execute(self.q(f"SELECT {cols} FROM submissions WHERE {where}"), (any_id,))
                 row = cur.fetchone()
-            if row is not None:
-                d = dict(zip(cols.split(", "), row, strict=True))
-                d["report"] = json.loads(d["report"]) if d["report"] else None
-            else:
-                d = None
-            run_id = any_id if d is None else d["run_id"]
-            run = (
-                self._run(cur, run_id)
-                if run_id and (d is None or d["status"] == "accepted")
-                else None
-            )
-        if d is None and run is None:
-            return None
-        if d is None:  # on the board without a submission (``rally leaderboard add``)
-            d = {
-                "id": any_id,
-                "status": "accepted",
-                "player": run["player"],
-                "submitted_utc": run["added_utc"],
-                "verdict_utc": run["added_utc"],
-                "reason": "",
-                "message": "",
-                "step": None,
-                "run_id": any_id,
-                "report": None,
-            }
-        d["run"] = run
+                if row is not None:
+                    break
+            if row is None:  # on the board without a submission (``rally leaderboard add``)
+                run = self._run(cur, any_id)
+                if run is None:
+                    return None
+                return {
+                    "id": any_id,
+                    "status": "accepted",
+                    "player": run["player"],
+                    "submitted_utc": run["added_utc"],
+                    "verdict_utc": run["added_utc"],
+                    "reason": "",
+                    "message": "",
+                    "step": None,
+                    "run_id": any_id,
+                    "report": None,
+                    "run": run,
+                }
+            d = dict(zip(cols.split(", "), row, strict=True))
+            d["report"] = json.loads(d["report"]) if d["report"] else None
+            accepted = d["run_id"] and d["status"] == "accepted"
+            d["run"] = self._run(cur, d["run_id"]) if accepted else None
         return d
 
     def _run(self, cur: Any, run_id: str) -> dict[str, Any] | None:
@@ -489,9 +471,7 @@ class Store(Board):
         return d
 
     def trace(self, run_id: str) -> bytes | None:
-        with self.tx(write=False) as cur:
-            cur.execute(self.q("SELECT data FROM traces WHERE run_id = ?"), (run_id,))
-            row = cur.fetchone()
+        row = self._one("SELECT data FROM traces WHERE run_id = ?", run_id)
         return None if row is None else bytes(row[0])
 
     def _put_trace(self, cur: Any, run_id: str, data: bytes) -> None:
@@ -505,10 +485,6 @@ class Store(Board):
     def put_trace(self, run_id: str, data: bytes) -> None:
         with self.tx() as cur:
             self._put_trace(cur, run_id, data)
-
-    def integrity_check(self) -> str:
-        """``ok``, or what the database's own check found."""
-        return "ok"
 
 
 class SQLiteStore(Store, Leaderboard):
@@ -547,6 +523,7 @@ class SQLiteStore(Store, Leaderboard):
             raise
 
     def integrity_check(self) -> str:
+        """``ok``, or what SQLite's own check found."""
         with self.tx() as cur:
             cur.execute("PRAGMA integrity_check")
             rows = [str(r[0]) for r in cur.fetchall()]

@@ -505,6 +505,18 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
 
 
 @njit_inner
+def _section_at(sec_start, s, closed, length):
+    """Index of the section holding arc length ``s`` (taken once round a loop)."""
+    if closed and s >= length:
+        s -= length
+    k = 0
+    for q in range(1, sec_start.shape[0]):
+        if sec_start[q] <= s:
+            k = q
+    return k
+
+
+@njit_inner
 def _candidates(geo, c_lo, c_hi, r_lo, r_hi):
     """Segments whose band window meets the node box [c_lo, c_hi] x [r_lo, r_hi], ascending."""
     prm = geo.prm
@@ -574,11 +586,8 @@ def _bake_nodes(geo, cols, rows, heights, surf):
     closed = prm[_CLOSED] > 0.5
     hw = geo.hw
     zb = geo.zb
-    sec_start = geo.sec_start
-    sec_surf = geo.sec_surf
     fkind = geo.fkind
     fparams = geo.fparams
-    n_sec = sec_start.shape[0]
     for r in range(nr):
         gj = rows[r]
         py = y0 + gj * cell
@@ -615,13 +624,7 @@ def _bake_nodes(geo, cols, rows, heights, surf):
             e = d - h_s
             if e <= 0.0:
                 heights[r, c] = zr
-                if closed and s >= length:
-                    s -= length
-                k = 0
-                for q in range(1, n_sec):
-                    if sec_start[q] <= s:
-                        k = q
-                surf[r, c] = sec_surf[k]
+                surf[r, c] = geo.sec_surf[_section_at(geo.sec_start, s, closed, length)]
                 continue
             sa = _sstep(e / berm_w)
             near = zr + berm_h * sa + rough * sa
@@ -680,8 +683,6 @@ def _section_nodes(geo, cols, rows, out):
                     best[r, c] = d2
                     best_j[r, c] = j
                     best_t[r, c] = t
-    sec_start = geo.sec_start
-    n_sec = sec_start.shape[0]
     for r in range(nr):
         for c in range(nc):
             jj = best_j[r, c]
@@ -692,14 +693,7 @@ def _section_nodes(geo, cols, rows, out):
             h = hw[jj] + (hw[jj + 1] - hw[jj]) * t
             if math.sqrt(best[r, c]) - h > 0.0:
                 continue
-            s = (jj + t) * ds
-            if closed and s >= length:
-                s -= length
-            k = 0
-            for q in range(1, n_sec):
-                if sec_start[q] <= s:
-                    k = q
-            out[r, c] = 1 + k % 15
+            out[r, c] = 1 + _section_at(geo.sec_start, (jj + t) * ds, closed, length) % 15
 
 
 @njit(cache=True)
@@ -779,7 +773,6 @@ class StageTerrain:
     centerline (no node is baked); the ground field fills in as nodes need it.
 
     Args:
-        stage: the stage.
         seed: terrain noise seed; ``None`` uses ``stage.terrain.seed``.
         cell_m: node spacing (m).
         sectioned: label road nodes with ``1 + section index`` (1..15, folded) instead of the
@@ -1099,17 +1092,12 @@ _lock = threading.Lock()
 
 
 def bake(stage: Stage, seed: int | None = None, cell_m: float = 1.0) -> Terrain:
-    """The heightfield and surface map of a stage (cached).
+    """The heightfield and surface map of a stage (cached), nodes ``cell_m`` metres apart, ground
+    noise from ``seed`` (``None``: ``stage.terrain.seed``, default 42).
 
-    Args:
-        stage: the stage.
-        seed: terrain noise seed; ``None`` uses ``stage.terrain.seed`` (default 42).
-        cell_m: node spacing in metres.
-
-    Returns:
-        A :class:`physics.terrain.Terrain` with ``heights_m`` (ny, nx) float64, ``surface_ids``
-        (ny, nx) int8 and ``grip`` = :data:`tracks.surfaces.GRIP`. The same object is returned
-        for the same stage content, seed and cell size while it stays in the cache.
+    Returns a :class:`physics.terrain.Terrain` with ``heights_m`` (ny, nx) float64,
+    ``surface_ids`` (ny, nx) int8 and ``grip`` = :data:`tracks.surfaces.GRIP`: the same object
+    for the same stage content, seed and cell size while it stays in the cache.
     """
     seed, cell_m = _check_args(stage, seed, cell_m)
     key = (stage.digest(), seed, cell_m)

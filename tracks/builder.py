@@ -100,13 +100,7 @@ def integrate_pieces(pieces, x0, y0, th0, z0, step, spacing, knot_angle):
     knots[nk, 1] = y
     knots[nk, 2] = z
     nk += 1
-    end = np.empty(5)
-    end[0] = x
-    end[1] = y
-    end[2] = th
-    end[3] = z
-    end[4] = total
-    return knots[:nk].copy(), end
+    return knots[:nk].copy(), np.array([x, y, th, z, total])
 
 
 def _turn_parts(

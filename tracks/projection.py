@@ -41,13 +41,8 @@ def pack_path(path: StagePath) -> np.ndarray:
     y = path.y_m
     ex = x[1:] - x[:-1]
     ey = y[1:] - y[:-1]
-    seg = np.empty((x.shape[0] - 1, N_SEG_COLS), np.float64)
-    seg[:, SEG_AX] = x[:-1]
-    seg[:, SEG_AY] = y[:-1]
-    seg[:, SEG_EX] = ex
-    seg[:, SEG_EY] = ey
-    seg[:, SEG_INV_L2] = 1.0 / (ex * ex + ey * ey)
-    return seg
+    # the columns in SEG_* order
+    return np.stack([x[:-1], y[:-1], ex, ey, 1.0 / (ex * ex + ey * ey)], axis=1)
 
 
 @njit_inner(_nrt=False)

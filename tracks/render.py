@@ -76,16 +76,8 @@ class _MapView:
 
 
 def render_stage(stage: Stage, size: int = 720, title: bool = True):
-    """Draw a stage map.
-
-    Args:
-        stage: the stage.
-        size: image width and height in pixels.
-        title: draw the title bar and legend.
-
-    Returns:
-        A ``PIL.Image.Image`` (RGB).
-    """
+    """A stage's map, ``size`` x ``size`` pixels, with the title bar and legend if ``title``:
+    a ``PIL.Image.Image`` (RGB)."""
     from PIL import Image, ImageDraw
 
     v = _MapView(stage, size, title)

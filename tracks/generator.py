@@ -186,11 +186,8 @@ def _features(rng, straights, d, s_lo, s_hi, length_m):
             feats.append(Feature("jump", round(lip_s, 1), round(ramp, 1), round(lip, 2), 2.0))
         else:
             fl = min(_u(rng, 30.0, 70.0), ln)
-            h = (
-                min(_u(rng, 0.6, 1.2 + 1.8 * d), fl / 6.0)
-                if kind == "crest"
-                else min(_u(rng, 0.4, 0.8 + 0.8 * d), fl / 6.0)
-            )
+            lo, hi = (0.6, 1.2 + 1.8 * d) if kind == "crest" else (0.4, 0.8 + 0.8 * d)
+            h = min(_u(rng, lo, hi), fl / 6.0)
             c = s0 + 0.5 * fl + _u(rng, 0.0, ln - fl)
             feats.append(Feature(kind, round(c, 1), round(fl, 1), round(h, 2)))
     feats.sort(key=lambda f: f.s_m)
@@ -342,6 +339,7 @@ def generate(
     if (length_m, difficulty, closed, laps, terrain_seed) != (2000.0, 0.5, False, 1, 42):
         name += f"-{length_m:.0f}m-d{difficulty:.2f}" + ("-loop" if closed else "")
     rng = np.random.default_rng(int(seed))
+    args = (rng, int(seed), length_m, difficulty, closed, int(laps), int(terrain_seed), name)
     last = "no attempt made"
     # loops keep their one budget: a loop that cannot be made becomes the point-to-point
     # stage of its draw (generate_drawn), and that must stay so for every seed
@@ -349,17 +347,7 @@ def generate(
     for attempts, margin in budgets:
         for _ in range(attempts):
             try:
-                return _attempt(
-                    rng,
-                    int(seed),
-                    length_m,
-                    difficulty,
-                    closed,
-                    int(laps),
-                    int(terrain_seed),
-                    name,
-                    margin,
-                )
+                return _attempt(*args, margin)
             except (_Retry, StageError) as e:
                 last = str(e)
     tried = " + ".join(str(n) for n, _ in budgets)

@@ -10,27 +10,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: str.translate table of a basic string: the short escapes, else \uXXXX for control characters
 _ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\t": "\\t",
-    "\n": "\\n",
-    "\f": "\\f",
-    "\r": "\\r",
+    **{c: f"\\u{c:04x}" for c in (*range(0x20), 0x7F)},
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+    ord("\b"): "\\b",
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\f"): "\\f",
+    ord("\r"): "\\r",
 }
 
 
 def _string(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + s.translate(_ESCAPES) + '"'
 
 
 def _scalar(v: Any) -> str:

@@ -957,11 +957,6 @@ class StageTerrain:
         h, s = self.bake_region(0, nx, 0, ny)
         return Terrain(h, s, self.grip, self.x0_m, self.y0_m, self.cell_m, name=self.name)
 
-    @property
-    def nbytes(self) -> int:
-        """Memory held by the source's index and ground field (bytes)."""
-        return int(sum(a.nbytes for a in self._geo))
-
 
 def section_grip(stage: Stage) -> tuple[np.ndarray, np.ndarray]:
     """(grip per id, id per section) of the section-labelled terrain: id 0 is off-road, section

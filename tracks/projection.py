@@ -395,12 +395,8 @@ class Projector:
         Raises:
             ProjectionError: on wrong shapes or non-finite positions.
         """
-        pos = _f64(pos_xy)
-        fwd = _f64(fwd_xy)
-        if pos.ndim == 1:
-            pos = pos.reshape(1, -1)
-        if fwd.ndim == 1:
-            fwd = fwd.reshape(1, -1)
+        pos = _f64(pos_xy, rows=True)
+        fwd = _f64(fwd_xy, rows=True)
         if pos.ndim != 2 or pos.shape[1] != 2:
             raise ProjectionError(f"pos_xy must have shape (N, 2), got {np.shape(pos_xy)}")
         if fwd.shape != pos.shape:
@@ -445,10 +441,12 @@ class Projector:
         return res
 
 
-def _f64(a: np.ndarray) -> np.ndarray:
-    if type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous:
-        return a
-    return np.ascontiguousarray(a, dtype=np.float64)
+def _f64(a: np.ndarray, rows: bool = False) -> np.ndarray:
+    """``a`` as a C-contiguous float64 array (itself if it is one); with ``rows``, a 1-D one
+    as a single row."""
+    if not (type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous):
+        a = np.ascontiguousarray(a, dtype=np.float64)
+    return a.reshape(1, -1) if rows and a.ndim == 1 else a
 
 
 def delta_s(

@@ -300,12 +300,7 @@ def _ground_block(geo, ci0, ci1, cj0, cj1):
     g = geo.g
     gdone = geo.gdone
     prm = geo.prm
-    todo = False
-    for gj in range(cj0, cj1 + 1):
-        for gi in range(ci0, ci1 + 1):
-            if gdone[gj, gi] == 0:
-                todo = True
-    if not todo:
+    if gdone[cj0 : cj1 + 1, ci0 : ci1 + 1].all():
         return
     x = geo.x
     y = geo.y
@@ -410,12 +405,17 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
     m = cand.shape[0]
     if m == 0:  # no segment within reach: the outputs keep their "none" values
         return
-    # per candidate: the segment as the scan computes it
+    # per candidate: the segment as the scan computes it; per chunk: the box around its segments
     sax = np.empty(m)
     say = np.empty(m)
     sex = np.empty(m)
     sey = np.empty(m)
     sil = np.empty(m)
+    n_ch = (m + _CHUNK - 1) // _CHUNK
+    bx0 = np.full(n_ch, np.inf)
+    bx1 = np.full(n_ch, -np.inf)
+    by0 = np.full(n_ch, np.inf)
+    by1 = np.full(n_ch, -np.inf)
     for q in range(m):
         j = cand[q]
         sax[q] = x[j]
@@ -423,26 +423,11 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
         sex[q] = x[j + 1] - sax[q]
         sey[q] = y[j + 1] - say[q]
         sil[q] = 1.0 / (sex[q] * sex[q] + sey[q] * sey[q])
-    n_ch = (m + _CHUNK - 1) // _CHUNK
-    bx0 = np.empty(n_ch)
-    bx1 = np.empty(n_ch)
-    by0 = np.empty(n_ch)
-    by1 = np.empty(n_ch)
-    for h in range(n_ch):
-        lo_x = np.inf
-        hi_x = -np.inf
-        lo_y = np.inf
-        hi_y = -np.inf
-        for q in range(h * _CHUNK, min(m, (h + 1) * _CHUNK)):
-            j = cand[q]
-            lo_x = min(lo_x, x[j], x[j + 1])
-            hi_x = max(hi_x, x[j], x[j + 1])
-            lo_y = min(lo_y, y[j], y[j + 1])
-            hi_y = max(hi_y, y[j], y[j + 1])
-        bx0[h] = lo_x
-        bx1[h] = hi_x
-        by0[h] = lo_y
-        by1[h] = hi_y
+        h = q // _CHUNK
+        bx0[h] = min(bx0[h], x[j], x[j + 1])
+        bx1[h] = max(bx1[h], x[j], x[j + 1])
+        by0[h] = min(by0[h], y[j], y[j + 1])
+        by1[h] = max(by1[h], y[j], y[j + 1])
     lb2 = np.empty(n_ch)
     for r in range(rows.shape[0]):
         gj = rows[r]

@@ -145,16 +145,12 @@ def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
     """
     n = seg.shape[0]
     if s_prev >= 0.0 and s_prev == s_prev and 2 * window_n + 1 < n:
-        i0 = int(s_prev / ds)
-        if i0 > n - 1:
-            i0 = n - 1
+        i0 = min(int(s_prev / ds), n - 1)
         lo = i0 - window_n
         hi = i0 + window_n
         if not closed:
-            if lo < 0:
-                lo = 0
-            if hi > n - 1:
-                hi = n - 1
+            lo = max(lo, 0)
+            hi = min(hi, n - 1)
         j, t, lat, w = fan_segment(seg, tx, ty, px, py, lo, hi, closed, not closed)
         at_lo = w == 0 and (closed or lo > 0)
         at_hi = w == hi - lo and (closed or hi < n - 1)
@@ -276,9 +272,7 @@ def project_batch(
             else:
                 extra = 0.0
             f = sq / ds
-            i = int(f)
-            if i > n - 1:
-                i = n - 1
+            i = min(int(f), n - 1)
             u = f - i
             lx = _lerp(x, i, u)
             ly = _lerp(y, i, u)

@@ -138,7 +138,6 @@ def fit_and_resample(knots, closed, target_ds):
 
     Args:
         knots: (n, 3) float64 knots (x, y, z) in metres. Closed loops do not repeat the first.
-        closed: whether the centerline is a closed loop.
         target_ds: wanted sample spacing in metres (the actual spacing is length / round(...)).
 
     Returns:
@@ -290,14 +289,9 @@ def first_overlap(x, y, hw, closed, clearance):
     pair closer than ``hw[i] + hw[j] + clearance`` is an overlap (the road strips, widened by the
     clearance, touch). A spatial hash keeps this near O(n).
 
-    Args:
-        x, y: (m,) sample positions in metres (closed loops: last sample repeats the first).
-        hw: (m,) half widths in metres.
-        closed: whether the path is a loop.
-        clearance: required gap between road edges of different parts of the stage (m).
-
-    Returns:
-        (i, j, distance) of the first overlapping pair found, or (-1, -1, 0.0).
+    ``x, y`` and ``hw`` are the samples' positions and half widths (m; a loop's last sample
+    repeats its first). Returns (i, j, distance) of the first overlapping pair found, or
+    (-1, -1, 0.0).
     """
     m = x.shape[0] - 1 if closed else x.shape[0]
     hw_max = 0.0

@@ -275,7 +275,6 @@ def loop_builder(
         heading_deg: heading of the first straight.
         length_m: wanted lap length (m), or ``None``.
         min_straight_m: the correction must leave every straight at least this long.
-        knot_spacing_m: knot spacing of the returned builder.
 
     Returns:
         (builder, corrected straight lengths), or ``None`` if no valid correction exists.

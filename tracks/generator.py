@@ -307,9 +307,7 @@ def generate(
             run-up and an 80 m run-off are added), the lap length for closed loops.
         difficulty: 0 (wide, sweeping, flat) .. 1 (narrow, hairpins, steep, loose surfaces).
             At the default 0.5 no corner is tighter than ~25 m.
-        closed: make a closed loop instead of a point-to-point stage.
         laps: laps to the finish of a closed loop.
-        terrain_seed: the stage's terrain noise seed.
         max_attempts: retry budget (a point-to-point stage then has ``RESCUE_ATTEMPTS`` more
             with its corners drawn wider).
 
@@ -318,8 +316,7 @@ def generate(
         are not the defaults).
 
     Raises:
-        ValueError: on bad arguments.
-        GenerationError: when every attempt failed validation.
+        GenerationError: when every attempt failed validation (``ValueError``: bad arguments).
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")

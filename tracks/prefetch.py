@@ -102,13 +102,11 @@ class Prefetcher:
 
     # ------------------------------------------------------------------------ the worker
     def _start(self) -> bool:
+        """Start the worker unless it runs (:meth:`request` checked that prefetching is on)."""
         if self._proc is not None:
             return True
-        if self.disabled:
-            return False
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        env["RALLY_PREFETCH"] = "0"
+        path = os.pathsep.join(p for p in sys.path if p)
+        env = dict(os.environ, PYTHONPATH=path, RALLY_PREFETCH="0")
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "tracks.prefetch"],

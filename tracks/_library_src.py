@@ -331,10 +331,8 @@ SKIDPAD_RADIUS_M = 40.0
 def skidpad() -> Stage:
     """Flat open gravel pad with a marked circle of radius 40 m (anticlockwise)."""
     n = 48
-    pts = []
-    for k in range(n):
-        s, c = sincosx(2.0 * PI * k / n - 0.5 * PI)
-        pts.append([round(SKIDPAD_RADIUS_M * c, 4), round(SKIDPAD_RADIUS_M * s, 4), 0.0])
+    sc = [sincosx(2.0 * PI * k / n - 0.5 * PI) for k in range(n)]
+    pts = [[round(SKIDPAD_RADIUS_M * c, 4), round(SKIDPAD_RADIUS_M * s, 4), 0.0] for s, c in sc]
     return Stage(
         name="skidpad",
         description="Measurement stage: a flat open gravel pad with a marked circle of "

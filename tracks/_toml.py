@@ -76,13 +76,11 @@ def dumps(doc: dict[str, Any], header: str = "") -> str:
     _body(doc, lines)
     for k, v in doc.items():
         if isinstance(v, dict):
-            lines.append("")
-            lines.append(f"[{_key(k)}]")
+            lines += ["", f"[{_key(k)}]"]
             _body(v, lines)
     for k, v in doc.items():
         if _is_table_array(v):
             for item in v:
-                lines.append("")
-                lines.append(f"[[{_key(k)}]]")
+                lines += ["", f"[[{_key(k)}]]"]
                 _body(item, lines)
     return "\n".join(lines) + "\n"

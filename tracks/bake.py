@@ -952,10 +952,8 @@ def section_grip(stage: Stage) -> tuple[np.ndarray, np.ndarray]:
     n_sec = len(p.section_start_m)
     n_max = MAX_SURFACES - 1
     ids = 1 + np.arange(n_sec) % n_max
-    grip = np.zeros(1 + min(n_sec, n_max))
-    grip[0] = _surf.GRIP[_surf.surface_id(stage.terrain.offroad_surface)]
-    for i in range(min(n_sec, n_max)):
-        grip[1 + i] = _surf.GRIP[int(p.section_surface[i])]
+    off = _surf.GRIP[_surf.surface_id(stage.terrain.offroad_surface)]
+    grip = np.concatenate([[off], _surf.GRIP[p.section_surface[:n_max]]])
     return grip, ids.astype(np.int64)
 
 

@@ -126,9 +126,7 @@ def _closed_layout(rng, length_m, d, r_min):
     turns = []
     for a in angles:
         radius, _ = _draw_turn(rng, d, r_min)
-        radius = min(radius, 0.08 * length_m)
-        radius = max(radius, r_min)
-        turns.append((radius, a))
+        turns.append((max(min(radius, 0.08 * length_m), r_min), a))
     lens = [_u(rng, 30.0, 40.0 + 120.0 * (1.0 - d)) for _ in turns]
     theta0 = _u(rng, -180.0, 180.0)
     res = loop_builder(turns, lens, theta0, length_m, min_straight_m=25.0)
@@ -154,8 +152,7 @@ def _sections(rng, s_end, d, closed):
     prev = -1
     while s < s_end - 150.0 or not out:
         u = float(rng.random())
-        k = int(np.searchsorted(cum, u, side="right"))
-        k = min(k, 3)
+        k = min(int(np.searchsorted(cum, u, side="right")), 3)
         if k == prev:
             k = (k + 1 + int(rng.integers(0, 3))) % 4
         prev = k

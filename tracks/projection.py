@@ -260,17 +260,15 @@ def project_batch(
         out_right[k] = h + lat
         for q in range(n_look):
             sq = s + lookahead[q]
+            extra = 0.0  # beyond an open stage's end: straight on along its end tangent
             if closed:
                 sq = sq - length * math.floor(sq / length)
-                extra = 0.0
             elif sq > length:
                 extra = sq - length
                 sq = length
             elif sq < 0.0:
                 extra = sq
                 sq = 0.0
-            else:
-                extra = 0.0
             f = sq / ds
             i = min(int(f), n - 1)
             u = f - i

@@ -173,14 +173,9 @@ class PathBuilder:
         ease_m: float | None = None,
         grade: float | None = None,
     ) -> PathBuilder:
-        """A turn of ``angle_deg`` (positive = left) at ``radius_m``, eased in and out.
-
-        Args:
-            radius_m: radius of the constant-curvature middle part (m).
-            angle_deg: total change of heading (degrees, positive left).
-            ease_m: length of each curvature ramp in metres (default
-                ``min(max(0.6 R, 15), R |angle| / 2)``).
-            grade: grade for this turn (default: the current grade).
+        """A turn through ``angle_deg`` (positive = left) at ``radius_m`` (the middle part's),
+        eased in and out by curvature ramps ``ease_m`` long (default
+        ``min(max(0.6 R, 15), R |angle| / 2)``), at ``grade`` (default: the current grade).
         """
         e, mid, k = _turn_parts(radius_m, angle_deg, ease_m)
         g = self._grade if grade is None else float(grade)

@@ -78,9 +78,6 @@ class Prefetcher:
 
     Answers are read by the caller's own thread, without blocking, whenever it makes or takes
     a request (no reader thread competes for the interpreter lock).
-
-    Args:
-        max_pending: requests in flight at most.
     """
 
     def __init__(self, max_pending: int = MAX_PENDING):

@@ -228,8 +228,7 @@ def save_stage(stage: Stage, path: str | os.PathLike[str]) -> Path:
     """Write a stage to a TOML file and return its path (atomically: a temporary file is
     renamed into place)."""
     p = Path(path)
-    text = dumps_stage(stage)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(dumps_stage(stage), encoding="utf-8")
     os.replace(tmp, p)
     return p

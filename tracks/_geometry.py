@@ -99,18 +99,16 @@ def _periodic_second_derivs(t, y, period):
     alpha = lower[0]
     beta = upper[n - 1]
     gamma = -diag[0]
-    d2 = diag.copy()
-    d2[0] = diag[0] - gamma
-    d2[n - 1] = diag[n - 1] - alpha * beta / gamma
-    lo = lower.copy()
-    up = upper.copy()
-    lo[0] = 0.0
-    up[n - 1] = 0.0
-    xs = _solve_tridiag(lo, d2, up, rhs)
+    # T, in place (n >= 2 here: a loop of fewer knots has a zero chord and stops earlier)
+    diag[0] = diag[0] - gamma
+    diag[n - 1] = diag[n - 1] - alpha * beta / gamma
+    lower[0] = 0.0
+    upper[n - 1] = 0.0
+    xs = _solve_tridiag(lower, diag, upper, rhs)
     u = np.zeros(n)
     u[0] = gamma
     u[n - 1] = beta
-    zs = _solve_tridiag(lo, d2, up, u)
+    zs = _solve_tridiag(lower, diag, upper, u)
     num = xs[0] + alpha * xs[n - 1] / gamma
     den = 1.0 + zs[0] + alpha * zs[n - 1] / gamma
     fact = num / den
@@ -138,7 +136,6 @@ def fit_and_resample(knots, closed, target_ds):
 
     Args:
         knots: (n, 3) float64 knots (x, y, z) in metres. Closed loops do not repeat the first.
-        closed: whether the centerline is a closed loop.
         target_ds: wanted sample spacing in metres (the actual spacing is length / round(...)).
 
     Returns:
@@ -290,14 +287,9 @@ def first_overlap(x, y, hw, closed, clearance):
     pair closer than ``hw[i] + hw[j] + clearance`` is an overlap (the road strips, widened by the
     clearance, touch). A spatial hash keeps this near O(n).
 
-    Args:
-        x, y: (m,) sample positions in metres (closed loops: last sample repeats the first).
-        hw: (m,) half widths in metres.
-        closed: whether the path is a loop.
-        clearance: required gap between road edges of different parts of the stage (m).
-
-    Returns:
-        (i, j, distance) of the first overlapping pair found, or (-1, -1, 0.0).
+    ``x, y`` and ``hw`` are the samples' positions and half widths (m; a loop's last sample
+    repeats its first). Returns (i, j, distance) of the first overlapping pair found, or
+    (-1, -1, 0.0).
     """
     m = x.shape[0] - 1 if closed else x.shape[0]
     hw_max = 0.0

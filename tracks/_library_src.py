@@ -168,41 +168,28 @@ def mixed_surface() -> Stage:
     """Surfaces change in the middle of corners."""
     b = PathBuilder(0.0, 0.0, heading_deg=90.0, z_m=0.0)
     b.straight(90)
-    corners = [
-        (45, 80),
-        (60, -70),
-        (35, 95),
-        (80, -50),
-        (40, -85),
-        (55, 75),
-        (32, -100),
-        (70, 60),
-        (45, -70),
-        (38, 90),
-    ]
-    straights = [110, 90, 130, 80, 120, 100, 90, 140, 100, 160]
+    # (radius_m, angle_deg) of each corner, the straight after it (m) and the surface from
+    # the corner's apex on
+    corners = (
+        (45, 80, 110, "packed-dirt"),
+        (60, -70, 90, "sand"),
+        (35, 95, 130, "dust"),
+        (80, -50, 80, "gravel"),
+        (40, -85, 120, "sand"),
+        (55, 75, 100, "packed-dirt"),
+        (32, -100, 90, "dust"),
+        (70, 60, 140, "gravel"),
+        (45, -70, 100, "sand"),
+        (38, 90, 160, "packed-dirt"),
+    )
     mids = []
-    for (r, a), ln in zip(corners, straights, strict=True):
+    secs = [Section(0.0, 8.5, "gravel")]
+    for r, a, ln, surface in corners:
         s0 = b.s_m
         b.grade(0.02 if a > 0 else -0.02).turn(r, a)
         mids.append(0.5 * (s0 + b.s_m))
+        secs.append(Section(_r(mids[-1]), 8.5, surface))
         b.grade(0.0).straight(ln)
-    surfs = [
-        "gravel",
-        "packed-dirt",
-        "sand",
-        "dust",
-        "gravel",
-        "sand",
-        "packed-dirt",
-        "dust",
-        "gravel",
-        "sand",
-        "packed-dirt",
-    ]
-    secs = [Section(0.0, 8.5, surfs[0])]
-    for k, m in enumerate(mids):
-        secs.append(Section(_r(m), 8.5, surfs[k + 1]))
     start = 30.0
     finish = b.s_m - 90.0
     feats = (
@@ -227,72 +214,32 @@ def forest() -> Stage:
     """Narrow and technical: tight corners, chicanes, short straights."""
     b = PathBuilder(0.0, 0.0, heading_deg=45.0, z_m=60.0)
     b.straight(60)
-    seq = [
-        ("t", 22, 70),
-        ("s", 25),
-        ("t", 18, -85),
-        ("s", 40),
-        ("t", 28, 45),
-        ("t", 24, -60),
-        ("s", 30),
-        ("t", 20, 90),
-        ("s", 55),
-        ("t", 35, -40),
-        ("t", 30, 40),
-        ("s", 20),
-        ("t", 19, -95),
-        ("s", 35),
-        ("t", 26, 60),
-        ("s", 60),
-        ("t", 21, -70),
-        ("t", 21, 70),
-        ("s", 45),
-        ("t", 18, 100),
-        ("s", 30),
-        ("t", 32, -50),
-        ("s", 40),
-        ("t", 24, -75),
-        ("s", 25),
-        ("t", 27, 80),
-        ("t", 27, -80),
-        ("s", 50),
-        ("t", 20, 65),
-        ("s", 35),
-        ("t", 23, -90),
-        ("s", 40),
-        ("t", 30, 55),
-        ("s", 70),
-        ("t", 19, -80),
-        ("s", 30),
-        ("t", 25, 45),
-        ("t", 25, -45),
-        ("s", 40),
-        ("t", 18, 95),
-        ("s", 25),
-        ("t", 28, -60),
-        ("s", 50),
-        ("t", 22, -70),
-        ("t", 22, 70),
-        ("s", 35),
-        ("t", 20, 85),
-        ("s", 60),
-        ("t", 26, -55),
-        ("s", 30),
-        ("t", 19, -90),
-        ("s", 45),
-    ]
-    grade = 0.0
+    # four pieces at a grade: (radius_m, angle_deg) a turn, a number a straight (m)
+    stretches = (
+        (0.03, (22, 70), 25, (18, -85), 40),
+        (-0.02, (28, 45), (24, -60), 30, (20, 90)),
+        (0.04, 55, (35, -40), (30, 40), 20),
+        (-0.035, (19, -95), 35, (26, 60), 60),
+        (0.01, (21, -70), (21, 70), 45, (18, 100)),
+        (0.03, 30, (32, -50), 40, (24, -75)),
+        (-0.02, 25, (27, 80), (27, -80), 50),
+        (0.04, (20, 65), 35, (23, -90), 40),
+        (-0.035, (30, 55), 70, (19, -80), 30),
+        (0.01, (25, 45), (25, -45), 40, (18, 95)),
+        (0.03, 25, (28, -60), 50, (22, -70)),
+        (-0.02, (22, 70), 35, (20, 85), 60),
+        (0.04, (26, -55), 30, (19, -90), 45),
+    )
     comp = []
-    for i, op in enumerate(seq):
-        if i % 4 == 0:
-            grade = [0.03, -0.02, 0.04, -0.035, 0.01][(i // 4) % 5]
-            b.grade(grade)
-        if op[0] == "s":
-            if op[1] >= 55:
-                comp.append(b.s_m + 0.5 * op[1])
-            b.straight(op[1])
-        else:
-            b.turn(op[1], op[2])
+    for grade, *pieces in stretches:
+        b.grade(grade)
+        for p in pieces:
+            if isinstance(p, tuple):
+                b.turn(*p)
+                continue
+            if p >= 55:
+                comp.append(b.s_m + 0.5 * p)
+            b.straight(p)
     b.grade(0.0).straight(120)
     start = 25.0
     finish = b.s_m - 90.0
@@ -384,10 +331,8 @@ SKIDPAD_RADIUS_M = 40.0
 def skidpad() -> Stage:
     """Flat open gravel pad with a marked circle of radius 40 m (anticlockwise)."""
     n = 48
-    pts = []
-    for k in range(n):
-        s, c = sincosx(2.0 * PI * k / n - 0.5 * PI)
-        pts.append([round(SKIDPAD_RADIUS_M * c, 4), round(SKIDPAD_RADIUS_M * s, 4), 0.0])
+    sc = [sincosx(2.0 * PI * k / n - 0.5 * PI) for k in range(n)]
+    pts = [[round(SKIDPAD_RADIUS_M * c, 4), round(SKIDPAD_RADIUS_M * s, 4), 0.0] for s, c in sc]
     return Stage(
         name="skidpad",
         description="Measurement stage: a flat open gravel pad with a marked circle of "

@@ -10,27 +10,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: str.translate table of a basic string: the short escapes, else \uXXXX for control characters
 _ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\t": "\\t",
-    "\n": "\\n",
-    "\f": "\\f",
-    "\r": "\\r",
+    **{c: f"\\u{c:04x}" for c in (*range(0x20), 0x7F)},
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+    ord("\b"): "\\b",
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\f"): "\\f",
+    ord("\r"): "\\r",
 }
 
 
 def _string(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + s.translate(_ESCAPES) + '"'
 
 
 def _scalar(v: Any) -> str:
@@ -82,13 +76,11 @@ def dumps(doc: dict[str, Any], header: str = "") -> str:
     _body(doc, lines)
     for k, v in doc.items():
         if isinstance(v, dict):
-            lines.append("")
-            lines.append(f"[{_key(k)}]")
+            lines += ["", f"[{_key(k)}]"]
             _body(v, lines)
     for k, v in doc.items():
         if _is_table_array(v):
             for item in v:
-                lines.append("")
-                lines.append(f"[[{_key(k)}]]")
+                lines += ["", f"[[{_key(k)}]]"]
                 _body(item, lines)
     return "\n".join(lines) + "\n"

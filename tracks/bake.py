@@ -300,12 +300,7 @@ def _ground_block(geo, ci0, ci1, cj0, cj1):
     g = geo.g
     gdone = geo.gdone
     prm = geo.prm
-    todo = False
-    for gj in range(cj0, cj1 + 1):
-        for gi in range(ci0, ci1 + 1):
-            if gdone[gj, gi] == 0:
-                todo = True
-    if not todo:
+    if gdone[cj0 : cj1 + 1, ci0 : ci1 + 1].all():
         return
     x = geo.x
     y = geo.y
@@ -410,12 +405,17 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
     m = cand.shape[0]
     if m == 0:  # no segment within reach: the outputs keep their "none" values
         return
-    # per candidate: the segment as the scan computes it
+    # per candidate: the segment as the scan computes it; per chunk: the box around its segments
     sax = np.empty(m)
     say = np.empty(m)
     sex = np.empty(m)
     sey = np.empty(m)
     sil = np.empty(m)
+    n_ch = (m + _CHUNK - 1) // _CHUNK
+    bx0 = np.full(n_ch, np.inf)
+    bx1 = np.full(n_ch, -np.inf)
+    by0 = np.full(n_ch, np.inf)
+    by1 = np.full(n_ch, -np.inf)
     for q in range(m):
         j = cand[q]
         sax[q] = x[j]
@@ -423,26 +423,11 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
         sex[q] = x[j + 1] - sax[q]
         sey[q] = y[j + 1] - say[q]
         sil[q] = 1.0 / (sex[q] * sex[q] + sey[q] * sey[q])
-    n_ch = (m + _CHUNK - 1) // _CHUNK
-    bx0 = np.empty(n_ch)
-    bx1 = np.empty(n_ch)
-    by0 = np.empty(n_ch)
-    by1 = np.empty(n_ch)
-    for h in range(n_ch):
-        lo_x = np.inf
-        hi_x = -np.inf
-        lo_y = np.inf
-        hi_y = -np.inf
-        for q in range(h * _CHUNK, min(m, (h + 1) * _CHUNK)):
-            j = cand[q]
-            lo_x = min(lo_x, x[j], x[j + 1])
-            hi_x = max(hi_x, x[j], x[j + 1])
-            lo_y = min(lo_y, y[j], y[j + 1])
-            hi_y = max(hi_y, y[j], y[j + 1])
-        bx0[h] = lo_x
-        bx1[h] = hi_x
-        by0[h] = lo_y
-        by1[h] = hi_y
+        h = q // _CHUNK
+        bx0[h] = min(bx0[h], x[j], x[j + 1])
+        bx1[h] = max(bx1[h], x[j], x[j + 1])
+        by0[h] = min(by0[h], y[j], y[j + 1])
+        by1[h] = max(by1[h], y[j], y[j + 1])
     lb2 = np.empty(n_ch)
     for r in range(rows.shape[0]):
         gj = rows[r]
@@ -502,6 +487,18 @@ def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, f
             fan_d[r, c] = f_d
             fan_j[r, c] = f_j
             fan_t[r, c] = f_t
+
+
+@njit_inner
+def _section_at(sec_start, s, closed, length):
+    """Index of the section holding arc length ``s`` (taken once round a loop)."""
+    if closed and s >= length:
+        s -= length
+    k = 0
+    for q in range(1, sec_start.shape[0]):
+        if sec_start[q] <= s:
+            k = q
+    return k
 
 
 @njit_inner
@@ -574,11 +571,8 @@ def _bake_nodes(geo, cols, rows, heights, surf):
     closed = prm[_CLOSED] > 0.5
     hw = geo.hw
     zb = geo.zb
-    sec_start = geo.sec_start
-    sec_surf = geo.sec_surf
     fkind = geo.fkind
     fparams = geo.fparams
-    n_sec = sec_start.shape[0]
     for r in range(nr):
         gj = rows[r]
         py = y0 + gj * cell
@@ -615,13 +609,7 @@ def _bake_nodes(geo, cols, rows, heights, surf):
             e = d - h_s
             if e <= 0.0:
                 heights[r, c] = zr
-                if closed and s >= length:
-                    s -= length
-                k = 0
-                for q in range(1, n_sec):
-                    if sec_start[q] <= s:
-                        k = q
-                surf[r, c] = sec_surf[k]
+                surf[r, c] = geo.sec_surf[_section_at(geo.sec_start, s, closed, length)]
                 continue
             sa = _sstep(e / berm_w)
             near = zr + berm_h * sa + rough * sa
@@ -680,8 +668,6 @@ def _section_nodes(geo, cols, rows, out):
                     best[r, c] = d2
                     best_j[r, c] = j
                     best_t[r, c] = t
-    sec_start = geo.sec_start
-    n_sec = sec_start.shape[0]
     for r in range(nr):
         for c in range(nc):
             jj = best_j[r, c]
@@ -692,14 +678,7 @@ def _section_nodes(geo, cols, rows, out):
             h = hw[jj] + (hw[jj + 1] - hw[jj]) * t
             if math.sqrt(best[r, c]) - h > 0.0:
                 continue
-            s = (jj + t) * ds
-            if closed and s >= length:
-                s -= length
-            k = 0
-            for q in range(1, n_sec):
-                if sec_start[q] <= s:
-                    k = q
-            out[r, c] = 1 + k % 15
+            out[r, c] = 1 + _section_at(geo.sec_start, (jj + t) * ds, closed, length) % 15
 
 
 @njit(cache=True)
@@ -779,7 +758,6 @@ class StageTerrain:
     centerline (no node is baked); the ground field fills in as nodes need it.
 
     Args:
-        stage: the stage.
         seed: terrain noise seed; ``None`` uses ``stage.terrain.seed``.
         cell_m: node spacing (m).
         sectioned: label road nodes with ``1 + section index`` (1..15, folded) instead of the
@@ -964,11 +942,6 @@ class StageTerrain:
         h, s = self.bake_region(0, nx, 0, ny)
         return Terrain(h, s, self.grip, self.x0_m, self.y0_m, self.cell_m, name=self.name)
 
-    @property
-    def nbytes(self) -> int:
-        """Memory held by the source's index and ground field (bytes)."""
-        return int(sum(a.nbytes for a in self._geo))
-
 
 def section_grip(stage: Stage) -> tuple[np.ndarray, np.ndarray]:
     """(grip per id, id per section) of the section-labelled terrain: id 0 is off-road, section
@@ -979,10 +952,8 @@ def section_grip(stage: Stage) -> tuple[np.ndarray, np.ndarray]:
     n_sec = len(p.section_start_m)
     n_max = MAX_SURFACES - 1
     ids = 1 + np.arange(n_sec) % n_max
-    grip = np.zeros(1 + min(n_sec, n_max))
-    grip[0] = _surf.GRIP[_surf.surface_id(stage.terrain.offroad_surface)]
-    for i in range(min(n_sec, n_max)):
-        grip[1 + i] = _surf.GRIP[int(p.section_surface[i])]
+    off = _surf.GRIP[_surf.surface_id(stage.terrain.offroad_surface)]
+    grip = np.concatenate([[off], _surf.GRIP[p.section_surface[:n_max]]])
     return grip, ids.astype(np.int64)
 
 
@@ -1099,17 +1070,12 @@ _lock = threading.Lock()
 
 
 def bake(stage: Stage, seed: int | None = None, cell_m: float = 1.0) -> Terrain:
-    """The heightfield and surface map of a stage (cached).
+    """The heightfield and surface map of a stage (cached), nodes ``cell_m`` metres apart, ground
+    noise from ``seed`` (``None``: ``stage.terrain.seed``, default 42).
 
-    Args:
-        stage: the stage.
-        seed: terrain noise seed; ``None`` uses ``stage.terrain.seed`` (default 42).
-        cell_m: node spacing in metres.
-
-    Returns:
-        A :class:`physics.terrain.Terrain` with ``heights_m`` (ny, nx) float64, ``surface_ids``
-        (ny, nx) int8 and ``grip`` = :data:`tracks.surfaces.GRIP`. The same object is returned
-        for the same stage content, seed and cell size while it stays in the cache.
+    Returns a :class:`physics.terrain.Terrain` with ``heights_m`` (ny, nx) float64,
+    ``surface_ids`` (ny, nx) int8 and ``grip`` = :data:`tracks.surfaces.GRIP`: the same object
+    for the same stage content, seed and cell size while it stays in the cache.
     """
     seed, cell_m = _check_args(stage, seed, cell_m)
     key = (stage.digest(), seed, cell_m)

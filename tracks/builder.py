@@ -100,13 +100,7 @@ def integrate_pieces(pieces, x0, y0, th0, z0, step, spacing, knot_angle):
     knots[nk, 1] = y
     knots[nk, 2] = z
     nk += 1
-    end = np.empty(5)
-    end[0] = x
-    end[1] = y
-    end[2] = th
-    end[3] = z
-    end[4] = total
-    return knots[:nk].copy(), end
+    return knots[:nk].copy(), np.array([x, y, th, z, total])
 
 
 def _turn_parts(
@@ -179,14 +173,9 @@ class PathBuilder:
         ease_m: float | None = None,
         grade: float | None = None,
     ) -> PathBuilder:
-        """A turn of ``angle_deg`` (positive = left) at ``radius_m``, eased in and out.
-
-        Args:
-            radius_m: radius of the constant-curvature middle part (m).
-            angle_deg: total change of heading (degrees, positive left).
-            ease_m: length of each curvature ramp in metres (default
-                ``min(max(0.6 R, 15), R |angle| / 2)``).
-            grade: grade for this turn (default: the current grade).
+        """A turn through ``angle_deg`` (positive = left) at ``radius_m`` (the middle part's),
+        eased in and out by curvature ramps ``ease_m`` long (default
+        ``min(max(0.6 R, 15), R |angle| / 2)``), at ``grade`` (default: the current grade).
         """
         e, mid, k = _turn_parts(radius_m, angle_deg, ease_m)
         g = self._grade if grade is None else float(grade)
@@ -281,7 +270,6 @@ def loop_builder(
         heading_deg: heading of the first straight.
         length_m: wanted lap length (m), or ``None``.
         min_straight_m: the correction must leave every straight at least this long.
-        knot_spacing_m: knot spacing of the returned builder.
 
     Returns:
         (builder, corrected straight lengths), or ``None`` if no valid correction exists.

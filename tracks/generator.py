@@ -126,9 +126,7 @@ def _closed_layout(rng, length_m, d, r_min):
     turns = []
     for a in angles:
         radius, _ = _draw_turn(rng, d, r_min)
-        radius = min(radius, 0.08 * length_m)
-        radius = max(radius, r_min)
-        turns.append((radius, a))
+        turns.append((max(min(radius, 0.08 * length_m), r_min), a))
     lens = [_u(rng, 30.0, 40.0 + 120.0 * (1.0 - d)) for _ in turns]
     theta0 = _u(rng, -180.0, 180.0)
     res = loop_builder(turns, lens, theta0, length_m, min_straight_m=25.0)
@@ -154,8 +152,7 @@ def _sections(rng, s_end, d, closed):
     prev = -1
     while s < s_end - 150.0 or not out:
         u = float(rng.random())
-        k = int(np.searchsorted(cum, u, side="right"))
-        k = min(k, 3)
+        k = min(int(np.searchsorted(cum, u, side="right")), 3)
         if k == prev:
             k = (k + 1 + int(rng.integers(0, 3))) % 4
         prev = k
@@ -186,11 +183,8 @@ def _features(rng, straights, d, s_lo, s_hi, length_m):
             feats.append(Feature("jump", round(lip_s, 1), round(ramp, 1), round(lip, 2), 2.0))
         else:
             fl = min(_u(rng, 30.0, 70.0), ln)
-            h = (
-                min(_u(rng, 0.6, 1.2 + 1.8 * d), fl / 6.0)
-                if kind == "crest"
-                else min(_u(rng, 0.4, 0.8 + 0.8 * d), fl / 6.0)
-            )
+            lo, hi = (0.6, 1.2 + 1.8 * d) if kind == "crest" else (0.4, 0.8 + 0.8 * d)
+            h = min(_u(rng, lo, hi), fl / 6.0)
             c = s0 + 0.5 * fl + _u(rng, 0.0, ln - fl)
             feats.append(Feature(kind, round(c, 1), round(fl, 1), round(h, 2)))
     feats.sort(key=lambda f: f.s_m)
@@ -310,9 +304,7 @@ def generate(
             run-up and an 80 m run-off are added), the lap length for closed loops.
         difficulty: 0 (wide, sweeping, flat) .. 1 (narrow, hairpins, steep, loose surfaces).
             At the default 0.5 no corner is tighter than ~25 m.
-        closed: make a closed loop instead of a point-to-point stage.
         laps: laps to the finish of a closed loop.
-        terrain_seed: the stage's terrain noise seed.
         max_attempts: retry budget (a point-to-point stage then has ``RESCUE_ATTEMPTS`` more
             with its corners drawn wider).
 
@@ -321,8 +313,7 @@ def generate(
         are not the defaults).
 
     Raises:
-        ValueError: on bad arguments.
-        GenerationError: when every attempt failed validation.
+        GenerationError: when every attempt failed validation (``ValueError``: bad arguments).
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -342,6 +333,7 @@ def generate(
     if (length_m, difficulty, closed, laps, terrain_seed) != (2000.0, 0.5, False, 1, 42):
         name += f"-{length_m:.0f}m-d{difficulty:.2f}" + ("-loop" if closed else "")
     rng = np.random.default_rng(int(seed))
+    args = (rng, int(seed), length_m, difficulty, closed, int(laps), int(terrain_seed), name)
     last = "no attempt made"
     # loops keep their one budget: a loop that cannot be made becomes the point-to-point
     # stage of its draw (generate_drawn), and that must stay so for every seed
@@ -349,17 +341,7 @@ def generate(
     for attempts, margin in budgets:
         for _ in range(attempts):
             try:
-                return _attempt(
-                    rng,
-                    int(seed),
-                    length_m,
-                    difficulty,
-                    closed,
-                    int(laps),
-                    int(terrain_seed),
-                    name,
-                    margin,
-                )
+                return _attempt(*args, margin)
             except (_Retry, StageError) as e:
                 last = str(e)
     tried = " + ".join(str(n) for n, _ in budgets)

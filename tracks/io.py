@@ -69,11 +69,8 @@ def _array(v: Any, src: str, fld: str) -> list[Any]:
 
 
 def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
-    """Build a :class:`Stage` from the file schema (a parsed TOML document).
-
-    Raises:
-        StageError: (a subclass of) naming ``source`` and the field.
-    """
+    """Build a :class:`Stage` from the file schema (a parsed TOML document); a
+    :class:`StageError` names ``source`` and the field."""
     src = source
     _table(doc, src, "<document>")
     _keys(doc, _TOP_KEYS, {"format", "name", "knots", "sections", "finish"}, src, "")
@@ -150,12 +147,8 @@ def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
 
 
 def loads_stage(text: str, source: str = "<string>") -> Stage:
-    """Parse stage TOML text.
-
-    Raises:
-        StageFormatError: if the text is not valid TOML.
-        StageError: (a subclass of) for any invalid field.
-    """
+    """Parse stage TOML text (:class:`StageFormatError` if it is not TOML, another
+    :class:`StageError` for an invalid field)."""
     return stage_from_dict(parse_toml(text, source, StageFormatError, "stage"), source)
 
 
@@ -232,14 +225,10 @@ def dumps_stage(stage: Stage) -> str:
 
 
 def save_stage(stage: Stage, path: str | os.PathLike[str]) -> Path:
-    """Write a stage to a TOML file (atomically: a temporary file is renamed into place).
-
-    Returns:
-        The path written.
-    """
+    """Write a stage to a TOML file and return its path (atomically: a temporary file is
+    renamed into place)."""
     p = Path(path)
-    text = dumps_stage(stage)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(dumps_stage(stage), encoding="utf-8")
     os.replace(tmp, p)
     return p

@@ -51,10 +51,6 @@ Key = tuple[int, float, float, bool, int]
 _LEN = struct.Struct("<I")
 
 
-def enabled_by_environment() -> bool:
-    return os.environ.get("RALLY_PREFETCH", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
 def _key(seed: int, length_m: float, difficulty: float, sectioned: bool, laps: int) -> Key:
     return (int(seed), float(length_m), float(difficulty), bool(sectioned), int(laps))
 
@@ -82,9 +78,6 @@ class Prefetcher:
 
     Answers are read by the caller's own thread, without blocking, whenever it makes or takes
     a request (no reader thread competes for the interpreter lock).
-
-    Args:
-        max_pending: requests in flight at most.
     """
 
     def __init__(self, max_pending: int = MAX_PENDING):
@@ -98,20 +91,19 @@ class Prefetcher:
         self._pending: set[Key] = set()
         self._ready: dict[Key, tuple[Stage, StageTerrain]] = {}
         self._lock = threading.Lock()
-        self.disabled = not enabled_by_environment()
+        off = ("0", "false", "no", "off")
+        self.disabled = os.environ.get("RALLY_PREFETCH", "1").strip().lower() in off
         #: stages handed over by the worker / asked for but made in place
         self.hits = 0
         self.misses = 0
 
     # ------------------------------------------------------------------------ the worker
     def _start(self) -> bool:
+        """Start the worker unless it runs (:meth:`request` checked that prefetching is on)."""
         if self._proc is not None:
             return True
-        if self.disabled:
-            return False
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        env["RALLY_PREFETCH"] = "0"
+        path = os.pathsep.join(p for p in sys.path if p)
+        env = dict(os.environ, PYTHONPATH=path, RALLY_PREFETCH="0")
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "tracks.prefetch"],
@@ -152,9 +144,8 @@ class Prefetcher:
             try:
                 if self._body is None:  # the length of the next answer
                     chunk = os.read(self._fd_out, _LEN.size - len(self._head))
-                    if not chunk:  # the worker ended
-                        self._fail()
-                        return
+                    if not chunk:
+                        raise EOFError  # the worker ended
                     self._head += chunk
                     if len(self._head) < _LEN.size:
                         continue
@@ -163,12 +154,11 @@ class Prefetcher:
                     self._body = np.empty(n, np.uint8)  # read into once, never copied
                     self._got = 0
                 got = os.readv(self._fd_out, [self._body[self._got :]])
+                if not got:
+                    raise EOFError
             except BlockingIOError:
                 return
-            except OSError:
-                self._fail()
-                return
-            if not got:
+            except (OSError, EOFError):
                 self._fail()
                 return
             self._got += got

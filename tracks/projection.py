@@ -41,13 +41,8 @@ def pack_path(path: StagePath) -> np.ndarray:
     y = path.y_m
     ex = x[1:] - x[:-1]
     ey = y[1:] - y[:-1]
-    seg = np.empty((x.shape[0] - 1, N_SEG_COLS), np.float64)
-    seg[:, SEG_AX] = x[:-1]
-    seg[:, SEG_AY] = y[:-1]
-    seg[:, SEG_EX] = ex
-    seg[:, SEG_EY] = ey
-    seg[:, SEG_INV_L2] = 1.0 / (ex * ex + ey * ey)
-    return seg
+    # the columns in SEG_* order
+    return np.stack([x[:-1], y[:-1], ex, ey, 1.0 / (ex * ex + ey * ey)], axis=1)
 
 
 @njit_inner(_nrt=False)
@@ -150,16 +145,12 @@ def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
     """
     n = seg.shape[0]
     if s_prev >= 0.0 and s_prev == s_prev and 2 * window_n + 1 < n:
-        i0 = int(s_prev / ds)
-        if i0 > n - 1:
-            i0 = n - 1
+        i0 = min(int(s_prev / ds), n - 1)
         lo = i0 - window_n
         hi = i0 + window_n
         if not closed:
-            if lo < 0:
-                lo = 0
-            if hi > n - 1:
-                hi = n - 1
+            lo = max(lo, 0)
+            hi = min(hi, n - 1)
         j, t, lat, w = fan_segment(seg, tx, ty, px, py, lo, hi, closed, not closed)
         at_lo = w == 0 and (closed or lo > 0)
         at_hi = w == hi - lo and (closed or hi < n - 1)
@@ -269,21 +260,17 @@ def project_batch(
         out_right[k] = h + lat
         for q in range(n_look):
             sq = s + lookahead[q]
+            extra = 0.0  # beyond an open stage's end: straight on along its end tangent
             if closed:
                 sq = sq - length * math.floor(sq / length)
-                extra = 0.0
             elif sq > length:
                 extra = sq - length
                 sq = length
             elif sq < 0.0:
                 extra = sq
                 sq = 0.0
-            else:
-                extra = 0.0
             f = sq / ds
-            i = int(f)
-            if i > n - 1:
-                i = n - 1
+            i = min(int(f), n - 1)
             u = f - i
             lx = _lerp(x, i, u)
             ly = _lerp(y, i, u)
@@ -400,12 +387,8 @@ class Projector:
         Raises:
             ProjectionError: on wrong shapes or non-finite positions.
         """
-        pos = _f64(pos_xy)
-        fwd = _f64(fwd_xy)
-        if pos.ndim == 1:
-            pos = pos.reshape(1, -1)
-        if fwd.ndim == 1:
-            fwd = fwd.reshape(1, -1)
+        pos = _f64(pos_xy, rows=True)
+        fwd = _f64(fwd_xy, rows=True)
         if pos.ndim != 2 or pos.shape[1] != 2:
             raise ProjectionError(f"pos_xy must have shape (N, 2), got {np.shape(pos_xy)}")
         if fwd.shape != pos.shape:
@@ -450,10 +433,12 @@ class Projector:
         return res
 
 
-def _f64(a: np.ndarray) -> np.ndarray:
-    if type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous:
-        return a
-    return np.ascontiguousarray(a, dtype=np.float64)
+def _f64(a: np.ndarray, rows: bool = False) -> np.ndarray:
+    """``a`` as a C-contiguous float64 array (itself if it is one); with ``rows``, a 1-D one
+    as a single row."""
+    if not (type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous):
+        a = np.ascontiguousarray(a, dtype=np.float64)
+    return a.reshape(1, -1) if rows and a.ndim == 1 else a
 
 
 def delta_s(

@@ -25,21 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from tracks import surfaces as _surf
+from tracks._library_src import LIBRARY
 from tracks.bake import bake
 from tracks.io import list_stages, load_stage
 from tracks.stage import Stage
 
-#: Order of the library grid (stages not listed here follow alphabetically).
-GRID_ORDER = (
-    "opener",
-    "switchbacks",
-    "sweepers",
-    "mixed-surface",
-    "forest",
-    "rallycross",
-    "proving-ground",
-    "skidpad",
-)
+#: Order of the library grid, the library source's (stages not listed here follow
+#: alphabetically).
+GRID_ORDER = tuple(LIBRARY)
 
 _LOW = np.array([92, 40, 28], np.float64)
 _HIGH = np.array([226, 178, 132], np.float64)
@@ -76,16 +69,8 @@ class _MapView:
 
 
 def render_stage(stage: Stage, size: int = 720, title: bool = True):
-    """Draw a stage map.
-
-    Args:
-        stage: the stage.
-        size: image width and height in pixels.
-        title: draw the title bar and legend.
-
-    Returns:
-        A ``PIL.Image.Image`` (RGB).
-    """
+    """A stage's map, ``size`` x ``size`` pixels, with the title bar and legend if ``title``:
+    a ``PIL.Image.Image`` (RGB)."""
     from PIL import Image, ImageDraw
 
     v = _MapView(stage, size, title)
@@ -144,17 +129,11 @@ def _draw_road(draw, stage: Stage, v: _MapView) -> None:
     w_px = 2.0 * float(np.median(hw)) / v.mpp
     if w_px >= 4.0:
         for grow, col in ((1.5 * ss * v.mpp, (30, 22, 18)), (0.0, None)):
-            lxs, lys = p.x_m + nx_ * (hw + grow), p.y_m + ny_ * (hw + grow)
-            rxs, rys = p.x_m - nx_ * (hw + grow), p.y_m - ny_ * (hw + grow)
+            lt = list(zip(*px(p.x_m + nx_ * (hw + grow), p.y_m + ny_ * (hw + grow)), strict=True))
+            rt = list(zip(*px(p.x_m - nx_ * (hw + grow), p.y_m - ny_ * (hw + grow)), strict=True))
             for i in range(p.n_samples - 1):
                 c = col or _surf.SURFACES[int(p.surface[i])].color
-                quad = [
-                    px(lxs[i], lys[i]),
-                    px(lxs[i + 1], lys[i + 1]),
-                    px(rxs[i + 1], rys[i + 1]),
-                    px(rxs[i], rys[i]),
-                ]
-                draw.polygon(quad, fill=c)
+                draw.polygon([lt[i], lt[i + 1], rt[i + 1], rt[i]], fill=c)
     else:
         pts = [px(x, y) for x, y in zip(p.x_m, p.y_m, strict=True)]
         draw.line(pts, fill=(30, 22, 18), width=int(4 * ss + 2), joint="curve")
@@ -190,17 +169,13 @@ def _draw_marks(draw, stage: Stage, v: _MapView, fnt) -> None:
         _draw_feature(draw, stage, v, f)
     if not stage.closed:
         a, b = across(stage.finish_s_m, (255, 255, 255), 5 * ss)
+
+        def on_line(t):
+            return (a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t)
+
         n_chk = 6
         for k in range(1, n_chk, 2):  # the chequers
-            t0, t1 = k / n_chk, (k + 1) / n_chk
-            draw.line(
-                [
-                    (a[0] + (b[0] - a[0]) * t0, a[1] + (b[1] - a[1]) * t0),
-                    (a[0] + (b[0] - a[0]) * t1, a[1] + (b[1] - a[1]) * t1),
-                ],
-                fill=(0, 0, 0),
-                width=5 * ss,
-            )
+            draw.line([on_line(k / n_chk), on_line((k + 1) / n_chk)], fill=(0, 0, 0), width=5 * ss)
         _label(draw, (b[0] + 3 * ss, b[1] - 8 * ss), "F", (255, 255, 255), fnt)
     a, b = across(stage.start_s_m, (40, 220, 60), 5 * ss)
     start = "S" if not stage.closed else "S/F"

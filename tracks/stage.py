@@ -13,6 +13,7 @@ in metres from the first knot.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import math
@@ -96,9 +97,7 @@ def fit_centerline(knots: np.ndarray, closed: bool) -> tuple[np.ndarray, float]:
     return got
 
 
-# ---------------------------------------------------------------------------------------------
-# value checks that name the source and field
-# ---------------------------------------------------------------------------------------------
+# ----------------------------------------------------- value checks that name the source and field
 
 
 def _num(v: Any, src: str, fld: str) -> float:
@@ -128,6 +127,13 @@ def _bool(v: Any, src: str, fld: str) -> bool:
     return bool(v)
 
 
+def _array(v: Any, src: str, fld: str, what: str, item: type = str) -> Any:
+    """``v`` if it is an array: an iterable that is neither a string nor one ``item``."""
+    if isinstance(v, (str, bytes, item)) or not hasattr(v, "__iter__"):
+        raise FieldTypeError(src, fld, f"expected an array of {what}")
+    return v
+
+
 def _range(v: float, lo: float, hi: float, src: str, fld: str, unit: str = "") -> float:
     if not lo <= v <= hi:
         raise FieldValueError(src, fld, f"{v!r}{unit} is outside [{lo}, {hi}]{unit}")
@@ -155,9 +161,7 @@ def _smoothstep(u: np.ndarray) -> np.ndarray:
     return u * u * (3.0 - 2.0 * u)
 
 
-# ---------------------------------------------------------------------------------------------
-# parts
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------ parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,9 +408,7 @@ def _feature_profile(kind, params, s, out):
         out[i] = feature_z(kind, params, s[i])
 
 
-# ---------------------------------------------------------------------------------------------
-# the stage
-# ---------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------- the stage
 
 
 @dataclass(frozen=True, eq=False)
@@ -476,15 +478,8 @@ class Stage:
             raise FieldTypeError(src, "start", f"expected a Start, got {type(self.start)!r}")
         if not isinstance(self.finish, Finish):
             raise FieldTypeError(src, "finish", f"expected a Finish, got {type(self.finish)!r}")
-        if isinstance(self.checkpoints_m, (str, bytes)) or not hasattr(
-            self.checkpoints_m, "__iter__"
-        ):
-            raise FieldTypeError(src, "checkpoints_m", "expected an array of numbers")
-        s(
-            self,
-            "checkpoints_m",
-            tuple(_num(c, src, f"checkpoints_m[{i}]") for i, c in enumerate(self.checkpoints_m)),
-        )
+        cps = enumerate(_array(self.checkpoints_m, src, "checkpoints_m", "numbers"))
+        s(self, "checkpoints_m", tuple(_num(c, src, f"checkpoints_m[{i}]") for i, c in cps))
         if self.par_time_s is not None:
             p = _num(self.par_time_s, src, "par_time_s")
             if p <= 0.0:
@@ -512,10 +507,8 @@ class Stage:
             if arr.ndim != 2 or arr.shape[1] != 3:
                 raise FieldValueError(src, "knots", f"expected shape (n, 3), got {arr.shape}")
         else:
-            if isinstance(k, (str, bytes)) or not hasattr(k, "__iter__"):
-                raise FieldTypeError(src, "knots", "expected an array of [x, y, z] arrays")
             rows = []
-            for i, row in enumerate(k):
+            for i, row in enumerate(_array(k, src, "knots", "[x, y, z] arrays")):
                 if isinstance(row, (str, bytes)) or not hasattr(row, "__len__"):
                     raise FieldTypeError(
                         src, f"knots[{i}]", f"expected [x, y, z], got {type(row).__name__} {row!r}"
@@ -567,10 +560,7 @@ class Stage:
         return arr
 
     def _check_sections(self, src: str) -> tuple[Section, ...]:
-        secs = self.sections
-        if isinstance(secs, (str, bytes, Section)) or not hasattr(secs, "__iter__"):
-            raise FieldTypeError(src, "sections", "expected an array of sections")
-        secs = tuple(secs)
+        secs = tuple(_array(self.sections, src, "sections", "sections", Section))
         if not secs:
             raise FieldValueError(src, "sections", "at least one section is required")
         out = []
@@ -629,11 +619,8 @@ class Stage:
         return TerrainSpec(seed, offroad_surface=off, **vals)
 
     def _check_features_types(self, src: str) -> tuple[Feature, ...]:
-        feats = self.features
-        if isinstance(feats, (str, bytes, Feature)) or not hasattr(feats, "__iter__"):
-            raise FieldTypeError(src, "features", "expected an array of features")
         out = []
-        for i, ft in enumerate(feats):
+        for i, ft in enumerate(_array(self.features, src, "features", "features", Feature)):
             f = f"features[{i}]"
             if not isinstance(ft, Feature):
                 raise FieldTypeError(src, f, f"expected a Feature, got {type(ft).__name__}")
@@ -661,9 +648,10 @@ class Stage:
 
     # -- derived path ----------------------------------------------------------------------
 
-    def _nearest_knot(self, x: float, y: float) -> int:
+    def _knot_near(self, x: float, y: float) -> str:
+        """The field of the knot closest to (x, y), ``"knots[i]"``."""
         d = (self.knots[:, 0] - x) ** 2 + (self.knots[:, 1] - y) ** 2
-        return int(np.argmin(d))
+        return f"knots[{int(np.argmin(d))}]"
 
     def _build_path(self, src: str) -> StagePath:
         out, length = fit_centerline(self.knots, self.closed)
@@ -693,17 +681,16 @@ class Stage:
         k = np.searchsorted(starts, s_arr, side="right") - 1
         width = widths[k]
         half = 0.5 * WIDTH_BLEND_M
+
+        def blend(m: np.ndarray, lo: float, w0: float, w1: float) -> None:
+            # from w0 to w1 across the samples m, which start at arc length lo
+            width[m] = w0 + (w1 - w0) * _smoothstep((s_arr[m] - lo) / WIDTH_BLEND_M)
+
         for b in range(1, len(starts)):
-            m = np.abs(s_arr - starts[b]) < half
-            u = (s_arr[m] - (starts[b] - half)) / WIDTH_BLEND_M
-            width[m] = widths[b - 1] + (widths[b] - widths[b - 1]) * _smoothstep(u)
-        if self.closed and widths[-1] != widths[0]:
-            m = s_arr < half
-            u = (s_arr[m] + half) / WIDTH_BLEND_M
-            width[m] = widths[-1] + (widths[0] - widths[-1]) * _smoothstep(u)
-            m = s_arr > length - half
-            u = (s_arr[m] - (length - half)) / WIDTH_BLEND_M
-            width[m] = widths[-1] + (widths[0] - widths[-1]) * _smoothstep(u)
+            blend(np.abs(s_arr - starts[b]) < half, starts[b] - half, widths[b - 1], widths[b])
+        if self.closed and widths[-1] != widths[0]:  # the change across the closure
+            blend(s_arr < half, -half, widths[-1], widths[0])
+            blend(s_arr > length - half, length - half, widths[-1], widths[0])
         hw = 0.5 * width
         surface = sids[k]
         if self.closed:
@@ -718,10 +705,9 @@ class Stage:
         i = int(np.argmax(ak))
         if not math.isfinite(ak[i]) or ak[i] > 1.0 / MIN_RADIUS_M:
             r = 1.0 / ak[i] if ak[i] > 0 else math.inf
-            kn = self._nearest_knot(x[i], y[i])
             raise CurvatureError(
                 src,
-                f"knots[{kn}]",
+                self._knot_near(x[i], y[i]),
                 f"the centerline radius is {r:.1f} m at "
                 f"s = {s_arr[i]:.0f} m, below the {MIN_RADIUS_M} m minimum "
                 "(spread the knots or soften the corner)",
@@ -730,10 +716,9 @@ class Stage:
         bad = np.flatnonzero(ak * need > 1.0)
         if bad.size:
             i = int(bad[0])
-            kn = self._nearest_knot(x[i], y[i])
             raise CurvatureError(
                 src,
-                f"knots[{kn}]",
+                self._knot_near(x[i], y[i]),
                 f"the centerline radius {1 / ak[i]:.1f} m "
                 f"at s = {s_arr[i]:.0f} m is too tight for a {2 * hw[i]:.1f} m "
                 f"wide road (needs >= half width + {RADIUS_WIDTH_MARGIN_M} m "
@@ -742,10 +727,9 @@ class Stage:
         ag = np.abs(grade)
         i = int(np.argmax(ag))
         if ag[i] > MAX_GRADE:
-            kn = self._nearest_knot(x[i], y[i])
             raise GeometryError(
                 src,
-                f"knots[{kn}]",
+                self._knot_near(x[i], y[i]),
                 f"the grade is {100 * grade[i]:.1f}% at "
                 f"s = {s_arr[i]:.0f} m; the limit is {100 * MAX_GRADE:.0f}%",
             )
@@ -753,13 +737,12 @@ class Stage:
         if i >= 0:
             lim = hw[i] + hw[j] + CLEARANCE_M
             a, b = sorted((i, j))
-            ka = self._nearest_knot(x[a], y[a])
-            kb = self._nearest_knot(x[b], y[b])
+            ka, kb = self._knot_near(x[a], y[a]), self._knot_near(x[b], y[b])
             raise SelfIntersectionError(
                 src,
                 "knots",
                 f"the road overlaps itself: s = {s_arr[a]:.0f} m (near "
-                f"knots[{ka}]) and s = {s_arr[b]:.0f} m (near knots[{kb}]) are {dist:.1f} m "
+                f"{ka}) and s = {s_arr[b]:.0f} m (near {kb}) are {dist:.1f} m "
                 f"apart, need >= {lim:.1f} m (both half widths + {CLEARANCE_M} m clearance)",
             )
 
@@ -967,6 +950,4 @@ class Stage:
 
     def replace(self, **changes: Any) -> Stage:
         """A copy with some fields changed (validated again), e.g. ``replace(par_time_s=95.2)``."""
-        import dataclasses
-
         return dataclasses.replace(self, **changes)

@@ -76,11 +76,7 @@ def surface_names() -> tuple[str, ...]:
 
 
 def by_name(name: str) -> Surface:
-    """Look a surface up by its file name.
-
-    Raises:
-        KeyError: if the name is unknown.
-    """
+    """The surface of a name used in stage files (``KeyError`` if unknown)."""
     return _BY_NAME[name]
 
 

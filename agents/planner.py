@@ -98,15 +98,8 @@ class PlannerSettings:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise PlannerSettingsError(name, v, f"must be an integer >= {lo}")
         positive = ("temperature", "finish_speed_mps")
-        sigmas = ("sigma_steer", "sigma_pedal", "sigma_tune", "sigma_line")
-        for name in (
-            *positive,
-            *sigmas,
-            "decay",
-            "off_road_cost_m",
-            "crash_cost_m",
-            "end_off_road_cost_m",
-        ):
+        floats = [f.name for f in fields(self) if f.type == "float"]
+        for name in sorted(floats, key=lambda n: n not in positive):  # the positive ones first
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
                 raise PlannerSettingsError(name, v, "must be a number")
@@ -201,22 +194,15 @@ class PlannerRun:
     cpu_s: float = 0.0
     wall_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
-
-def _to_pedal(a: np.ndarray) -> np.ndarray:
-    """(..., 4) actions -> (..., 2) (steer, throttle - brake)."""
-    return np.stack([a[..., 0], a[..., 1] - a[..., 2]], axis=-1)
-
-
-def _from_pedal(u: np.ndarray) -> np.ndarray:
-    """(..., 2) (steer, pedal) -> (..., 4) actions (no handbrake), clipped to the box."""
-    out = np.zeros((*u.shape[:-1], 4), np.float32)
-    out[..., 0] = np.clip(u[..., 0], -1.0, 1.0)
-    p = np.clip(u[..., 1], -1.0, 1.0)
-    out[..., 1] = np.maximum(p, 0.0)
-    out[..., 2] = np.maximum(-p, 0.0)
+def _offset(a: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """(N, 4) actions moved by (N, 2) offsets of the steering and of the pedal (throttle
+    minus brake), clipped to the box; the handbrake is kept."""
+    out = a.copy()
+    out[:, 0] = np.clip(a[:, 0] + eps[:, 0], -1.0, 1.0)
+    p = np.clip((a[:, 1] - a[:, 2]) + eps[:, 1], -1.0, 1.0)
+    out[:, 1] = np.maximum(p, 0.0)
+    out[:, 2] = np.maximum(-p, 0.0)
     return out
 
 
@@ -227,8 +213,7 @@ class _Episode:
         self.env = env
         s = planner.settings
         self.model: RallyVectorEnv = planner._model_for(env)
-        self.driver = HeuristicDriver()
-        self.driver.reset(1)
+        self.driver = HeuristicDriver()  # memory for one car
         self.batch_driver = HeuristicDriver()
         self.rng = np.random.default_rng(s.seed)
         self.plan: np.ndarray | None = None  # (horizon, 4) actions from this step on
@@ -302,7 +287,7 @@ class MPCPlanner:
         as dicts), in batch order."""
         eps = self._episodes
         self._close_episodes()
-        return [ep.last.to_dict() for ep in eps]
+        return [dataclasses.asdict(ep.last) for ep in eps]
 
     def close(self) -> None:
         self._close_episodes()
@@ -430,8 +415,7 @@ class MPCPlanner:
         for j in range(total):
             h = drv(obs, tune=tune)
             if j < s.horizon:
-                a = _from_pedal(_to_pedal(h) + eps[:, j])
-                a[:, 3] = h[:, 3]
+                a = _offset(h, eps[:, j])
                 a[exact] = h[exact]
                 fx = fixed[:, j]
                 a[fx] = acts[fx, j]

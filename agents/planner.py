@@ -160,19 +160,16 @@ class PlannerSettings:
         return cls.from_mapping(values)
 
 
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 def _parse(name: str, raw: str, kind: Any) -> Any:
-    kind = str(kind)
+    kind = str(kind)  # the annotation's text
     try:
         if kind == "bool":
-            if raw.lower() in ("true", "1", "yes"):
-                return True
-            if raw.lower() in ("false", "0", "no"):
-                return False
-            raise ValueError(raw)
-        if kind == "int":
-            return int(raw)
-        return float(raw)
-    except ValueError:
+            return _BOOLS[raw.lower()]
+        return int(raw) if kind == "int" else float(raw)
+    except (KeyError, ValueError):
         raise PlannerSettingsError(name, raw, f"must be a {kind}") from None
 
 
@@ -299,14 +296,12 @@ class MPCPlanner:
     def _model_for(self, env: Any) -> Any:
         cfg = env.config
         key = cfg.digest()
-        model = self._models.get(key)
-        if model is None:
-            kw = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
-            kw["render_mode"] = None
+        if key not in self._models:
+            kw = {**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "render_mode": None}
             model = RallyVectorEnv(self.settings.samples, parallel=self.settings.threads, **kw)
             model.reset(seed=0)
             self._models[key] = model
-        return model
+        return self._models[key]
 
     def _act(self, ep: _Episode, obs: np.ndarray) -> np.ndarray:
         s = self.settings
@@ -337,13 +332,11 @@ class MPCPlanner:
         sig_tune = np.array([s.sigma_tune, s.sigma_tune, s.sigma_tune, s.sigma_line])
         for it in range(s.iterations):
             scale = s.decay**it
-            tune = np.empty((k_n, 4))
-            eps = np.empty((k_n, hz, 2))
+            tune = np.tile(mean_tune, (k_n, 1))
+            eps = np.tile(mean_eps, (k_n, 1, 1))
             fixed = np.zeros((k_n, hz), bool)  # steps that replay recorded actions
             acts = np.zeros((k_n, hz, 4), np.float32)
             exact = np.zeros(k_n, bool)  # the heuristic's own actions, no offsets
-            tune[:] = mean_tune
-            eps[:] = mean_eps
             first = 1
             if it == 0:
                 # candidate 0: the drive already planned, its tail to the tuned heuristic;

@@ -267,9 +267,7 @@ def speed_profile(
     gr = np.broadcast_to(np.asarray(grade, dtype=np.float64), (n,)).copy()
     if periodic:
         # three laps (node n-1 == node 0 of the next lap), keep the middle
-        k3 = np.concatenate([kappa[:-1]] * 3 + [kappa[-1:]])
-        m3 = np.concatenate([mu_a[:-1]] * 3 + [mu_a[-1:]])
-        g3 = np.concatenate([gr[:-1]] * 3 + [gr[-1:]])
+        k3, m3, g3 = (np.concatenate([a[:-1]] * 3 + [a[-1:]]) for a in (kappa, mu_a, gr))
         d3 = np.concatenate([ds] * 3)
         v3 = np.empty(k3.shape[0])
         _profile(d3, k3, m3, g3, pm, 1e9, v3)
@@ -416,10 +414,9 @@ def racing_line(stage: Any):
             sel = np.append(sel, n - 1)
         o = off[sel].copy()
         xs_, ys_, nxs, nys = cx[sel], cy[sel], nx[sel], ny[sel]
-        lam = 1e-6
         for _ in range(8):  # Gauss-Newton on sum kappa^2 (damped), boxes kept exactly
             kap, jac = _curv_and_jac(xs_, ys_, nxs, nys, o, closed)
-            d = _banded_lsq_sor(kap, jac, lam, lo[sel] - o, hi[sel] - o, closed, 3000, 1.5)
+            d = _banded_lsq_sor(kap, jac, 1e-6, lo[sel] - o, hi[sel] - o, closed, 3000, 1.5)
             o = np.clip(o + d, lo[sel], hi[sel])
             if np.max(np.abs(d)) < 1e-3:
                 break

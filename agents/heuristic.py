@@ -16,7 +16,7 @@ Usage::
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, astuple, dataclass, fields
 from enum import IntEnum
 from typing import Any
 
@@ -605,11 +605,8 @@ class HeuristicDriver:
         self.read_ahead = bool(read_ahead)
         self.params = params or HeuristicParams()
         self.vehicle = vehicle or ROVER
-        self._c = np.array(
-            [float(getattr(self.params, f)) for f in _P_NAMES]
-            + list(_vehicle_constants(self.vehicle).values()),
-            np.float64,
-        )
+        consts = [*astuple(self.params), *_vehicle_constants(self.vehicle).values()]
+        self._c = np.array(consts, np.float64)  # in the order of _C
         self._mem = self._fresh(1)
         self._diag = np.zeros((1, N_DIAG))
 

@@ -356,8 +356,8 @@ def _load_sb3(path: Path, meta: dict[str, Any]) -> Any:
 
 def _pickled_obs_rms(path: Path) -> tuple | None:
     """The observation statistics of the ``vecnormalize.pkl`` a model's run left beside it."""
-    cand = _vecnormalize_for(path) or path.with_name("vecnormalize.pkl")
-    if not cand.exists():
+    cand = _vecnormalize_for(path)
+    if cand is None:
         return None
     with cand.open("rb") as f:
         vn = pickle.load(f)

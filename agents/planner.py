@@ -136,9 +136,8 @@ class PlannerSettings:
         if not spec:
             return cls()
         if spec.endswith(".toml"):
-            p = Path(spec)
             try:
-                doc = tomllib.loads(p.read_text())
+                doc = tomllib.loads(Path(spec).read_text())
             except FileNotFoundError:
                 raise PlannerSettingsError("file", spec, "no such file") from None
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -175,15 +174,8 @@ def _parse(name: str, raw: str, kind: Any) -> Any:
 
 @dataclass
 class PlannerRun:
-    """What one episode of the planner cost.
-
-    Attributes:
-        stage: the stage's name.
-        plans: plans made.
-        car_steps: model car-steps simulated.
-        cpu_s: CPU seconds of the planning process (all its threads).
-        wall_s: wall-clock seconds.
-    """
+    """What one episode of the planner cost on a stage: plans made, model car-steps simulated,
+    CPU seconds of the planning process (all its threads) and wall-clock seconds."""
 
     stage: str
     plans: int = 0

@@ -550,9 +550,8 @@ def _run_line(stage: Any, s: np.ndarray, off: np.ndarray, veh: VehicleParams, li
     cx, cy, tx, ty, _ = _sample(path, s)
     px, py = cx - off * ty, cy + off * tx
     kappa = _menger(px, py, closed)
-    ps = np.asarray(path.s_m)
     surf = _surface_grip(path, s)
-    grade = np.interp(s, ps, path.grade)
+    grade = np.interp(s, np.asarray(path.s_m), path.grade)
     if closed:
         # rotate the lap to begin at the start line, then repeat it laps times
         s0 = float(stage.start_s_m)

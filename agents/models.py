@@ -65,8 +65,7 @@ def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
     so the cloned policy's exploration noise rarely touches the pedal it does not use.
     """
     y = to_policy_action(a_env)
-    for j in (2, 3):
-        y[..., j] = np.where(a_env[..., j] > 0.0, a_env[..., j], np.float32(-0.5))
+    y[..., 2:] = np.where(a_env[..., 2:] > 0.0, a_env[..., 2:], np.float32(-0.5))
     return y
 
 

@@ -69,8 +69,7 @@ class PointMass:
     def from_vehicle(cls, v: VehicleParams | None = None) -> PointMass:
         v = ROVER if v is None else v
         n = len(v.wheels)
-        ys = [abs(w.y_m) for w in v.wheels]
-        half_track = max(1e-3, sum(ys) / n)
+        half_track = max(1e-3, sum(abs(w.y_m) for w in v.wheels) / n)
         h = max(0.0, v.static_ride_height_m - v.static_sag_m)
         drive_force, power, vmax = v.drive_force_n, v.power_w, v.top_speed_mps
         driven = [w for w in v.wheels if w.driven]

@@ -84,16 +84,9 @@ class PlannerSettings:
     threads: bool = True
 
     def __post_init__(self) -> None:
-        ints = {
-            "samples": 3,
-            "horizon": 1,
-            "tail": 0,
-            "iterations": 1,
-            "replan": 1,
-            "knot": 1,
-            "seed": 0,
-        }
-        for name, lo in ints.items():
+        lows = {"samples": 3, "horizon": 1, "iterations": 1, "replan": 1, "knot": 1}  # else 0
+        for name in (f.name for f in fields(self) if f.type == "int"):
+            lo = lows.get(name, 0)
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise PlannerSettingsError(name, v, f"must be an integer >= {lo}")

@@ -396,12 +396,11 @@ def racing_line(stage: Any):
     path = stage.path
     closed = bool(path.closed)
     length = float(path.length_m)
-    margin_m = ROVER.body_half_width_m + LINE_MARGIN_M
     s = _line_grid(path)
     n = len(s)
     cx, cy, tx, ty, hw = _sample(path, s)
     nx, ny = -ty, tx
-    room = np.maximum(hw - margin_m, 0.0)
+    room = np.maximum(hw - (ROVER.body_half_width_m + LINE_MARGIN_M), 0.0)
     lo, hi = -room, room.copy()
     off = np.zeros(n)
     # coarse to fine: the SOR removes short wavelengths fast, a coarse grid the long ones

@@ -17,17 +17,17 @@ from __future__ import annotations
 from typing import Any
 
 _LAZY = {
-    "evaluate": ("agents.evaluate", "evaluate"),
-    "EvalResult": ("agents.evaluate", "EvalResult"),
-    "StageSummary": ("agents.evaluate", "StageSummary"),
-    "RunResult": ("agents.evaluate", "RunResult"),
-    "resolve_stages": ("agents.evaluate", "resolve_stages"),
-    "HeuristicDriver": ("agents.heuristic", "HeuristicDriver"),
-    "HeuristicParams": ("agents.heuristic", "HeuristicParams"),
-    "heuristic_policy": ("agents.heuristic", "heuristic_policy"),
-    "reference_time": ("agents.reference", "reference_time"),
-    "ReferenceProfile": ("agents.reference", "ReferenceProfile"),
-    "make_policy": ("agents.policies", "make_policy"),
+    "evaluate": "agents.evaluate",
+    "EvalResult": "agents.evaluate",
+    "StageSummary": "agents.evaluate",
+    "RunResult": "agents.evaluate",
+    "resolve_stages": "agents.evaluate",
+    "HeuristicDriver": "agents.heuristic",
+    "HeuristicParams": "agents.heuristic",
+    "heuristic_policy": "agents.heuristic",
+    "reference_time": "agents.reference",
+    "ReferenceProfile": "agents.reference",
+    "make_policy": "agents.policies",
 }
 
 __all__ = sorted(_LAZY)
@@ -37,6 +37,5 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        mod, attr = _LAZY[name]
-        return getattr(importlib.import_module(mod), attr)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'agents' has no attribute {name!r}")

@@ -16,7 +16,8 @@ Usage::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import asdict, astuple, dataclass, fields
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -44,8 +45,6 @@ READ_WIDTHS = frozenset(
 )
 #: Lookahead distances of the observation (m).
 LOOK_M = np.array(DEFAULT_LAYOUT.lookahead_m, np.float64)
-_NK = LOOK_M.shape[0]
-_WHEELS = ("FL", "FR", "RL", "RR")
 #: Near and far ends (m) of the road-ahead bins.
 _BINS = np.array(ROAD_AHEAD_BINS_M, np.float64)
 #: Per observation width with a road-ahead block: the columns of its curvature then grip bins.
@@ -173,37 +172,35 @@ class HeuristicParams:
                 raise ValueError(f"HeuristicParams.{hi} ({a}) must be {op} {lo} ({b})")
 
 
-# packed constants: the HeuristicParams fields in order, then the vehicle's
+def _vehicle_constants(vehicle: VehicleParams) -> dict[str, float]:
+    xs = [w.x_m for w in vehicle.wheels]
+    return {
+        "mu_base": vehicle.mu_base,
+        "g_mps2": vehicle.gravity_mps2,
+        "wheelbase_m": max(xs) - min(xs),
+        "front_axle_m": max(xs),
+        "steer_lock_rad": vehicle.steer_lock_rad,
+        "mass_kg": vehicle.mass_kg,
+        "drive_force_n": vehicle.drive_force_n,
+        "power_w": vehicle.power_w,
+        "brake_force_n": vehicle.brake_force_n,
+    }
+
+
+# packed constants: the HeuristicParams fields in order, then the vehicle's; the kernels read
+# ``c[_C.name]`` (numba compiles an IntEnum member to its constant index)
 _P_NAMES = tuple(f.name for f in fields(HeuristicParams))
-_V_NAMES = (
-    "mu_base",
-    "g_mps2",
-    "wheelbase_m",
-    "front_axle_m",
-    "steer_lock_rad",
-    "mass_kg",
-    "drive_force_n",
-    "power_w",
-    "brake_force_n",
-)
-_C = {name: i for i, name in enumerate(_P_NAMES + _V_NAMES)}
+_C = IntEnum("_C", [*_P_NAMES, *_vehicle_constants(ROVER)], start=0, module=__name__)
 # observation indices handed to the kernel
 _O_SPEED, _O_VF, _O_VL, _O_YAW, _O_PITCH, _O_LEFT, _O_RIGHT = range(7)
 _O_GRIP = 7  # four wheels
-_O_LX = _O_GRIP + 4  # _NK each: look_x, look_y, look_curv
+_O_LX = _O_GRIP + 4  # one per lookahead distance each: look_x, look_y, look_curv
 _OBS = np.array(
     [
-        _IX["speed"],
-        _IX["v_forward"],
-        _IX["v_left"],
-        _IX["yaw_rate"],
-        _IX["pitch"],
-        _IX["left_edge"],
-        _IX["right_edge"],
-        *(_IX[f"grip_{w}"] for w in _WHEELS),
-        *(_IX[f"look_x_{int(d)}m"] for d in LOOK_M),
-        *(_IX[f"look_y_{int(d)}m"] for d in LOOK_M),
-        *(_IX[f"look_curv_{int(d)}m"] for d in LOOK_M),
+        *(_IX[n] for n in ("speed", "v_forward", "v_left", "yaw_rate", "pitch")),
+        *(_IX[n] for n in ("left_edge", "right_edge")),
+        *(_IX[f"grip_{w}"] for w in ("FL", "FR", "RL", "RR")),
+        *(_IX[f"look_{q}_{int(d)}m"] for q in ("x", "y", "curv") for d in LOOK_M),
     ],
     np.int64,
 )
@@ -224,13 +221,16 @@ S_KMAX = 1  # tightest road curvature seen on this stage (1/m)
 S_BIN_K = 2  # per road-ahead bin: its sharpest curvature at the last step (observation units)
 S_BIN_AT = S_BIN_K + len(ROAD_AHEAD_BINS_M)  # per bin: how far ahead that corner is at least (m)
 N_STATE = S_BIN_AT + len(ROAD_AHEAD_BINS_M)
-# per-car diagnostics (``plan``)
-D_TARGET = 0  # speed target (m/s)
-D_BLIND = 1  # the blind-corner speed limit (m/s)
-D_RADIUS = 2  # radius of the committed driver's blind corner (m)
-D_COMMIT = 3  # commitment, 0..1
-D_PATH_CURV = 4  # curvature of the pursuit arc (1/m)
-N_DIAG = 5
+# per-car diagnostics, by their names in ``plan``
+_DIAG_NAMES = (
+    "target_speed_mps",
+    "blind_speed_mps",
+    "blind_radius_m",
+    "commitment",
+    "path_curvature_per_m",
+)
+N_DIAG = len(_DIAG_NAMES)
+D_TARGET, D_BLIND, D_RADIUS, D_COMMIT, D_PATH_CURV = range(N_DIAG)
 #: A per-car tuning (``driver(obs, tune=...)``, (N, 4)), in its column order: multipliers of
 #: the speed plan's corner factor (the share of the lateral grip it uses), of the speed of
 #: the grip's fall (``corner_speed_mps`` and its wide-road and committed forms) and of the
@@ -243,21 +243,6 @@ TUNE_FIELDS = ("corner_factor", "corner_speed", "brake_factor", "line")
 LINE_MAX = 0.6
 #: :data:`TUNE_FIELDS` of the driver as tuned.
 TUNE_NEUTRAL = (1.0, 1.0, 1.0, 0.0)
-
-
-def _vehicle_constants(vehicle: VehicleParams) -> list[float]:
-    xs = [w.x_m for w in vehicle.wheels]
-    return [
-        vehicle.mu_base,
-        vehicle.gravity_mps2,
-        max(xs) - min(xs),
-        max(xs),
-        vehicle.steer_lock_rad,
-        vehicle.mass_kg,
-        vehicle.drive_force_n,
-        vehicle.power_w,
-        vehicle.brake_force_n,
-    ]
 
 
 @njit_inner(_nrt=False)
@@ -296,9 +281,9 @@ def _points_target(k, obs, oi, sc, look, ahead, bins, c, car):
     mu_far, grade, margin, vcs, bf, cf = car
     nk = look.shape[0]
     nb = ahead.shape[1] // 2
-    mu_base = c[_C_MU]
-    grav = c[_C_G]
-    tgt = c[_C_VMAX]
+    mu_base = c[_C.mu_base]
+    grav = c[_C.g_mps2]
+    tgt = c[_C.v_max_mps]
     for j in range(nk):
         mu_j = mu_far
         for i in range(nb):
@@ -323,17 +308,17 @@ def _blind_corner(k, look, c, mem, car):
     """
     mu_far, grade, margin, qc, cf, tv, tb = car
     nk = look.shape[0]
-    mu_base = c[_C_MU]
-    grav = c[_C_G]
+    mu_base = c[_C.mu_base]
+    grav = c[_C.g_mps2]
     reach = max(look[nk - 1] + 10.0 - margin, 0.0)
-    mu_b = min(mu_far, mu_base * c[_C_BGRIP])
-    vb = _corner_speed(cf * mu_b * grav, 1.0 / c[_C_BR], c[_C_CSPEED] * tv)
-    bb = max(c[_C_BBF] * tb * mu_b * grav - grade, 0.1 * mu_b * grav)
+    mu_b = min(mu_far, mu_base * c[_C.blind_grip])
+    vb = _corner_speed(cf * mu_b * grav, 1.0 / c[_C.blind_radius_m], c[_C.corner_speed_mps] * tv)
+    bb = max(c[_C.blind_brake_factor] * tb * mu_b * grav - grade, 0.1 * mu_b * grav)
     v_blind = math.sqrt(vb * vb + 2.0 * bb * reach)
     rb = 1.0 / max(mem[k, S_KMAX], 1e-9)
-    rb = min(max(rb, c[_C_BRMIN]), c[_C_BRMAX])
+    rb = min(max(rb, c[_C.blind_min_radius_m]), c[_C.blind_max_radius_m])
     vb = _corner_speed(cf * mu_far * grav, 1.0 / rb, 1e9)
-    bb = max(c[_C_QBF] * tb * mu_far * grav - grade, 0.1 * mu_far * grav)
+    bb = max(c[_C.commit_brake_factor] * tb * mu_far * grav - grade, 0.1 * mu_far * grav)
     v_blind += qc * (math.sqrt(vb * vb + 2.0 * bb * reach) - v_blind)
     return v_blind, rb
 
@@ -357,9 +342,9 @@ def _bins_target(k, sc, look, ahead, bins, c, mem, car):
     mu_far, grade, margin, vcs, bf, cf, qc, ds = car
     nk = look.shape[0]
     nb = bins.shape[0]
-    mu_base = c[_C_MU]
-    grav = c[_C_G]
-    tgt = c[_C_VMAX]
+    mu_base = c[_C.mu_base]
+    grav = c[_C.g_mps2]
+    tgt = c[_C.v_max_mps]
     gmin = mu_far
     for j in range(nb):
         # where in its bin the sharpest corner is: a sharper one than the bin held at the last
@@ -382,8 +367,10 @@ def _bins_target(k, sc, look, ahead, bins, c, mem, car):
         tgt = min(tgt, math.sqrt(vc * vc + 2.0 * b * max(at - margin, 0.0)))
     reach = max(bins[nb - 1, 1] + 10.0 - margin, 0.0)
     b = max(bf * gmin * grav - grade, 0.1 * gmin * grav)
-    rb = min(max(1.0 / max(mem[k, S_KMAX], 1e-9), c[_C_BRMIN]), c[_C_BRMAX])
-    vb = _corner_speed(cf * gmin * grav, 1.0 / c[_C_BRMIN], vcs)
+    rb = min(
+        max(1.0 / max(mem[k, S_KMAX], 1e-9), c[_C.blind_min_radius_m]), c[_C.blind_max_radius_m]
+    )
+    vb = _corner_speed(cf * gmin * grav, 1.0 / c[_C.blind_min_radius_m], vcs)
     v_blind = math.sqrt(vb * vb + 2.0 * b * reach)
     vb = _corner_speed(cf * gmin * grav, 1.0 / rb, vcs)
     v_blind += qc * (math.sqrt(vb * vb + 2.0 * b * reach) - v_blind)
@@ -403,7 +390,7 @@ def _steer(k, obs, oi, look, c, car):
     """
     v, vf, vl, yaw, lock, off = car
     nk = look.shape[0]
-    ld = min(max(v * c[_C_PT], c[_C_PMIN]), c[_C_PMAX])
+    ld = min(max(v * c[_C.pursuit_time_s], c[_C.pursuit_min_m]), c[_C.pursuit_max_m])
     j1 = nk - 1
     for j in range(1, nk):
         if look[j] >= ld:
@@ -431,13 +418,13 @@ def _steer(k, obs, oi, look, c, car):
             ty += dx / dl * off
     # pure pursuit: curvature of the arc to the target point = 2 y / d^2
     curv = 2.0 * ty / max(tx * tx + ty * ty, 1.0)
-    delta = atan2x(c[_C_WB] * curv, 1.0)
+    delta = atan2x(c[_C.wheelbase_m] * curv, 1.0)
     # damp the yaw rate beyond what the path needs (stops fishtailing on loose ground)
-    delta -= c[_C_YD] * (yaw - v * curv)
+    delta -= c[_C.yaw_damping] * (yaw - v * curv)
     # keep the front wheels near the front axle's direction of travel
     if vf > 3.0:
-        beta_f = atan2x(vl + c[_C_FA] * yaw, max(vf, 1.0))
-        delta = min(max(delta, beta_f - c[_C_FS]), beta_f + c[_C_FS])
+        beta_f = atan2x(vl + c[_C.front_axle_m] * yaw, max(vf, 1.0))
+        delta = min(max(delta, beta_f - c[_C.front_slip_rad]), beta_f + c[_C.front_slip_rad])
     # the target behind the car (spun round): full lock towards it
     if tx < 0.0:
         delta = lock if ty + 1e-9 >= 0.0 else -lock
@@ -467,10 +454,10 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
     n = obs.shape[0]
     tuned = tune.shape[1] > 0
     nk = look.shape[0]
-    mu_base = c[_C_MU]
-    grav = c[_C_G]
-    lock = c[_C_LOCK]
-    dt = 1.0 / c[_C_HZ]
+    mu_base = c[_C.mu_base]
+    grav = c[_C.g_mps2]
+    lock = c[_C.steer_lock_rad]
+    dt = 1.0 / c[_C.control_hz]
     for k in range(n):
         v = obs[k, oi[_O_SPEED]] * sc[0]
         vf = obs[k, oi[_O_VF]] * sc[0]
@@ -494,40 +481,31 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
         tc, tv, tb = 1.0, 1.0, 1.0  # x 1.0 is exact: untuned, the plan is bit for bit the same
         if tuned:
             tc, tv, tb = tune[k, 0], tune[k, 1], tune[k, 2]
-        cf = c[_C_CF] * tc
-        qc = _ramp(width, c[_C_QW0], c[_C_QW1])
-        mu_far = min(mu, mu_base * c[_C_FARCAP])
+        cf = c[_C.corner_factor] * tc
+        qc = _ramp(width, c[_C.commit_wide_from_m], c[_C.commit_wide_to_m])
+        mu_far = min(mu, mu_base * c[_C.far_grip_cap])
         grade = pitch * grav  # + pitch = nose down
-        vcs = c[_C_CSPEED] + qc * (c[_C_QCS] - c[_C_CSPEED])
-        margin = c[_C_EM] + c[_C_ES] * v
+        vcs = c[_C.corner_speed_mps] + qc * (c[_C.commit_corner_speed_mps] - c[_C.corner_speed_mps])
+        margin = c[_C.entry_margin_m] + c[_C.entry_margin_s] * v
         reads_ahead = ahead.shape[1] > 0
         if reads_ahead:
             # the road-ahead block replaces the blind corner (same tuning, one brake factor
             # for the committed driver, who now sees every corner coming from 600 m); a road
             # a little narrower than the committed driver's leaves room enough, with every
             # corner in view, for more grip at speed and harder braking
-            bf = c[_C_BF] + qc * (c[_C_AQBF] - c[_C_BF])
-            qw = _ramp(width, c[_C_AW0], c[_C_AW1]) * (1.0 - qc)
-            vcs += qw * (c[_C_AWCS] - vcs)
-            bf += qw * (c[_C_AWBF] - bf)
+            bf = c[_C.brake_factor] + qc * (c[_C.ahead_commit_brake_factor] - c[_C.brake_factor])
+            qw = _ramp(width, c[_C.ahead_wide_from_m], c[_C.ahead_wide_to_m]) * (1.0 - qc)
+            vcs += qw * (c[_C.ahead_wide_corner_speed_mps] - vcs)
+            bf += qw * (c[_C.ahead_wide_brake_factor] - bf)
         else:
-            bf = c[_C_BF] + qc * (c[_C_QBF] - c[_C_BF])
+            bf = c[_C.brake_factor] + qc * (c[_C.commit_brake_factor] - c[_C.brake_factor])
         vcs *= tv
         bf *= tb
-        tgt = _points_target(
-            k, obs, oi, sc, look, ahead, bins, c, (mu_far, grade, margin, vcs, bf, cf)
-        )
+        car = (mu_far, grade, margin, vcs, bf, cf)
+        tgt = _points_target(k, obs, oi, sc, look, ahead, bins, c, car)
         if reads_ahead:
-            t_bins, v_blind, rb = _bins_target(
-                k,
-                sc,
-                look,
-                ahead,
-                bins,
-                c,
-                mem,
-                (mu_far, grade, margin, vcs, bf, cf, qc, max(vf, 0.0) * dt),
-            )
+            car_b = (mu_far, grade, margin, vcs, bf, cf, qc, max(vf, 0.0) * dt)
+            t_bins, v_blind, rb = _bins_target(k, sc, look, ahead, bins, c, mem, car_b)
             tgt = min(tgt, t_bins)
         else:
             v_blind, rb = _blind_corner(k, look, c, mem, (mu_far, grade, margin, qc, cf, tv, tb))
@@ -539,26 +517,26 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
         steer, curv = _steer(k, obs, oi, look, c, (v, vf, vl, yaw, lock, off))
         # ---------------------------------------------------------------------- pedals
         err = tgt - v
-        integ = min(max(mem[k, S_INTEGRAL] + err * dt, -c[_C_ILIM]), c[_C_ILIM])
+        integ = min(max(mem[k, S_INTEGRAL] + err * dt, -c[_C.integral_limit]), c[_C.integral_limit])
         mem[k, S_INTEGRAL] = integ
-        u_pi = c[_C_KP] * err + c[_C_KI] * integ
+        u_pi = c[_C.kp] * err + c[_C.ki] * integ
         # the tires resolve the longitudinal force first: throttle or brake beyond what the
         # measured lateral acceleration leaves would take the grip the corner needs
         mu_g = mu * grav
-        mass = c[_C_MASS]
-        y = min(abs(v * yaw) / mu_g * c[_C_CM], 1.0)
+        mass = c[_C.mass_kg]
+        y = min(abs(v * yaw) / mu_g * c[_C.circle_margin], 1.0)
         budget = math.sqrt(max(1.0 - y * y, 0.0)) * mu_g * mass
-        budget_b = max(budget, c[_C_BFLOOR] * mu_g * mass)
+        budget_b = max(budget, c[_C.brake_floor] * mu_g * mass)
         budget = max(budget, 0.1 * mu_g * mass)
-        f_drive = min(c[_C_FD], c[_C_PW] / max(v, 0.1))
+        f_drive = min(c[_C.drive_force_n], c[_C.power_w] / max(v, 0.1))
         thr_max = min(max(budget / f_drive, 0.0), 1.0)
-        brk_max = min(max(c[_C_BG] * budget_b / c[_C_FB], 0.0), 1.0)
+        brk_max = min(max(c[_C.brake_gain] * budget_b / c[_C.brake_force_n], 0.0), 1.0)
         # oversteer (the car rotates faster than the path asks): release the brake, ease off
-        if abs(yaw - v * curv) > c[_C_OR] and abs(yaw) > abs(v * curv):
+        if abs(yaw - v * curv) > c[_C.oversteer_rate] and abs(yaw) > abs(v * curv):
             brk_max = 0.0
-            thr_max = min(thr_max, c[_C_OT])
-        if v < c[_C_LS]:
-            thr_max = max(thr_max, c[_C_LT])
+            thr_max = min(thr_max, c[_C.oversteer_throttle])
+        if v < c[_C.low_speed_mps]:
+            thr_max = max(thr_max, c[_C.low_speed_throttle])
         out[k, 0] = np.float32(steer)
         out[k, 1] = np.float32(min(min(max(u_pi, 0.0), 1.0), thr_max))
         out[k, 2] = np.float32(min(min(max(-u_pi, 0.0), 1.0), brk_max))
@@ -568,54 +546,6 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
         diag[k, D_RADIUS] = rb
         diag[k, D_COMMIT] = qc
         diag[k, D_PATH_CURV] = curv
-
-
-_C_CF = _C["corner_factor"]
-_C_CSPEED = _C["corner_speed_mps"]
-_C_BF = _C["brake_factor"]
-_C_EM = _C["entry_margin_m"]
-_C_ES = _C["entry_margin_s"]
-_C_FARCAP = _C["far_grip_cap"]
-_C_BR = _C["blind_radius_m"]
-_C_BGRIP = _C["blind_grip"]
-_C_BBF = _C["blind_brake_factor"]
-_C_BRMIN = _C["blind_min_radius_m"]
-_C_BRMAX = _C["blind_max_radius_m"]
-_C_QW0 = _C["commit_wide_from_m"]
-_C_QW1 = _C["commit_wide_to_m"]
-_C_QCS = _C["commit_corner_speed_mps"]
-_C_QBF = _C["commit_brake_factor"]
-_C_VMAX = _C["v_max_mps"]
-_C_PMIN = _C["pursuit_min_m"]
-_C_PMAX = _C["pursuit_max_m"]
-_C_PT = _C["pursuit_time_s"]
-_C_YD = _C["yaw_damping"]
-_C_FS = _C["front_slip_rad"]
-_C_KP = _C["kp"]
-_C_KI = _C["ki"]
-_C_ILIM = _C["integral_limit"]
-_C_HZ = _C["control_hz"]
-_C_CM = _C["circle_margin"]
-_C_BG = _C["brake_gain"]
-_C_BFLOOR = _C["brake_floor"]
-_C_OR = _C["oversteer_rate"]
-_C_OT = _C["oversteer_throttle"]
-_C_LS = _C["low_speed_mps"]
-_C_LT = _C["low_speed_throttle"]
-_C_AQBF = _C["ahead_commit_brake_factor"]
-_C_AW0 = _C["ahead_wide_from_m"]
-_C_AW1 = _C["ahead_wide_to_m"]
-_C_AWCS = _C["ahead_wide_corner_speed_mps"]
-_C_AWBF = _C["ahead_wide_brake_factor"]
-_C_MU = _C["mu_base"]
-_C_G = _C["g_mps2"]
-_C_WB = _C["wheelbase_m"]
-_C_FA = _C["front_axle_m"]
-_C_LOCK = _C["steer_lock_rad"]
-_C_MASS = _C["mass_kg"]
-_C_FD = _C["drive_force_n"]
-_C_PW = _C["power_w"]
-_C_FB = _C["brake_force_n"]
 
 
 def _check_tune(tune: Any, n: int) -> np.ndarray:
@@ -675,10 +605,8 @@ class HeuristicDriver:
         self.read_ahead = bool(read_ahead)
         self.params = params or HeuristicParams()
         self.vehicle = vehicle or ROVER
-        self._c = np.array(
-            [float(getattr(self.params, f)) for f in _P_NAMES] + _vehicle_constants(self.vehicle),
-            np.float64,
-        )
+        consts = [*astuple(self.params), *_vehicle_constants(self.vehicle).values()]
+        self._c = np.array(consts, np.float64)  # in the order of _C
         self._mem = self._fresh(1)
         self._diag = np.zeros((1, N_DIAG))
 
@@ -761,14 +689,7 @@ class HeuristicDriver:
         n = o.shape[0]
         mem = self._mem.copy() if self._mem.shape[0] == n else self._fresh(n)
         out, d, _ = self._run(o, mem)
-        return {
-            "actions": out,
-            "target_speed_mps": d[:, D_TARGET].copy(),
-            "blind_speed_mps": d[:, D_BLIND].copy(),
-            "blind_radius_m": d[:, D_RADIUS].copy(),
-            "commitment": d[:, D_COMMIT].copy(),
-            "path_curvature_per_m": d[:, D_PATH_CURV].copy(),
-        }
+        return {"actions": out, **{name: d[:, i].copy() for i, name in enumerate(_DIAG_NAMES)}}
 
 
 def fingerprint(driver: HeuristicDriver | None = None) -> dict[str, Any]:
@@ -776,9 +697,7 @@ def fingerprint(driver: HeuristicDriver | None = None) -> dict[str, Any]:
     depend on: its :class:`HeuristicParams` and whether it reads the road ahead. The par times
     and the benchmark baseline record them, and a baseline made with others is not used."""
     d = driver or HeuristicDriver()
-    out: dict[str, Any] = {f.name: getattr(d.params, f.name) for f in fields(HeuristicParams)}
-    out["read_ahead"] = d.read_ahead
-    return out
+    return {**asdict(d.params), "read_ahead": d.read_ahead}
 
 
 def heuristic_policy(env: object = None, params: HeuristicParams | None = None) -> HeuristicDriver:

@@ -65,17 +65,14 @@ def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
     so the cloned policy's exploration noise rarely touches the pedal it does not use.
     """
     y = to_policy_action(a_env)
-    for j in (2, 3):
-        y[..., j] = np.where(a_env[..., j] > 0.0, a_env[..., j], np.float32(-0.5))
+    y[..., 2:] = np.where(a_env[..., 2:] > 0.0, a_env[..., 2:], np.float32(-0.5))
     return y
 
 
 #: Base drivers a residual policy may act on top of (``rally_meta.json`` ``"residual"``):
-#: ``"heuristic"`` is the heuristic driver reading only RallyDirect-v0's fields (it assumes a
-#: blind corner beyond the 100 m of lookahead points, as it did when the first ``ppo-general``
-#: policies were trained on top of it); ``"heuristic-ahead"`` is the driver that also reads
-#: the road-ahead block when the observation has it
-#: (:class:`agents.heuristic.HeuristicDriver`'s default).
+#: ``"heuristic"`` reads only RallyDirect-v0's fields (a blind corner beyond the 100 m of
+#: lookahead points); ``"heuristic-ahead"`` also reads the road-ahead block when the
+#: observation has it (:class:`agents.heuristic.HeuristicDriver`'s default).
 RESIDUAL_BASES = ("heuristic", "heuristic-ahead")
 #: What a residual policy's outputs move: ``"action"``, the base driver's four actions
 #: (:func:`residual_action`); ``"tuning"``, the base driver's speed plan and line
@@ -110,8 +107,7 @@ class ResidualSpec(NamedTuple):
         return 4 if self.kind == "action" else TUNING_OUTPUTS
 
     def to_meta(self) -> dict[str, Any]:
-        """The metadata entry (``kind`` and ``hold`` only when not the defaults, so an
-        action residual's entry is what it was before they existed)."""
+        """The metadata entry (``kind`` and ``hold`` only when not the defaults)."""
         d: dict[str, Any] = {"base": self.base, "scale": self.scale}
         if self.kind != "action" or self.hold != 1:
             d.update(kind=self.kind, hold=self.hold)
@@ -152,9 +148,7 @@ class ResidualDriver:
         assert self.spec is not None
         self.base, self.scale, self.kind, self.hold = self.spec
         self.driver = HeuristicDriver(read_ahead=self.base == "heuristic-ahead")
-        self._held = np.zeros((1, self.spec.n_outputs), np.float32)
-        self._tune = self._neutral(1)
-        self._age = np.zeros(1, np.int64)
+        self.reset(1)
 
     def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:
         """New episodes for all ``n`` cars, or for those in the bool array ``mask``: fresh
@@ -289,8 +283,6 @@ def obs_env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"model metadata 'env' must be a table, got {type(env).__name__}")
     out: dict[str, Any] = {}
     for k, v in env.items():
-        if k not in OBS_ENV_KEYS:
-            continue
         if k == "control_hz":
             from rally_env.config import CONTROL_HZ_CHOICES
 
@@ -299,10 +291,10 @@ def obs_env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
                     f"model metadata env.control_hz must be one of {CONTROL_HZ_CHOICES}, got {v!r}"
                 )
             out[k] = int(v)
-            continue
-        if not isinstance(v, bool):
-            raise ValueError(f"model metadata env.{k} must be true or false, got {v!r}")
-        out[k] = v
+        elif k in OBS_ENV_KEYS:
+            if not isinstance(v, bool):
+                raise ValueError(f"model metadata env.{k} must be true or false, got {v!r}")
+            out[k] = v
     return out
 
 
@@ -363,8 +355,8 @@ def _load_sb3(path: Path, meta: dict[str, Any]) -> Any:
 
 def _pickled_obs_rms(path: Path) -> tuple | None:
     """The observation statistics of the ``vecnormalize.pkl`` a model's run left beside it."""
-    cand = _vecnormalize_for(path) or path.with_name("vecnormalize.pkl")
-    if not cand.exists():
+    cand = _vecnormalize_for(path)
+    if cand is None:
         return None
     with cand.open("rb") as f:
         vn = pickle.load(f)
@@ -453,8 +445,7 @@ def ship_model(src: str | Path, dst: str | Path) -> Path:
 
 def _vecnormalize_for(ckpt: Path) -> Path | None:
     # CheckpointCallback: ppo_100000_steps.zip + ppo_vecnormalize_100000_steps.pkl
-    name = ckpt.stem
-    parts = name.rsplit("_", 2)
+    parts = ckpt.stem.rsplit("_", 2)
     if len(parts) == 3 and parts[2] == "steps":
         cand = ckpt.with_name(f"{parts[0]}_vecnormalize_{parts[1]}_steps.pkl")
         if cand.exists():

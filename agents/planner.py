@@ -84,29 +84,15 @@ class PlannerSettings:
     threads: bool = True
 
     def __post_init__(self) -> None:
-        ints = {
-            "samples": 3,
-            "horizon": 1,
-            "tail": 0,
-            "iterations": 1,
-            "replan": 1,
-            "knot": 1,
-            "seed": 0,
-        }
-        for name, lo in ints.items():
+        lows = {"samples": 3, "horizon": 1, "iterations": 1, "replan": 1, "knot": 1}  # else 0
+        for name in (f.name for f in fields(self) if f.type == "int"):
+            lo = lows.get(name, 0)
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise PlannerSettingsError(name, v, f"must be an integer >= {lo}")
         positive = ("temperature", "finish_speed_mps")
-        sigmas = ("sigma_steer", "sigma_pedal", "sigma_tune", "sigma_line")
-        for name in (
-            *positive,
-            *sigmas,
-            "decay",
-            "off_road_cost_m",
-            "crash_cost_m",
-            "end_off_road_cost_m",
-        ):
+        floats = [f.name for f in fields(self) if f.type == "float"]
+        for name in sorted(floats, key=lambda n: n not in positive):  # the positive ones first
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
                 raise PlannerSettingsError(name, v, "must be a number")
@@ -143,9 +129,8 @@ class PlannerSettings:
         if not spec:
             return cls()
         if spec.endswith(".toml"):
-            p = Path(spec)
             try:
-                doc = tomllib.loads(p.read_text())
+                doc = tomllib.loads(Path(spec).read_text())
             except FileNotFoundError:
                 raise PlannerSettingsError("file", spec, "no such file") from None
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -167,33 +152,23 @@ class PlannerSettings:
         return cls.from_mapping(values)
 
 
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 def _parse(name: str, raw: str, kind: Any) -> Any:
-    kind = str(kind)
+    kind = str(kind)  # the annotation's text
     try:
         if kind == "bool":
-            if raw.lower() in ("true", "1", "yes"):
-                return True
-            if raw.lower() in ("false", "0", "no"):
-                return False
-            raise ValueError(raw)
-        if kind == "int":
-            return int(raw)
-        return float(raw)
-    except ValueError:
+            return _BOOLS[raw.lower()]
+        return int(raw) if kind == "int" else float(raw)
+    except (KeyError, ValueError):
         raise PlannerSettingsError(name, raw, f"must be a {kind}") from None
 
 
 @dataclass
 class PlannerRun:
-    """What one episode of the planner cost.
-
-    Attributes:
-        stage: the stage's name.
-        plans: plans made.
-        car_steps: model car-steps simulated.
-        cpu_s: CPU seconds of the planning process (all its threads).
-        wall_s: wall-clock seconds.
-    """
+    """What one episode of the planner cost on a stage: plans made, model car-steps simulated,
+    CPU seconds of the planning process (all its threads) and wall-clock seconds."""
 
     stage: str
     plans: int = 0
@@ -201,22 +176,15 @@ class PlannerRun:
     cpu_s: float = 0.0
     wall_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
-
-def _to_pedal(a: np.ndarray) -> np.ndarray:
-    """(..., 4) actions -> (..., 2) (steer, throttle - brake)."""
-    return np.stack([a[..., 0], a[..., 1] - a[..., 2]], axis=-1)
-
-
-def _from_pedal(u: np.ndarray) -> np.ndarray:
-    """(..., 2) (steer, pedal) -> (..., 4) actions (no handbrake), clipped to the box."""
-    out = np.zeros((*u.shape[:-1], 4), np.float32)
-    out[..., 0] = np.clip(u[..., 0], -1.0, 1.0)
-    p = np.clip(u[..., 1], -1.0, 1.0)
-    out[..., 1] = np.maximum(p, 0.0)
-    out[..., 2] = np.maximum(-p, 0.0)
+def _offset(a: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    """(N, 4) actions moved by (N, 2) offsets of the steering and of the pedal (throttle
+    minus brake), clipped to the box; the handbrake is kept."""
+    out = a.copy()
+    out[:, 0] = np.clip(a[:, 0] + eps[:, 0], -1.0, 1.0)
+    p = np.clip((a[:, 1] - a[:, 2]) + eps[:, 1], -1.0, 1.0)
+    out[:, 1] = np.maximum(p, 0.0)
+    out[:, 2] = np.maximum(-p, 0.0)
     return out
 
 
@@ -227,8 +195,7 @@ class _Episode:
         self.env = env
         s = planner.settings
         self.model: RallyVectorEnv = planner._model_for(env)
-        self.driver = HeuristicDriver()
-        self.driver.reset(1)
+        self.driver = HeuristicDriver()  # memory for one car
         self.batch_driver = HeuristicDriver()
         self.rng = np.random.default_rng(s.seed)
         self.plan: np.ndarray | None = None  # (horizon, 4) actions from this step on
@@ -302,7 +269,7 @@ class MPCPlanner:
         as dicts), in batch order."""
         eps = self._episodes
         self._close_episodes()
-        return [ep.last.to_dict() for ep in eps]
+        return [dataclasses.asdict(ep.last) for ep in eps]
 
     def close(self) -> None:
         self._close_episodes()
@@ -314,14 +281,12 @@ class MPCPlanner:
     def _model_for(self, env: Any) -> Any:
         cfg = env.config
         key = cfg.digest()
-        model = self._models.get(key)
-        if model is None:
-            kw = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
-            kw["render_mode"] = None
+        if key not in self._models:
+            kw = {**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "render_mode": None}
             model = RallyVectorEnv(self.settings.samples, parallel=self.settings.threads, **kw)
             model.reset(seed=0)
             self._models[key] = model
-        return model
+        return self._models[key]
 
     def _act(self, ep: _Episode, obs: np.ndarray) -> np.ndarray:
         s = self.settings
@@ -352,13 +317,11 @@ class MPCPlanner:
         sig_tune = np.array([s.sigma_tune, s.sigma_tune, s.sigma_tune, s.sigma_line])
         for it in range(s.iterations):
             scale = s.decay**it
-            tune = np.empty((k_n, 4))
-            eps = np.empty((k_n, hz, 2))
+            tune = np.tile(mean_tune, (k_n, 1))
+            eps = np.tile(mean_eps, (k_n, 1, 1))
             fixed = np.zeros((k_n, hz), bool)  # steps that replay recorded actions
             acts = np.zeros((k_n, hz, 4), np.float32)
             exact = np.zeros(k_n, bool)  # the heuristic's own actions, no offsets
-            tune[:] = mean_tune
-            eps[:] = mean_eps
             first = 1
             if it == 0:
                 # candidate 0: the drive already planned, its tail to the tuned heuristic;
@@ -430,8 +393,7 @@ class MPCPlanner:
         for j in range(total):
             h = drv(obs, tune=tune)
             if j < s.horizon:
-                a = _from_pedal(_to_pedal(h) + eps[:, j])
-                a[:, 3] = h[:, 3]
+                a = _offset(h, eps[:, j])
                 a[exact] = h[exact]
                 fx = fixed[:, j]
                 a[fx] = acts[fx, j]

@@ -108,9 +108,7 @@ class SB3Policy:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         raw = np.atleast_2d(np.asarray(obs, dtype=np.float32))
-        o = raw
-        if self.obs_rms is not None:
-            o = normalize_obs(o, self.obs_rms)
+        o = raw if self.obs_rms is None else normalize_obs(raw, self.obs_rms)
         a, _ = self.model.predict(o, deterministic=self.deterministic)
         a = np.asarray(a, dtype=np.float32)
         if self.residual is not None:

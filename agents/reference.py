@@ -69,8 +69,7 @@ class PointMass:
     def from_vehicle(cls, v: VehicleParams | None = None) -> PointMass:
         v = ROVER if v is None else v
         n = len(v.wheels)
-        ys = [abs(w.y_m) for w in v.wheels]
-        half_track = max(1e-3, sum(ys) / n)
+        half_track = max(1e-3, sum(abs(w.y_m) for w in v.wheels) / n)
         h = max(0.0, v.static_ride_height_m - v.static_sag_m)
         drive_force, power, vmax = v.drive_force_n, v.power_w, v.top_speed_mps
         driven = [w for w in v.wheels if w.driven]
@@ -265,12 +264,9 @@ def speed_profile(
         raise ValueError(f"ds_m must have shape ({n - 1},), got {ds.shape}")
     mu_a = np.broadcast_to(np.asarray(mu, dtype=np.float64), (n,)) * pm[2]
     gr = np.broadcast_to(np.asarray(grade, dtype=np.float64), (n,)).copy()
-    mu_a = np.ascontiguousarray(mu_a)
     if periodic:
         # three laps (node n-1 == node 0 of the next lap), keep the middle
-        k3 = np.concatenate([kappa[:-1]] * 3 + [kappa[-1:]])
-        m3 = np.concatenate([mu_a[:-1]] * 3 + [mu_a[-1:]])
-        g3 = np.concatenate([gr[:-1]] * 3 + [gr[-1:]])
+        k3, m3, g3 = (np.concatenate([a[:-1]] * 3 + [a[-1:]]) for a in (kappa, mu_a, gr))
         d3 = np.concatenate([ds] * 3)
         v3 = np.empty(k3.shape[0])
         _profile(d3, k3, m3, g3, pm, 1e9, v3)
@@ -278,14 +274,13 @@ def speed_profile(
     else:
         v = np.empty(n)
         _profile(ds, kappa, mu_a, gr, pm, float(v_start_mps), v)
-    return v, _time(ds, v)
+    return v, float(np.sum(_segment_times(ds, v)))
 
 
-def _time(ds: np.ndarray, v: np.ndarray) -> float:
+def _segment_times(ds: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(n-1,) time (s) over each segment at the mean of its end speeds (inf at a standstill)."""
     vs = v[:-1] + v[1:]
-    with np.errstate(divide="ignore"):
-        dt = np.where(vs > 0.0, 2.0 * ds / np.maximum(vs, 1e-300), np.inf)
-    return float(np.sum(dt))
+    return np.where(vs > 0.0, 2.0 * ds / np.maximum(vs, 1e-300), np.inf)
 
 
 # ------------------------------------------------------------------------------ racing line
@@ -341,14 +336,15 @@ def _banded_lsq_sor(r, jac, lam, lo, hi, closed, sweeps, omega):
     return d
 
 
-def _curv3(ax, ay, bx, by, cx, cy):
-    """Signed curvature of the circle through A, B, C (1/m)."""
+def _curv3(ax, ay, bx, by, cx, cy, tiny=1e-12):
+    """Signed curvature of the circle through A, B, C (1/m); the product of the triangle's
+    sides is taken as at least ``tiny`` (a repeated point, where it is 0, gives 0)."""
     ux, uy = bx - ax, by - ay
     vx, vy = cx - bx, cy - by
     wx, wy = cx - ax, cy - ay
     cross = ux * vy - uy * vx
     den = np.sqrt((ux * ux + uy * uy) * (vx * vx + vy * vy) * (wx * wx + wy * wy))
-    return 2.0 * cross / np.maximum(den, 1e-12)
+    return 2.0 * cross / np.maximum(den, tiny)
 
 
 def _curv_and_jac(cx, cy, nx, ny, off, closed):
@@ -400,12 +396,11 @@ def racing_line(stage: Any):
     path = stage.path
     closed = bool(path.closed)
     length = float(path.length_m)
-    margin_m = ROVER.body_half_width_m + LINE_MARGIN_M
     s = _line_grid(path)
     n = len(s)
     cx, cy, tx, ty, hw = _sample(path, s)
     nx, ny = -ty, tx
-    room = np.maximum(hw - margin_m, 0.0)
+    room = np.maximum(hw - (ROVER.body_half_width_m + LINE_MARGIN_M), 0.0)
     lo, hi = -room, room.copy()
     off = np.zeros(n)
     # coarse to fine: the SOR removes short wavelengths fast, a coarse grid the long ones
@@ -417,10 +412,9 @@ def racing_line(stage: Any):
             sel = np.append(sel, n - 1)
         o = off[sel].copy()
         xs_, ys_, nxs, nys = cx[sel], cy[sel], nx[sel], ny[sel]
-        lam = 1e-6
         for _ in range(8):  # Gauss-Newton on sum kappa^2 (damped), boxes kept exactly
             kap, jac = _curv_and_jac(xs_, ys_, nxs, nys, o, closed)
-            d = _banded_lsq_sor(kap, jac, lam, lo[sel] - o, hi[sel] - o, closed, 3000, 1.5)
+            d = _banded_lsq_sor(kap, jac, 1e-6, lo[sel] - o, hi[sel] - o, closed, 3000, 1.5)
             o = np.clip(o + d, lo[sel], hi[sel])
             if np.max(np.abs(d)) < 1e-3:
                 break
@@ -457,14 +451,7 @@ def _menger(px: np.ndarray, py: np.ndarray, closed: bool) -> np.ndarray:
         ax, ay = np.r_[px[:1], px[:-1]], np.r_[py[:1], py[:-1]]
         bx, by = np.r_[px[1:], px[-1:]], np.r_[py[1:], py[-1:]]
         sl = slice(1, n - 1)
-    ux, uy = px - ax, py - ay
-    vx, vy = bx - px, by - py
-    wx, wy = bx - ax, by - ay
-    cross = ux * vy - uy * vx
-    den = np.sqrt((ux * ux + uy * uy) * (vx * vx + vy * vy) * (wx * wx + wy * wy))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        kk = np.where(den > 0.0, 2.0 * cross / np.maximum(den, 1e-300), 0.0)
-    k[sl] = kk[sl]
+    k[sl] = _curv3(ax, ay, px, py, bx, by, tiny=1e-300)[sl]
     if not closed and n >= 3:
         k[0], k[-1] = k[1], k[-2]
     return k
@@ -543,17 +530,10 @@ def reference_time(
         s, off_mc = racing_line(stage)
         # the minimum-curvature line is not the minimum-time line (on a constant-radius turn
         # the inside is faster): the racing line is the fastest blend of it with the centerline
-        best = None
-        times = {}
-        for alpha in RACING_BLENDS:
-            prof = _run_line(stage, s, alpha * off_mc, veh, line)
-            times[alpha] = prof.time_s
-            if best is None or prof.time_s < best.time_s:
-                best = prof
-                best_alpha = alpha
-        assert best is not None
-        best.extra.update(blend=best_alpha, blend_times_s=times)
-        prof = best
+        runs = {alpha: _run_line(stage, s, alpha * off_mc, veh, line) for alpha in RACING_BLENDS}
+        blend = min(runs, key=lambda alpha: runs[alpha].time_s)  # the first of equals
+        prof = runs[blend]
+        prof.extra.update(blend=blend, blend_times_s={a: p.time_s for a, p in runs.items()})
     else:
         s = _line_grid(stage.path)
         prof = _run_line(stage, s, np.zeros(len(s)), veh, line)
@@ -568,26 +548,24 @@ def _run_line(stage: Any, s: np.ndarray, off: np.ndarray, veh: VehicleParams, li
     cx, cy, tx, ty, _ = _sample(path, s)
     px, py = cx - off * ty, cy + off * tx
     kappa = _menger(px, py, closed)
-    ps = np.asarray(path.s_m)
     surf = _surface_grip(path, s)
-    grade = np.interp(s, ps, path.grade)
+    grade = np.interp(s, np.asarray(path.s_m), path.grade)
     if closed:
         # rotate the lap to begin at the start line, then repeat it laps times
         s0 = float(stage.start_s_m)
         k0 = int(np.searchsorted(s, s0))
         order = np.r_[np.arange(k0, len(s)), np.arange(0, k0)]
-        cs = (s[order] - s0) % length
-        lap = [cs, px[order], py[order], kappa[order], surf[order], grade[order], off[order]]
         laps = int(stage.laps)
-        cols = []
-        for arr_i, arr in enumerate(lap):
-            parts = []
-            for j in range(laps):
-                parts.append(arr + (j * length if arr_i == 0 else 0.0))
-            # close the last lap on the start line
-            last = arr[0] + (laps * length if arr_i == 0 else 0.0)
-            cols.append(np.r_[np.concatenate(parts), last])
-        st_s, lx, ly, lk, lmu, lg, loff = cols
+
+        def repeat(arr: np.ndarray, step: float) -> np.ndarray:
+            # lap j shifted by j * step, closed on the start line
+            return np.r_[
+                np.concatenate([arr + j * step for j in range(laps)]), arr[0] + laps * step
+            ]
+
+        st_s = repeat((s[order] - s0) % length, length)
+        lap = [px, py, kappa, surf, grade, off]
+        lx, ly, lk, lmu, lg, loff = (repeat(arr[order], 0.0) for arr in lap)
         # the first node is the start line only if s0 is on the grid; shift the coordinate
         st_s = st_s - st_s[0]
     else:
@@ -602,14 +580,11 @@ def _run_line(stage: Any, s: np.ndarray, off: np.ndarray, veh: VehicleParams, li
         st_s = take(s) - a
         lx, ly, lk, lg, loff = take(px), take(py), take(kappa), take(grade), take(off)
         lmu = np.r_[_surface_grip(path, ends[:1]), surf[inner], _surface_grip(path, ends[1:])]
-    seg = np.hypot(np.diff(lx), np.diff(ly))
-    seg = np.maximum(seg, 1e-6)
+    seg = np.maximum(np.hypot(np.diff(lx), np.diff(ly)), 1e-6)
     v, t = speed_profile(seg, lk, lmu, lg, veh, v_start_mps=0.0)
-    vs = v[:-1] + v[1:]
-    dt = np.where(vs > 0, 2.0 * seg / np.maximum(vs, 1e-300), np.inf)
-    t_at = np.r_[0.0, np.cumsum(dt)]
+    t_at = np.r_[0.0, np.cumsum(_segment_times(seg, v))]
     a_long = np.r_[(v[1:] ** 2 - v[:-1] ** 2) / (2.0 * seg), 0.0]
-    prof = ReferenceProfile(
+    return ReferenceProfile(
         stage=stage.name,
         line=line,
         time_s=float(t),
@@ -625,7 +600,6 @@ def _run_line(stage: Any, s: np.ndarray, off: np.ndarray, veh: VehicleParams, li
         a_long_mps2=a_long,
         line_length_m=float(np.sum(seg)),
     )
-    return prof
 
 
 def _surface_grip(path: Any, s: np.ndarray) -> np.ndarray:

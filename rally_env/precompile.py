@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import pickle
@@ -177,10 +178,8 @@ def notice(cores: bool = True) -> None:
         if _noticed:
             return
         _noticed.append(True)
-    try:
+    with contextlib.suppress(Exception):
         print(NOTICE.format(s=COMPILE_ESTIMATE_S[cores]), file=sys.stderr, flush=True)
-    except Exception:
-        pass
 
 
 def fingerprint(config: Any) -> tuple:
@@ -255,14 +254,12 @@ def mark_warm(kind: str, fp: tuple) -> None:
     if (kind, fp) in _marked or _jit_off():
         return
     _marked.add((kind, fp))
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache: the next start says it compiles
         path = _stamp_path(kind, fp)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}")
         tmp.write_text(_sources_digest())
         os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache: the next start says it compiles, and finds the cache
 
 
 # --- the recorded argument types ------------------------------------------------------------
@@ -384,13 +381,9 @@ def start(config: Any, threaded: bool = False) -> bool:
         fp = fingerprint(config)
         if is_warm(kind, fp):
             return False
-        try:
-            import fcntl
-        except ImportError:
-            fcntl = None
         data = _load_file()
         helps = not (
-            fcntl is None
+            importlib.util.find_spec("fcntl") is None  # the locks need it
             or _disabled()
             or _cores() < 2  # on one core the worker would only compete
             or data is None
@@ -463,11 +456,9 @@ def _stop_workers() -> None:
     with _lock:
         procs = list(_procs.values()) + list(_done)
     for p in procs:
-        try:
+        with contextlib.suppress(Exception):
             if p.poll() is None:
                 p.kill()
-        except Exception:
-            pass
 
 
 def running(threaded: bool = False) -> bool:

@@ -12,17 +12,12 @@ regions are rewritten and only its terrain row is swapped, so a car that resets 
 generated stage costs the other cars nothing. Terrains are never baked whole: each row is a
 ``tracks.bake.StageTerrain`` whose tiles fill as cars reach them.
 
-When surface-grip randomization is on, each slot's terrain is labelled so that every road
-section has its own surface id (``1 + section index``; id 0 is off-road) and each car gets its
-own row of grip multipliers: an extra terrain-set row that shares the slot's nodes and differs
-only in grip. The physics then sees per-car, per-section friction exactly, inside every substep.
+With surface-grip randomization every road section has its own surface id (``1 + section
+index``; id 0 is off-road) and each car its own terrain-set row that shares the slot's nodes and
+differs only in grip, so the physics sees per-car, per-section friction inside every substep.
 
-A :class:`StageSource` decides which stage each car gets: it holds the bank, draws a resetting
-car's stage from the car's stream (a list entry, a fresh random stage, a level, a stage pool's
-window), counts the pool's steps and asks the prefetch worker (:mod:`tracks.prefetch`) for the
-stages cars will need. The core asks it for every car's stage and keeps no scheduling of its
-own. Stages and their terrain sources are cached per process, so the envs of one process
-share them.
+A :class:`StageSource` decides which stage each car gets (the core keeps no scheduling of its
+own). Stages and their terrain sources are cached per process, so its envs share them.
 """
 
 from __future__ import annotations
@@ -105,12 +100,10 @@ _CACHE_SIZE = 16
 
 
 def _cached(cache: OrderedDict, key: Any, make):
-    v = cache.get(key)
-    if v is not None:
+    if key in cache:
         cache.move_to_end(key)
-        return v
-    v = make()
-    cache[key] = v
+        return cache[key]
+    cache[key] = v = make()
     while len(cache) > _CACHE_SIZE:
         cache.popitem(last=False)
     return v
@@ -165,9 +158,9 @@ def parse_drawn_name(name: Any) -> tuple[int, float, float, int] | None:
     except ValueError:
         return None
     laps = int(m.group(4) or 0)
-    if drawn_stage_name(seed, length, diff, laps) != name:
+    if drawn_stage_name(seed, length, diff, laps) != name or (laps and length < 400.0):
         return None
-    if (laps and length < 400.0) or not (200.0 <= length <= 20000.0 and 0.0 <= diff <= 1.0):
+    if not (200.0 <= length <= 20000.0 and 0.0 <= diff <= 1.0):
         return None
     return seed, length, diff, laps
 
@@ -183,19 +176,15 @@ def board_stage(name: str) -> tracks.Stage | None:
     if is_stage_name(name):
         return resolve_stage(name)
     drawn = parse_drawn_name(name)
-    if drawn is None:
-        return None
-    seed, length, diff, laps = drawn
-    return generated_stage(seed, length, diff, laps=laps)
+    return None if drawn is None else generated_stage(*drawn[:3], laps=drawn[3])
 
 
 def generated_stage(
     seed: int, length_m: float, difficulty: float, sectioned: bool = False, laps: int = 0
 ) -> tracks.Stage:
     """A generated stage, point to point or (``laps`` >= 1) a closed loop of that many laps
-    (:func:`tracks.generator.generate_drawn`; cached for repeated seeds; taken from the
-    prefetch worker, with its terrain source, when it made it ahead: see
-    :mod:`tracks.prefetch`)."""
+    (:func:`tracks.generator.generate_drawn`; cached; taken from the prefetch worker, with its
+    terrain source, when it made it ahead)."""
     key = gen_key(seed, length_m, difficulty, laps)
 
     def make() -> tracks.Stage:
@@ -209,9 +198,9 @@ def generated_stage(
     return _cached(_STAGE_CACHE, key, make)
 
 
-#: How far past the start line the prefetch worker bakes a pool stage's tiles (m): it makes
-#: a pool window's stages a whole window ahead, and each is driven by several cars, so it
-#: takes over more of the tile baking than for a stage one car asked for (``START_AHEAD_M``).
+#: How far past the start line the prefetch worker bakes a pool stage's tiles (m): more than
+#: for a stage one car asked for (``START_AHEAD_M``), as it makes a pool window's stages a
+#: whole window ahead and several cars drive each.
 POOL_PREBAKE_M = 150.0
 
 
@@ -342,15 +331,12 @@ def timing_lines(stage: tracks.Stage) -> list[tuple[float, float]]:
     """
     s0 = stage.start_s_m
     if not stage.closed:
-        out = [(c - s0, c) for c in stage.checkpoints_m]
-        out.append((stage.finish_s_m - s0, stage.finish_s_m))
-        return out
+        return [(c - s0, c) for c in (*stage.checkpoints_m, stage.finish_s_m)]
     L = stage.path.length_m
     rel = sorted(((c - s0) % L, c) for c in stage.checkpoints_m)
     out = []
     for lap in range(stage.laps):
-        for r, c in rel:
-            out.append((lap * L + r, c))
+        out += [(lap * L + r, c) for r, c in rel]
         out.append(((lap + 1) * L, s0))
     return out
 
@@ -534,15 +520,11 @@ class StageBank:
         self._pts = _Regions(n, {"seg": ((N_SEG_COLS,), np.float64), **per_sample})
         self._lines = _Regions(n, {"race": ((), np.float64), "gate": ((4,), np.float64)})
         self._secs = _Regions(n, {"start": ((), np.float64), "sid": ((), np.int64)})
-        #: per-sample tables of the road-ahead observation (only with ``road_ahead=True``)
-        self.road_ahead = bool(getattr(config, "road_ahead", False))
+        #: per-sample tables of the road-ahead observation (filled only with ``road_ahead``)
+        self.road_ahead = config.road_ahead
         nw = len(AHEAD_WIDTHS_M)
-        self._ahead = _Regions(
-            n,
-            {"z": ((), np.float64), "curv": ((nw,), np.float64), "crest": ((nw,), np.float64)}
-            if self.road_ahead
-            else {"z": ((), np.float64)},
-        )
+        ahead = {"z": ((), np.float64), "curv": ((nw,), np.float64), "crest": ((nw,), np.float64)}
+        self._ahead = _Regions(n, ahead)
         self.section_ids: list[np.ndarray] = [np.zeros(1, np.int64)] * n
         self.slot_names = np.array([""] * n, dtype=object)
         self.slot_laps = np.ones(n, np.int64)
@@ -649,11 +631,9 @@ class StageBank:
         )
         term = self.config.termination
         timed = st.timed_length_m
-        limit = (
-            term.time_limit_s
-            if term.time_limit_s is not None
-            else term.time_limit_base_s + timed / term.time_limit_speed_mps
-        )
+        limit = term.time_limit_s
+        if limit is None:
+            limit = term.time_limit_base_s + timed / term.time_limit_speed_mps
         row = self.table[i]
         row[:] = 0.0
         row[SL_DS] = p.ds_m
@@ -721,11 +701,8 @@ class StageBank:
         slot = next(
             (i for i, s in enumerate(self.slots) if s is not None and s.digest() == digest), None
         )
+        # every slot holding a stage has a key (acquire and adopt give it one)
         key = self._slot_key[slot] if slot is not None else ("stage", digest)
-        if slot is not None and key is None:  # a slot adopted without a key
-            key = ("stage", digest)
-            self._key_slot[key] = slot
-            self._slot_key[slot] = key
         slot = self.acquire(key, lambda: stage)
         self.refs[slot] += count - 1
         return slot
@@ -756,9 +733,7 @@ class StageBank:
     # -------------------------------------------------------------------- per-car terrain rows
     def terrain_row(self, car: int, slot: int) -> int:
         """Terrain-set row car ``car`` drives on when it is in ``slot``."""
-        if not self.sectioned:
-            return slot
-        return self.terrains.n_base + car
+        return self.terrains.n_base + car if self.sectioned else slot
 
     def set_car_grip(self, car: int, slot: int, section_mu: np.ndarray) -> None:
         """Point car ``car``'s variant row at ``slot`` with per-section grip multipliers."""
@@ -795,12 +770,7 @@ class StageSource:
         self.random_stage = config.random_stage if self.bank.mode == "random" else {}
         #: the size of a ``random_stage`` pool, or None
         self.pool_size: int | None = self.random_stage.get("pool")
-        #: the stage pool's seed (None until the first reset draws one) and the env steps
-        #: since it was seeded (:meth:`seed_pool`, :meth:`tick`)
-        self.pool_seed: int | None = None
-        self.clock = 0
-        self._pool_queue: list[tuple[int, float, int]] = []  # pool stages still to ask for
-        self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
+        self.seed_pool(None)
 
     # ------------------------------------------------------------------ a car's next stage
     def assign(self, cars: np.ndarray, rngs: list[Any], held: np.ndarray, then) -> np.ndarray:
@@ -815,7 +785,11 @@ class StageSource:
         # answers for (a car's stage would be gone before the car came back for it)
         ahead = fresh and self.n_cars <= PREFETCHER.capacity
         if fresh and not ahead and len(cars) > 1:
-            self._share_generation(cars, rngs)  # (a pool's stages are asked for by tick)
+            # the worker makes the second half of the stages these cars draw while this
+            # process makes the first half in place, on the core the physics threads leave
+            # idle during resets (a pool's stages are asked for by tick)
+            for k in cars[(len(cars) + 1) // 2 :]:
+                self._prefetch_next(rngs[int(k)], prebake=False)
         slots = np.empty(len(cars), np.int64)
         for i, k in enumerate(cars):
             rng = rngs[int(k)]
@@ -866,24 +840,17 @@ class StageSource:
         if not self.bank.holds(gen_key(d.seed, length, d.difficulty, d.laps)):  # a held level
             prefetch_stage(d.seed, length, d.difficulty, self.bank.sectioned, prebake, laps=d.laps)
 
-    def _share_generation(self, cars: np.ndarray, rngs: list[Any]) -> None:
-        """Cars reset together, too many for stages asked ahead: the worker makes the second
-        half of the stages they draw while this process makes the first half in place, on
-        the core the physics threads leave idle during resets. Where a stage is made never
-        changes it. (Without start tiles baked by the worker: this process waits for these
-        answers.)"""
-        for k in cars[(len(cars) + 1) // 2 :]:
-            self._prefetch_next(rngs[int(k)], prebake=False)
-
     # ------------------------------------------------------------------ the stage pool
     def seed_pool(self, seed: int | None) -> None:
         """Start the stage pool (``random_stage.pool``) afresh: its windows drawn from
         ``seed`` (fresh entropy if None), the env's step count at 0. The envs call this at a
         reset of every car with an int seed; without a pool it only restarts the count."""
-        self.pool_seed = None if seed is None else int(seed)
+        #: the stage pool's seed (None until the first reset draws one) and the env steps
+        #: since it was seeded (:meth:`tick` counts them)
+        self.pool_seed: int | None = None if seed is None else int(seed)
         self.clock = 0
-        self._pool_queue = []
-        self._pool_window = -1
+        self._pool_queue: list[tuple[int, float, int]] = []  # pool stages still to ask for
+        self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
 
     def pool_now(self) -> tuple[int, int] | None:
         """(pool seed, env step) a reset draws from now, or None without a pool."""
@@ -910,23 +877,14 @@ class StageSource:
                 queue.extend(zip(*(a.tolist() for a in drawn), strict=True))
             # the worker keeps PREFETCHER.capacity answers: asking further ahead is useless
             self._pool_queue = list(dict.fromkeys(queue))[: 2 * PREFETCHER.capacity]
-        if self._pool_queue:
-            self._ask_pool()
-
-    def _ask_pool(self) -> None:
-        length = self.random_stage["length_m"]
-        q = self._pool_queue
-        i = 0
-        while i < len(q):
-            seed, diff, laps = q[i]
-            if not self.bank.holds(gen_key(seed, length, diff, laps)):
-                sec = self.bank.sectioned
-                if not prefetch_stage(
-                    seed, length, diff, sec, POOL_PREBAKE_M, limit=True, laps=laps
-                ):
-                    break
-            i += 1
-        del q[:i]
+        length, sec, q = rs["length_m"], self.bank.sectioned, self._pool_queue
+        while q:  # until the worker takes no more
+            seed, diff, laps = q[0]
+            if not self.bank.holds(gen_key(seed, length, diff, laps)) and not prefetch_stage(
+                seed, length, diff, sec, POOL_PREBAKE_M, limit=True, laps=laps
+            ):
+                break
+            del q[0]
 
     def board_name(self, slot: int) -> str:
         """The name a run on the stage of ``slot`` is filed under: the stage's own name, but

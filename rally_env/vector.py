@@ -6,12 +6,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium.error import ResetNeeded
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rally_env import kernels as K
 from rally_env.actions import validate_continuous, validate_discrete
-from rally_env.config import RallyConfig
+from rally_env.config import RallyConfig, _is_int
 from rally_env.core import RallyCore, car_seed_sequence, extra_of, with_extra
 from rally_env.env import RENDER_MODES, render_core, renderer_of, state_without_renderer
 from rally_env.errors import ConfigError, StateError
@@ -73,11 +74,7 @@ class RallyVectorEnv(VectorEnv):
         render_view: str = "per_env",
         **kwargs: Any,
     ):
-        if (
-            isinstance(num_envs, bool)
-            or not isinstance(num_envs, (int, np.integer))
-            or (num_envs < 1)
-        ):
+        if not _is_int(num_envs) or num_envs < 1:
             raise ConfigError("num_envs", num_envs, "must be an integer >= 1")
         try:
             mode = AutoresetMode(autoreset_mode)
@@ -101,7 +98,7 @@ class RallyVectorEnv(VectorEnv):
         self.autoreset_mode = mode
         self.render_mode = self.config.render_mode
         self.metadata = {
-            "render_modes": RENDER_MODES,
+            **self.metadata,
             "render_fps": self.config.control_hz,
             "autoreset_mode": mode,
         }
@@ -130,24 +127,22 @@ class RallyVectorEnv(VectorEnv):
             options: ``{"reset_mask": bool array (num_envs,)}`` to reset only some cars.
         """
         n = self.num_envs
-        mask = None
-        if options:
-            unknown = set(options) - {"reset_mask"}
-            if unknown:
-                raise ValueError(f"unknown reset options {sorted(unknown)}; known: reset_mask")
-            mask = options.get("reset_mask")
-            if mask is not None:
-                mask = np.asarray(mask)
-                if mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
-                    raise ValueError(
-                        f"options['reset_mask'] must be a bool array of shape "
-                        f"({n},) with at least one True"
-                    )
+        unknown = set(options or ()) - {"reset_mask"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; known: reset_mask")
+        mask = (options or {}).get("reset_mask")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
+                raise ValueError(
+                    f"options['reset_mask'] must be a bool array of shape ({n},) with at least "
+                    "one True"
+                )
         if seed is None:
             seeds: list[Any] = [None] * n
         elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             seeds = [car_seed_sequence(int(seed), k) for k in range(n)]
-            self._np_random, self._np_random_seed = _seeded(int(seed))
+            self._np_random, self._np_random_seed = seeding.np_random(int(seed))
         else:
             seed = list(seed)
             if len(seed) != n:
@@ -418,9 +413,3 @@ def _same(a: Any, b: Any) -> bool:
         return bool(np.all(a == b))
     except Exception:  # values that do not compare
         return False
-
-
-def _seeded(seed: int) -> tuple[np.random.Generator, int]:
-    from gymnasium.utils import seeding
-
-    return seeding.np_random(seed)

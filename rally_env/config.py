@@ -68,11 +68,18 @@ def _real(owner: str, name: str, v: Any, lo: float = -math.inf, hi: float = math
     return f
 
 
-def _check_fields(obj: Any, check: Any, owner: str, bounds: dict[str, tuple]) -> None:
-    """Replace each field ``name`` of the frozen ``obj`` by ``check(owner, name, value, lo,
-    hi)`` for its ``(lo, hi)`` in ``bounds``."""
-    for name, (lo, hi) in bounds.items():
-        object.__setattr__(obj, name, check(owner, name, getattr(obj, name), lo, hi))
+def _bounded(default: Any, lo: float, hi: float) -> Any:
+    """A dataclass field with its default and its range ``[lo, hi]`` (:func:`_check_fields`)."""
+    return field(default=default, metadata={"range": (lo, hi)})
+
+
+def _check_fields(obj: Any, check: Any, owner: str) -> None:
+    """Replace each field of the frozen ``obj`` by ``check(owner, name, value, lo, hi)`` for
+    its range (a field whose default is None may be None)."""
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if not (v is None and f.default is None):
+            object.__setattr__(obj, f.name, check(owner, f.name, v, *f.metadata["range"]))
 
 
 def _no_unknown(given: dict[str, Any], known: Any, prefix: str, what: str) -> None:
@@ -152,14 +159,14 @@ ALWAYS_RECORDED_TERMS = ("progress", "time", "off_road", "crash", "finish", "act
 
 
 def _reward_weights_post_init(self: Any) -> None:
-    _check_fields(self, _real, "reward_weights", {f.name: (0.0, 1e6) for f in fields(self)})
+    _check_fields(self, _real, "reward_weights")
 
 
 #: The weights of the reward terms: a frozen dataclass with one float field per row of
 #: :data:`REWARD_TABLE` (its default weight), each checked to be in [0, 1e6].
 RewardWeights = dataclasses.make_dataclass(
     "RewardWeights",
-    [(t.name, float, field(default=t.default)) for t in REWARD_TABLE],
+    [(t.name, float, _bounded(t.default, 0.0, 1e6)) for t in REWARD_TABLE],
     namespace={
         "__module__": __name__,
         "__doc__": "Weights of the named reward terms (see the env docstring for each term).\n\n"
@@ -206,36 +213,21 @@ class TerminationConfig:
         time_limit_s: if set, a fixed time limit (s) instead.
     """
 
-    off_road_max_m: float = 10.0
-    off_road_max_s: float = 10.0
-    stuck_time_s: float = 10.0
-    stuck_progress_m: float = 2.0
-    roll_up_z: float = 0.3
-    roll_time_s: float = 1.0
-    wrong_way_m: float = 25.0
-    cut_ratio: float = 1.25
-    cut_slack_m: float = 10.0
-    time_limit_base_s: float = 30.0
-    time_limit_speed_mps: float = 5.0
-    time_limit_s: float | None = None
+    off_road_max_m: float = _bounded(10.0, 0.0, 1000.0)
+    off_road_max_s: float = _bounded(10.0, 0.0, 1e6)
+    stuck_time_s: float = _bounded(10.0, 0.05, 1e6)
+    stuck_progress_m: float = _bounded(2.0, 0.0, 1e4)
+    roll_up_z: float = _bounded(0.3, -1.0, 1.0)
+    roll_time_s: float = _bounded(1.0, 0.0, 1e6)
+    wrong_way_m: float = _bounded(25.0, 0.0, 1e6)
+    cut_ratio: float = _bounded(1.25, 1.0, 100.0)
+    cut_slack_m: float = _bounded(10.0, 0.0, 1e4)
+    time_limit_base_s: float = _bounded(30.0, 0.0, 1e7)
+    time_limit_speed_mps: float = _bounded(5.0, 0.01, 1e4)
+    time_limit_s: float | None = _bounded(None, 0.05, 1e7)
 
     def __post_init__(self) -> None:
-        bounds = {
-            "off_road_max_m": (0.0, 1000.0),
-            "off_road_max_s": (0.0, 1e6),
-            "stuck_time_s": (0.05, 1e6),
-            "stuck_progress_m": (0.0, 1e4),
-            "roll_up_z": (-1.0, 1.0),
-            "roll_time_s": (0.0, 1e6),
-            "wrong_way_m": (0.0, 1e6),
-            "cut_ratio": (1.0, 100.0),
-            "cut_slack_m": (0.0, 1e4),
-            "time_limit_base_s": (0.0, 1e7),
-            "time_limit_speed_mps": (0.01, 1e4),
-        }
-        if self.time_limit_s is not None:
-            bounds["time_limit_s"] = (0.05, 1e7)
-        _check_fields(self, _real, "termination", bounds)
+        _check_fields(self, _real, "termination")
 
 
 def _range_pair(owner: str, name: str, v: Any, lo: float, hi: float) -> tuple[float, float]:
@@ -266,21 +258,14 @@ class RandomizeConfig:
         load_sensitivity: multiplier on ``load_sensitivity``.
     """
 
-    surface_mu: tuple[float, float] = (0.85, 1.15)
-    mass: tuple[float, float] = (0.9, 1.1)
-    power: tuple[float, float] = (0.85, 1.15)
-    tire_peak: tuple[float, float] = (0.85, 1.15)
-    load_sensitivity: tuple[float, float] = (0.5, 1.5)
+    surface_mu: tuple[float, float] = _bounded((0.85, 1.15), 0.3, 1.7)
+    mass: tuple[float, float] = _bounded((0.9, 1.1), 0.5, 2.0)
+    power: tuple[float, float] = _bounded((0.85, 1.15), 0.2, 3.0)
+    tire_peak: tuple[float, float] = _bounded((0.85, 1.15), 0.5, 2.0)
+    load_sensitivity: tuple[float, float] = _bounded((0.5, 1.5), 0.0, 4.0)
 
     def __post_init__(self) -> None:
-        limits = {
-            "surface_mu": (0.3, 1.7),
-            "mass": (0.5, 2.0),
-            "power": (0.2, 3.0),
-            "tire_peak": (0.5, 2.0),
-            "load_sensitivity": (0.0, 4.0),
-        }
-        _check_fields(self, _range_pair, "randomize", limits)
+        _check_fields(self, _range_pair, "randomize")
 
     @property
     def randomizes_surfaces(self) -> bool:
@@ -618,54 +603,42 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
             check, lo, hi = _RANDOM_STAGE_CHECKS[k]
             out[k] = check("random_stage", k, x, lo, hi)
     out["difficulty"] = _range_pair("random_stage", "difficulty", out["difficulty"], 0.0, 1.0)
-    if "start_level" in out and out.get("num_levels") is None:
-        raise ConfigError(
-            "random_stage.start_level", out["start_level"], "needs num_levels (a level set)"
+
+    def bad(k: str, rule: str) -> ConfigError:
+        return ConfigError(f"random_stage.{k}", out[k], rule)
+
+    levels = out.get("num_levels") is not None
+    if "start_level" in out and not levels:
+        raise bad("start_level", "needs num_levels (a level set)")
+    top = out.get("start_level", 0) + (out["num_levels"] if levels else 0)
+    if top > 2**31:
+        raise bad(
+            "num_levels",
+            f"start_level + num_levels = {top} passes the generator's seed range 2**31",
         )
-    if out.get("num_levels") is not None:
-        top = out.get("start_level", 0) + out["num_levels"]
-        if top > 2**31:
-            raise ConfigError(
-                "random_stage.num_levels",
-                out["num_levels"],
-                f"start_level + num_levels = {top} passes the generator's seed range 2**31",
-            )
     if out.get("pool") is not None:
-        if out.get("num_levels") is not None:
-            raise ConfigError(
-                "random_stage.pool", out["pool"], "a stage pool and a level set exclude each other"
-            )
-        out.setdefault("pool_steps", DEFAULT_POOL_STEPS)
-        if out["pool"] > MAX_POOL_PER_STEP * out["pool_steps"]:
-            need = -(-out["pool"] // MAX_POOL_PER_STEP)
-            raise ConfigError(
-                "random_stage.pool",
-                out["pool"],
-                f"a window of {out['pool']} stages every {out['pool_steps']} env steps draws "
-                f"more than {MAX_POOL_PER_STEP} stages a step: make pool_steps at least {need} "
-                f"or the pool at most {MAX_POOL_PER_STEP * out['pool_steps']}",
+        if levels:
+            raise bad("pool", "a stage pool and a level set exclude each other")
+        n, steps = out["pool"], out.setdefault("pool_steps", DEFAULT_POOL_STEPS)
+        if n > MAX_POOL_PER_STEP * steps:
+            raise bad(
+                "pool",
+                f"a window of {n} stages every {steps} env steps draws more than "
+                f"{MAX_POOL_PER_STEP} stages a step: make pool_steps at least "
+                f"{-(-n // MAX_POOL_PER_STEP)} or the pool at most {MAX_POOL_PER_STEP * steps}",
             )
     elif "pool_steps" in out:
-        raise ConfigError("random_stage.pool_steps", out["pool_steps"], "needs pool (a pool size)")
-    return _check_loops(out)
-
-
-def _check_loops(out: dict[str, Any]) -> dict[str, Any]:
-    """``loops`` (the share of closed loops among random stages) and their ``laps``."""
+        raise bad("pool_steps", "needs pool (a pool size)")
+    # ``loops``: the share of closed loops among random stages, of ``laps`` laps
     if "loops" not in out:
         if "laps" in out:
-            raise ConfigError("random_stage.laps", out["laps"], "needs loops (a share of loops)")
+            raise bad("laps", "needs loops (a share of loops)")
         return out
-    if out.get("num_levels") is not None:
-        raise ConfigError(
-            "random_stage.loops", out["loops"], "a level set has no loops (its levels are fixed)"
-        )
+    if levels:
+        raise bad("loops", "a level set has no loops (its levels are fixed)")
     if out["length_m"] < MIN_LOOP_LENGTH_M:
-        raise ConfigError(
-            "random_stage.length_m",
-            out["length_m"],
-            f"a loop's lap must be at least {MIN_LOOP_LENGTH_M:g} m (random_stage.loops is set)",
-        )
+        rule = f"a loop's lap must be at least {MIN_LOOP_LENGTH_M:g} m (random_stage.loops is set)"
+        raise bad("length_m", rule)
     out.setdefault("laps", DEFAULT_RANDOM_LAPS)
     return out
 
@@ -696,10 +669,8 @@ def jsonable(v: Any) -> Any:
         return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (np.floating, float)):
         return float(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
+    if isinstance(v, (np.integer, np.bool_)):
+        return v.item()
     return v
 
 

@@ -376,10 +376,8 @@ def start(config: Any, threaded: bool = False) -> bool:
         if kind in _started:
             return kind in _procs or kind in _others
         _started.add(kind)
-        if _jit_off():
-            return False
         fp = fingerprint(config)
-        if is_warm(kind, fp):
+        if _jit_off() or is_warm(kind, fp):
             return False
         data = _load_file()
         helps = not (
@@ -512,23 +510,15 @@ def wait(threaded: bool = False, useful: bool = True) -> None:
     kernels = _load_signatures(kind) or []
     held: list[int] = []
     try:
-        i = len(kernels) - 1
-        while i >= 0:  # this process's share, from the end
-            fd = _claim(kind, i)
-            if fd is None:
-                break
-            held.append(fd)
-            _compile(*kernels[i])
-            i -= 1
-        for j in range(i, -1, -1):  # the worker's: released when done (then in the cache)
+        for i in range(len(kernels) - 1, -1, -1):
             deadline = time.monotonic() + KERNEL_COMPILE_S
-            fd = _claim(kind, j)
+            fd = _claim(kind, i)
             while fd is None and time.monotonic() < deadline:
                 time.sleep(0.02)
-                fd = _claim(kind, j)
+                fd = _claim(kind, i)
             if fd is not None:
                 held.append(fd)
-            _compile(*kernels[j])
+            _compile(*kernels[i])
     finally:
         for fd in held:
             _unlock(fd)

@@ -206,10 +206,8 @@ POOL_PREBAKE_M = 150.0
 
 def prefetch_stage(seed: int, length_m: float, difficulty: float, *args: Any, **kw: Any) -> bool:
     """Ask the prefetch worker for a generated stage a car will need soon, unless this process
-    has it already: :meth:`tracks.prefetch.Prefetcher.request`'s arguments (``sectioned``,
-    ``prebake``: start tiles baked, ``True`` up to :data:`tracks.bake.START_AHEAD_M` past the
-    start line or a number of metres; ``limit``) and answer (whether the stage is made or on
-    its way)."""
+    has it already: :meth:`tracks.prefetch.Prefetcher.request`'s arguments and answer (whether
+    the stage is made or on its way)."""
     if gen_key(seed, length_m, difficulty, kw.get("laps", 0)) in _STAGE_CACHE:
         return True
     return PREFETCHER.request(seed, length_m, difficulty, *args, **kw)
@@ -449,8 +447,9 @@ class _Regions:
         self.rows = 0
         self.holes = 0
 
-    def put(self, slot: int, values: dict[str, np.ndarray]) -> int:
-        """Write the rows of ``values`` as slot ``slot``'s region; returns its offset."""
+    def put(self, slot: int, **values: np.ndarray) -> int:
+        """Write the rows of ``values`` (one array per column) as slot ``slot``'s region;
+        returns its offset."""
         n = len(next(iter(values.values())))
         if n > self.cap[slot]:
             self.holes += int(self.cap[slot])
@@ -491,12 +490,7 @@ class _Regions:
 
 # --------------------------------------------------------------------------------- the bank
 class StageBank:
-    """Slots of stages and their packed tables (see the module docstring).
-
-    Args:
-        config: the env config (stage spec, termination settings, randomization).
-        n_cars: number of cars.
-    """
+    """Slots of stages and their packed tables (see the module docstring)."""
 
     def __init__(self, config: RallyConfig, n_cars: int):
         self.config = config
@@ -565,19 +559,17 @@ class StageBank:
         if self._tables is not None and self._tables[0] == self.version:
             return self._tables[1]
         a = self._ahead.arrays
-        nw = len(AHEAD_WIDTHS_M)
         if not self.road_ahead or not len(a["z"]):
-            z, wcurv, wcrest = np.zeros(1), np.zeros((1, nw)), np.zeros((1, nw))
-        else:
-            z, wcurv, wcrest = a["z"], a["curv"], a["crest"]
+            nw = len(AHEAD_WIDTHS_M)
+            a = {"z": np.zeros(1), "curv": np.zeros((1, nw)), "crest": np.zeros((1, nw))}
         rec = StageTables(
             table=self.table,
             **self._pts.arrays,  # seg, tx, ty, curv, hw, px, py
             line_race=self.line_race,
             line_gate=self.line_gate,
-            z=z,
-            wcurv=wcurv,
-            wcrest=wcrest,
+            z=a["z"],
+            wcurv=a["curv"],
+            wcrest=a["crest"],
             sec_start=self._secs.arrays["start"],
             sec_sid=self._secs.arrays["sid"],
         )
@@ -601,34 +593,21 @@ class StageBank:
         p = st.path
         seg = pack_path(p)
         n = p.n_samples
-        seg_rows = np.zeros((n, N_SEG_COLS))
-        seg_rows[: n - 1] = seg
+        rows = np.zeros((n, N_SEG_COLS))  # a row per sample: the last one has no segment
+        rows[: n - 1] = seg
         off = self._pts.put(
-            i,
-            {
-                "seg": seg_rows,
-                "tx": p.tx,
-                "ty": p.ty,
-                "curv": p.curvature,
-                "hw": p.half_width_m,
-                "px": p.x_m,
-                "py": p.y_m,
-            },
+            i, seg=rows, tx=p.tx, ty=p.ty, curv=p.curvature, hw=p.half_width_m, px=p.x_m, py=p.y_m
         )
         if self.road_ahead:
             z, wcurv, wcrest = ahead_tables(p)
-            self._ahead.put(i, {"z": z, "curv": wcurv, "crest": wcrest})
+            self._ahead.put(i, z=z, curv=wcurv, crest=wcrest)
         ids = np.asarray(p.section_surface, np.int64)
         if self.sectioned:
             ids = 1 + np.arange(len(ids), dtype=np.int64) % MAX_SECTION_IDS
-        sec_off = self._secs.put(
-            i, {"start": np.asarray(p.section_start_m, np.float64), "sid": ids}
-        )
+        sec_off = self._secs.put(i, start=np.asarray(p.section_start_m, np.float64), sid=ids)
         lines = timing_lines(st)
         gates = gate_segments(st, np.array([s for _, s in lines]), self.gate_extra_m)
-        line_off = self._lines.put(
-            i, {"race": np.array([r for r, _ in lines], np.float64), "gate": gates}
-        )
+        line_off = self._lines.put(i, race=np.array([r for r, _ in lines], np.float64), gate=gates)
         term = self.config.termination
         timed = st.timed_length_m
         limit = term.time_limit_s
@@ -754,15 +733,9 @@ class StageBank:
 # --------------------------------------------------------------------------- the source
 class StageSource:
     """Where every car's stages come from: the one object the core asks for a car's next
-    stage (:meth:`assign`), and the owner of everything that decides and prepares it: the
-    :class:`StageBank` of slots, the draw rule (a fixed stage, a list, ``"random"``: fresh
-    stages, a level set or a stage pool), the pool's seed and step count, and the requests
-    to the prefetch worker (:data:`tracks.prefetch.PREFETCHER`) for stages cars will need.
-
-    Args:
-        config: the env config.
-        n_cars: number of cars.
-    """
+    stage (:meth:`assign`). It owns the :class:`StageBank` of slots, the draw rule (a fixed
+    stage, a list, fresh random stages, a level set or a stage pool), the pool's seed and step
+    count, and the requests to the prefetch worker for stages cars will need."""
 
     def __init__(self, config: RallyConfig, n_cars: int):
         self.bank = StageBank(config, n_cars)

@@ -313,15 +313,12 @@ def _load_file() -> dict | None:
 
 def _load_signatures(kind: str) -> list[tuple[Any, list[tuple]]] | None:
     """[(dispatcher, [argument types, ...]), ...] of a kind of env, or None if unusable."""
-    data = _load_file()
-    if data is None:
-        return None
+    data = _load_file() or {}
     try:
-        out = []
-        for (mod, name), sigs in zip(KERNELS[kind], data["signatures"][kind], strict=True):
-            disp = getattr(importlib.import_module(mod), name)
-            out.append((disp, [_types(s) for s in sigs]))
-        return out
+        return [
+            (getattr(importlib.import_module(mod), name), [_types(s) for s in sigs])
+            for (mod, name), sigs in zip(KERNELS[kind], data["signatures"][kind], strict=True)
+        ]
     except Exception:
         return None
 

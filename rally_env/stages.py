@@ -700,12 +700,8 @@ class StageBank:
         for i, st in enumerate(slots):
             if st is not None:
                 self.set_slot(i, st)
-        self._key_slot.clear()
-        self._slot_key = [None] * self.n_slots
-        for i, st in enumerate(self.slots):
-            if st is not None:
-                self._key_slot[("stage", st.digest())] = i
-                self._slot_key[i] = ("stage", st.digest())
+        self._slot_key = [None if st is None else ("stage", st.digest()) for st in self.slots]
+        self._key_slot = {k: i for i, k in enumerate(self._slot_key) if k is not None}
         self.refs[:] = np.bincount(held, minlength=self.n_slots)[: self.n_slots]
         self._free = OrderedDict((i, None) for i in range(self.n_slots) if self.refs[i] == 0)
 

@@ -79,17 +79,11 @@ class RallyVectorEnv(VectorEnv):
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
-            raise ConfigError(
-                "autoreset_mode",
-                autoreset_mode,
-                f"must be one of {[m.value for m in AutoresetMode]}",
-            ) from None
+            modes = [m.value for m in AutoresetMode]
+            raise ConfigError("autoreset_mode", autoreset_mode, f"must be one of {modes}") from None
         if max_episode_steps is not None:
-            raise ConfigError(
-                "max_episode_steps",
-                max_episode_steps,
-                "Rally-v0 truncates itself (termination.time_limit_s)",
-            )
+            rule = "Rally-v0 truncates itself (termination.time_limit_s)"
+            raise ConfigError("max_episode_steps", max_episode_steps, rule)
         if render_view not in RENDER_VIEWS:
             raise ConfigError("render_view", render_view, f"must be one of {list(RENDER_VIEWS)}")
         self.render_view = render_view
@@ -97,11 +91,7 @@ class RallyVectorEnv(VectorEnv):
         self.num_envs = int(num_envs)
         self.autoreset_mode = mode
         self.render_mode = self.config.render_mode
-        self.metadata = {
-            **self.metadata,
-            "render_fps": self.config.control_hz,
-            "autoreset_mode": mode,
-        }
+        self.metadata = dict(self.metadata, render_fps=self.config.control_hz, autoreset_mode=mode)
         self.core = RallyCore(self.config, self.num_envs, parallel=parallel)
         self.single_observation_space = self.core.layout.space()
         self.single_action_space = action_space(self.config.discrete_actions)
@@ -169,6 +159,12 @@ class RallyVectorEnv(VectorEnv):
         self._validate(actions, self.num_envs, self._cmd)
         c = self.core
         mode = self.autoreset_mode
+        if mode == AutoresetMode.DISABLED and self._autoreset.any():
+            bad = np.flatnonzero(self._autoreset)
+            raise ResetNeeded(
+                f"autoreset is disabled and cars {bad.tolist()} have ended: reset them with "
+                "reset(options={'reset_mask': mask})"
+            )
         if mode == AutoresetMode.NEXT_STEP and self._autoreset.any():
             resetting = np.flatnonzero(self._autoreset).astype(np.int64)
             stepping = np.flatnonzero(~self._autoreset).astype(np.int64)
@@ -177,16 +173,9 @@ class RallyVectorEnv(VectorEnv):
             # these cars ended at the last step: they reset at its count, as a single env
             # reset after that step does (so before this step's tick)
             c.reset(resetting, [None] * len(resetting))
-            c.stages.tick()
         else:
-            if mode == AutoresetMode.DISABLED and self._autoreset.any():
-                bad = np.flatnonzero(self._autoreset)
-                raise ResetNeeded(
-                    f"autoreset is disabled and cars {bad.tolist()} have ended: reset them with "
-                    "reset(options={'reset_mask': mask})"
-                )
             c.step(self._cmd)
-            c.stages.tick()
+        c.stages.tick()
         rew = c.rew.copy()
         term = c.term.copy()
         trunc = c.trunc.copy()

@@ -8,7 +8,9 @@ field, the value and the rule.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -66,11 +68,27 @@ def _real(owner: str, name: str, v: Any, lo: float = -math.inf, hi: float = math
     return f
 
 
-def _check_fields(obj: Any, check: Any, owner: str, bounds: dict[str, tuple]) -> None:
-    """Replace each field ``name`` of the frozen ``obj`` by ``check(owner, name, value, lo,
-    hi)`` for its ``(lo, hi)`` in ``bounds``."""
-    for name, (lo, hi) in bounds.items():
-        object.__setattr__(obj, name, check(owner, name, getattr(obj, name), lo, hi))
+def _bounded(default: Any, lo: float, hi: float) -> Any:
+    """A dataclass field with its default and its range ``[lo, hi]`` (:func:`_check_fields`)."""
+    return field(default=default, metadata={"range": (lo, hi)})
+
+
+def _check_fields(obj: Any, check: Any, owner: str) -> None:
+    """Replace each field of the frozen ``obj`` by ``check(owner, name, value, lo, hi)`` for
+    its range (a field whose default is None may be None)."""
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if not (v is None and f.default is None):
+            object.__setattr__(obj, f.name, check(owner, f.name, v, *f.metadata["range"]))
+
+
+def _no_unknown(given: dict[str, Any], known: Any, prefix: str, what: str) -> None:
+    """Raise :class:`ConfigError` for the first key of ``given`` not in ``known``."""
+    for k in given:
+        if k not in known:
+            raise ConfigError(
+                f"{prefix}{k}", given[k], f"unknown {what}; known: {', '.join(sorted(known))}"
+            )
 
 
 def _from(cls: type, value: Any, owner: str) -> Any:
@@ -80,12 +98,7 @@ def _from(cls: type, value: Any, owner: str) -> Any:
     if isinstance(value, cls):
         return value
     if isinstance(value, dict):
-        names = {f.name for f in fields(cls)}
-        for k in value:
-            if k not in names:
-                raise ConfigError(
-                    f"{owner}.{k}", value[k], f"unknown setting; known: {', '.join(sorted(names))}"
-                )
+        _no_unknown(value, {f.name for f in fields(cls)}, f"{owner}.", "setting")
         return cls(**value)
     raise ConfigError(owner, value, f"must be a {cls.__name__}, a dict of overrides or None")
 
@@ -146,14 +159,14 @@ ALWAYS_RECORDED_TERMS = ("progress", "time", "off_road", "crash", "finish", "act
 
 
 def _reward_weights_post_init(self: Any) -> None:
-    _check_fields(self, _real, "reward_weights", {f.name: (0.0, 1e6) for f in fields(self)})
+    _check_fields(self, _real, "reward_weights")
 
 
 #: The weights of the reward terms: a frozen dataclass with one float field per row of
 #: :data:`REWARD_TABLE` (its default weight), each checked to be in [0, 1e6].
 RewardWeights = dataclasses.make_dataclass(
     "RewardWeights",
-    [(t.name, float, field(default=t.default)) for t in REWARD_TABLE],
+    [(t.name, float, _bounded(t.default, 0.0, 1e6)) for t in REWARD_TABLE],
     namespace={
         "__module__": __name__,
         "__doc__": "Weights of the named reward terms (see the env docstring for each term).\n\n"
@@ -200,36 +213,21 @@ class TerminationConfig:
         time_limit_s: if set, a fixed time limit (s) instead.
     """
 
-    off_road_max_m: float = 10.0
-    off_road_max_s: float = 10.0
-    stuck_time_s: float = 10.0
-    stuck_progress_m: float = 2.0
-    roll_up_z: float = 0.3
-    roll_time_s: float = 1.0
-    wrong_way_m: float = 25.0
-    cut_ratio: float = 1.25
-    cut_slack_m: float = 10.0
-    time_limit_base_s: float = 30.0
-    time_limit_speed_mps: float = 5.0
-    time_limit_s: float | None = None
+    off_road_max_m: float = _bounded(10.0, 0.0, 1000.0)
+    off_road_max_s: float = _bounded(10.0, 0.0, 1e6)
+    stuck_time_s: float = _bounded(10.0, 0.05, 1e6)
+    stuck_progress_m: float = _bounded(2.0, 0.0, 1e4)
+    roll_up_z: float = _bounded(0.3, -1.0, 1.0)
+    roll_time_s: float = _bounded(1.0, 0.0, 1e6)
+    wrong_way_m: float = _bounded(25.0, 0.0, 1e6)
+    cut_ratio: float = _bounded(1.25, 1.0, 100.0)
+    cut_slack_m: float = _bounded(10.0, 0.0, 1e4)
+    time_limit_base_s: float = _bounded(30.0, 0.0, 1e7)
+    time_limit_speed_mps: float = _bounded(5.0, 0.01, 1e4)
+    time_limit_s: float | None = _bounded(None, 0.05, 1e7)
 
     def __post_init__(self) -> None:
-        bounds = {
-            "off_road_max_m": (0.0, 1000.0),
-            "off_road_max_s": (0.0, 1e6),
-            "stuck_time_s": (0.05, 1e6),
-            "stuck_progress_m": (0.0, 1e4),
-            "roll_up_z": (-1.0, 1.0),
-            "roll_time_s": (0.0, 1e6),
-            "wrong_way_m": (0.0, 1e6),
-            "cut_ratio": (1.0, 100.0),
-            "cut_slack_m": (0.0, 1e4),
-            "time_limit_base_s": (0.0, 1e7),
-            "time_limit_speed_mps": (0.01, 1e4),
-        }
-        if self.time_limit_s is not None:
-            bounds["time_limit_s"] = (0.05, 1e7)
-        _check_fields(self, _real, "termination", bounds)
+        _check_fields(self, _real, "termination")
 
 
 def _range_pair(owner: str, name: str, v: Any, lo: float, hi: float) -> tuple[float, float]:
@@ -260,21 +258,14 @@ class RandomizeConfig:
         load_sensitivity: multiplier on ``load_sensitivity``.
     """
 
-    surface_mu: tuple[float, float] = (0.85, 1.15)
-    mass: tuple[float, float] = (0.9, 1.1)
-    power: tuple[float, float] = (0.85, 1.15)
-    tire_peak: tuple[float, float] = (0.85, 1.15)
-    load_sensitivity: tuple[float, float] = (0.5, 1.5)
+    surface_mu: tuple[float, float] = _bounded((0.85, 1.15), 0.3, 1.7)
+    mass: tuple[float, float] = _bounded((0.9, 1.1), 0.5, 2.0)
+    power: tuple[float, float] = _bounded((0.85, 1.15), 0.2, 3.0)
+    tire_peak: tuple[float, float] = _bounded((0.85, 1.15), 0.5, 2.0)
+    load_sensitivity: tuple[float, float] = _bounded((0.5, 1.5), 0.0, 4.0)
 
     def __post_init__(self) -> None:
-        limits = {
-            "surface_mu": (0.3, 1.7),
-            "mass": (0.5, 2.0),
-            "power": (0.2, 3.0),
-            "tire_peak": (0.5, 2.0),
-            "load_sensitivity": (0.0, 4.0),
-        }
-        _check_fields(self, _range_pair, "randomize", limits)
+        _check_fields(self, _range_pair, "randomize")
 
     @property
     def randomizes_surfaces(self) -> bool:
@@ -299,24 +290,18 @@ def randomized_vehicle(
     )
 
 
-#: Env versions: 0 = ``RallyDirect-v0`` (the seed game's direct-force model), 1 =
-#: ``RallyWheelSpeed-v1`` (the wheel-speed model, library vehicles and planets, the wider
-#: observation); see :data:`ENV_IDS`.
+#: Env versions: 0 = the seed game's direct-force model (the default rover, the 59-value
+#: observation), 1 = the wheel-speed model, library vehicles and planets, the wider observation.
 ENV_VERSIONS: tuple[int, ...] = (0, 1)
 
 #: The Gymnasium ids, one per env version (``RallyEnv(version=N)``): the name says the model,
-#: the number the env version. ``RallyDirect-v0``: the seed game's direct-force model (the
-#: default rover, the 59-value observation); ``RallyWheelSpeed-v1``: the wheel-speed model,
-#: library vehicles, planets and the wider observation (docs/env.md: why two names).
+#: the number the env version (docs/env.md: why two names).
 ENV_IDS: tuple[str, ...] = ("RallyDirect-v0", "RallyWheelSpeed-v1")
 #: The first ids, one per env version: what replay files record as ``env_id`` (the only ids a
-#: replay may name). Still registered, the same envs, neither "out of date": ``Rally-v1`` is a
-#: second registry key of ``RallyWheelSpeed-v1``'s spec (``rally_env.REGISTERED_ENVS``, the
-#: table of every registered id).
+#: replay may name). Still registered, the same envs (``rally_env.REGISTERED_ENVS``).
 LEGACY_ENV_IDS: tuple[str, ...] = ("Rally-v0", "Rally-v1")
-#: The same two envs with the road-ahead observation (``road_ahead=True``): what the road does
-#: up to 600 m ahead, for agents that plan their speed (a name of their own, so neither id
-#: calls the other "out of date").
+#: The same two envs with the road-ahead observation (``road_ahead=True``), under names of
+#: their own.
 AHEAD_ENV_IDS: tuple[str, ...] = ("RallyDirectAhead-v0", "RallyWheelSpeedAhead-v1")
 
 
@@ -339,35 +324,20 @@ def planet_names() -> tuple[str, ...]:
 def default_vehicle(version: int) -> VehicleParams:
     """The version's default vehicle: the seed rover (v0), the rover on the wheel-speed
     model (v1)."""
-    if version == 0:
-        return ROVER
-    return _library_vehicle("rover", None)
+    return ROVER if version == 0 else _library_vehicle("rover", None)
 
 
-_LIB_CACHE: dict[tuple[str, str | None], VehicleParams] = {}
-
-
+@functools.cache
 def _library_vehicle(name: str, planet: str | None) -> VehicleParams:
-    key = (name, planet)
-    v = _LIB_CACHE.get(key)
-    if v is None:
-        v = _vehicles_module().vehicle(name, planet=planet)
-        _LIB_CACHE[key] = v
-    return v
+    return _vehicles_module().vehicle(name, planet=planet)
 
 
 def library_name(vehicle: VehicleParams, planet: str | None) -> str | None:
     """The library name of ``vehicle`` (as built for ``planet``), or None if it is custom."""
-    try:
-        names = vehicle_names()
-    except ImportError:
-        return None
-    for name in names:
-        try:
+    for name in vehicle_names():
+        with contextlib.suppress(Exception):  # a broken library definition matches nothing
             if _library_vehicle(name, planet) == vehicle:
                 return name
-        except Exception:
-            continue
     return None
 
 
@@ -384,11 +354,12 @@ def _vehicle(value: Any, version: int = 0, planet: str | None = None) -> Vehicle
     """Resolve ``vehicle=`` for an env version, then put it on ``planet`` (if given)."""
     if isinstance(value, VehicleParams):
         v = value
-    elif value is None or isinstance(value, dict):
-        base = ROVER if version == 0 else default_vehicle(1)
-        v = base if value is None else _overrides(base, value)
+    elif value is None:
+        v = default_vehicle(version)
+    elif isinstance(value, dict):
+        v = _overrides(default_vehicle(version), value)
     else:
-        v = _vehicle_v0(value) if version == 0 else _vehicle_v1(value)
+        v = _named_vehicle(value, version)
     if planet is not None:
         try:
             v = _vehicles_module().on_planet(v, planet)
@@ -408,24 +379,21 @@ def _overrides(base: VehicleParams, value: dict) -> VehicleParams:
         raise ConfigError(f"vehicle.{e.field}", e.value, e.rule) from None
 
 
-def _vehicle_v0(value: Any) -> VehicleParams:
-    if isinstance(value, str) and value == "rover":
-        return ROVER
-    raise ConfigError(
-        "vehicle",
-        value,
-        "must be 'rover', a VehicleParams or a dict of VehicleParams overrides "
-        "(library vehicles need version=1: RallyWheelSpeed-v1, first id Rally-v1)",
-    )
-
-
-def _vehicle_v1(value: Any) -> VehicleParams:
+def _named_vehicle(value: Any, version: int) -> VehicleParams:
+    """``vehicle=`` by name: ``"rover"`` on v0, a library vehicle on v1."""
+    if version == 0:
+        if isinstance(value, str) and value == "rover":
+            return ROVER
+        rule = (
+            "must be 'rover', a VehicleParams or a dict of VehicleParams overrides "
+            "(library vehicles need version=1: RallyWheelSpeed-v1, first id Rally-v1)"
+        )
+        raise ConfigError("vehicle", value, rule)
     names = vehicle_names()
     if isinstance(value, str) and value in names:
-        vm = _vehicles_module()
         try:
             return _library_vehicle(value, None)
-        except vm.VehicleDefError as e:  # a broken library definition
+        except _vehicles_module().VehicleDefError as e:  # a broken library definition
             raise ConfigError("vehicle", value, str(e)) from None
     raise ConfigError(
         "vehicle",
@@ -458,18 +426,16 @@ class RallyConfig:
             :func:`rally_env.stages.draw_random_stage`.
         discrete_actions: use the discrete action table instead of the continuous Box.
         render_mode: ``None``, ``"human"`` or ``"rgb_array"``.
-        version: the env version: 0 (``Rally-v0``, the seed game's direct-force model and the
-            v0 observation) or 1 (``Rally-v1``: the wheel-speed model, library vehicles and
-            planets, the v1 observation).
+        version: the env version, 0 (``Rally-v0``) or 1 (``Rally-v1``): see
+            :data:`ENV_VERSIONS`.
         planet: ``None`` (the vehicle's own gravity) or ``"mars"``, ``"earth"``, ``"moon"``
             (``physics.vehicles.on_planet`` applied to the vehicle).
         road_ahead: append the road-ahead block to the observation (the sharpest corner and
             crest, the elevation and the lowest grip in bins up to 600 m ahead, and the
-            distance to the finish; see :class:`rally_env.spaces.ObsLayout`). It changes what
-            the agent sees, not the run: physics, rewards and replays are the same.
-        ahead_apex: append the apex block: for each bin of the road-ahead block, where its
-            sharpest corner lies inside the bin (0 at its start to 1 at its end). Like
-            ``road_ahead``, it changes what the agent sees, not the run.
+            distance to the finish; see :class:`rally_env.spaces.ObsLayout`).
+        ahead_apex: append the apex block: where the sharpest corner of each road-ahead bin
+            lies in it (0 at its start to 1 at its end). Both blocks change what the agent
+            sees, not the run: physics, rewards and replays are the same.
     """
 
     stage: StageSpec = "opener"
@@ -490,20 +456,13 @@ class RallyConfig:
     @classmethod
     def build(cls, **kw: Any) -> RallyConfig:
         """Build from constructor keyword arguments (dicts and shorthands accepted)."""
-        names = {f.name for f in fields(cls)}
-        for k in kw:
-            if k not in names:
-                raise ConfigError(k, kw[k], f"unknown argument; known: {', '.join(sorted(names))}")
+        _no_unknown(kw, {f.name for f in fields(cls)}, "", "argument")
         return cls(**kw)
 
     def __post_init__(self) -> None:
         s = object.__setattr__
         ver = self.version
-        if (
-            isinstance(ver, bool)
-            or not isinstance(ver, (int, np.integer))
-            or ver not in ENV_VERSIONS
-        ):
+        if not _is_int(ver) or ver not in ENV_VERSIONS:
             raise ConfigError("version", ver, f"must be one of {', '.join(map(str, ENV_VERSIONS))}")
         s(self, "version", int(ver))
         s(self, "stage", _check_stage_spec(self.stage))
@@ -522,14 +481,9 @@ class RallyConfig:
         s(self, "control_hz", int(hz))
         s(self, "reward_weights", _from(RewardWeights, self.reward_weights, "reward_weights"))
         s(self, "termination", _from(TerminationConfig, self.termination, "termination"))
-        r = self.randomize
-        if r is False:
-            r = None
-        elif r is True:
-            r = RandomizeConfig()
-        elif r is not None:
-            r = _from(RandomizeConfig, r, "randomize")
-        s(self, "randomize", r)
+        r = RandomizeConfig() if self.randomize is True else self.randomize
+        off = r is None or r is False
+        s(self, "randomize", None if off else _from(RandomizeConfig, r, "randomize"))
         s(self, "random_stage", _check_random_stage(self.random_stage))
         for name in ("discrete_actions", *OBS_SWITCHES):  # and the observation blocks' switches
             on = getattr(self, name)
@@ -569,12 +523,12 @@ class RallyConfig:
 
     def __repr__(self) -> str:
         # v0 configs print as they did before ``version`` and ``planet`` existed
-        parts = []
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name in ("version", "planet", *OBS_SWITCHES) and v == f.default:
-                continue
-            parts.append(f"{f.name}={v!r}")
+        parts = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if f.name not in ("version", "planet", *OBS_SWITCHES)
+            or getattr(self, f.name) != f.default
+        ]
         return f"RallyConfig({', '.join(parts)})"
 
     @property
@@ -588,6 +542,8 @@ class RallyConfig:
 def _check_one_stage(v: Any, fld: str) -> Any:
     from tracks import Stage
 
+    if fld != "stage" and isinstance(v, str) and v == "random":
+        raise ConfigError(fld, v, "'random' cannot be part of a list")
     if isinstance(v, Stage):
         return v
     if isinstance(v, os.PathLike):
@@ -605,17 +561,17 @@ def _check_stage_spec(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         if not v:
             raise ConfigError("stage", v, "a list of stages must not be empty")
-        out = []
-        for i, x in enumerate(v):
-            if isinstance(x, str) and x == "random":
-                raise ConfigError(f"stage[{i}]", x, "'random' cannot be part of a list")
-            out.append(_check_one_stage(x, f"stage[{i}]"))
-        return tuple(out)
+        return tuple(_check_one_stage(x, f"stage[{i}]") for i, x in enumerate(v))
     return _check_one_stage(v, "stage")
 
 
+def _is_int(v: Any) -> bool:
+    """Whether ``v`` is an integer (Python's or numpy's) and not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
 def _count(owner: str, name: str, v: Any, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+    if not _is_int(v):
         raise ConfigError(f"{owner}.{name}", v, "must be an integer")
     if not lo <= int(v) <= hi:
         raise ConfigError(f"{owner}.{name}", v, f"must be in [{lo}, {hi}]")
@@ -642,61 +598,47 @@ def _check_random_stage(v: Any) -> dict[str, Any]:
         raise ConfigError("random_stage", v, "must be a dict with length_m and/or difficulty")
     out = dict(RANDOM_STAGE_DEFAULTS)
     for k, x in v.items():
-        if k not in _RANDOM_STAGE_CHECKS:
-            known = ", ".join(sorted(_RANDOM_STAGE_CHECKS))
-            raise ConfigError(f"random_stage.{k}", x, f"unknown setting; known: {known}")
+        _no_unknown({k: x}, _RANDOM_STAGE_CHECKS, "random_stage.", "setting")
         if x is not None or k not in ("num_levels", "pool"):  # None: no level set, no pool
             check, lo, hi = _RANDOM_STAGE_CHECKS[k]
             out[k] = check("random_stage", k, x, lo, hi)
     out["difficulty"] = _range_pair("random_stage", "difficulty", out["difficulty"], 0.0, 1.0)
-    if "start_level" in out and out.get("num_levels") is None:
-        raise ConfigError(
-            "random_stage.start_level", out["start_level"], "needs num_levels (a level set)"
+
+    def bad(k: str, rule: str) -> ConfigError:
+        return ConfigError(f"random_stage.{k}", out[k], rule)
+
+    levels = out.get("num_levels") is not None
+    if "start_level" in out and not levels:
+        raise bad("start_level", "needs num_levels (a level set)")
+    top = out.get("start_level", 0) + (out["num_levels"] if levels else 0)
+    if top > 2**31:
+        raise bad(
+            "num_levels",
+            f"start_level + num_levels = {top} passes the generator's seed range 2**31",
         )
-    if out.get("num_levels") is not None:
-        top = out.get("start_level", 0) + out["num_levels"]
-        if top > 2**31:
-            raise ConfigError(
-                "random_stage.num_levels",
-                out["num_levels"],
-                f"start_level + num_levels = {top} passes the generator's seed range 2**31",
-            )
     if out.get("pool") is not None:
-        if out.get("num_levels") is not None:
-            raise ConfigError(
-                "random_stage.pool", out["pool"], "a stage pool and a level set exclude each other"
-            )
-        out.setdefault("pool_steps", DEFAULT_POOL_STEPS)
-        if out["pool"] > MAX_POOL_PER_STEP * out["pool_steps"]:
-            need = -(-out["pool"] // MAX_POOL_PER_STEP)
-            raise ConfigError(
-                "random_stage.pool",
-                out["pool"],
-                f"a window of {out['pool']} stages every {out['pool_steps']} env steps draws "
-                f"more than {MAX_POOL_PER_STEP} stages a step: make pool_steps at least {need} "
-                f"or the pool at most {MAX_POOL_PER_STEP * out['pool_steps']}",
+        if levels:
+            raise bad("pool", "a stage pool and a level set exclude each other")
+        n, steps = out["pool"], out.setdefault("pool_steps", DEFAULT_POOL_STEPS)
+        if n > MAX_POOL_PER_STEP * steps:
+            raise bad(
+                "pool",
+                f"a window of {n} stages every {steps} env steps draws more than "
+                f"{MAX_POOL_PER_STEP} stages a step: make pool_steps at least "
+                f"{-(-n // MAX_POOL_PER_STEP)} or the pool at most {MAX_POOL_PER_STEP * steps}",
             )
     elif "pool_steps" in out:
-        raise ConfigError("random_stage.pool_steps", out["pool_steps"], "needs pool (a pool size)")
-    return _check_loops(out)
-
-
-def _check_loops(out: dict[str, Any]) -> dict[str, Any]:
-    """``loops`` (the share of closed loops among random stages) and their ``laps``."""
+        raise bad("pool_steps", "needs pool (a pool size)")
+    # ``loops``: the share of closed loops among random stages, of ``laps`` laps
     if "loops" not in out:
         if "laps" in out:
-            raise ConfigError("random_stage.laps", out["laps"], "needs loops (a share of loops)")
+            raise bad("laps", "needs loops (a share of loops)")
         return out
-    if out.get("num_levels") is not None:
-        raise ConfigError(
-            "random_stage.loops", out["loops"], "a level set has no loops (its levels are fixed)"
-        )
+    if levels:
+        raise bad("loops", "a level set has no loops (its levels are fixed)")
     if out["length_m"] < MIN_LOOP_LENGTH_M:
-        raise ConfigError(
-            "random_stage.length_m",
-            out["length_m"],
-            f"a loop's lap must be at least {MIN_LOOP_LENGTH_M:g} m (random_stage.loops is set)",
-        )
+        rule = f"a loop's lap must be at least {MIN_LOOP_LENGTH_M:g} m (random_stage.loops is set)"
+        raise bad("length_m", rule)
     out.setdefault("laps", DEFAULT_RANDOM_LAPS)
     return out
 
@@ -707,7 +649,7 @@ def pool_record_problem(p: Any, seed_may_be_none: bool = False) -> str | None:
     be None: no reset has drawn one yet), or None if nothing is."""
 
     def whole(v: Any, top: int) -> bool:
-        return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < top
+        return _is_int(v) and 0 <= v < top
 
     if not isinstance(p, dict) or set(p) != {"seed", "clock"}:
         return "must be a dict of 'seed' and 'clock'"
@@ -727,10 +669,8 @@ def jsonable(v: Any) -> Any:
         return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (np.floating, float)):
         return float(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
+    if isinstance(v, (np.integer, np.bool_)):
+        return v.item()
     return v
 
 
@@ -749,21 +689,6 @@ def _stage_json(spec: Any, for_digest: bool) -> Any:
     if for_digest:  # the content digest of the embedded form, as a replay reads it back
         return {"digest": stage_from_dict(doc, "<replay>").digest()}
     return {"embedded": doc}
-
-
-def _vehicle_json_v0(v: VehicleParams) -> Any:
-    """``"rover"``, or the fields that differ from the seed rover (already on its planet)."""
-    return "rover" if v == ROVER else _vehicle_diff(v, ROVER, False, False)
-
-
-def _vehicle_json_v1(v: VehicleParams, planet: str | None, for_digest: bool) -> tuple[Any, Any]:
-    """Rally-v1's JSON form of a vehicle and the planet to record: a library vehicle by name
-    (with its planet), any other as its fields that differ from the v1 default rover, already
-    on its planet (so the planet is recorded as None and not applied twice)."""
-    name = library_name(v, planet)
-    if name is not None:
-        return name, planet
-    return _vehicle_diff(v, default_vehicle(1), True, for_digest), None
 
 
 def _vehicle_diff(v: VehicleParams, base: VehicleParams, v1: bool, for_digest: bool) -> dict:
@@ -813,12 +738,17 @@ def config_to_kwargs(config: RallyConfig, for_digest: bool = False) -> dict[str,
     Raises:
         ConfigError: the vehicle has custom tire curves (only when not ``for_digest``).
     """
-    rnd = config.randomize
+    rnd, v = config.randomize, config.vehicle
     extra: dict[str, Any] = {}
-    if config.version == 0:
-        vjson: Any = _vehicle_json_v0(config.vehicle)  # on its planet: gravity is in the diff
+    if config.version == 0:  # "rover", or the fields that differ from it (gravity included)
+        vjson: Any = "rover" if v == ROVER else _vehicle_diff(v, ROVER, False, False)
     else:
-        vjson, planet = _vehicle_json_v1(config.vehicle, config.planet, for_digest)
+        # a library vehicle by name with its planet; any other as its fields that differ from
+        # the v1 rover, already on its planet (so the planet is recorded as None, not applied
+        # twice)
+        planet, vjson = config.planet, library_name(v, config.planet)
+        if vjson is None:
+            planet, vjson = None, _vehicle_diff(v, default_vehicle(1), True, for_digest)
         extra = {"version": int(config.version), "planet": planet}
     return {
         **extra,

@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import pickle
@@ -177,10 +178,8 @@ def notice(cores: bool = True) -> None:
         if _noticed:
             return
         _noticed.append(True)
-    try:
+    with contextlib.suppress(Exception):
         print(NOTICE.format(s=COMPILE_ESTIMATE_S[cores]), file=sys.stderr, flush=True)
-    except Exception:
-        pass
 
 
 def fingerprint(config: Any) -> tuple:
@@ -255,14 +254,12 @@ def mark_warm(kind: str, fp: tuple) -> None:
     if (kind, fp) in _marked or _jit_off():
         return
     _marked.add((kind, fp))
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache: the next start says it compiles
         path = _stamp_path(kind, fp)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}")
         tmp.write_text(_sources_digest())
         os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache: the next start says it compiles, and finds the cache
 
 
 # --- the recorded argument types ------------------------------------------------------------
@@ -316,15 +313,12 @@ def _load_file() -> dict | None:
 
 def _load_signatures(kind: str) -> list[tuple[Any, list[tuple]]] | None:
     """[(dispatcher, [argument types, ...]), ...] of a kind of env, or None if unusable."""
-    data = _load_file()
-    if data is None:
-        return None
+    data = _load_file() or {}
     try:
-        out = []
-        for (mod, name), sigs in zip(KERNELS[kind], data["signatures"][kind], strict=True):
-            disp = getattr(importlib.import_module(mod), name)
-            out.append((disp, [_types(s) for s in sigs]))
-        return out
+        return [
+            (getattr(importlib.import_module(mod), name), [_types(s) for s in sigs])
+            for (mod, name), sigs in zip(KERNELS[kind], data["signatures"][kind], strict=True)
+        ]
     except Exception:
         return None
 
@@ -379,18 +373,12 @@ def start(config: Any, threaded: bool = False) -> bool:
         if kind in _started:
             return kind in _procs or kind in _others
         _started.add(kind)
-        if _jit_off():
-            return False
         fp = fingerprint(config)
-        if is_warm(kind, fp):
+        if _jit_off() or is_warm(kind, fp):
             return False
-        try:
-            import fcntl
-        except ImportError:
-            fcntl = None
         data = _load_file()
         helps = not (
-            fcntl is None
+            importlib.util.find_spec("fcntl") is None  # the locks need it
             or _disabled()
             or _cores() < 2  # on one core the worker would only compete
             or data is None
@@ -463,11 +451,9 @@ def _stop_workers() -> None:
     with _lock:
         procs = list(_procs.values()) + list(_done)
     for p in procs:
-        try:
+        with contextlib.suppress(Exception):
             if p.poll() is None:
                 p.kill()
-        except Exception:
-            pass
 
 
 def running(threaded: bool = False) -> bool:
@@ -521,23 +507,15 @@ def wait(threaded: bool = False, useful: bool = True) -> None:
     kernels = _load_signatures(kind) or []
     held: list[int] = []
     try:
-        i = len(kernels) - 1
-        while i >= 0:  # this process's share, from the end
-            fd = _claim(kind, i)
-            if fd is None:
-                break
-            held.append(fd)
-            _compile(*kernels[i])
-            i -= 1
-        for j in range(i, -1, -1):  # the worker's: released when done (then in the cache)
+        for i in range(len(kernels) - 1, -1, -1):
             deadline = time.monotonic() + KERNEL_COMPILE_S
-            fd = _claim(kind, j)
+            fd = _claim(kind, i)
             while fd is None and time.monotonic() < deadline:
                 time.sleep(0.02)
-                fd = _claim(kind, j)
+                fd = _claim(kind, i)
             if fd is not None:
                 held.append(fd)
-            _compile(*kernels[j])
+            _compile(*kernels[i])
     finally:
         for fd in held:
             _unlock(fd)

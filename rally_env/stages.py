@@ -12,17 +12,12 @@ regions are rewritten and only its terrain row is swapped, so a car that resets 
 generated stage costs the other cars nothing. Terrains are never baked whole: each row is a
 ``tracks.bake.StageTerrain`` whose tiles fill as cars reach them.
 
-When surface-grip randomization is on, each slot's terrain is labelled so that every road
-section has its own surface id (``1 + section index``; id 0 is off-road) and each car gets its
-own row of grip multipliers: an extra terrain-set row that shares the slot's nodes and differs
-only in grip. The physics then sees per-car, per-section friction exactly, inside every substep.
+With surface-grip randomization every road section has its own surface id (``1 + section
+index``; id 0 is off-road) and each car its own terrain-set row that shares the slot's nodes and
+differs only in grip, so the physics sees per-car, per-section friction inside every substep.
 
-A :class:`StageSource` decides which stage each car gets: it holds the bank, draws a resetting
-car's stage from the car's stream (a list entry, a fresh random stage, a level, a stage pool's
-window), counts the pool's steps and asks the prefetch worker (:mod:`tracks.prefetch`) for the
-stages cars will need. The core asks it for every car's stage and keeps no scheduling of its
-own. Stages and their terrain sources are cached per process, so the envs of one process
-share them.
+A :class:`StageSource` decides which stage each car gets (the core keeps no scheduling of its
+own). Stages and their terrain sources are cached per process, so its envs share them.
 """
 
 from __future__ import annotations
@@ -105,12 +100,10 @@ _CACHE_SIZE = 16
 
 
 def _cached(cache: OrderedDict, key: Any, make):
-    v = cache.get(key)
-    if v is not None:
+    if key in cache:
         cache.move_to_end(key)
-        return v
-    v = make()
-    cache[key] = v
+        return cache[key]
+    cache[key] = v = make()
     while len(cache) > _CACHE_SIZE:
         cache.popitem(last=False)
     return v
@@ -165,9 +158,9 @@ def parse_drawn_name(name: Any) -> tuple[int, float, float, int] | None:
     except ValueError:
         return None
     laps = int(m.group(4) or 0)
-    if drawn_stage_name(seed, length, diff, laps) != name:
+    if drawn_stage_name(seed, length, diff, laps) != name or (laps and length < 400.0):
         return None
-    if (laps and length < 400.0) or not (200.0 <= length <= 20000.0 and 0.0 <= diff <= 1.0):
+    if not (200.0 <= length <= 20000.0 and 0.0 <= diff <= 1.0):
         return None
     return seed, length, diff, laps
 
@@ -183,19 +176,15 @@ def board_stage(name: str) -> tracks.Stage | None:
     if is_stage_name(name):
         return resolve_stage(name)
     drawn = parse_drawn_name(name)
-    if drawn is None:
-        return None
-    seed, length, diff, laps = drawn
-    return generated_stage(seed, length, diff, laps=laps)
+    return None if drawn is None else generated_stage(*drawn[:3], laps=drawn[3])
 
 
 def generated_stage(
     seed: int, length_m: float, difficulty: float, sectioned: bool = False, laps: int = 0
 ) -> tracks.Stage:
     """A generated stage, point to point or (``laps`` >= 1) a closed loop of that many laps
-    (:func:`tracks.generator.generate_drawn`; cached for repeated seeds; taken from the
-    prefetch worker, with its terrain source, when it made it ahead: see
-    :mod:`tracks.prefetch`)."""
+    (:func:`tracks.generator.generate_drawn`; cached; taken from the prefetch worker, with its
+    terrain source, when it made it ahead)."""
     key = gen_key(seed, length_m, difficulty, laps)
 
     def make() -> tracks.Stage:
@@ -209,18 +198,16 @@ def generated_stage(
     return _cached(_STAGE_CACHE, key, make)
 
 
-#: How far past the start line the prefetch worker bakes a pool stage's tiles (m): it makes
-#: a pool window's stages a whole window ahead, and each is driven by several cars, so it
-#: takes over more of the tile baking than for a stage one car asked for (``START_AHEAD_M``).
+#: How far past the start line the prefetch worker bakes a pool stage's tiles (m): more than
+#: for a stage one car asked for (``START_AHEAD_M``), as it makes a pool window's stages a
+#: whole window ahead and several cars drive each.
 POOL_PREBAKE_M = 150.0
 
 
 def prefetch_stage(seed: int, length_m: float, difficulty: float, *args: Any, **kw: Any) -> bool:
     """Ask the prefetch worker for a generated stage a car will need soon, unless this process
-    has it already: :meth:`tracks.prefetch.Prefetcher.request`'s arguments (``sectioned``,
-    ``prebake``: start tiles baked, ``True`` up to :data:`tracks.bake.START_AHEAD_M` past the
-    start line or a number of metres; ``limit``) and answer (whether the stage is made or on
-    its way)."""
+    has it already: :meth:`tracks.prefetch.Prefetcher.request`'s arguments and answer (whether
+    the stage is made or on its way)."""
     if gen_key(seed, length_m, difficulty, kw.get("laps", 0)) in _STAGE_CACHE:
         return True
     return PREFETCHER.request(seed, length_m, difficulty, *args, **kw)
@@ -342,15 +329,12 @@ def timing_lines(stage: tracks.Stage) -> list[tuple[float, float]]:
     """
     s0 = stage.start_s_m
     if not stage.closed:
-        out = [(c - s0, c) for c in stage.checkpoints_m]
-        out.append((stage.finish_s_m - s0, stage.finish_s_m))
-        return out
+        return [(c - s0, c) for c in (*stage.checkpoints_m, stage.finish_s_m)]
     L = stage.path.length_m
     rel = sorted(((c - s0) % L, c) for c in stage.checkpoints_m)
     out = []
     for lap in range(stage.laps):
-        for r, c in rel:
-            out.append((lap * L + r, c))
+        out += [(lap * L + r, c) for r, c in rel]
         out.append(((lap + 1) * L, s0))
     return out
 
@@ -463,8 +447,9 @@ class _Regions:
         self.rows = 0
         self.holes = 0
 
-    def put(self, slot: int, values: dict[str, np.ndarray]) -> int:
-        """Write the rows of ``values`` as slot ``slot``'s region; returns its offset."""
+    def put(self, slot: int, **values: np.ndarray) -> int:
+        """Write the rows of ``values`` (one array per column) as slot ``slot``'s region;
+        returns its offset."""
         n = len(next(iter(values.values())))
         if n > self.cap[slot]:
             self.holes += int(self.cap[slot])
@@ -505,12 +490,7 @@ class _Regions:
 
 # --------------------------------------------------------------------------------- the bank
 class StageBank:
-    """Slots of stages and their packed tables (see the module docstring).
-
-    Args:
-        config: the env config (stage spec, termination settings, randomization).
-        n_cars: number of cars.
-    """
+    """Slots of stages and their packed tables (see the module docstring)."""
 
     def __init__(self, config: RallyConfig, n_cars: int):
         self.config = config
@@ -534,15 +514,11 @@ class StageBank:
         self._pts = _Regions(n, {"seg": ((N_SEG_COLS,), np.float64), **per_sample})
         self._lines = _Regions(n, {"race": ((), np.float64), "gate": ((4,), np.float64)})
         self._secs = _Regions(n, {"start": ((), np.float64), "sid": ((), np.int64)})
-        #: per-sample tables of the road-ahead observation (only with ``road_ahead=True``)
-        self.road_ahead = bool(getattr(config, "road_ahead", False))
+        #: per-sample tables of the road-ahead observation (filled only with ``road_ahead``)
+        self.road_ahead = config.road_ahead
         nw = len(AHEAD_WIDTHS_M)
-        self._ahead = _Regions(
-            n,
-            {"z": ((), np.float64), "curv": ((nw,), np.float64), "crest": ((nw,), np.float64)}
-            if self.road_ahead
-            else {"z": ((), np.float64)},
-        )
+        ahead = {"z": ((), np.float64), "curv": ((nw,), np.float64), "crest": ((nw,), np.float64)}
+        self._ahead = _Regions(n, ahead)
         self.section_ids: list[np.ndarray] = [np.zeros(1, np.int64)] * n
         self.slot_names = np.array([""] * n, dtype=object)
         self.slot_laps = np.ones(n, np.int64)
@@ -583,19 +559,17 @@ class StageBank:
         if self._tables is not None and self._tables[0] == self.version:
             return self._tables[1]
         a = self._ahead.arrays
-        nw = len(AHEAD_WIDTHS_M)
         if not self.road_ahead or not len(a["z"]):
-            z, wcurv, wcrest = np.zeros(1), np.zeros((1, nw)), np.zeros((1, nw))
-        else:
-            z, wcurv, wcrest = a["z"], a["curv"], a["crest"]
+            nw = len(AHEAD_WIDTHS_M)
+            a = {"z": np.zeros(1), "curv": np.zeros((1, nw)), "crest": np.zeros((1, nw))}
         rec = StageTables(
             table=self.table,
             **self._pts.arrays,  # seg, tx, ty, curv, hw, px, py
             line_race=self.line_race,
             line_gate=self.line_gate,
-            z=z,
-            wcurv=wcurv,
-            wcrest=wcrest,
+            z=a["z"],
+            wcurv=a["curv"],
+            wcrest=a["crest"],
             sec_start=self._secs.arrays["start"],
             sec_sid=self._secs.arrays["sid"],
         )
@@ -619,41 +593,26 @@ class StageBank:
         p = st.path
         seg = pack_path(p)
         n = p.n_samples
-        seg_rows = np.zeros((n, N_SEG_COLS))
-        seg_rows[: n - 1] = seg
+        rows = np.zeros((n, N_SEG_COLS))  # a row per sample: the last one has no segment
+        rows[: n - 1] = seg
         off = self._pts.put(
-            i,
-            {
-                "seg": seg_rows,
-                "tx": p.tx,
-                "ty": p.ty,
-                "curv": p.curvature,
-                "hw": p.half_width_m,
-                "px": p.x_m,
-                "py": p.y_m,
-            },
+            i, seg=rows, tx=p.tx, ty=p.ty, curv=p.curvature, hw=p.half_width_m, px=p.x_m, py=p.y_m
         )
         if self.road_ahead:
             z, wcurv, wcrest = ahead_tables(p)
-            self._ahead.put(i, {"z": z, "curv": wcurv, "crest": wcrest})
+            self._ahead.put(i, z=z, curv=wcurv, crest=wcrest)
         ids = np.asarray(p.section_surface, np.int64)
         if self.sectioned:
             ids = 1 + np.arange(len(ids), dtype=np.int64) % MAX_SECTION_IDS
-        sec_off = self._secs.put(
-            i, {"start": np.asarray(p.section_start_m, np.float64), "sid": ids}
-        )
+        sec_off = self._secs.put(i, start=np.asarray(p.section_start_m, np.float64), sid=ids)
         lines = timing_lines(st)
         gates = gate_segments(st, np.array([s for _, s in lines]), self.gate_extra_m)
-        line_off = self._lines.put(
-            i, {"race": np.array([r for r, _ in lines], np.float64), "gate": gates}
-        )
+        line_off = self._lines.put(i, race=np.array([r for r, _ in lines], np.float64), gate=gates)
         term = self.config.termination
         timed = st.timed_length_m
-        limit = (
-            term.time_limit_s
-            if term.time_limit_s is not None
-            else term.time_limit_base_s + timed / term.time_limit_speed_mps
-        )
+        limit = term.time_limit_s
+        if limit is None:
+            limit = term.time_limit_base_s + timed / term.time_limit_speed_mps
         row = self.table[i]
         row[:] = 0.0
         row[SL_DS] = p.ds_m
@@ -721,11 +680,8 @@ class StageBank:
         slot = next(
             (i for i, s in enumerate(self.slots) if s is not None and s.digest() == digest), None
         )
+        # every slot holding a stage has a key (acquire and adopt give it one)
         key = self._slot_key[slot] if slot is not None else ("stage", digest)
-        if slot is not None and key is None:  # a slot adopted without a key
-            key = ("stage", digest)
-            self._key_slot[key] = slot
-            self._slot_key[slot] = key
         slot = self.acquire(key, lambda: stage)
         self.refs[slot] += count - 1
         return slot
@@ -744,21 +700,15 @@ class StageBank:
         for i, st in enumerate(slots):
             if st is not None:
                 self.set_slot(i, st)
-        self._key_slot.clear()
-        self._slot_key = [None] * self.n_slots
-        for i, st in enumerate(self.slots):
-            if st is not None:
-                self._key_slot[("stage", st.digest())] = i
-                self._slot_key[i] = ("stage", st.digest())
+        self._slot_key = [None if st is None else ("stage", st.digest()) for st in self.slots]
+        self._key_slot = {k: i for i, k in enumerate(self._slot_key) if k is not None}
         self.refs[:] = np.bincount(held, minlength=self.n_slots)[: self.n_slots]
         self._free = OrderedDict((i, None) for i in range(self.n_slots) if self.refs[i] == 0)
 
     # -------------------------------------------------------------------- per-car terrain rows
     def terrain_row(self, car: int, slot: int) -> int:
         """Terrain-set row car ``car`` drives on when it is in ``slot``."""
-        if not self.sectioned:
-            return slot
-        return self.terrains.n_base + car
+        return self.terrains.n_base + car if self.sectioned else slot
 
     def set_car_grip(self, car: int, slot: int, section_mu: np.ndarray) -> None:
         """Point car ``car``'s variant row at ``slot`` with per-section grip multipliers."""
@@ -779,15 +729,9 @@ class StageBank:
 # --------------------------------------------------------------------------- the source
 class StageSource:
     """Where every car's stages come from: the one object the core asks for a car's next
-    stage (:meth:`assign`), and the owner of everything that decides and prepares it: the
-    :class:`StageBank` of slots, the draw rule (a fixed stage, a list, ``"random"``: fresh
-    stages, a level set or a stage pool), the pool's seed and step count, and the requests
-    to the prefetch worker (:data:`tracks.prefetch.PREFETCHER`) for stages cars will need.
-
-    Args:
-        config: the env config.
-        n_cars: number of cars.
-    """
+    stage (:meth:`assign`). It owns the :class:`StageBank` of slots, the draw rule (a fixed
+    stage, a list, fresh random stages, a level set or a stage pool), the pool's seed and step
+    count, and the requests to the prefetch worker for stages cars will need."""
 
     def __init__(self, config: RallyConfig, n_cars: int):
         self.bank = StageBank(config, n_cars)
@@ -795,12 +739,7 @@ class StageSource:
         self.random_stage = config.random_stage if self.bank.mode == "random" else {}
         #: the size of a ``random_stage`` pool, or None
         self.pool_size: int | None = self.random_stage.get("pool")
-        #: the stage pool's seed (None until the first reset draws one) and the env steps
-        #: since it was seeded (:meth:`seed_pool`, :meth:`tick`)
-        self.pool_seed: int | None = None
-        self.clock = 0
-        self._pool_queue: list[tuple[int, float, int]] = []  # pool stages still to ask for
-        self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
+        self.seed_pool(None)
 
     # ------------------------------------------------------------------ a car's next stage
     def assign(self, cars: np.ndarray, rngs: list[Any], held: np.ndarray, then) -> np.ndarray:
@@ -815,7 +754,11 @@ class StageSource:
         # answers for (a car's stage would be gone before the car came back for it)
         ahead = fresh and self.n_cars <= PREFETCHER.capacity
         if fresh and not ahead and len(cars) > 1:
-            self._share_generation(cars, rngs)  # (a pool's stages are asked for by tick)
+            # the worker makes the second half of the stages these cars draw while this
+            # process makes the first half in place, on the core the physics threads leave
+            # idle during resets (a pool's stages are asked for by tick)
+            for k in cars[(len(cars) + 1) // 2 :]:
+                self._prefetch_next(rngs[int(k)], prebake=False)
         slots = np.empty(len(cars), np.int64)
         for i, k in enumerate(cars):
             rng = rngs[int(k)]
@@ -866,24 +809,17 @@ class StageSource:
         if not self.bank.holds(gen_key(d.seed, length, d.difficulty, d.laps)):  # a held level
             prefetch_stage(d.seed, length, d.difficulty, self.bank.sectioned, prebake, laps=d.laps)
 
-    def _share_generation(self, cars: np.ndarray, rngs: list[Any]) -> None:
-        """Cars reset together, too many for stages asked ahead: the worker makes the second
-        half of the stages they draw while this process makes the first half in place, on
-        the core the physics threads leave idle during resets. Where a stage is made never
-        changes it. (Without start tiles baked by the worker: this process waits for these
-        answers.)"""
-        for k in cars[(len(cars) + 1) // 2 :]:
-            self._prefetch_next(rngs[int(k)], prebake=False)
-
     # ------------------------------------------------------------------ the stage pool
     def seed_pool(self, seed: int | None) -> None:
         """Start the stage pool (``random_stage.pool``) afresh: its windows drawn from
         ``seed`` (fresh entropy if None), the env's step count at 0. The envs call this at a
         reset of every car with an int seed; without a pool it only restarts the count."""
-        self.pool_seed = None if seed is None else int(seed)
+        #: the stage pool's seed (None until the first reset draws one) and the env steps
+        #: since it was seeded (:meth:`tick` counts them)
+        self.pool_seed: int | None = None if seed is None else int(seed)
         self.clock = 0
-        self._pool_queue = []
-        self._pool_window = -1
+        self._pool_queue: list[tuple[int, float, int]] = []  # pool stages still to ask for
+        self._pool_window = -1  # the window whose stages _pool_queue holds, and before it
 
     def pool_now(self) -> tuple[int, int] | None:
         """(pool seed, env step) a reset draws from now, or None without a pool."""
@@ -910,23 +846,14 @@ class StageSource:
                 queue.extend(zip(*(a.tolist() for a in drawn), strict=True))
             # the worker keeps PREFETCHER.capacity answers: asking further ahead is useless
             self._pool_queue = list(dict.fromkeys(queue))[: 2 * PREFETCHER.capacity]
-        if self._pool_queue:
-            self._ask_pool()
-
-    def _ask_pool(self) -> None:
-        length = self.random_stage["length_m"]
-        q = self._pool_queue
-        i = 0
-        while i < len(q):
-            seed, diff, laps = q[i]
-            if not self.bank.holds(gen_key(seed, length, diff, laps)):
-                sec = self.bank.sectioned
-                if not prefetch_stage(
-                    seed, length, diff, sec, POOL_PREBAKE_M, limit=True, laps=laps
-                ):
-                    break
-            i += 1
-        del q[:i]
+        length, sec, q = rs["length_m"], self.bank.sectioned, self._pool_queue
+        while q:  # until the worker takes no more
+            seed, diff, laps = q[0]
+            if not self.bank.holds(gen_key(seed, length, diff, laps)) and not prefetch_stage(
+                seed, length, diff, sec, POOL_PREBAKE_M, limit=True, laps=laps
+            ):
+                break
+            del q[0]
 
     def board_name(self, slot: int) -> str:
         """The name a run on the stage of ``slot`` is filed under: the stage's own name, but

@@ -6,12 +6,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium.error import ResetNeeded
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rally_env import kernels as K
 from rally_env.actions import validate_continuous, validate_discrete
-from rally_env.config import RallyConfig
+from rally_env.config import RallyConfig, _is_int
 from rally_env.core import RallyCore, car_seed_sequence, extra_of, with_extra
 from rally_env.env import RENDER_MODES, render_core, renderer_of, state_without_renderer
 from rally_env.errors import ConfigError, StateError
@@ -73,26 +74,16 @@ class RallyVectorEnv(VectorEnv):
         render_view: str = "per_env",
         **kwargs: Any,
     ):
-        if (
-            isinstance(num_envs, bool)
-            or not isinstance(num_envs, (int, np.integer))
-            or (num_envs < 1)
-        ):
+        if not _is_int(num_envs) or num_envs < 1:
             raise ConfigError("num_envs", num_envs, "must be an integer >= 1")
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
-            raise ConfigError(
-                "autoreset_mode",
-                autoreset_mode,
-                f"must be one of {[m.value for m in AutoresetMode]}",
-            ) from None
+            modes = [m.value for m in AutoresetMode]
+            raise ConfigError("autoreset_mode", autoreset_mode, f"must be one of {modes}") from None
         if max_episode_steps is not None:
-            raise ConfigError(
-                "max_episode_steps",
-                max_episode_steps,
-                "Rally-v0 truncates itself (termination.time_limit_s)",
-            )
+            rule = "Rally-v0 truncates itself (termination.time_limit_s)"
+            raise ConfigError("max_episode_steps", max_episode_steps, rule)
         if render_view not in RENDER_VIEWS:
             raise ConfigError("render_view", render_view, f"must be one of {list(RENDER_VIEWS)}")
         self.render_view = render_view
@@ -100,11 +91,7 @@ class RallyVectorEnv(VectorEnv):
         self.num_envs = int(num_envs)
         self.autoreset_mode = mode
         self.render_mode = self.config.render_mode
-        self.metadata = {
-            "render_modes": RENDER_MODES,
-            "render_fps": self.config.control_hz,
-            "autoreset_mode": mode,
-        }
+        self.metadata = dict(self.metadata, render_fps=self.config.control_hz, autoreset_mode=mode)
         self.core = RallyCore(self.config, self.num_envs, parallel=parallel)
         self.single_observation_space = self.core.layout.space()
         self.single_action_space = action_space(self.config.discrete_actions)
@@ -130,24 +117,22 @@ class RallyVectorEnv(VectorEnv):
             options: ``{"reset_mask": bool array (num_envs,)}`` to reset only some cars.
         """
         n = self.num_envs
-        mask = None
-        if options:
-            unknown = set(options) - {"reset_mask"}
-            if unknown:
-                raise ValueError(f"unknown reset options {sorted(unknown)}; known: reset_mask")
-            mask = options.get("reset_mask")
-            if mask is not None:
-                mask = np.asarray(mask)
-                if mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
-                    raise ValueError(
-                        f"options['reset_mask'] must be a bool array of shape "
-                        f"({n},) with at least one True"
-                    )
+        unknown = set(options or ()) - {"reset_mask"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; known: reset_mask")
+        mask = (options or {}).get("reset_mask")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
+                raise ValueError(
+                    f"options['reset_mask'] must be a bool array of shape ({n},) with at least "
+                    "one True"
+                )
         if seed is None:
             seeds: list[Any] = [None] * n
         elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             seeds = [car_seed_sequence(int(seed), k) for k in range(n)]
-            self._np_random, self._np_random_seed = _seeded(int(seed))
+            self._np_random, self._np_random_seed = seeding.np_random(int(seed))
         else:
             seed = list(seed)
             if len(seed) != n:
@@ -174,6 +159,12 @@ class RallyVectorEnv(VectorEnv):
         self._validate(actions, self.num_envs, self._cmd)
         c = self.core
         mode = self.autoreset_mode
+        if mode == AutoresetMode.DISABLED and self._autoreset.any():
+            bad = np.flatnonzero(self._autoreset)
+            raise ResetNeeded(
+                f"autoreset is disabled and cars {bad.tolist()} have ended: reset them with "
+                "reset(options={'reset_mask': mask})"
+            )
         if mode == AutoresetMode.NEXT_STEP and self._autoreset.any():
             resetting = np.flatnonzero(self._autoreset).astype(np.int64)
             stepping = np.flatnonzero(~self._autoreset).astype(np.int64)
@@ -182,16 +173,9 @@ class RallyVectorEnv(VectorEnv):
             # these cars ended at the last step: they reset at its count, as a single env
             # reset after that step does (so before this step's tick)
             c.reset(resetting, [None] * len(resetting))
-            c.stages.tick()
         else:
-            if mode == AutoresetMode.DISABLED and self._autoreset.any():
-                bad = np.flatnonzero(self._autoreset)
-                raise ResetNeeded(
-                    f"autoreset is disabled and cars {bad.tolist()} have ended: reset them with "
-                    "reset(options={'reset_mask': mask})"
-                )
             c.step(self._cmd)
-            c.stages.tick()
+        c.stages.tick()
         rew = c.rew.copy()
         term = c.term.copy()
         trunc = c.trunc.copy()
@@ -418,9 +402,3 @@ def _same(a: Any, b: Any) -> bool:
         return bool(np.all(a == b))
     except Exception:  # values that do not compare
         return False
-
-
-def _seeded(seed: int) -> tuple[np.random.Generator, int]:
-    from gymnasium.utils import seeding
-
-    return seeding.np_random(seed)

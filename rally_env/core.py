@@ -318,17 +318,8 @@ class RallyCore:
         raise RuntimeError("the terrain under the lookahead points could not be filled")
 
     def _kernel_args(self) -> tuple:
-        """The ``args`` every env kernel entry point takes (after its cars, and a step's
-        substeps and actions), built in one place: the observation switches as one tuple
-        (``True`` or ``None`` per switched block, ``rally_env.spaces.obs_switches``: the
-        Rally-v1 block, the road-ahead block; numba prunes the code of a ``None`` one, so a
-        Rally-v0 env does not compile them), then the records
-        :class:`~rally_env.kernels.Physics`, :class:`~rally_env.kernels.Terrain`,
-        :class:`~rally_env.stages.StageTables`, :class:`~rally_env.kernels.EnvCars`,
-        :class:`~rally_env.kernels.Work`, :class:`~rally_env.kernels.Setup` and
-        :class:`~rally_env.kernels.StepOut`, each as a plain tuple (numba reads a plain tuple's
-        types faster at a call from Python). The terrain tables, the stage tables and
-        ``etimes`` can move, so those are taken afresh."""
+        """The ``args`` every env kernel entry point takes after its cars (and a step's
+        substeps and actions): see "records" in :mod:`rally_env.kernels`."""
         t = self.bank.terrains
         phys, work, setup, out = self._fixed_records
         return (

@@ -7,10 +7,8 @@ how many cars are in the batch. Arithmetic is ``+ - * / sqrt floor`` (and the pr
 Per-car env state lives in two arrays with named columns (below): ``estate`` float64
 (N, N_E) and ``eistate`` int64 (N, N_EI), plus ``etimes`` (N, lines) line-crossing times.
 Timers count physics substeps (integers), so time limits are exact. The kernels take their
-arrays as a few named records (:class:`Physics`, :class:`Terrain`,
-:class:`rally_env.stages.StageTables`, :class:`EnvCars`, :class:`Work`, :class:`Setup`,
-:class:`StepOut`; see "records" below), and a step of one car runs as one small function per
-phase (:func:`_post_car`).
+arrays as a few named records (see "records" below), and a step of one car runs as one small
+function per phase (:func:`_post_car`).
 """
 
 from __future__ import annotations
@@ -25,23 +23,9 @@ from physics import layout as L
 from physics.jit import njit, njit_inner
 from physics.kernel import rotation_of
 from physics.terrain import TM_TABLE, sample_surface, tile_at
+from rally_env import spaces as SP
 from rally_env import stages as S
 from rally_env.config import REWARD_TERMS
-from rally_env.spaces import (
-    CREST_SCALE_M,
-    CURVATURE_SCALE_PER_M,
-    EDGE_SCALE_M,
-    ELEVATION_SCALE_M,
-    GEAR_SCALE,
-    LATERAL_SPEED_SCALE_MPS,
-    ROAD_AHEAD_BINS_M,
-    SLIP_ANGLE_SCALE_RAD,
-    SLIP_RATIO_SCALE,
-    SPEED_SCALE_MPS,
-    TO_FINISH_SCALE_M,
-    WHEEL_SPEED_SCALE_MPS,
-    YAW_RATE_SCALE_RADPS,
-)
 from tracks.projection import project_batch
 
 # ---------------------------------------------------------------- float env state, per car
@@ -138,26 +122,27 @@ ONROAD_JUMP_RATIO = 5.0
 #: Warm-start window of the projection (m).
 WINDOW_M = 25.0
 
-_INV_SPEED = 1.0 / SPEED_SCALE_MPS
-_INV_LATV = 1.0 / LATERAL_SPEED_SCALE_MPS
-_INV_YAW = 1.0 / YAW_RATE_SCALE_RADPS
-_INV_SLIP = 1.0 / SLIP_ANGLE_SCALE_RAD
-_INV_RATIO = 1.0 / SLIP_RATIO_SCALE
-_INV_EDGE = 1.0 / EDGE_SCALE_M
-_CURV = CURVATURE_SCALE_PER_M
+_INV_SPEED = 1.0 / SP.SPEED_SCALE_MPS
+_INV_LATV = 1.0 / SP.LATERAL_SPEED_SCALE_MPS
+_INV_YAW = 1.0 / SP.YAW_RATE_SCALE_RADPS
+_INV_SLIP = 1.0 / SP.SLIP_ANGLE_SCALE_RAD
+_INV_RATIO = 1.0 / SP.SLIP_RATIO_SCALE
+_INV_EDGE = 1.0 / SP.EDGE_SCALE_M
+_CURV = SP.CURVATURE_SCALE_PER_M
 _INV_PI = 1.0 / math.pi
-_INV_WHEEL_SPEED = 1.0 / WHEEL_SPEED_SCALE_MPS
-_INV_GEAR = 1.0 / GEAR_SCALE
-_CREST = CREST_SCALE_M
-_INV_ELEV = 1.0 / ELEVATION_SCALE_M
-_INV_FINISH = 1.0 / TO_FINISH_SCALE_M
+_INV_WHEEL_SPEED = 1.0 / SP.WHEEL_SPEED_SCALE_MPS
+_INV_GEAR = 1.0 / SP.GEAR_SCALE
+_CREST = SP.CREST_SCALE_M
+_INV_ELEV = 1.0 / SP.ELEVATION_SCALE_M
+_INV_FINISH = 1.0 / SP.TO_FINISH_SCALE_M
 #: road-ahead bins: near and far end (m) and the window column (stages.AHEAD_WIDTHS_M) of each
-_AHEAD_LO = np.array([a for a, _ in ROAD_AHEAD_BINS_M], np.float64)
-_AHEAD_HI = np.array([b for _, b in ROAD_AHEAD_BINS_M], np.float64)
-_AHEAD_COL = np.array([S.AHEAD_WIDTHS_M.index(b - a) for a, b in ROAD_AHEAD_BINS_M], np.int64)
+_BINS = SP.ROAD_AHEAD_BINS_M
+_AHEAD_LO = np.array([a for a, _ in _BINS], np.float64)
+_AHEAD_HI = np.array([b for _, b in _BINS], np.float64)
+_AHEAD_COL = np.array([S.AHEAD_WIDTHS_M.index(b - a) for a, b in _BINS], np.int64)
 #: the narrowest bin width (m) and each bin's width as a whole multiple of it
 _AHEAD_W0 = S.AHEAD_WIDTHS_M[0]
-_AHEAD_MULT = np.array([round((b - a) / _AHEAD_W0) for a, b in ROAD_AHEAD_BINS_M], np.int64)
+_AHEAD_MULT = np.array([round((b - a) / _AHEAD_W0) for a, b in _BINS], np.int64)
 
 
 # ------------------------------------------------------------------------------- records
@@ -166,10 +151,11 @@ _AHEAD_MULT = np.array([round((b - a) / _AHEAD_W0) for a, b in ROAD_AHEAD_BINS_M
 # plain tuples in their fields' order (numba types a plain tuple's arrays about five times
 # faster than a named tuple's at a call from Python, which a single env pays every step);
 # ``_records`` names them per car and every helper reads named fields. ``obs_on`` holds the
-# observation blocks' switches (:func:`_write_blocks`). A record holds references to
-# arrays owned elsewhere (RallyCore, its VehicleBatch and StageBank): building one copies
-# nothing. ``RallyCore._kernel_args`` builds ``args``; the stage tables are
-# :class:`rally_env.stages.StageTables`.
+# observation blocks' switches (:func:`_write_blocks`; numba prunes the code behind a ``None``
+# one). A record holds references to arrays owned elsewhere (RallyCore, its VehicleBatch and
+# StageBank): building one copies nothing. ``RallyCore._kernel_args`` builds ``args``; the
+# terrain tables, the stage tables (:class:`rally_env.stages.StageTables`) and ``etimes`` can
+# move, so it takes those afresh.
 
 
 class Physics(NamedTuple):
@@ -257,15 +243,12 @@ def _project_car(k, state, stages, slot, s_prev, setup, work):
     so = int(table[slot, S.SL_SEG_OFF])
     ns = int(table[slot, S.SL_N_SEG])
     po = int(table[slot, S.SL_PT_OFF])
-    pos_buf = work.pos[k : k + 1]
-    fwd_buf = work.fwd[k : k + 1]
-    sp_buf = work.sp[k : k + 1]
     rot = rotation_of(state, k)
-    pos_buf[0, 0] = state[k, L.POS_X]
-    pos_buf[0, 1] = state[k, L.POS_Y]
-    fwd_buf[0, 0] = rot[0]  # the forward axis on the ground plane
-    fwd_buf[0, 1] = rot[3]
-    sp_buf[0] = s_prev
+    work.pos[k, 0] = state[k, L.POS_X]
+    work.pos[k, 1] = state[k, L.POS_Y]
+    work.fwd[k, 0] = rot[0]  # the forward axis on the ground plane
+    work.fwd[k, 1] = rot[3]
+    work.sp[k] = s_prev
     project_batch(
         stages.seg[so : so + ns],
         stages.tx[po : po + ns + 1],
@@ -277,9 +260,9 @@ def _project_car(k, state, stages, slot, s_prev, setup, work):
         table[slot, S.SL_DS],
         table[slot, S.SL_LENGTH],
         table[slot, S.SL_CLOSED] > 0.5,
-        pos_buf,
-        fwd_buf,
-        sp_buf,
+        work.pos[k : k + 1],
+        work.fwd[k : k + 1],
+        work.sp[k : k + 1],
         setup.cfg[C_WINDOW],
         setup.lookahead,
         work.s[k : k + 1],
@@ -311,56 +294,38 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
     state = phys.state
     params = phys.params
     estate = env.estate
-    tgrip = terr.grip
     look = work.look
     lookahead = setup.lookahead
-    n_wheels = setup.n_wheels
+    nw = setup.n_wheels
     vals = work.vals[k]
     vx = state[k, L.VEL_X]
     vy = state[k, L.VEL_Y]
     vz = state[k, L.VEL_Z]
     r00, r01, _r02, r10, r11, _r12, r20, r21, _r22 = rotation_of(state, k)
-    i = 0
-    vals[i] = math.sqrt(vx * vx + vy * vy + vz * vz) * _INV_SPEED
-    i += 1
-    vals[i] = (r00 * vx + r10 * vy + r20 * vz) * _INV_SPEED
-    i += 1
-    vals[i] = (r01 * vx + r11 * vy + r21 * vz) * _INV_LATV
-    i += 1
-    vals[i] = state[k, L.OMEGA_Z] * _INV_YAW
-    i += 1
-    vals[i] = -r20
-    i += 1
-    vals[i] = r21
-    i += 1
-    for w in range(n_wheels):
-        vals[i] = state[k, L.WL_SLIP_ANGLE + w] * _INV_SLIP
-        i += 1
-    for w in range(n_wheels):
-        vals[i] = state[k, L.WL_SLIP_RATIO + w] * _INV_RATIO
-        i += 1
+    vals[0] = math.sqrt(vx * vx + vy * vy + vz * vz) * _INV_SPEED
+    vals[1] = (r00 * vx + r10 * vy + r20 * vz) * _INV_SPEED
+    vals[2] = (r01 * vx + r11 * vy + r21 * vz) * _INV_LATV
+    vals[3] = state[k, L.OMEGA_Z] * _INV_YAW
+    vals[4] = -r20
+    vals[5] = r21
+    # per wheel, a run of n_wheels each: slip angle, slip ratio, load, grounded, grip
     static = params[k, L.P_MASS] * params[k, L.P_GRAVITY] / params[k, L.P_N_WHEELS]
-    for w in range(n_wheels):
-        vals[i] = state[k, L.WL_LOAD + w] / static
-        i += 1
-    for w in range(n_wheels):
-        vals[i] = 1.0 if state[k, L.WL_GROUNDED + w] > 0.5 else 0.0
-        i += 1
     row = env.eistate[k, EI_ROW]
-    for w in range(n_wheels):
-        vals[i] = tgrip[row, int(state[k, L.WL_SURFACE + w])]
-        i += 1
+    for w in range(nw):
+        vals[6 + w] = state[k, L.WL_SLIP_ANGLE + w] * _INV_SLIP
+        vals[6 + nw + w] = state[k, L.WL_SLIP_RATIO + w] * _INV_RATIO
+        vals[6 + 2 * nw + w] = state[k, L.WL_LOAD + w] / static
+        vals[6 + 3 * nw + w] = 1.0 if state[k, L.WL_GROUNDED + w] > 0.5 else 0.0
+        vals[6 + 4 * nw + w] = terr.grip[row, int(state[k, L.WL_SURFACE + w])]
+    i = 6 + 5 * nw
     left = estate[k, E_LEFT]
     right = estate[k, E_RIGHT]
     hw = 0.5 * (left + right)
     vals[i] = estate[k, E_HERR] * _INV_PI
-    i += 1
-    vals[i] = estate[k, E_LAT] / hw if hw > 0.0 else 0.0
-    i += 1
-    vals[i] = left * _INV_EDGE
-    i += 1
-    vals[i] = right * _INV_EDGE
-    i += 1
+    vals[i + 1] = estate[k, E_LAT] / hw if hw > 0.0 else 0.0
+    vals[i + 2] = left * _INV_EDGE
+    vals[i + 3] = right * _INV_EDGE
+    i += 4
     for q in range(lookahead.shape[0]):
         d = lookahead[q]
         vals[i] = look[k, q, 0] / d
@@ -368,10 +333,9 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
         vals[i + 2] = look[k, q, 2] * _CURV
         i += 3
     for a in range(4):
-        vals[i] = estate[k, E_ACT + a]
-        i += 1
-    vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
-    i += 1
+        vals[i + a] = estate[k, E_ACT + a]
+    vals[i + 4] = estate[k, E_RACE] / estate[k, E_TIMED]
+    i += 5
     # the switches as arguments: numba prunes the code behind a None one
     missed = _write_blocks(k, *obs_on, phys, terr, stages, env, work, setup, i)
     obs = out.obs
@@ -708,10 +672,7 @@ def reset_cars(cars, args):
     arm their first gate and write their first observation. Returns the number of cars whose
     observation met a terrain tile not filled yet (see :func:`refresh_obs`).
 
-    ``args``: the observation switches and the records as plain tuples, (obs_on,
-    :class:`Physics`, :class:`Terrain`, :class:`rally_env.stages.StageTables`,
-    :class:`EnvCars`, :class:`Work`, :class:`Setup`, :class:`StepOut`), built in one place
-    (``RallyCore._kernel_args``)."""
+    ``args``: the observation switches and the records (see "records" above)."""
     missed = 0
     for ii in range(cars.shape[0]):
         missed += _reset_car(cars[ii], args)
@@ -728,10 +689,8 @@ def _reset_car(k, args):
     eistate = en.eistate
     etimes = en.etimes
     slot = eistate[k, EI_SLOT]
-    for c in range(estate.shape[1]):
-        estate[k, c] = 0.0
-    for c in range(etimes.shape[1]):
-        etimes[k, c] = np.nan
+    estate[k] = 0.0
+    etimes[k] = np.nan
     for c in range(eistate.shape[1]):
         if c != EI_SLOT and c != EI_ROW:
             eistate[k, c] = 0

@@ -137,8 +137,8 @@ _ARRAY_KEYS = ("checkpoint_times_s", "wheel_loads_n", "slip_angles_rad", "positi
 #: the scalar float keys in INFO_KEYS order: stage time, progress, credited, length, speed,
 #: lateral offset, heading error, finish time, then the reward terms
 _F_KEYS = tuple(k for k in INFO_KEYS if k not in (*_I_KEYS, *_B_KEYS, *_ARRAY_KEYS))
-_F_KEYS_V1 = ("engine_rpm", "damage", "max_impact_mps")
-N_F = len(_F_KEYS) + len(_F_KEYS_V1)
+_F_ROWS = (*_F_KEYS, "engine_rpm", "damage", "max_impact_mps")  # then Rally-v1's
+N_F = len(_F_ROWS)
 
 
 @njit(cache=True)
@@ -189,7 +189,7 @@ def _fill_cars(
         out_i[2, i] = n_cp
         out_i[3, i] = lap
         out_i[4, i] = end
-        out_i[5, i] = 0
+        out_i[5, i] = istate[k, L.I_GEAR] if v1 else 0
         out_b[0, i] = eistate[k, K.EI_OFF] == 1
         out_b[1, i] = end == K.END_FINISHED
         for j in range(width):
@@ -198,20 +198,12 @@ def _fill_cars(
             out_w[i, w] = state[k, L.WL_LOAD + w]
             out_w[i, nw + w] = state[k, L.WL_SLIP_ANGLE + w]
             out_w[i, 2 * nw + w] = state[k, L.WL_SLIP_RATIO + w]
-            out_w[i, 3 * nw + w] = 1.0
+            out_w[i, 3 * nw + w] = state[k, L.SXW_WEAR + w] if ext else 1.0
         for c in range(3):
             out_w[i, 4 * nw + c] = state[k, L.POS_X + c]
-        out_f[f1, i] = 0.0
-        out_f[f1 + 1, i] = 1.0
-        out_f[f1 + 2, i] = 0.0
-        if v1:
-            out_i[5, i] = istate[k, L.I_GEAR]
-            out_f[f1, i] = state[k, L.ENGINE_RPM]
-        if ext:
-            for w in range(nw):
-                out_w[i, 3 * nw + w] = state[k, L.SXW_WEAR + w]
-            out_f[f1 + 1, i] = state[k, L.SX_DAMAGE]
-            out_f[f1 + 2, i] = state[k, L.SX_MAX_IMPACT]
+        out_f[f1, i] = state[k, L.ENGINE_RPM] if v1 else 0.0
+        out_f[f1 + 1, i] = state[k, L.SX_DAMAGE] if ext else 1.0
+        out_f[f1 + 2, i] = state[k, L.SX_MAX_IMPACT] if ext else 0.0
 
 
 def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
@@ -266,10 +258,6 @@ def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
     return {key: blocks[block][sel] for key, block, sel in spec.plan}
 
 
-#: the rows of each block (see :func:`_spec`)
-_I_INDEX = {k: j for j, k in enumerate(_I_KEYS)}
-_B_INDEX = {k: j for j, k in enumerate(_B_KEYS)}
-_F_INDEX = {k: j for j, k in enumerate(_F_KEYS + _F_KEYS_V1)}
 #: float keys that can be NaN ("not yet"): NanEqualArray in the single env
 _NAN_KEYS = ("finish_time_s", "checkpoint_times_s", "randomization_section_mu_scale")
 
@@ -302,12 +290,12 @@ def _spec(core: RallyCore) -> _Spec:
     keys = list(INFO_KEYS) + (list(INFO_KEYS_V1) if core.version >= 1 else [])
     plan: list[tuple[str, int, Any]] = []
     for key in keys:
-        if key in _F_INDEX:
-            plan.append((key, 5 if key in _NAN_KEYS else 0, (_F_INDEX[key], Ellipsis)))
-        elif key in _I_INDEX:
-            plan.append((key, 1, (_I_INDEX[key], Ellipsis)))
-        elif key in _B_INDEX:
-            plan.append((key, 2, (_B_INDEX[key], Ellipsis)))
+        if key in _F_ROWS:
+            plan.append((key, 5 if key in _NAN_KEYS else 0, (_F_ROWS.index(key), Ellipsis)))
+        elif key in _I_KEYS:
+            plan.append((key, 1, (_I_KEYS.index(key), Ellipsis)))
+        elif key in _B_KEYS:
+            plan.append((key, 2, (_B_KEYS.index(key), Ellipsis)))
         elif key == "checkpoint_times_s":
             plan.append((key, 3, Ellipsis))
         else:
@@ -338,11 +326,8 @@ def end_reason(info: dict[str, Any]) -> Any:
 def reward_terms(info: dict[str, Any]) -> dict[str, Any]:
     """``{term: value}`` from the flat ``reward_<term>`` keys (floats for a single env's
     info, arrays over cars for a vector env's); they sum to the reward."""
-    out: dict[str, Any] = {}
-    for t in REWARD_TERMS:
-        v = np.asarray(info[f"reward_{t}"])
-        out[t] = float(v) if v.ndim == 0 else v.copy()
-    return out
+    values = {t: np.asarray(info[f"reward_{t}"]) for t in REWARD_TERMS}
+    return {t: float(v) if v.ndim == 0 else v.copy() for t, v in values.items()}
 
 
 def checkpoint_times(info: dict[str, Any]) -> Any:

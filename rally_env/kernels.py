@@ -35,13 +35,11 @@ E_CREDIT = 2  # credited position (m): progress is paid for its increase
 E_BEST = 3  # furthest credited position reached (m)
 E_LAT = 4  # signed lateral offset (m, + left)
 E_HERR = 5  # heading error (rad)
-E_LEFT = 6  # distance to the left edge (m, + on the road)
-E_RIGHT = 7  # distance to the right edge (m)
+E_LEFT, E_RIGHT = 6, 7  # distance to the left / right edge (m, + on the road)
 E_OFF_TRAVEL = 8  # distance driven since leaving the road (m)
 E_STUCK_REF = 9  # credited position when the stuck timer last restarted (m)
 E_FINISH_TIME = 10  # exact finish time (s), NaN until finished
-E_PX = 11  # CG x at the last control step (m)
-E_PY = 12  # CG y at the last control step (m)
+E_PX, E_PY = 11, 12  # CG (x, y) at the last control step (m)
 E_ACT = 13  # 13..16: the last action applied (steer, throttle, brake, handbrake)
 E_TIMED = 17  # start-to-finish distance of the car's stage (m)
 E_RACE_PREV = 18  # stage position one control step earlier (m)
@@ -97,18 +95,13 @@ T_FINISH = _term("finish")
 T_ACTION_CHANGE = _term("action_change")
 
 # ------------------------------------------------------------------------- config vector
-C_OFF_MAX_M = 0
-C_OFF_MAX_SUB = 1
-C_STUCK_SUB = 2
-C_STUCK_M = 3
-C_ROLL_UPZ = 4
-C_ROLL_SUB = 5
-C_WRONG_M = 6
-C_CUT_RATIO = 7
-C_CUT_SLACK = 8
-C_LINE_TOL = 9
-C_WINDOW = 10
-C_LINE_MISS = 11
+# the termination rules (rally_env.config.TerminationConfig; times in substeps) and constants
+C_OFF_MAX_M, C_OFF_MAX_SUB = 0, 1  # off the road: at most this far beyond an edge (m), this long
+C_STUCK_SUB, C_STUCK_M = 2, 3  # stuck: this long without this much credited progress (m)
+C_ROLL_UPZ, C_ROLL_SUB = 4, 5  # rolled: the body's up z below this, this long
+C_WRONG_M = 6  # wrong way: this far behind the furthest credited position (m)
+C_CUT_RATIO, C_CUT_SLACK = 7, 8  # cut allowance: x off-road travel + slack (m)
+C_LINE_TOL, C_WINDOW, C_LINE_MISS = 9, 10, 11  # LINE_TOL_M, WINDOW_M, LINE_MISS_M
 C_W0 = 12  # C_W0 + T_*: the reward weights, in REWARD_TERMS order (last: terms may be added)
 N_C = C_W0 + N_TERMS
 
@@ -370,16 +363,8 @@ def _write_ahead_apex(k, env, stages, vals, i):
     lies, 0 at the bin's start to 1 at its end (the first sample of the largest |curvature|
     in the window the road-ahead block reads; 0.5 where the bin has no curve or lies past
     the finish)."""
-    table = stages.table
-    slot = env.eistate[k, EI_SLOT]
-    po = int(table[slot, S.SL_PT_OFF])
-    n = int(table[slot, S.SL_N_SEG]) + 1
-    ds = table[slot, S.SL_DS]
-    closed = table[slot, S.SL_CLOSED] > 0.5
+    _slot, po, n, ds, closed, s = _path_at(k, env, stages)
     m = n - 1 if closed else n  # a loop's last sample repeats its first
-    s = env.estate[k, E_S]
-    if not math.isfinite(s):
-        s = 0.0
     unit = max(1, int(math.floor(_AHEAD_W0 / ds + 0.5)))
     for b in range(_AHEAD_LO.shape[0]):
         vals[i + b] = 0.5
@@ -412,21 +397,19 @@ def _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i):
     params = phys.params
     ext = params[k, L.P_EXTENDED] > 0.5
     drivetrain = ext and params[k, L.PX_DRIVETRAIN] > 0.5
+    nw = n_wheels
     if drivetrain and params[k, L.PX_REV_LIMIT] > 0.0:
         vals[i] = state[k, L.ENGINE_RPM] / params[k, L.PX_REV_LIMIT]
     else:
         vals[i] = 0.0
-    i += 1
-    vals[i] = istate[k, L.I_GEAR] * _INV_GEAR if drivetrain else 0.0
-    i += 1
-    for w in range(n_wheels):
-        vals[i] = state[k, L.SXW_WEAR + w] if ext else 1.0
-        i += 1
-    vals[i] = state[k, L.SX_DAMAGE] if ext else 1.0
-    i += 1
-    for w in range(n_wheels):
-        vals[i] = state[k, L.WL_OMEGA + w] * params[k, L.pw(w, L.PW_RADIUS)] * _INV_WHEEL_SPEED
-        i += 1
+    vals[i + 1] = istate[k, L.I_GEAR] * _INV_GEAR if drivetrain else 0.0
+    # tire wear per wheel, damage, then the wheel rim speeds
+    for w in range(nw):
+        vals[i + 2 + w] = state[k, L.SXW_WEAR + w] if ext else 1.0
+        radius = params[k, L.pw(w, L.PW_RADIUS)]
+        vals[i + 3 + nw + w] = state[k, L.WL_OMEGA + w] * radius * _INV_WHEEL_SPEED
+    vals[i + 2 + nw] = state[k, L.SX_DAMAGE] if ext else 1.0
+    i += 3 + 2 * nw
     # the surface under each lookahead point
     missed = 0
     for q in range(look.shape[1]):
@@ -442,6 +425,23 @@ def _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i):
             vals[i] = 0.0
         i += 1
     return i, missed
+
+
+@njit_inner(_nrt=False)
+def _path_at(k, env, stages):
+    """Car ``k``'s slot, its path (first sample's row in the point tables, samples, spacing
+    (m), closed) and the car's projected arc length on it (m; 0 while not finite)."""
+    table = stages.table
+    slot = env.eistate[k, EI_SLOT]
+    s = env.estate[k, E_S]
+    return (
+        slot,
+        int(table[slot, S.SL_PT_OFF]),
+        int(table[slot, S.SL_N_SEG]) + 1,
+        table[slot, S.SL_DS],
+        table[slot, S.SL_CLOSED] > 0.5,
+        s if math.isfinite(s) else 0.0,
+    )
 
 
 @njit_inner(_nrt=False)
@@ -465,15 +465,8 @@ def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
     finish."""
     table = stages.table
     estate = env.estate
-    slot = env.eistate[k, EI_SLOT]
-    po = int(table[slot, S.SL_PT_OFF])
-    n = int(table[slot, S.SL_N_SEG]) + 1
-    ds = table[slot, S.SL_DS]
+    slot, po, n, ds, closed, s = _path_at(k, env, stages)
     length = table[slot, S.SL_LENGTH]
-    closed = table[slot, S.SL_CLOSED] > 0.5
-    s = estate[k, E_S]
-    if not math.isfinite(s):
-        s = 0.0
     inv_ds = 1.0 / ds
     here = _sample_index(s * inv_ds + 0.5, n, closed)
     z0 = stages.z[po + (here if here >= 0 else n - 1)]
@@ -565,16 +558,16 @@ def refresh_obs(cars, args):
 
 @njit_inner(_nrt=False)
 def _refresh_car(k, args):
+    """One car of :func:`refresh_obs` (here, not in the entry point: the records a helper
+    compiled without the refcount runtime returns must not reach code that has it)."""
     return _write_obs(k, *_records(args))
 
 
 @njit_inner(_nrt=False)
 def _arm_gate(k, state, table, line_gate, slot, line):
     g = int(table[slot, S.SL_LINE_OFF]) + line
-    state[k, L.GATE_X0] = line_gate[g, 0]
-    state[k, L.GATE_Y0] = line_gate[g, 1]
-    state[k, L.GATE_X1] = line_gate[g, 2]
-    state[k, L.GATE_Y1] = line_gate[g, 3]
+    for c in range(4):  # x0, y0, x1, y1
+        state[k, L.GATE_X0 + c] = line_gate[g, c]
     state[k, L.GATE_TIME] = -1.0
 
 
@@ -860,8 +853,7 @@ def _reward(k, dt, actions, env, cfg, out, pay, off, end):
     estate = env.estate
     eistate = env.eistate
     terms = out.terms
-    for t in range(N_TERMS):
-        terms[k, t] = 0.0
+    terms[k] = 0.0
     if eistate[k, EI_END] == END_NONE:
         terms[k, T_PROGRESS] = cfg[C_W0 + T_PROGRESS] * pay
         terms[k, T_TIME] = -cfg[C_W0 + T_TIME] * dt

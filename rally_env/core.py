@@ -132,24 +132,20 @@ class RallyCore:
             sp=np.zeros(n),
             vals=np.zeros((n, self.layout.size)),
         )
-        self._fixed_records = (
-            tuple(K.Physics(state=self.sim.state, istate=self.sim.istate, params=self.sim.params)),
-            tuple(self.work),
-            tuple(
-                K.Setup(
-                    cfg=self.cfg,
-                    lookahead=self.lookahead,
-                    n_wheels=self.n_wheels,
-                    obs_low=self.layout.low.astype(np.float64),
-                    obs_high=self.layout.high.astype(np.float64),
-                )
+        sim = self.sim
+        records = (
+            K.Physics(state=sim.state, istate=sim.istate, params=sim.params),
+            self.work,
+            K.Setup(
+                cfg=self.cfg,
+                lookahead=self.lookahead,
+                n_wheels=self.n_wheels,
+                obs_low=self.layout.low.astype(np.float64),
+                obs_high=self.layout.high.astype(np.float64),
             ),
-            tuple(
-                K.StepOut(
-                    obs=self.obs, rew=self.rew, terms=self.terms, term=self.term, trunc=self.trunc
-                )
-            ),
+            K.StepOut(self.obs, self.rew, self.terms, self.term, self.trunc),
         )
+        self._fixed_records = tuple(tuple(r) for r in records)
         self._obs_switches = obs_switches(config)
         self.hooks: list[CoreHooks] = []
         self._near = np.zeros(n, np.bool_)  # scratch: cars near two timing lines this step
@@ -250,10 +246,8 @@ class RallyCore:
         for i, k in enumerate(cars):
             k = int(k)
             ss = seeds[i] if seeds is not None else None
-            if ss is not None:
+            if ss is not None or self.rngs[k] is None:  # no seed ever: a fresh entropy stream
                 self.rngs[k] = np.random.Generator(np.random.PCG64(ss))
-            elif self.rngs[k] is None:
-                self.rngs[k] = np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
         held = np.where(self.ever_reset[cars], self.eistate[cars, K.EI_SLOT], -1)
         slots = self.stages.assign(cars, self.rngs, held, self._draw_randomization)
         self._widen_times()

@@ -121,15 +121,6 @@ class NanEqualArray(np.ndarray):
         return super().__array_function__(func, types, args, kwargs)
 
 
-def checkpoint_width(core: RallyCore) -> int:
-    """Width of ``checkpoint_times_s``: the most timed lines before the finish over the env's
-    stages (fixed for the env's lifetime)."""
-    b = core.bank
-    if b.mode == "random":
-        return GENERATED_CHECKPOINTS
-    return max(b.n_lines_max - 1, 0)
-
-
 # rows of the blocks build_info fills (one column per car); _fill_cars writes them in order
 _I_KEYS = ("stage_index", "stage_seed", "n_checkpoints", "lap", "end_code", "gear")
 _B_KEYS = ("off_road", "finished")
@@ -271,7 +262,9 @@ class _Spec(NamedTuple):
     #: block (the leading ``...`` of a row's selection is a car's, or a single env's 0-d value)
     plan: list[tuple[str, int, Any]]
     flags: np.ndarray  # the kernel's flags
-    cp_width: int  # checkpoint_width(core)
+    #: width of ``checkpoint_times_s``: the most timed lines before the finish over the env's
+    #: stages (fixed for the env's lifetime)
+    cp_width: int
     w_width: int  # columns of the per-wheel block
     randomized: bool
     rows: dict[int, np.ndarray]  # car k -> [k] (int64), made on first use
@@ -305,10 +298,10 @@ def _spec(core: RallyCore) -> _Spec:
         for j, name in enumerate(RANDOMIZED_SCALARS):
             plan.append((f"randomization_{name}", 6, (j, Ellipsis)))
         plan.append(("randomization_section_mu_scale", 7, Ellipsis))
-    flags = np.array(
-        [core.bank.mode == "random", core.version >= 1, core.sim.extended, nw], np.int64
-    )
-    spec = _Spec(plan, flags, checkpoint_width(core), 4 * nw + 3, randomized, {})
+    random_mode = core.bank.mode == "random"
+    flags = np.array([random_mode, core.version >= 1, core.sim.extended, nw], np.int64)
+    cp_width = GENERATED_CHECKPOINTS if random_mode else max(core.bank.n_lines_max - 1, 0)
+    spec = _Spec(plan, flags, cp_width, 4 * nw + 3, randomized, {})
     core.info_spec = spec
     return spec
 

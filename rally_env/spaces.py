@@ -241,16 +241,12 @@ def _v0_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """The Rally-v0 fields: motion, per-wheel state, the road here and ahead, the previous
     action, progress."""
     B = OBS_BOUND
+    lateral = f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s"
     _scalars(
         add,
         ("speed", f"speed (norm of the CG velocity) / {SPEED_SCALE_MPS:g} m/s", 0.0, B),
         ("v_forward", f"body-frame forward velocity / {SPEED_SCALE_MPS:g} m/s", -B, B),
-        (
-            "v_left",
-            f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s",
-            -B,
-            B,
-        ),
+        ("v_left", lateral, -B, B),
         ("yaw_rate", f"yaw rate (+ left) / {YAW_RATE_SCALE_RADPS:g} rad/s", -B, B),
         ("pitch", "sin(pitch), + nose down (ISO 8855)", -1.0, 1.0),
         ("roll", "sin(roll) cos(pitch), + right side down (ISO 8855)", -1.0, 1.0),
@@ -280,27 +276,18 @@ def _v0_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
         add(f"look_curv_{d:g}m", "lookahead", desc)
     for name, lo in zip(ACTION_NAMES, ACTION_LOW, strict=True):
         add(f"prev_{name}", "prev_action", f"previous action: {name}", float(lo), 1.0)
-    add(
-        "progress",
-        "progress",
-        "stage position / stage length (0 at the start, 1 at the finish)",
-        -1.0,
-        2.0,
-    )
+    progress = "stage position / stage length (0 at the start, 1 at the finish)"
+    add("progress", "progress", progress, -1.0, 2.0)
 
 
 def _v1_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """Rally-v1's fields after v0's: the drivetrain, wear, damage, wheel speeds and the
     surface grip ahead."""
+    gear = f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)"
     _scalars(
         add,
         ("engine_rpm", "engine speed / rev limit (0 without a drivetrain)", 0.0, 2.0),
-        (
-            "gear",
-            f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)",
-            -1.0,
-            1.0,
-        ),
+        ("gear", gear, -1.0, 1.0),
     )
     _per_wheel(add, labels, ("tire_wear", "tire grip multiplier from wear (1 = new)", 0.0, 1.0))
     add("damage", "damage", "grip multiplier from damage (1 = undamaged)", 0.0, 1.0)
@@ -325,15 +312,12 @@ def _road_ahead_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -
         "crest": f"{CREST_SCALE_M:g} m",
         "elev": f"{ELEVATION_SCALE_M:g} m",
     }
+    crest = (
+        "sharpest crest {a}-{b} m ahead: -d2z/ds2 x {crest} (0 for dips; a jump's lip reads high)"
+    )
     for group, desc, lo, hi in (  # each bin a-b m ahead
         ("ahead_curv", "sharpest road curvature {a}-{b} m ahead (signed, + left) x {curv}", -B, B),
-        (
-            "ahead_crest",
-            "sharpest crest {a}-{b} m ahead: -d2z/ds2 x {crest} "
-            "(0 for dips; a jump's lip reads high)",
-            0.0,
-            B,
-        ),
+        ("ahead_crest", crest, 0.0, B),
         ("ahead_elev", "road elevation {b} m ahead minus here / {elev}", -B, B),
         ("ahead_grip", "lowest road surface grip {a}-{b} m ahead", 0.0, 2.0),
     ):
@@ -358,14 +342,8 @@ _COMPACT_GROUPS = (*_WHEEL_GROUPS, "lookahead", "look_grip", "prev_action", *_AH
 def _ahead_apex_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """The apex block (``ahead_apex=True``): where each road-ahead bin's sharpest corner lies."""
     for a, b in ROAD_AHEAD_BINS_M:
-        add(
-            f"ahead_apex_{a:g}_{b:g}m",
-            "ahead_apex",
-            f"where the sharpest corner {a:g}-{b:g} m ahead lies: 0 at {a:g} m to 1 at {b:g} m "
-            "(0.5: no curve)",
-            0.0,
-            1.0,
-        )
+        where = f"where the sharpest corner {a:g}-{b:g} m ahead lies: 0 at {a:g} m to 1 at {b:g} m"
+        add(f"ahead_apex_{a:g}_{b:g}m", "ahead_apex", f"{where} (0.5: no curve)", 0.0, 1.0)
 
 
 class ObsBlock(NamedTuple):

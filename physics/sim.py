@@ -488,10 +488,9 @@ class VehicleBatch:
     @property
     def tire_wear(self) -> np.ndarray:
         """(N, W) tire grip multiplier from wear (1 = new); ones for basic vehicles."""
-        nw = int(self.params[:, L.P_N_WHEELS].max())
         if not self.extended:
-            return np.ones((self.n, nw))
-        return self.state[:, L.SXW_WEAR : L.SXW_WEAR + nw].copy()
+            return np.ones_like(self.wheel_loads_n)
+        return self._wheels(L.SXW_WEAR).copy()
 
     @property
     def damage(self) -> np.ndarray:

@@ -46,9 +46,7 @@ def render_core(owner: Any, focus: int = 0) -> Any:
 def state_without_renderer(owner: Any) -> dict[str, Any]:
     """``__getstate__`` of both envs: everything but the renderer (pygame surfaces and
     windows do not pickle, and a copy of an env gets its own renderer on its first render)."""
-    d = dict(owner.__dict__)
-    d["_renderer"] = None
-    return d
+    return {**owner.__dict__, "_renderer": None}
 
 
 class RallyEnv(gym.Env):

@@ -115,19 +115,6 @@ ONROAD_JUMP_RATIO = 5.0
 #: Warm-start window of the projection (m).
 WINDOW_M = 25.0
 
-_INV_SPEED = 1.0 / SP.SPEED_SCALE_MPS
-_INV_LATV = 1.0 / SP.LATERAL_SPEED_SCALE_MPS
-_INV_YAW = 1.0 / SP.YAW_RATE_SCALE_RADPS
-_INV_SLIP = 1.0 / SP.SLIP_ANGLE_SCALE_RAD
-_INV_RATIO = 1.0 / SP.SLIP_RATIO_SCALE
-_INV_EDGE = 1.0 / SP.EDGE_SCALE_M
-_CURV = SP.CURVATURE_SCALE_PER_M
-_INV_PI = 1.0 / math.pi
-_INV_WHEEL_SPEED = 1.0 / SP.WHEEL_SPEED_SCALE_MPS
-_INV_GEAR = 1.0 / SP.GEAR_SCALE
-_CREST = SP.CREST_SCALE_M
-_INV_ELEV = 1.0 / SP.ELEVATION_SCALE_M
-_INV_FINISH = 1.0 / SP.TO_FINISH_SCALE_M
 #: road-ahead bins: near and far end (m) and the window column (stages.AHEAD_WIDTHS_M) of each
 _BINS = SP.ROAD_AHEAD_BINS_M
 _AHEAD_LO = np.array([a for a, _ in _BINS], np.float64)
@@ -282,7 +269,8 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
     ``work.vals[k]``: the base block, then the switched blocks (:func:`_write_blocks`).
 
     ``obs_on`` holds the switched blocks' switches (``rally_env.spaces.obs_switches``).
-    Returns 1 if a lookahead point's terrain tile was not filled yet, else 0.
+    Returns 1 if a lookahead point's terrain tile was not filled yet, else 0. A value is scaled
+    as ``x * (1.0 / SCALE)`` (numba folds the reciprocal), never ``x / SCALE``: other bits.
     """
     state = phys.state
     params = phys.params
@@ -295,18 +283,18 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
     vy = state[k, L.VEL_Y]
     vz = state[k, L.VEL_Z]
     r00, r01, _r02, r10, r11, _r12, r20, r21, _r22 = rotation_of(state, k)
-    vals[0] = math.sqrt(vx * vx + vy * vy + vz * vz) * _INV_SPEED
-    vals[1] = (r00 * vx + r10 * vy + r20 * vz) * _INV_SPEED
-    vals[2] = (r01 * vx + r11 * vy + r21 * vz) * _INV_LATV
-    vals[3] = state[k, L.OMEGA_Z] * _INV_YAW
+    vals[0] = math.sqrt(vx * vx + vy * vy + vz * vz) * (1.0 / SP.SPEED_SCALE_MPS)
+    vals[1] = (r00 * vx + r10 * vy + r20 * vz) * (1.0 / SP.SPEED_SCALE_MPS)
+    vals[2] = (r01 * vx + r11 * vy + r21 * vz) * (1.0 / SP.LATERAL_SPEED_SCALE_MPS)
+    vals[3] = state[k, L.OMEGA_Z] * (1.0 / SP.YAW_RATE_SCALE_RADPS)
     vals[4] = -r20
     vals[5] = r21
     # per wheel, a run of n_wheels each: slip angle, slip ratio, load, grounded, grip
     static = params[k, L.P_MASS] * params[k, L.P_GRAVITY] / params[k, L.P_N_WHEELS]
     row = env.eistate[k, EI_ROW]
     for w in range(nw):
-        vals[6 + w] = state[k, L.WL_SLIP_ANGLE + w] * _INV_SLIP
-        vals[6 + nw + w] = state[k, L.WL_SLIP_RATIO + w] * _INV_RATIO
+        vals[6 + w] = state[k, L.WL_SLIP_ANGLE + w] * (1.0 / SP.SLIP_ANGLE_SCALE_RAD)
+        vals[6 + nw + w] = state[k, L.WL_SLIP_RATIO + w] * (1.0 / SP.SLIP_RATIO_SCALE)
         vals[6 + 2 * nw + w] = state[k, L.WL_LOAD + w] / static
         vals[6 + 3 * nw + w] = 1.0 if state[k, L.WL_GROUNDED + w] > 0.5 else 0.0
         vals[6 + 4 * nw + w] = terr.grip[row, int(state[k, L.WL_SURFACE + w])]
@@ -314,16 +302,16 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
     left = estate[k, E_LEFT]
     right = estate[k, E_RIGHT]
     hw = 0.5 * (left + right)
-    vals[i] = estate[k, E_HERR] * _INV_PI
+    vals[i] = estate[k, E_HERR] * (1.0 / math.pi)
     vals[i + 1] = estate[k, E_LAT] / hw if hw > 0.0 else 0.0
-    vals[i + 2] = left * _INV_EDGE
-    vals[i + 3] = right * _INV_EDGE
+    vals[i + 2] = left * (1.0 / SP.EDGE_SCALE_M)
+    vals[i + 3] = right * (1.0 / SP.EDGE_SCALE_M)
     i += 4
     for q in range(lookahead.shape[0]):
         d = lookahead[q]
         vals[i] = look[k, q, 0] / d
         vals[i + 1] = look[k, q, 1] / d
-        vals[i + 2] = look[k, q, 2] * _CURV
+        vals[i + 2] = look[k, q, 2] * SP.CURVATURE_SCALE_PER_M
         i += 3
     for a in range(4):
         vals[i + a] = estate[k, E_ACT + a]
@@ -402,12 +390,12 @@ def _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i):
         vals[i] = state[k, L.ENGINE_RPM] / params[k, L.PX_REV_LIMIT]
     else:
         vals[i] = 0.0
-    vals[i + 1] = istate[k, L.I_GEAR] * _INV_GEAR if drivetrain else 0.0
+    vals[i + 1] = istate[k, L.I_GEAR] * (1.0 / SP.GEAR_SCALE) if drivetrain else 0.0
     # tire wear per wheel, damage, then the wheel rim speeds
     for w in range(nw):
         vals[i + 2 + w] = state[k, L.SXW_WEAR + w] if ext else 1.0
         radius = params[k, L.pw(w, L.PW_RADIUS)]
-        vals[i + 3 + nw + w] = state[k, L.WL_OMEGA + w] * radius * _INV_WHEEL_SPEED
+        vals[i + 3 + nw + w] = state[k, L.WL_OMEGA + w] * radius * (1.0 / SP.WHEEL_SPEED_SCALE_MPS)
     vals[i + 2 + nw] = state[k, L.SX_DAMAGE] if ext else 1.0
     i += 3 + 2 * nw
     # the surface under each lookahead point
@@ -474,10 +462,11 @@ def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
     for b in range(nb):
         j = _sample_index((s + _AHEAD_LO[b]) * inv_ds, n, closed)
         c = _AHEAD_COL[b]
-        vals[i + b] = stages.wcurv[po + j, c] * _CURV if j >= 0 else 0.0
-        vals[i + nb + b] = stages.wcrest[po + j, c] * _CREST if j >= 0 else 0.0
+        vals[i + b] = stages.wcurv[po + j, c] * SP.CURVATURE_SCALE_PER_M if j >= 0 else 0.0
+        vals[i + nb + b] = stages.wcrest[po + j, c] * SP.CREST_SCALE_M if j >= 0 else 0.0
         e = _sample_index((s + _AHEAD_HI[b]) * inv_ds + 0.5, n, closed)
-        vals[i + 2 * nb + b] = (stages.z[po + (e if e >= 0 else n - 1)] - z0) * _INV_ELEV
+        dz = stages.z[po + (e if e >= 0 else n - 1)] - z0
+        vals[i + 2 * nb + b] = dz * (1.0 / SP.ELEVATION_SCALE_M)
     # lowest grip of the sections each bin overlaps
     so = int(table[slot, S.SL_SEC_OFF])
     ns = int(table[slot, S.SL_N_SEC])
@@ -501,7 +490,7 @@ def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
         vals[i + 3 * nb + b] = g
     i += 4 * nb
     left = estate[k, E_TIMED] - estate[k, E_RACE]
-    vals[i] = left * _INV_FINISH if left > 0.0 else 0.0
+    vals[i] = left * (1.0 / SP.TO_FINISH_SCALE_M) if left > 0.0 else 0.0
     return i + 1
 
 

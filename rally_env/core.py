@@ -159,8 +159,7 @@ class RallyCore:
     def _cfg_vector(self) -> np.ndarray:
         c = np.zeros(K.N_C)
         w = self.config.reward_weights
-        for i, name in enumerate(K.REWARD_TERMS):
-            c[K.C_W0 + i] = getattr(w, name)
+        c[K.C_W0 :] = [getattr(w, name) for name in K.REWARD_TERMS]  # N_C = C_W0 + N_TERMS
         t = self.config.termination
         hz = L.SUBSTEP_HZ
         c[K.C_OFF_MAX_M] = t.off_road_max_m
@@ -345,13 +344,8 @@ class RallyCore:
             lo, hi = r.surface_mu
             mu[:n_sec] = lo + (hi - lo) * rng.random(n_sec)
         self.section_mu[k] = mu
-        self.draws[k] = {
-            "mass_kg": float(p.mass_kg),
-            "power_w": float(p.power_w),
-            "peak_slip_angle_rad": float(p.peak_slip_angle_rad),
-            "load_sensitivity": float(p.load_sensitivity),
-            "section_mu_scale": mu[:n_sec].copy(),
-        }
+        drawn = {name: float(getattr(p, name)) for name in I.RANDOMIZED_SCALARS}
+        self.draws[k] = {**drawn, "section_mu_scale": mu[:n_sec].copy()}
         self._draw_rows(k)
 
     def _draw_rows(self, k: int) -> None:

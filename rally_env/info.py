@@ -1,27 +1,13 @@
 """The ``info`` contract: every key, its type, and the one function that builds it.
 
-Every info value is a number, a bool or a fixed-shape numeric array, so Gymnasium's vector
-envs stack it into a typed array (never an object array) and torchrl, skrl, RLlib and Minari
-read it as a tensor:
-
-* :class:`rally_env.RallyVectorEnv`: each value is a numpy array over cars, shape
-  ``(num_envs, *shape)``, with Gymnasium's ``_key`` mask beside it.
-* :class:`rally_env.RallyEnv`: each value is a numpy array of the same per-car shape (shape
-  ``()`` for a scalar: ``float(info["stage_time_s"])``, ``bool(info["finished"])``,
-  ``int(info["end_code"])``). A numpy array, not a Python scalar, because torchrl's info
-  reader needs a ``dtype`` and Gymnasium's vector envs stack a Python bool but not a
-  ``numpy.bool_``; a 0-d array satisfies both.
-
-Strings have numeric codes: ``end_code`` indexes :data:`END_REASONS`
-(:func:`end_reason` turns it back into a name), ``stage_index`` the env's stage list and
-``stage_seed`` is a generated stage's seed. Reward terms are flat ``reward_<term>`` keys
-(:func:`reward_terms` collects them). "Not yet" is NaN (``finish_time_s``,
-``checkpoint_times_s``); in the single env, the values that can be NaN are
-:class:`NanEqualArray`, whose ``==`` (and ``np.allclose``) treat NaN as equal to NaN, so two
-identical runs have equal info dicts (Gymnasium's determinism checks compare them).
-
-:func:`build_info` is the only place an info dict is made, for any set of cars or for one car
-(the single env's shapes).
+Every value is a number, a bool or a fixed-shape numeric array (docs/env.md, "Info"): arrays
+over cars in :class:`rally_env.RallyVectorEnv`; in :class:`rally_env.RallyEnv` per-car arrays,
+0-d for a scalar rather than a Python scalar (torchrl's info reader needs a ``dtype`` and
+Gymnasium's vector envs stack a Python bool but not a ``numpy.bool_``; a 0-d array satisfies
+both). Strings have numeric codes (``end_code`` indexes :data:`END_REASONS`, see
+:func:`end_reason`); reward terms are flat ``reward_<term>`` keys (:func:`reward_terms`);
+"not yet" is NaN, in the single env a :class:`NanEqualArray` so two identical runs have equal
+info dicts. :func:`build_info` is the only place an info dict is made.
 """
 
 from __future__ import annotations

@@ -319,11 +319,8 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
     i += 5
     # the switches as arguments: numba prunes the code behind a None one
     missed = _write_blocks(k, *obs_on, phys, terr, stages, env, work, setup, i)
-    obs = out.obs
-    obs_low = setup.obs_low
-    obs_high = setup.obs_high
-    for j in range(obs.shape[1]):
-        obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
+    for j in range(out.obs.shape[1]):
+        out.obs[k, j] = np.float32(_clip(vals[j], setup.obs_low[j], setup.obs_high[j]))
     return missed
 
 
@@ -669,10 +666,9 @@ def _reset_car(k, args):
     table = st.table
     estate = en.estate
     eistate = en.eistate
-    etimes = en.etimes
     slot = eistate[k, EI_SLOT]
     estate[k] = 0.0
-    etimes[k] = np.nan
+    en.etimes[k] = np.nan
     for c in range(eistate.shape[1]):
         if c != EI_SLOT and c != EI_ROW:
             eistate[k, c] = 0

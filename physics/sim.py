@@ -285,11 +285,8 @@ class VehicleBatch:
 
     def step(self, n_substeps: int = 8, cars: np.ndarray | None = None) -> None:
         """Advance by ``n_substeps`` fixed substeps of 1/480 s."""
-        if (
-            isinstance(n_substeps, bool)
-            or not isinstance(n_substeps, (int, np.integer))
-            or n_substeps < 0
-        ):
+        whole = isinstance(n_substeps, (int, np.integer)) and not isinstance(n_substeps, bool)
+        if not whole or n_substeps < 0:
             raise StepError(f"n_substeps must be a whole number >= 0, got {n_substeps!r}")
         idx = self._all if cars is None else self._cars(cars)
         self.advance(int(n_substeps), idx, L.DT)

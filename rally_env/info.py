@@ -259,13 +259,10 @@ class _Spec(NamedTuple):
 def _spec(core: RallyCore) -> _Spec:
     """The info's layout for this core's version, wheel count and randomization."""
     nw = core.n_wheels
-    wheels = {
-        "wheel_loads_n": slice(0, nw),
-        "slip_angles_rad": slice(nw, 2 * nw),
-        "slip_ratios": slice(2 * nw, 3 * nw),
-        "tire_wear": slice(3 * nw, 4 * nw),
-        "position_m": slice(4 * nw, 4 * nw + 3),
-    }
+    # the per-wheel block's columns, as _fill_cars writes them
+    per_wheel = ("wheel_loads_n", "slip_angles_rad", "slip_ratios", "tire_wear")
+    wheels = {key: slice(j * nw, (j + 1) * nw) for j, key in enumerate(per_wheel)}
+    wheels["position_m"] = slice(4 * nw, 4 * nw + 3)
     keys = list(INFO_KEYS) + (list(INFO_KEYS_V1) if core.version >= 1 else [])
     plan: list[tuple[str, int, Any]] = []
     for key in keys:

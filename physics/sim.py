@@ -85,6 +85,26 @@ class Snapshot:
         return state_hash(self.state, self.istate) == self.digest
 
 
+def _columns(block: str, start: int, stop: int | None = None) -> property:
+    """A reading of :class:`VehicleBatch`: a view of columns ``start:stop`` (or of column
+    ``start``) of its ``block`` array (``"state"`` or ``"istate"``)."""
+    cols = start if stop is None else slice(start, stop)
+
+    def read(self: VehicleBatch) -> np.ndarray:
+        return getattr(self, block)[:, cols]
+
+    return property(read)
+
+
+def _per_wheel(field: int) -> property:
+    """A per-wheel reading of :class:`VehicleBatch`: its (N, W) state columns from ``field``."""
+
+    def read(self: VehicleBatch) -> np.ndarray:
+        return self._wheels(field)
+
+    return property(read)
+
+
 class VehicleBatch:
     """N cars, their packed parameters and the terrains they drive on.
 
@@ -104,7 +124,7 @@ class VehicleBatch:
         parallel: bool = False,
     ):
         if isinstance(n_cars, bool) or not isinstance(n_cars, (int, np.integer)) or n_cars < 1:
-            raise ParameterError("VehicleBatch", "n_cars", n_cars, "must be an integer >= 1")
+            raise _refused("n_cars", n_cars, "must be an integer >= 1")
         self.n = int(n_cars)
         if terrains is None:
             from physics.terrain import flat_terrain
@@ -138,27 +158,17 @@ class VehicleBatch:
         else:
             plist = list(params)
             if len(plist) != len(idx):
-                raise ParameterError(
-                    "VehicleBatch",
-                    "params",
-                    f"{len(plist)} entries",
-                    f"need one VehicleParams per car ({len(idx)})",
-                )
+                need = f"need one VehicleParams per car ({len(idx)})"
+                raise _refused("params", f"{len(plist)} entries", need)
             for q in plist:
                 if not isinstance(q, VehicleParams):
-                    raise ParameterError(
-                        "VehicleBatch", "params", q, "entries must be VehicleParams"
-                    )
+                    raise _refused("params", q, "entries must be VehicleParams")
             packed = [q.pack() for q in plist]
             widths = {r.shape[0] for r in packed}
             rows = np.stack(packed) if len(widths) == 1 else np.empty((len(idx), 0))
         if len(idx) and rows.shape[1] != self.params.shape[1]:
-            raise ParameterError(
-                "VehicleBatch",
-                "params",
-                "basic and extended vehicles",
-                "all cars of a batch must be basic (the seed model) or all extended",
-            )
+            rule = "all cars of a batch must be basic (the seed model) or all extended"
+            raise _refused("params", "basic and extended vehicles", rule)
         self.params[idx] = rows
 
     def _cars(self, cars: np.ndarray | Sequence[int] | None) -> np.ndarray:
@@ -166,9 +176,9 @@ class VehicleBatch:
             return kernel.all_cars(self.n)
         idx = np.asarray(cars)
         if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
-            raise ParameterError("VehicleBatch", "cars", cars, "must be a 1-D integer array")
+            raise _refused("cars", cars, "must be a 1-D integer array")
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
-            raise ParameterError("VehicleBatch", "cars", cars, f"indices must be in [0, {self.n})")
+            raise _refused("cars", cars, f"indices must be in [0, {self.n})")
         return idx.astype(np.int64)
 
     # ------------------------------------------------------------------ simulation
@@ -189,19 +199,13 @@ class VehicleBatch:
         if poses.ndim == 1:
             poses = np.tile(poses, (len(idx), 1))
         if poses.shape != (len(idx), 4):
-            raise ParameterError(
-                "VehicleBatch",
-                "poses",
-                poses.shape,
-                f"must have shape ({len(idx)}, 4): x, y, heading, speed",
-            )
+            shape = f"must have shape ({len(idx)}, 4): x, y, heading, speed"
+            raise _refused("poses", poses.shape, shape)
         if not np.all(np.isfinite(poses)):
-            raise ParameterError("VehicleBatch", "poses", "non-finite", "must be finite")
+            raise _refused("poses", "non-finite", "must be finite")
         tids = np.broadcast_to(np.asarray(terrain_ids, np.int64), (len(idx),)).copy()
         if tids.size and (tids.min() < 0 or tids.max() >= len(self.terrains)):
-            raise ParameterError(
-                "VehicleBatch", "terrain_ids", terrain_ids, f"must be in [0, {len(self.terrains)})"
-            )
+            raise _refused("terrain_ids", terrain_ids, f"must be in [0, {len(self.terrains)})")
         t = self.terrains
         for _ in range(_MAX_FILL_ROUNDS):
             reach = np.array([kernel.reach_m(self.params, int(k)) for k in idx]) + _MARGIN_M
@@ -235,12 +239,8 @@ class VehicleBatch:
         refused = int(kernel.set_commands(self.state, self.istate, cmd, idx, bool(strict)))
         if refused < 0:
             row = -1 - refused
-            raise ParameterError(
-                "VehicleBatch",
-                f"commands[{row}]",
-                cmd[row].tolist(),
-                f"car {int(idx[row])}'s commands must be finite; nothing was set",
-            )
+            why = f"car {int(idx[row])}'s commands must be finite; nothing was set"
+            raise _refused(f"commands[{row}]", cmd[row].tolist(), why)
         return refused
 
     def set_tank_commands(self, commands: np.ndarray, cars: np.ndarray | None = None) -> int:
@@ -252,9 +252,7 @@ class VehicleBatch:
         """
         idx = self._cars(cars)
         if not self.extended or not np.all(self.params[idx, L.PX_SKID_STEER] > 0.5):
-            raise ParameterError(
-                "VehicleBatch", "set_tank_commands", "not skid-steer", "needs skid_steer=True"
-            )
+            raise _refused("set_tank_commands", "not skid-steer", "needs skid_steer=True")
         cmd = _command_rows(commands, len(idx), 3)
         return int(kernel.set_tank_commands(self.state, self.istate, cmd, idx))
 
@@ -267,7 +265,7 @@ class VehicleBatch:
         from physics.drivetrain import select_gear
 
         if isinstance(gear, bool) or not isinstance(gear, (int, np.integer)):
-            raise ParameterError("VehicleBatch", "gear", gear, "must be an integer")
+            raise _refused("gear", gear, "must be an integer")
         idx = self._cars(cars)
         ok = np.zeros(len(idx), bool)
         if not self.extended:
@@ -287,11 +285,8 @@ class VehicleBatch:
 
     def step(self, n_substeps: int = 8, cars: np.ndarray | None = None) -> None:
         """Advance by ``n_substeps`` fixed substeps of 1/480 s."""
-        if (
-            isinstance(n_substeps, bool)
-            or not isinstance(n_substeps, (int, np.integer))
-            or n_substeps < 0
-        ):
+        whole = isinstance(n_substeps, (int, np.integer)) and not isinstance(n_substeps, bool)
+        if not whole or n_substeps < 0:
             raise StepError(f"n_substeps must be a whole number >= 0, got {n_substeps!r}")
         idx = self._all if cars is None else self._cars(cars)
         self.advance(int(n_substeps), idx, L.DT)
@@ -415,22 +410,30 @@ class VehicleBatch:
         self.istate[...] = snap.istate
 
     # ------------------------------------------------------------------ readings
+    # views of the state blocks, which follow the simulation (per wheel: (N, W), W the most
+    # wheels of any car)
+    position_m = _columns("state", L.POS_X, L.POS_Z + 1)
+    velocity_mps = _columns("state", L.VEL_X, L.VEL_Z + 1)
+    quaternion = _columns("state", L.QUAT_W, L.QUAT_Z + 1)
+    omega_radps = _columns("state", L.OMEGA_X, L.OMEGA_Z + 1)
+    steer_angle_rad = _columns("state", L.STEER_ANGLE)
+    commands = _columns("state", L.CMD_STEER, L.CMD_HANDBRAKE + 1)
+    misuse_count = _columns("istate", L.I_MISUSE)
+    gate_time_s = _columns("state", L.GATE_TIME)
+    wheel_loads_n = _per_wheel(L.WL_LOAD)
+    slip_angles_rad = _per_wheel(L.WL_SLIP_ANGLE)
+    slip_ratios = _per_wheel(L.WL_SLIP_RATIO)
+    compression_m = _per_wheel(L.WL_COMPRESSION)
+    wheel_spin_rad = _per_wheel(L.WL_SPIN)
+    friction_usage = _per_wheel(L.WL_USAGE)
+    wheel_mu = _per_wheel(L.WL_MU)
+    #: wheel angular speed (rad/s): integrated in the wheel-speed model, rolling otherwise
+    wheel_omega_radps = _per_wheel(L.WL_OMEGA)
+
     @property
     def time_s(self) -> np.ndarray:
         """Simulated time since each car's reset (s), exact multiples of 1/480."""
         return self.istate[:, L.I_SUBSTEPS] / L.SUBSTEP_HZ
-
-    @property
-    def position_m(self) -> np.ndarray:
-        return self.state[:, L.POS_X : L.POS_Z + 1]
-
-    @property
-    def velocity_mps(self) -> np.ndarray:
-        return self.state[:, L.VEL_X : L.VEL_Z + 1]
-
-    @property
-    def quaternion(self) -> np.ndarray:
-        return self.state[:, L.QUAT_W : L.QUAT_Z + 1]
 
     @property
     def rotation(self) -> np.ndarray:
@@ -448,10 +451,6 @@ class VehicleBatch:
         return np.sqrt((v * v).sum(axis=1))
 
     @property
-    def omega_radps(self) -> np.ndarray:
-        return self.state[:, L.OMEGA_X : L.OMEGA_Z + 1]
-
-    @property
     def up_z(self) -> np.ndarray:
         """World z of the body's up axis: 1 upright, < 0 upside down."""
         q = self.quaternion
@@ -461,50 +460,17 @@ class VehicleBatch:
         return self.state[:, field : field + int(self.params[:, L.P_N_WHEELS].max())]
 
     @property
-    def wheel_loads_n(self) -> np.ndarray:
-        return self._wheels(L.WL_LOAD)
-
-    @property
-    def slip_angles_rad(self) -> np.ndarray:
-        return self._wheels(L.WL_SLIP_ANGLE)
-
-    @property
-    def slip_ratios(self) -> np.ndarray:
-        return self._wheels(L.WL_SLIP_RATIO)
-
-    @property
-    def compression_m(self) -> np.ndarray:
-        return self._wheels(L.WL_COMPRESSION)
-
-    @property
     def grounded(self) -> np.ndarray:
         return self._wheels(L.WL_GROUNDED) > 0.5
-
-    @property
-    def wheel_spin_rad(self) -> np.ndarray:
-        return self._wheels(L.WL_SPIN)
 
     @property
     def surface_ids(self) -> np.ndarray:
         return self._wheels(L.WL_SURFACE).astype(np.int64)
 
     @property
-    def friction_usage(self) -> np.ndarray:
-        return self._wheels(L.WL_USAGE)
-
-    @property
     def tire_forces_n(self) -> np.ndarray:
         """(N, W, 2) longitudinal and lateral tire force per wheel (wheel frame)."""
         return np.stack([self._wheels(L.WL_FX), self._wheels(L.WL_FY)], axis=-1)
-
-    @property
-    def wheel_mu(self) -> np.ndarray:
-        return self._wheels(L.WL_MU)
-
-    @property
-    def wheel_omega_radps(self) -> np.ndarray:
-        """Wheel angular speed (rad/s): integrated in the wheel-speed model, rolling otherwise."""
-        return self._wheels(L.WL_OMEGA)
 
     @property
     def engine_rpm(self) -> np.ndarray:
@@ -519,10 +485,9 @@ class VehicleBatch:
     @property
     def tire_wear(self) -> np.ndarray:
         """(N, W) tire grip multiplier from wear (1 = new); ones for basic vehicles."""
-        nw = int(self.params[:, L.P_N_WHEELS].max())
         if not self.extended:
-            return np.ones((self.n, nw))
-        return self.state[:, L.SXW_WEAR : L.SXW_WEAR + nw].copy()
+            return np.ones_like(self.wheel_loads_n)
+        return self._wheels(L.SXW_WEAR).copy()
 
     @property
     def damage(self) -> np.ndarray:
@@ -537,36 +502,20 @@ class VehicleBatch:
         return self.state[:, L.SX_MAX_IMPACT].copy() if self.extended else np.zeros(self.n)
 
     @property
-    def steer_angle_rad(self) -> np.ndarray:
-        return self.state[:, L.STEER_ANGLE]
-
-    @property
-    def commands(self) -> np.ndarray:
-        return self.state[:, L.CMD_STEER : L.CMD_HANDBRAKE + 1]
-
-    @property
-    def misuse_count(self) -> np.ndarray:
-        return self.istate[:, L.I_MISUSE]
-
-    @property
-    def gate_time_s(self) -> np.ndarray:
-        return self.state[:, L.GATE_TIME]
-
-    @property
     def body_contacts(self) -> np.ndarray:
         return self.state[:, L.BODY_CONTACTS].astype(np.int64)
 
     def wheel_positions_m(self) -> np.ndarray:
         """(N, W, 3) world positions of the wheel anchors."""
         nw = int(self.params[:, L.P_N_WHEELS].max())
-        anchors = np.stack(
-            [
-                self.params[:, [L.pw(w, L.PW_X), L.pw(w, L.PW_Y), L.pw(w, L.PW_Z)]]
-                for w in range(nw)
-            ],
-            axis=1,
-        )
+        cols = [[L.pw(w, L.PW_X), L.pw(w, L.PW_Y), L.pw(w, L.PW_Z)] for w in range(nw)]
+        anchors = self.params[:, cols]  # (N, W, 3)
         return self.position_m[:, None, :] + np.einsum("nij,nwj->nwi", self.rotation, anchors)
+
+
+def _refused(field: str, value: object, rule: str) -> ParameterError:
+    """The error of a :class:`VehicleBatch` argument ``field`` = ``value`` breaking ``rule``."""
+    return ParameterError("VehicleBatch", field, value, rule)
 
 
 def _command_rows(commands: np.ndarray, n: int, width: int) -> np.ndarray:
@@ -575,9 +524,7 @@ def _command_rows(commands: np.ndarray, n: int, width: int) -> np.ndarray:
     if cmd.ndim == 1:
         cmd = cmd.reshape(1, -1)
     if cmd.shape != (n, width):
-        raise ParameterError(
-            "VehicleBatch", "commands", cmd.shape, f"must have shape ({n}, {width})"
-        )
+        raise _refused("commands", cmd.shape, f"must have shape ({n}, {width})")
     return np.ascontiguousarray(cmd)
 
 

@@ -33,13 +33,13 @@ def _clip_rows(a, low, high, out):
     return -1
 
 
-def _as_array(action: object, what: str) -> np.ndarray:
+def _as_array(action: object) -> np.ndarray:
     if isinstance(action, np.ndarray):
         return action
     try:
         return np.asarray(action)
     except Exception as e:  # ragged lists and the like
-        raise InvalidAction(f"{what} cannot be read as an array: {e}") from None
+        raise InvalidAction(f"action cannot be read as an array: {e}") from None
 
 
 def validate_continuous(action: object, n: int | None, out: np.ndarray) -> None:
@@ -53,7 +53,7 @@ def validate_continuous(action: object, n: int | None, out: np.ndarray) -> None:
     Raises:
         InvalidAction: wrong type, dtype or shape, or a NaN/inf entry. Nothing is written.
     """
-    a = _as_array(action, "action")
+    a = _as_array(action)
     shape = (4,) if n is None else (n, 4)
     if a.dtype.kind not in "fiu":
         raise InvalidAction(
@@ -102,7 +102,7 @@ def validate_discrete(action: object, n: int | None, out: np.ndarray) -> None:
             raise InvalidAction(f"discrete action {i} is outside [0, {na})")
         out[0] = DISCRETE_ACTIONS[i]
         return
-    a = _as_array(action, "action")
+    a = _as_array(action)
     if a.dtype.kind not in "iu" or a.shape != (n,):
         raise InvalidAction(
             f"discrete actions must be an integer array of shape ({n},), got shape {a.shape} "

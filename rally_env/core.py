@@ -132,24 +132,20 @@ class RallyCore:
             sp=np.zeros(n),
             vals=np.zeros((n, self.layout.size)),
         )
-        self._fixed_records = (
-            tuple(K.Physics(state=self.sim.state, istate=self.sim.istate, params=self.sim.params)),
-            tuple(self.work),
-            tuple(
-                K.Setup(
-                    cfg=self.cfg,
-                    lookahead=self.lookahead,
-                    n_wheels=self.n_wheels,
-                    obs_low=self.layout.low.astype(np.float64),
-                    obs_high=self.layout.high.astype(np.float64),
-                )
+        sim = self.sim
+        records = (
+            K.Physics(state=sim.state, istate=sim.istate, params=sim.params),
+            self.work,
+            K.Setup(
+                cfg=self.cfg,
+                lookahead=self.lookahead,
+                n_wheels=self.n_wheels,
+                obs_low=self.layout.low.astype(np.float64),
+                obs_high=self.layout.high.astype(np.float64),
             ),
-            tuple(
-                K.StepOut(
-                    obs=self.obs, rew=self.rew, terms=self.terms, term=self.term, trunc=self.trunc
-                )
-            ),
+            K.StepOut(self.obs, self.rew, self.terms, self.term, self.trunc),
         )
+        self._fixed_records = tuple(tuple(r) for r in records)
         self._obs_switches = obs_switches(config)
         self.hooks: list[CoreHooks] = []
         self._near = np.zeros(n, np.bool_)  # scratch: cars near two timing lines this step
@@ -163,8 +159,7 @@ class RallyCore:
     def _cfg_vector(self) -> np.ndarray:
         c = np.zeros(K.N_C)
         w = self.config.reward_weights
-        for i, name in enumerate(K.REWARD_TERMS):
-            c[K.C_W0 + i] = getattr(w, name)
+        c[K.C_W0 :] = [getattr(w, name) for name in K.REWARD_TERMS]  # N_C = C_W0 + N_TERMS
         t = self.config.termination
         hz = L.SUBSTEP_HZ
         c[K.C_OFF_MAX_M] = t.off_road_max_m
@@ -250,10 +245,8 @@ class RallyCore:
         for i, k in enumerate(cars):
             k = int(k)
             ss = seeds[i] if seeds is not None else None
-            if ss is not None:
+            if ss is not None or self.rngs[k] is None:  # no seed ever: a fresh entropy stream
                 self.rngs[k] = np.random.Generator(np.random.PCG64(ss))
-            elif self.rngs[k] is None:
-                self.rngs[k] = np.random.Generator(np.random.PCG64(np.random.SeedSequence()))
         held = np.where(self.ever_reset[cars], self.eistate[cars, K.EI_SLOT], -1)
         slots = self.stages.assign(cars, self.rngs, held, self._draw_randomization)
         self._widen_times()
@@ -318,17 +311,8 @@ class RallyCore:
         raise RuntimeError("the terrain under the lookahead points could not be filled")
 
     def _kernel_args(self) -> tuple:
-        """The ``args`` every env kernel entry point takes (after its cars, and a step's
-        substeps and actions), built in one place: the observation switches as one tuple
-        (``True`` or ``None`` per switched block, ``rally_env.spaces.obs_switches``: the
-        Rally-v1 block, the road-ahead block; numba prunes the code of a ``None`` one, so a
-        Rally-v0 env does not compile them), then the records
-        :class:`~rally_env.kernels.Physics`, :class:`~rally_env.kernels.Terrain`,
-        :class:`~rally_env.stages.StageTables`, :class:`~rally_env.kernels.EnvCars`,
-        :class:`~rally_env.kernels.Work`, :class:`~rally_env.kernels.Setup` and
-        :class:`~rally_env.kernels.StepOut`, each as a plain tuple (numba reads a plain tuple's
-        types faster at a call from Python). The terrain tables, the stage tables and
-        ``etimes`` can move, so those are taken afresh."""
+        """The ``args`` every env kernel entry point takes after its cars (and a step's
+        substeps and actions): see "records" in :mod:`rally_env.kernels`."""
         t = self.bank.terrains
         phys, work, setup, out = self._fixed_records
         return (
@@ -360,13 +344,8 @@ class RallyCore:
             lo, hi = r.surface_mu
             mu[:n_sec] = lo + (hi - lo) * rng.random(n_sec)
         self.section_mu[k] = mu
-        self.draws[k] = {
-            "mass_kg": float(p.mass_kg),
-            "power_w": float(p.power_w),
-            "peak_slip_angle_rad": float(p.peak_slip_angle_rad),
-            "load_sensitivity": float(p.load_sensitivity),
-            "section_mu_scale": mu[:n_sec].copy(),
-        }
+        drawn = {name: float(getattr(p, name)) for name in I.RANDOMIZED_SCALARS}
+        self.draws[k] = {**drawn, "section_mu_scale": mu[:n_sec].copy()}
         self._draw_rows(k)
 
     def _draw_rows(self, k: int) -> None:

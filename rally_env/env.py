@@ -46,9 +46,7 @@ def render_core(owner: Any, focus: int = 0) -> Any:
 def state_without_renderer(owner: Any) -> dict[str, Any]:
     """``__getstate__`` of both envs: everything but the renderer (pygame surfaces and
     windows do not pickle, and a copy of an env gets its own renderer on its first render)."""
-    d = dict(owner.__dict__)
-    d["_renderer"] = None
-    return d
+    return {**owner.__dict__, "_renderer": None}
 
 
 class RallyEnv(gym.Env):
@@ -101,21 +99,8 @@ class RallyEnv(gym.Env):
         road_ahead: bool = False,
         ahead_apex: bool = False,
     ):
-        self.config = RallyConfig.build(
-            stage=stage,
-            vehicle=vehicle,
-            control_hz=control_hz,
-            reward_weights=reward_weights,
-            termination=termination,
-            randomize=randomize,
-            random_stage=random_stage,
-            discrete_actions=discrete_actions,
-            render_mode=render_mode,
-            version=version,
-            planet=planet,
-            road_ahead=road_ahead,
-            ahead_apex=ahead_apex,
-        )
+        # every argument is the RallyConfig setting of its name (locals(): the arguments only)
+        self.config = RallyConfig.build(**{k: v for k, v in locals().items() if k != "self"})
         self.render_mode = self.config.render_mode
         self.metadata = {"render_modes": RENDER_MODES, "render_fps": self.config.control_hz}
         self.core = RallyCore(self.config, 1, parallel=False)

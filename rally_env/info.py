@@ -1,27 +1,13 @@
 """The ``info`` contract: every key, its type, and the one function that builds it.
 
-Every info value is a number, a bool or a fixed-shape numeric array, so Gymnasium's vector
-envs stack it into a typed array (never an object array) and torchrl, skrl, RLlib and Minari
-read it as a tensor:
-
-* :class:`rally_env.RallyVectorEnv`: each value is a numpy array over cars, shape
-  ``(num_envs, *shape)``, with Gymnasium's ``_key`` mask beside it.
-* :class:`rally_env.RallyEnv`: each value is a numpy array of the same per-car shape (shape
-  ``()`` for a scalar: ``float(info["stage_time_s"])``, ``bool(info["finished"])``,
-  ``int(info["end_code"])``). A numpy array, not a Python scalar, because torchrl's info
-  reader needs a ``dtype`` and Gymnasium's vector envs stack a Python bool but not a
-  ``numpy.bool_``; a 0-d array satisfies both.
-
-Strings have numeric codes: ``end_code`` indexes :data:`END_REASONS`
-(:func:`end_reason` turns it back into a name), ``stage_index`` the env's stage list and
-``stage_seed`` is a generated stage's seed. Reward terms are flat ``reward_<term>`` keys
-(:func:`reward_terms` collects them). "Not yet" is NaN (``finish_time_s``,
-``checkpoint_times_s``); in the single env, the values that can be NaN are
-:class:`NanEqualArray`, whose ``==`` (and ``np.allclose``) treat NaN as equal to NaN, so two
-identical runs have equal info dicts (Gymnasium's determinism checks compare them).
-
-:func:`build_info` is the only place an info dict is made, for any set of cars or for one car
-(the single env's shapes).
+Every value is a number, a bool or a fixed-shape numeric array (docs/env.md, "Info"): arrays
+over cars in :class:`rally_env.RallyVectorEnv`; in :class:`rally_env.RallyEnv` per-car arrays,
+0-d for a scalar rather than a Python scalar (torchrl's info reader needs a ``dtype`` and
+Gymnasium's vector envs stack a Python bool but not a ``numpy.bool_``; a 0-d array satisfies
+both). Strings have numeric codes (``end_code`` indexes :data:`END_REASONS`, see
+:func:`end_reason`); reward terms are flat ``reward_<term>`` keys (:func:`reward_terms`);
+"not yet" is NaN, in the single env a :class:`NanEqualArray` so two identical runs have equal
+info dicts. :func:`build_info` is the only place an info dict is made.
 """
 
 from __future__ import annotations
@@ -121,15 +107,6 @@ class NanEqualArray(np.ndarray):
         return super().__array_function__(func, types, args, kwargs)
 
 
-def checkpoint_width(core: RallyCore) -> int:
-    """Width of ``checkpoint_times_s``: the most timed lines before the finish over the env's
-    stages (fixed for the env's lifetime)."""
-    b = core.bank
-    if b.mode == "random":
-        return GENERATED_CHECKPOINTS
-    return max(b.n_lines_max - 1, 0)
-
-
 # rows of the blocks build_info fills (one column per car); _fill_cars writes them in order
 _I_KEYS = ("stage_index", "stage_seed", "n_checkpoints", "lap", "end_code", "gear")
 _B_KEYS = ("off_road", "finished")
@@ -137,8 +114,8 @@ _ARRAY_KEYS = ("checkpoint_times_s", "wheel_loads_n", "slip_angles_rad", "positi
 #: the scalar float keys in INFO_KEYS order: stage time, progress, credited, length, speed,
 #: lateral offset, heading error, finish time, then the reward terms
 _F_KEYS = tuple(k for k in INFO_KEYS if k not in (*_I_KEYS, *_B_KEYS, *_ARRAY_KEYS))
-_F_KEYS_V1 = ("engine_rpm", "damage", "max_impact_mps")
-N_F = len(_F_KEYS) + len(_F_KEYS_V1)
+_F_ROWS = (*_F_KEYS, "engine_rpm", "damage", "max_impact_mps")  # then Rally-v1's
+N_F = len(_F_ROWS)
 
 
 @njit(cache=True)
@@ -189,7 +166,7 @@ def _fill_cars(
         out_i[2, i] = n_cp
         out_i[3, i] = lap
         out_i[4, i] = end
-        out_i[5, i] = 0
+        out_i[5, i] = istate[k, L.I_GEAR] if v1 else 0
         out_b[0, i] = eistate[k, K.EI_OFF] == 1
         out_b[1, i] = end == K.END_FINISHED
         for j in range(width):
@@ -198,20 +175,12 @@ def _fill_cars(
             out_w[i, w] = state[k, L.WL_LOAD + w]
             out_w[i, nw + w] = state[k, L.WL_SLIP_ANGLE + w]
             out_w[i, 2 * nw + w] = state[k, L.WL_SLIP_RATIO + w]
-            out_w[i, 3 * nw + w] = 1.0
+            out_w[i, 3 * nw + w] = state[k, L.SXW_WEAR + w] if ext else 1.0
         for c in range(3):
             out_w[i, 4 * nw + c] = state[k, L.POS_X + c]
-        out_f[f1, i] = 0.0
-        out_f[f1 + 1, i] = 1.0
-        out_f[f1 + 2, i] = 0.0
-        if v1:
-            out_i[5, i] = istate[k, L.I_GEAR]
-            out_f[f1, i] = state[k, L.ENGINE_RPM]
-        if ext:
-            for w in range(nw):
-                out_w[i, 3 * nw + w] = state[k, L.SXW_WEAR + w]
-            out_f[f1 + 1, i] = state[k, L.SX_DAMAGE]
-            out_f[f1 + 2, i] = state[k, L.SX_MAX_IMPACT]
+        out_f[f1, i] = state[k, L.ENGINE_RPM] if v1 else 0.0
+        out_f[f1 + 1, i] = state[k, L.SX_DAMAGE] if ext else 1.0
+        out_f[f1 + 2, i] = state[k, L.SX_MAX_IMPACT] if ext else 0.0
 
 
 def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
@@ -266,10 +235,6 @@ def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
     return {key: blocks[block][sel] for key, block, sel in spec.plan}
 
 
-#: the rows of each block (see :func:`_spec`)
-_I_INDEX = {k: j for j, k in enumerate(_I_KEYS)}
-_B_INDEX = {k: j for j, k in enumerate(_B_KEYS)}
-_F_INDEX = {k: j for j, k in enumerate(_F_KEYS + _F_KEYS_V1)}
 #: float keys that can be NaN ("not yet"): NanEqualArray in the single env
 _NAN_KEYS = ("finish_time_s", "checkpoint_times_s", "randomization_section_mu_scale")
 
@@ -283,7 +248,9 @@ class _Spec(NamedTuple):
     #: block (the leading ``...`` of a row's selection is a car's, or a single env's 0-d value)
     plan: list[tuple[str, int, Any]]
     flags: np.ndarray  # the kernel's flags
-    cp_width: int  # checkpoint_width(core)
+    #: width of ``checkpoint_times_s``: the most timed lines before the finish over the env's
+    #: stages (fixed for the env's lifetime)
+    cp_width: int
     w_width: int  # columns of the per-wheel block
     randomized: bool
     rows: dict[int, np.ndarray]  # car k -> [k] (int64), made on first use
@@ -292,22 +259,19 @@ class _Spec(NamedTuple):
 def _spec(core: RallyCore) -> _Spec:
     """The info's layout for this core's version, wheel count and randomization."""
     nw = core.n_wheels
-    wheels = {
-        "wheel_loads_n": slice(0, nw),
-        "slip_angles_rad": slice(nw, 2 * nw),
-        "slip_ratios": slice(2 * nw, 3 * nw),
-        "tire_wear": slice(3 * nw, 4 * nw),
-        "position_m": slice(4 * nw, 4 * nw + 3),
-    }
+    # the per-wheel block's columns, as _fill_cars writes them
+    per_wheel = ("wheel_loads_n", "slip_angles_rad", "slip_ratios", "tire_wear")
+    wheels = {key: slice(j * nw, (j + 1) * nw) for j, key in enumerate(per_wheel)}
+    wheels["position_m"] = slice(4 * nw, 4 * nw + 3)
     keys = list(INFO_KEYS) + (list(INFO_KEYS_V1) if core.version >= 1 else [])
     plan: list[tuple[str, int, Any]] = []
     for key in keys:
-        if key in _F_INDEX:
-            plan.append((key, 5 if key in _NAN_KEYS else 0, (_F_INDEX[key], Ellipsis)))
-        elif key in _I_INDEX:
-            plan.append((key, 1, (_I_INDEX[key], Ellipsis)))
-        elif key in _B_INDEX:
-            plan.append((key, 2, (_B_INDEX[key], Ellipsis)))
+        if key in _F_ROWS:
+            plan.append((key, 5 if key in _NAN_KEYS else 0, (_F_ROWS.index(key), Ellipsis)))
+        elif key in _I_KEYS:
+            plan.append((key, 1, (_I_KEYS.index(key), Ellipsis)))
+        elif key in _B_KEYS:
+            plan.append((key, 2, (_B_KEYS.index(key), Ellipsis)))
         elif key == "checkpoint_times_s":
             plan.append((key, 3, Ellipsis))
         else:
@@ -317,10 +281,10 @@ def _spec(core: RallyCore) -> _Spec:
         for j, name in enumerate(RANDOMIZED_SCALARS):
             plan.append((f"randomization_{name}", 6, (j, Ellipsis)))
         plan.append(("randomization_section_mu_scale", 7, Ellipsis))
-    flags = np.array(
-        [core.bank.mode == "random", core.version >= 1, core.sim.extended, nw], np.int64
-    )
-    spec = _Spec(plan, flags, checkpoint_width(core), 4 * nw + 3, randomized, {})
+    random_mode = core.bank.mode == "random"
+    flags = np.array([random_mode, core.version >= 1, core.sim.extended, nw], np.int64)
+    cp_width = GENERATED_CHECKPOINTS if random_mode else max(core.bank.n_lines_max - 1, 0)
+    spec = _Spec(plan, flags, cp_width, 4 * nw + 3, randomized, {})
     core.info_spec = spec
     return spec
 
@@ -338,11 +302,8 @@ def end_reason(info: dict[str, Any]) -> Any:
 def reward_terms(info: dict[str, Any]) -> dict[str, Any]:
     """``{term: value}`` from the flat ``reward_<term>`` keys (floats for a single env's
     info, arrays over cars for a vector env's); they sum to the reward."""
-    out: dict[str, Any] = {}
-    for t in REWARD_TERMS:
-        v = np.asarray(info[f"reward_{t}"])
-        out[t] = float(v) if v.ndim == 0 else v.copy()
-    return out
+    values = {t: np.asarray(info[f"reward_{t}"]) for t in REWARD_TERMS}
+    return {t: float(v) if v.ndim == 0 else v.copy() for t, v in values.items()}
 
 
 def checkpoint_times(info: dict[str, Any]) -> Any:

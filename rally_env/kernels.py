@@ -7,10 +7,8 @@ how many cars are in the batch. Arithmetic is ``+ - * / sqrt floor`` (and the pr
 Per-car env state lives in two arrays with named columns (below): ``estate`` float64
 (N, N_E) and ``eistate`` int64 (N, N_EI), plus ``etimes`` (N, lines) line-crossing times.
 Timers count physics substeps (integers), so time limits are exact. The kernels take their
-arrays as a few named records (:class:`Physics`, :class:`Terrain`,
-:class:`rally_env.stages.StageTables`, :class:`EnvCars`, :class:`Work`, :class:`Setup`,
-:class:`StepOut`; see "records" below), and a step of one car runs as one small function per
-phase (:func:`_post_car`).
+arrays as a few named records (see "records" below), and a step of one car runs as one small
+function per phase (:func:`_post_car`).
 """
 
 from __future__ import annotations
@@ -25,23 +23,9 @@ from physics import layout as L
 from physics.jit import njit, njit_inner
 from physics.kernel import rotation_of
 from physics.terrain import TM_TABLE, sample_surface, tile_at
+from rally_env import spaces as SP
 from rally_env import stages as S
 from rally_env.config import REWARD_TERMS
-from rally_env.spaces import (
-    CREST_SCALE_M,
-    CURVATURE_SCALE_PER_M,
-    EDGE_SCALE_M,
-    ELEVATION_SCALE_M,
-    GEAR_SCALE,
-    LATERAL_SPEED_SCALE_MPS,
-    ROAD_AHEAD_BINS_M,
-    SLIP_ANGLE_SCALE_RAD,
-    SLIP_RATIO_SCALE,
-    SPEED_SCALE_MPS,
-    TO_FINISH_SCALE_M,
-    WHEEL_SPEED_SCALE_MPS,
-    YAW_RATE_SCALE_RADPS,
-)
 from tracks.projection import project_batch
 
 # ---------------------------------------------------------------- float env state, per car
@@ -51,13 +35,11 @@ E_CREDIT = 2  # credited position (m): progress is paid for its increase
 E_BEST = 3  # furthest credited position reached (m)
 E_LAT = 4  # signed lateral offset (m, + left)
 E_HERR = 5  # heading error (rad)
-E_LEFT = 6  # distance to the left edge (m, + on the road)
-E_RIGHT = 7  # distance to the right edge (m)
+E_LEFT, E_RIGHT = 6, 7  # distance to the left / right edge (m, + on the road)
 E_OFF_TRAVEL = 8  # distance driven since leaving the road (m)
 E_STUCK_REF = 9  # credited position when the stuck timer last restarted (m)
 E_FINISH_TIME = 10  # exact finish time (s), NaN until finished
-E_PX = 11  # CG x at the last control step (m)
-E_PY = 12  # CG y at the last control step (m)
+E_PX, E_PY = 11, 12  # CG (x, y) at the last control step (m)
 E_ACT = 13  # 13..16: the last action applied (steer, throttle, brake, handbrake)
 E_TIMED = 17  # start-to-finish distance of the car's stage (m)
 E_RACE_PREV = 18  # stage position one control step earlier (m)
@@ -113,18 +95,13 @@ T_FINISH = _term("finish")
 T_ACTION_CHANGE = _term("action_change")
 
 # ------------------------------------------------------------------------- config vector
-C_OFF_MAX_M = 0
-C_OFF_MAX_SUB = 1
-C_STUCK_SUB = 2
-C_STUCK_M = 3
-C_ROLL_UPZ = 4
-C_ROLL_SUB = 5
-C_WRONG_M = 6
-C_CUT_RATIO = 7
-C_CUT_SLACK = 8
-C_LINE_TOL = 9
-C_WINDOW = 10
-C_LINE_MISS = 11
+# the termination rules (rally_env.config.TerminationConfig; times in substeps) and constants
+C_OFF_MAX_M, C_OFF_MAX_SUB = 0, 1  # off the road: at most this far beyond an edge (m), this long
+C_STUCK_SUB, C_STUCK_M = 2, 3  # stuck: this long without this much credited progress (m)
+C_ROLL_UPZ, C_ROLL_SUB = 4, 5  # rolled: the body's up z below this, this long
+C_WRONG_M = 6  # wrong way: this far behind the furthest credited position (m)
+C_CUT_RATIO, C_CUT_SLACK = 7, 8  # cut allowance: x off-road travel + slack (m)
+C_LINE_TOL, C_WINDOW, C_LINE_MISS = 9, 10, 11  # LINE_TOL_M, WINDOW_M, LINE_MISS_M
 C_W0 = 12  # C_W0 + T_*: the reward weights, in REWARD_TERMS order (last: terms may be added)
 N_C = C_W0 + N_TERMS
 
@@ -138,26 +115,14 @@ ONROAD_JUMP_RATIO = 5.0
 #: Warm-start window of the projection (m).
 WINDOW_M = 25.0
 
-_INV_SPEED = 1.0 / SPEED_SCALE_MPS
-_INV_LATV = 1.0 / LATERAL_SPEED_SCALE_MPS
-_INV_YAW = 1.0 / YAW_RATE_SCALE_RADPS
-_INV_SLIP = 1.0 / SLIP_ANGLE_SCALE_RAD
-_INV_RATIO = 1.0 / SLIP_RATIO_SCALE
-_INV_EDGE = 1.0 / EDGE_SCALE_M
-_CURV = CURVATURE_SCALE_PER_M
-_INV_PI = 1.0 / math.pi
-_INV_WHEEL_SPEED = 1.0 / WHEEL_SPEED_SCALE_MPS
-_INV_GEAR = 1.0 / GEAR_SCALE
-_CREST = CREST_SCALE_M
-_INV_ELEV = 1.0 / ELEVATION_SCALE_M
-_INV_FINISH = 1.0 / TO_FINISH_SCALE_M
 #: road-ahead bins: near and far end (m) and the window column (stages.AHEAD_WIDTHS_M) of each
-_AHEAD_LO = np.array([a for a, _ in ROAD_AHEAD_BINS_M], np.float64)
-_AHEAD_HI = np.array([b for _, b in ROAD_AHEAD_BINS_M], np.float64)
-_AHEAD_COL = np.array([S.AHEAD_WIDTHS_M.index(b - a) for a, b in ROAD_AHEAD_BINS_M], np.int64)
+_BINS = SP.ROAD_AHEAD_BINS_M
+_AHEAD_LO = np.array([a for a, _ in _BINS], np.float64)
+_AHEAD_HI = np.array([b for _, b in _BINS], np.float64)
+_AHEAD_COL = np.array([S.AHEAD_WIDTHS_M.index(b - a) for a, b in _BINS], np.int64)
 #: the narrowest bin width (m) and each bin's width as a whole multiple of it
 _AHEAD_W0 = S.AHEAD_WIDTHS_M[0]
-_AHEAD_MULT = np.array([round((b - a) / _AHEAD_W0) for a, b in ROAD_AHEAD_BINS_M], np.int64)
+_AHEAD_MULT = np.array([round((b - a) / _AHEAD_W0) for a, b in _BINS], np.int64)
 
 
 # ------------------------------------------------------------------------------- records
@@ -166,10 +131,11 @@ _AHEAD_MULT = np.array([round((b - a) / _AHEAD_W0) for a, b in ROAD_AHEAD_BINS_M
 # plain tuples in their fields' order (numba types a plain tuple's arrays about five times
 # faster than a named tuple's at a call from Python, which a single env pays every step);
 # ``_records`` names them per car and every helper reads named fields. ``obs_on`` holds the
-# observation blocks' switches (:func:`_write_blocks`). A record holds references to
-# arrays owned elsewhere (RallyCore, its VehicleBatch and StageBank): building one copies
-# nothing. ``RallyCore._kernel_args`` builds ``args``; the stage tables are
-# :class:`rally_env.stages.StageTables`.
+# observation blocks' switches (:func:`_write_blocks`; numba prunes the code behind a ``None``
+# one). A record holds references to arrays owned elsewhere (RallyCore, its VehicleBatch and
+# StageBank): building one copies nothing. ``RallyCore._kernel_args`` builds ``args``; the
+# terrain tables, the stage tables (:class:`rally_env.stages.StageTables`) and ``etimes`` can
+# move, so it takes those afresh.
 
 
 class Physics(NamedTuple):
@@ -257,15 +223,12 @@ def _project_car(k, state, stages, slot, s_prev, setup, work):
     so = int(table[slot, S.SL_SEG_OFF])
     ns = int(table[slot, S.SL_N_SEG])
     po = int(table[slot, S.SL_PT_OFF])
-    pos_buf = work.pos[k : k + 1]
-    fwd_buf = work.fwd[k : k + 1]
-    sp_buf = work.sp[k : k + 1]
     rot = rotation_of(state, k)
-    pos_buf[0, 0] = state[k, L.POS_X]
-    pos_buf[0, 1] = state[k, L.POS_Y]
-    fwd_buf[0, 0] = rot[0]  # the forward axis on the ground plane
-    fwd_buf[0, 1] = rot[3]
-    sp_buf[0] = s_prev
+    work.pos[k, 0] = state[k, L.POS_X]
+    work.pos[k, 1] = state[k, L.POS_Y]
+    work.fwd[k, 0] = rot[0]  # the forward axis on the ground plane
+    work.fwd[k, 1] = rot[3]
+    work.sp[k] = s_prev
     project_batch(
         stages.seg[so : so + ns],
         stages.tx[po : po + ns + 1],
@@ -277,9 +240,9 @@ def _project_car(k, state, stages, slot, s_prev, setup, work):
         table[slot, S.SL_DS],
         table[slot, S.SL_LENGTH],
         table[slot, S.SL_CLOSED] > 0.5,
-        pos_buf,
-        fwd_buf,
-        sp_buf,
+        work.pos[k : k + 1],
+        work.fwd[k : k + 1],
+        work.sp[k : k + 1],
         setup.cfg[C_WINDOW],
         setup.lookahead,
         work.s[k : k + 1],
@@ -306,79 +269,58 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
     ``work.vals[k]``: the base block, then the switched blocks (:func:`_write_blocks`).
 
     ``obs_on`` holds the switched blocks' switches (``rally_env.spaces.obs_switches``).
-    Returns 1 if a lookahead point's terrain tile was not filled yet, else 0.
+    Returns 1 if a lookahead point's terrain tile was not filled yet, else 0. A value is scaled
+    as ``x * (1.0 / SCALE)`` (numba folds the reciprocal), never ``x / SCALE``: other bits.
     """
     state = phys.state
     params = phys.params
     estate = env.estate
-    tgrip = terr.grip
     look = work.look
     lookahead = setup.lookahead
-    n_wheels = setup.n_wheels
+    nw = setup.n_wheels
     vals = work.vals[k]
     vx = state[k, L.VEL_X]
     vy = state[k, L.VEL_Y]
     vz = state[k, L.VEL_Z]
     r00, r01, _r02, r10, r11, _r12, r20, r21, _r22 = rotation_of(state, k)
-    i = 0
-    vals[i] = math.sqrt(vx * vx + vy * vy + vz * vz) * _INV_SPEED
-    i += 1
-    vals[i] = (r00 * vx + r10 * vy + r20 * vz) * _INV_SPEED
-    i += 1
-    vals[i] = (r01 * vx + r11 * vy + r21 * vz) * _INV_LATV
-    i += 1
-    vals[i] = state[k, L.OMEGA_Z] * _INV_YAW
-    i += 1
-    vals[i] = -r20
-    i += 1
-    vals[i] = r21
-    i += 1
-    for w in range(n_wheels):
-        vals[i] = state[k, L.WL_SLIP_ANGLE + w] * _INV_SLIP
-        i += 1
-    for w in range(n_wheels):
-        vals[i] = state[k, L.WL_SLIP_RATIO + w] * _INV_RATIO
-        i += 1
+    vals[0] = math.sqrt(vx * vx + vy * vy + vz * vz) * (1.0 / SP.SPEED_SCALE_MPS)
+    vals[1] = (r00 * vx + r10 * vy + r20 * vz) * (1.0 / SP.SPEED_SCALE_MPS)
+    vals[2] = (r01 * vx + r11 * vy + r21 * vz) * (1.0 / SP.LATERAL_SPEED_SCALE_MPS)
+    vals[3] = state[k, L.OMEGA_Z] * (1.0 / SP.YAW_RATE_SCALE_RADPS)
+    vals[4] = -r20
+    vals[5] = r21
+    # per wheel, a run of n_wheels each: slip angle, slip ratio, load, grounded, grip
     static = params[k, L.P_MASS] * params[k, L.P_GRAVITY] / params[k, L.P_N_WHEELS]
-    for w in range(n_wheels):
-        vals[i] = state[k, L.WL_LOAD + w] / static
-        i += 1
-    for w in range(n_wheels):
-        vals[i] = 1.0 if state[k, L.WL_GROUNDED + w] > 0.5 else 0.0
-        i += 1
     row = env.eistate[k, EI_ROW]
-    for w in range(n_wheels):
-        vals[i] = tgrip[row, int(state[k, L.WL_SURFACE + w])]
-        i += 1
+    for w in range(nw):
+        vals[6 + w] = state[k, L.WL_SLIP_ANGLE + w] * (1.0 / SP.SLIP_ANGLE_SCALE_RAD)
+        vals[6 + nw + w] = state[k, L.WL_SLIP_RATIO + w] * (1.0 / SP.SLIP_RATIO_SCALE)
+        vals[6 + 2 * nw + w] = state[k, L.WL_LOAD + w] / static
+        vals[6 + 3 * nw + w] = 1.0 if state[k, L.WL_GROUNDED + w] > 0.5 else 0.0
+        vals[6 + 4 * nw + w] = terr.grip[row, int(state[k, L.WL_SURFACE + w])]
+    i = 6 + 5 * nw
     left = estate[k, E_LEFT]
     right = estate[k, E_RIGHT]
     hw = 0.5 * (left + right)
-    vals[i] = estate[k, E_HERR] * _INV_PI
-    i += 1
-    vals[i] = estate[k, E_LAT] / hw if hw > 0.0 else 0.0
-    i += 1
-    vals[i] = left * _INV_EDGE
-    i += 1
-    vals[i] = right * _INV_EDGE
-    i += 1
+    vals[i] = estate[k, E_HERR] * (1.0 / math.pi)
+    vals[i + 1] = estate[k, E_LAT] / hw if hw > 0.0 else 0.0
+    vals[i + 2] = left * (1.0 / SP.EDGE_SCALE_M)
+    vals[i + 3] = right * (1.0 / SP.EDGE_SCALE_M)
+    i += 4
     for q in range(lookahead.shape[0]):
         d = lookahead[q]
         vals[i] = look[k, q, 0] / d
         vals[i + 1] = look[k, q, 1] / d
-        vals[i + 2] = look[k, q, 2] * _CURV
+        vals[i + 2] = look[k, q, 2] * SP.CURVATURE_SCALE_PER_M
         i += 3
     for a in range(4):
-        vals[i] = estate[k, E_ACT + a]
-        i += 1
-    vals[i] = estate[k, E_RACE] / estate[k, E_TIMED]
-    i += 1
+        vals[i + a] = estate[k, E_ACT + a]
+    vals[i + 4] = estate[k, E_RACE] / estate[k, E_TIMED]
+    i += 5
     # the switches as arguments: numba prunes the code behind a None one
     missed = _write_blocks(k, *obs_on, phys, terr, stages, env, work, setup, i)
-    obs = out.obs
-    obs_low = setup.obs_low
-    obs_high = setup.obs_high
-    for j in range(obs.shape[1]):
-        obs[k, j] = np.float32(_clip(vals[j], obs_low[j], obs_high[j]))
+    for j in range(out.obs.shape[1]):
+        out.obs[k, j] = np.float32(_clip(vals[j], setup.obs_low[j], setup.obs_high[j]))
     return missed
 
 
@@ -406,16 +348,8 @@ def _write_ahead_apex(k, env, stages, vals, i):
     lies, 0 at the bin's start to 1 at its end (the first sample of the largest |curvature|
     in the window the road-ahead block reads; 0.5 where the bin has no curve or lies past
     the finish)."""
-    table = stages.table
-    slot = env.eistate[k, EI_SLOT]
-    po = int(table[slot, S.SL_PT_OFF])
-    n = int(table[slot, S.SL_N_SEG]) + 1
-    ds = table[slot, S.SL_DS]
-    closed = table[slot, S.SL_CLOSED] > 0.5
+    _slot, po, n, ds, closed, s = _path_at(k, env, stages)
     m = n - 1 if closed else n  # a loop's last sample repeats its first
-    s = env.estate[k, E_S]
-    if not math.isfinite(s):
-        s = 0.0
     unit = max(1, int(math.floor(_AHEAD_W0 / ds + 0.5)))
     for b in range(_AHEAD_LO.shape[0]):
         vals[i + b] = 0.5
@@ -448,21 +382,19 @@ def _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i):
     params = phys.params
     ext = params[k, L.P_EXTENDED] > 0.5
     drivetrain = ext and params[k, L.PX_DRIVETRAIN] > 0.5
+    nw = n_wheels
     if drivetrain and params[k, L.PX_REV_LIMIT] > 0.0:
         vals[i] = state[k, L.ENGINE_RPM] / params[k, L.PX_REV_LIMIT]
     else:
         vals[i] = 0.0
-    i += 1
-    vals[i] = istate[k, L.I_GEAR] * _INV_GEAR if drivetrain else 0.0
-    i += 1
-    for w in range(n_wheels):
-        vals[i] = state[k, L.SXW_WEAR + w] if ext else 1.0
-        i += 1
-    vals[i] = state[k, L.SX_DAMAGE] if ext else 1.0
-    i += 1
-    for w in range(n_wheels):
-        vals[i] = state[k, L.WL_OMEGA + w] * params[k, L.pw(w, L.PW_RADIUS)] * _INV_WHEEL_SPEED
-        i += 1
+    vals[i + 1] = istate[k, L.I_GEAR] * (1.0 / SP.GEAR_SCALE) if drivetrain else 0.0
+    # tire wear per wheel, damage, then the wheel rim speeds
+    for w in range(nw):
+        vals[i + 2 + w] = state[k, L.SXW_WEAR + w] if ext else 1.0
+        radius = params[k, L.pw(w, L.PW_RADIUS)]
+        vals[i + 3 + nw + w] = state[k, L.WL_OMEGA + w] * radius * (1.0 / SP.WHEEL_SPEED_SCALE_MPS)
+    vals[i + 2 + nw] = state[k, L.SX_DAMAGE] if ext else 1.0
+    i += 3 + 2 * nw
     # the surface under each lookahead point
     missed = 0
     for q in range(look.shape[1]):
@@ -478,6 +410,23 @@ def _write_obs_v1(k, phys, terr, row, look, n_wheels, vals, i):
             vals[i] = 0.0
         i += 1
     return i, missed
+
+
+@njit_inner(_nrt=False)
+def _path_at(k, env, stages):
+    """Car ``k``'s slot, its path (first sample's row in the point tables, samples, spacing
+    (m), closed) and the car's projected arc length on it (m; 0 while not finite)."""
+    table = stages.table
+    slot = env.eistate[k, EI_SLOT]
+    s = env.estate[k, E_S]
+    return (
+        slot,
+        int(table[slot, S.SL_PT_OFF]),
+        int(table[slot, S.SL_N_SEG]) + 1,
+        table[slot, S.SL_DS],
+        table[slot, S.SL_CLOSED] > 0.5,
+        s if math.isfinite(s) else 0.0,
+    )
 
 
 @njit_inner(_nrt=False)
@@ -501,15 +450,8 @@ def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
     finish."""
     table = stages.table
     estate = env.estate
-    slot = env.eistate[k, EI_SLOT]
-    po = int(table[slot, S.SL_PT_OFF])
-    n = int(table[slot, S.SL_N_SEG]) + 1
-    ds = table[slot, S.SL_DS]
+    slot, po, n, ds, closed, s = _path_at(k, env, stages)
     length = table[slot, S.SL_LENGTH]
-    closed = table[slot, S.SL_CLOSED] > 0.5
-    s = estate[k, E_S]
-    if not math.isfinite(s):
-        s = 0.0
     inv_ds = 1.0 / ds
     here = _sample_index(s * inv_ds + 0.5, n, closed)
     z0 = stages.z[po + (here if here >= 0 else n - 1)]
@@ -517,10 +459,11 @@ def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
     for b in range(nb):
         j = _sample_index((s + _AHEAD_LO[b]) * inv_ds, n, closed)
         c = _AHEAD_COL[b]
-        vals[i + b] = stages.wcurv[po + j, c] * _CURV if j >= 0 else 0.0
-        vals[i + nb + b] = stages.wcrest[po + j, c] * _CREST if j >= 0 else 0.0
+        vals[i + b] = stages.wcurv[po + j, c] * SP.CURVATURE_SCALE_PER_M if j >= 0 else 0.0
+        vals[i + nb + b] = stages.wcrest[po + j, c] * SP.CREST_SCALE_M if j >= 0 else 0.0
         e = _sample_index((s + _AHEAD_HI[b]) * inv_ds + 0.5, n, closed)
-        vals[i + 2 * nb + b] = (stages.z[po + (e if e >= 0 else n - 1)] - z0) * _INV_ELEV
+        dz = stages.z[po + (e if e >= 0 else n - 1)] - z0
+        vals[i + 2 * nb + b] = dz * (1.0 / SP.ELEVATION_SCALE_M)
     # lowest grip of the sections each bin overlaps
     so = int(table[slot, S.SL_SEC_OFF])
     ns = int(table[slot, S.SL_N_SEC])
@@ -544,7 +487,7 @@ def _write_road_ahead(k, env, stages, tgrip, row, vals, i):
         vals[i + 3 * nb + b] = g
     i += 4 * nb
     left = estate[k, E_TIMED] - estate[k, E_RACE]
-    vals[i] = left * _INV_FINISH if left > 0.0 else 0.0
+    vals[i] = left * (1.0 / SP.TO_FINISH_SCALE_M) if left > 0.0 else 0.0
     return i + 1
 
 
@@ -601,16 +544,16 @@ def refresh_obs(cars, args):
 
 @njit_inner(_nrt=False)
 def _refresh_car(k, args):
+    """One car of :func:`refresh_obs` (here, not in the entry point: the records a helper
+    compiled without the refcount runtime returns must not reach code that has it)."""
     return _write_obs(k, *_records(args))
 
 
 @njit_inner(_nrt=False)
 def _arm_gate(k, state, table, line_gate, slot, line):
     g = int(table[slot, S.SL_LINE_OFF]) + line
-    state[k, L.GATE_X0] = line_gate[g, 0]
-    state[k, L.GATE_Y0] = line_gate[g, 1]
-    state[k, L.GATE_X1] = line_gate[g, 2]
-    state[k, L.GATE_Y1] = line_gate[g, 3]
+    for c in range(4):  # x0, y0, x1, y1
+        state[k, L.GATE_X0 + c] = line_gate[g, c]
     state[k, L.GATE_TIME] = -1.0
 
 
@@ -708,10 +651,7 @@ def reset_cars(cars, args):
     arm their first gate and write their first observation. Returns the number of cars whose
     observation met a terrain tile not filled yet (see :func:`refresh_obs`).
 
-    ``args``: the observation switches and the records as plain tuples, (obs_on,
-    :class:`Physics`, :class:`Terrain`, :class:`rally_env.stages.StageTables`,
-    :class:`EnvCars`, :class:`Work`, :class:`Setup`, :class:`StepOut`), built in one place
-    (``RallyCore._kernel_args``)."""
+    ``args``: the observation switches and the records (see "records" above)."""
     missed = 0
     for ii in range(cars.shape[0]):
         missed += _reset_car(cars[ii], args)
@@ -726,12 +666,9 @@ def _reset_car(k, args):
     table = st.table
     estate = en.estate
     eistate = en.eistate
-    etimes = en.etimes
     slot = eistate[k, EI_SLOT]
-    for c in range(estate.shape[1]):
-        estate[k, c] = 0.0
-    for c in range(etimes.shape[1]):
-        etimes[k, c] = np.nan
+    estate[k] = 0.0
+    en.etimes[k] = np.nan
     for c in range(eistate.shape[1]):
         if c != EI_SLOT and c != EI_ROW:
             eistate[k, c] = 0
@@ -901,8 +838,7 @@ def _reward(k, dt, actions, env, cfg, out, pay, off, end):
     estate = env.estate
     eistate = env.eistate
     terms = out.terms
-    for t in range(N_TERMS):
-        terms[k, t] = 0.0
+    terms[k] = 0.0
     if eistate[k, EI_END] == END_NONE:
         terms[k, T_PROGRESS] = cfg[C_W0 + T_PROGRESS] * pay
         terms[k, T_TIME] = -cfg[C_W0 + T_TIME] * dt

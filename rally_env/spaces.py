@@ -157,17 +157,15 @@ class ObsLayout:
         )
         #: the road-ahead block follows the version's fields (``RallyEnv(road_ahead=True)``)
         self.road_ahead = bool(road_ahead)
-        rows: list[tuple[str, str, str, float, float]] = []
+        fields: list[ObsField] = []
 
         def add(name, group, desc, lo=-OBS_BOUND, hi=OBS_BOUND):
-            rows.append((name, group, desc, lo, hi))
+            fields.append(ObsField(len(fields), name, group, desc, float(lo), float(hi)))
 
         labels = wheel_labels(self.n_wheels)
         for block in self.blocks:
             block.fields(add, labels, self.lookahead_m)
-        self.fields = tuple(
-            ObsField(i, n, g, d, float(lo), float(hi)) for i, (n, g, d, lo, hi) in enumerate(rows)
-        )
+        self.fields = tuple(fields)
         self.size = len(self.fields)
         self.low = np.array([f.low for f in self.fields], np.float32)
         self.high = np.array([f.high for f in self.fields], np.float32)
@@ -232,34 +230,36 @@ def _scalars(add, *fields: tuple[str, str, float, float]) -> None:
         add(name, name, desc, lo, hi)
 
 
+def _per_wheel(add, labels: list[str], *fields: tuple[str, str, float, float]) -> None:
+    """Add per-wheel fields ``(group, description, low, high)``, ``<group>_<wheel>`` each."""
+    for group, desc, lo, hi in fields:
+        for w in labels:
+            add(f"{group}_{w}", group, desc, lo, hi)
+
+
 def _v0_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """The Rally-v0 fields: motion, per-wheel state, the road here and ahead, the previous
     action, progress."""
     B = OBS_BOUND
+    lateral = f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s"
     _scalars(
         add,
         ("speed", f"speed (norm of the CG velocity) / {SPEED_SCALE_MPS:g} m/s", 0.0, B),
         ("v_forward", f"body-frame forward velocity / {SPEED_SCALE_MPS:g} m/s", -B, B),
-        (
-            "v_left",
-            f"body-frame lateral velocity (+ left) / {LATERAL_SPEED_SCALE_MPS:g} m/s",
-            -B,
-            B,
-        ),
+        ("v_left", lateral, -B, B),
         ("yaw_rate", f"yaw rate (+ left) / {YAW_RATE_SCALE_RADPS:g} rad/s", -B, B),
         ("pitch", "sin(pitch), + nose down (ISO 8855)", -1.0, 1.0),
         ("roll", "sin(roll) cos(pitch), + right side down (ISO 8855)", -1.0, 1.0),
     )
-    for w in labels:
-        add(f"slip_angle_{w}", "slip_angle", f"slip angle / {SLIP_ANGLE_SCALE_RAD:g} rad")
-    for w in labels:
-        add(f"slip_ratio_{w}", "slip_ratio", f"slip ratio / {SLIP_RATIO_SCALE:g}")
-    for w in labels:
-        add(f"load_{w}", "load", "normal load / static load (m g / wheels)", 0.0, B)
-    for w in labels:
-        add(f"grounded_{w}", "grounded", "1 if the wheel carries load, else 0", 0.0, 1.0)
-    for w in labels:
-        add(f"grip_{w}", "grip", "grip multiplier of the surface under the wheel", 0.0, 2.0)
+    _per_wheel(
+        add,
+        labels,
+        ("slip_angle", f"slip angle / {SLIP_ANGLE_SCALE_RAD:g} rad", -B, B),
+        ("slip_ratio", f"slip ratio / {SLIP_RATIO_SCALE:g}", -B, B),
+        ("load", "normal load / static load (m g / wheels)", 0.0, B),
+        ("grounded", "1 if the wheel carries load, else 0", 0.0, 1.0),
+        ("grip", "grip multiplier of the surface under the wheel", 0.0, 2.0),
+    )
     _scalars(
         add,
         ("heading_error", "car heading minus road heading / pi (+ left)", -1.0, 1.0),
@@ -276,43 +276,23 @@ def _v0_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
         add(f"look_curv_{d:g}m", "lookahead", desc)
     for name, lo in zip(ACTION_NAMES, ACTION_LOW, strict=True):
         add(f"prev_{name}", "prev_action", f"previous action: {name}", float(lo), 1.0)
-    add(
-        "progress",
-        "progress",
-        "stage position / stage length (0 at the start, 1 at the finish)",
-        -1.0,
-        2.0,
-    )
+    progress = "stage position / stage length (0 at the start, 1 at the finish)"
+    add("progress", "progress", progress, -1.0, 2.0)
 
 
 def _v1_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """Rally-v1's fields after v0's: the drivetrain, wear, damage, wheel speeds and the
     surface grip ahead."""
+    gear = f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)"
     _scalars(
         add,
         ("engine_rpm", "engine speed / rev limit (0 without a drivetrain)", 0.0, 2.0),
-        (
-            "gear",
-            f"selected gear / {GEAR_SCALE:g} (-1 reverse, 0 neutral or no drivetrain)",
-            -1.0,
-            1.0,
-        ),
+        ("gear", gear, -1.0, 1.0),
     )
-    for w in labels:
-        add(
-            f"tire_wear_{w}",
-            "tire_wear",
-            "tire grip multiplier from wear (1 = new)",
-            0.0,
-            1.0,
-        )
+    _per_wheel(add, labels, ("tire_wear", "tire grip multiplier from wear (1 = new)", 0.0, 1.0))
     add("damage", "damage", "grip multiplier from damage (1 = undamaged)", 0.0, 1.0)
-    for w in labels:
-        add(
-            f"wheel_speed_{w}",
-            "wheel_speed",
-            f"wheel rim speed (spin x radius, + forward) / {WHEEL_SPEED_SCALE_MPS:g} m/s",
-        )
+    speed = f"wheel rim speed (spin x radius, + forward) / {WHEEL_SPEED_SCALE_MPS:g} m/s"
+    _per_wheel(add, labels, ("wheel_speed", speed, -OBS_BOUND, OBS_BOUND))
     for d in lookahead_m:
         add(
             f"look_grip_{d:g}m",
@@ -332,28 +312,20 @@ def _road_ahead_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -
         "crest": f"{CREST_SCALE_M:g} m",
         "elev": f"{ELEVATION_SCALE_M:g} m",
     }
+    crest = (
+        "sharpest crest {a}-{b} m ahead: -d2z/ds2 x {crest} (0 for dips; a jump's lip reads high)"
+    )
     for group, desc, lo, hi in (  # each bin a-b m ahead
         ("ahead_curv", "sharpest road curvature {a}-{b} m ahead (signed, + left) x {curv}", -B, B),
-        (
-            "ahead_crest",
-            "sharpest crest {a}-{b} m ahead: -d2z/ds2 x {crest} "
-            "(0 for dips; a jump's lip reads high)",
-            0.0,
-            B,
-        ),
+        ("ahead_crest", crest, 0.0, B),
         ("ahead_elev", "road elevation {b} m ahead minus here / {elev}", -B, B),
         ("ahead_grip", "lowest road surface grip {a}-{b} m ahead", 0.0, 2.0),
     ):
         for a, b in ROAD_AHEAD_BINS_M:
             text = desc.format(a=f"{a:g}", b=f"{b:g}", **scales)
             add(f"{group}_{a:g}_{b:g}m", group, text, lo, hi)
-    add(
-        "to_finish",
-        "to_finish",
-        f"distance to the finish / {TO_FINISH_SCALE_M:g} m (1 from there on)",
-        0.0,
-        1.0,
-    )
+    finish = f"distance to the finish / {TO_FINISH_SCALE_M:g} m (1 from there on)"
+    add("to_finish", "to_finish", finish, 0.0, 1.0)
 
 
 _AHEAD_DESC = {
@@ -370,14 +342,8 @@ _COMPACT_GROUPS = (*_WHEEL_GROUPS, "lookahead", "look_grip", "prev_action", *_AH
 def _ahead_apex_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     """The apex block (``ahead_apex=True``): where each road-ahead bin's sharpest corner lies."""
     for a, b in ROAD_AHEAD_BINS_M:
-        add(
-            f"ahead_apex_{a:g}_{b:g}m",
-            "ahead_apex",
-            f"where the sharpest corner {a:g}-{b:g} m ahead lies: 0 at {a:g} m to 1 at {b:g} m "
-            "(0.5: no curve)",
-            0.0,
-            1.0,
-        )
+        where = f"where the sharpest corner {a:g}-{b:g} m ahead lies: 0 at {a:g} m to 1 at {b:g} m"
+        add(f"ahead_apex_{a:g}_{b:g}m", "ahead_apex", f"{where} (0.5: no curve)", 0.0, 1.0)
 
 
 class ObsBlock(NamedTuple):

@@ -20,11 +20,15 @@ exactly 1.0, so one tire set serves every vehicle and the grip level is mu (set 
 
 Packed layout (columns of a float64 parameter row of width ``layout.N_PARAMS_EXT``): a family
 starts at ``base`` (``layout.PX_CURVE_LONG`` or ``layout.PX_CURVE_LAT``) as
-``[n_curves, selector_0 .. selector_{F-1}, curve_0 .. curve_{F-1}]`` and each curve as
-``[n_knots, x_0 .. x_{K-1}, y_0 .. y_{K-1}]`` (F = ``CURVE_FAMILY``, K = ``CURVE_KNOTS``);
-unused entries are 0. The numba kernels :func:`curve_eval` and :func:`family_eval` read it; they
-use only IEEE ``+ - * /``, ``abs``, ``min`` and ``max``, so they are bit-identical compiled and
-under ``NUMBA_DISABLE_JIT=1``, and equal to the pure-Python ``value`` methods.
+``[n_curves, shared, selector_0 .. selector_{F-1}, inv_0 .. inv_{F-1}, curve_0 ..
+curve_{F-1}]`` and each curve as ``[n_knots, x_0 .. x_{K-1}, y_0 .. y_{K-1}, slope_0 ..
+slope_{K-1}]`` (F = ``CURVE_FAMILY``, K = ``CURVE_KNOTS``): ``shared`` is 1.0 when every curve
+of the family has the same knot x (one search serves them all), ``inv_i`` is
+``1 / (selector_{i+1} - selector_i)`` and ``slope_j`` the slope of the piece from knot j to
+knot j + 1, both packed once so the kernels never divide; unused entries are 0. The numba
+kernels :func:`curve_eval` and :func:`family_eval` read it; they use only IEEE ``+ - * /``,
+``abs``, ``min`` and ``max``, so they are bit-identical compiled and under
+``NUMBA_DISABLE_JIT=1``, and equal to the pure-Python ``value`` methods.
 
 Named sets (:data:`TIRE_SETS`, :func:`tire_set`; their knots close this module and
 docs/vehicles.md describes them): ``"rally"`` (the default, loose surfaces: longitudinal peak

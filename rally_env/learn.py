@@ -20,6 +20,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rally_env.spaces import ActionBox
+
 #: The id registered for this env (``rally_env.register_envs``).
 LEARN_ENV_ID = "RallyLearn-v0"
 #: What ``RallyLearn-v0`` sets on ``RallyEnv`` (an argument given to ``gym.make`` wins; a
@@ -32,7 +34,7 @@ LEARN_ENV_KWARGS: dict[str, Any] = {
 #: The policy actions, each in [-1, 1].
 POLICY_ACTION_NAMES: tuple[str, ...] = ("steer", "throttle", "brake")
 #: The single-car policy action space of ``RallyLearn-v0``.
-POLICY_ACTION_SPACE = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+POLICY_ACTION_SPACE = ActionBox(-1.0, 1.0, shape=(3,), dtype=np.float32)
 
 
 def policy_to_env_action(a: Any) -> np.ndarray:
@@ -93,7 +95,7 @@ class PolicyActions(gym.ActionWrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+        self.action_space = ActionBox(-1.0, 1.0, shape=(3,), dtype=np.float32)
 
     def action(self, action: Any) -> np.ndarray:
         return policy_to_env_action(_checked(action, (3,)))
@@ -104,7 +106,7 @@ class VectorPolicyActions(gym.vector.VectorActionWrapper):
 
     def __init__(self, env: gym.vector.VectorEnv):
         super().__init__(env)
-        self.single_action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+        self.single_action_space = ActionBox(-1.0, 1.0, shape=(3,), dtype=np.float32)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
 
     def actions(self, actions: Any) -> np.ndarray:

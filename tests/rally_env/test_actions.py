@@ -199,3 +199,14 @@ def test_the_action_space_survives_pickling_and_batching():
     assert np.array_equal(space.sample(), again.sample())
     batched = batch_space(space, 3)
     assert isinstance(batched, spaces.Box) and batched.shape == (3, 4)
+
+
+@pytest.mark.parametrize("env_id", ["Rally-v0", "RallyWheelSpeed-v1", "RallyLearn-v0"])
+def test_every_continuous_id_samples_through_the_action_box(env_id):
+    import gymnasium as gym
+
+    from rally_env.spaces import ActionBox
+
+    env = gym.make(env_id)
+    assert type(env.action_space) is ActionBox
+    env.close()

@@ -99,8 +99,21 @@ class RallyEnv(gym.Env):
         road_ahead: bool = False,
         ahead_apex: bool = False,
     ):
-        # every argument is the RallyConfig setting of its name (locals(): the arguments only)
-        self.config = RallyConfig.build(**{k: v for k, v in locals().items() if k != "self"})
+        self.config = RallyConfig.build(
+            stage=stage,
+            vehicle=vehicle,
+            control_hz=control_hz,
+            reward_weights=reward_weights,
+            termination=termination,
+            randomize=randomize,
+            random_stage=random_stage,
+            discrete_actions=discrete_actions,
+            render_mode=render_mode,
+            version=version,
+            planet=planet,
+            road_ahead=road_ahead,
+            ahead_apex=ahead_apex,
+        )
         self.render_mode = self.config.render_mode
         self.metadata = {"render_modes": RENDER_MODES, "render_fps": self.config.control_hz}
         self.core = RallyCore(self.config, 1, parallel=False)

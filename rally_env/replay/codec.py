@@ -1,9 +1,5 @@
-"""The replay's JSON codecs: env settings (both ways) and actions.
-
-A config becomes JSON with :func:`rally_env.config.config_to_kwargs` (the config's own JSON
-form, also what :meth:`rally_env.RallyConfig.digest` hashes); :func:`kwargs_to_env_args` reads
-that form back into ``RallyEnv`` arguments. Actions travel as base64 of their zlib-compressed
-little-endian bytes, so they round-trip bit for bit.
+"""The replay's JSON codecs: env settings (both ways: :func:`rally_env.config.config_to_kwargs`
+makes the JSON form, :func:`kwargs_to_env_args` reads it back) and actions (bit for bit).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Bounded replay tasks: verification (and the trace of a verified run) in worker processes
-held to a time and memory budget, locally or as Ray tasks. The leaderboard server's verifier
-(:mod:`rally_env.server.pool`) and the distributed verification of ``agents`` both run their
-replays through here.
-
-A worker is a ``spawn``ed process under an address-space limit (``RLIMIT_AS``), whose time
-budget per run is proportional to what a default-settings run of the claimed length costs on
-this machine (:func:`calibrate`, :meth:`TaskLimits.run_timeout`); over either budget a run
-fails ``over_budget``, a worker that dies is ``verifier_died``, and a fresh worker takes its
-place (``docs/server.md``, "How a run is verified").
+held to a time and memory budget, locally or as Ray tasks; what the leaderboard server's
+verifier (:mod:`rally_env.server.pool`) and the distributed verification of ``agents`` run
+(``docs/server.md``, "How a run is verified").
 """
 
 from __future__ import annotations

@@ -60,11 +60,8 @@ def too_large(where: str, limit: int, what: str = "") -> ReplayTooLargeError:
 
 
 def check_json_text(data: bytes, where: str, budgets: Budgets) -> None:
-    """Refuse JSON text that could make the parser build more objects than the budget.
-
-    Counts over the raw bytes (characters inside strings included) are upper bounds of what
-    the parser creates, so a text within them cannot cost more.
-    """
+    """Refuse JSON text that could make the parser build more objects than the budget (the
+    counts over the raw bytes bound what the parser creates)."""
     if len(data) > budgets.max_json_bytes:
         raise too_large(where, budgets.max_json_bytes)
     containers = data.count(b"{") + data.count(b"[")

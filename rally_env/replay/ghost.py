@@ -227,11 +227,8 @@ class GhostRecorder:
 
 def ghost_from_replay(replay: ReplayLike, budgets: Budgets | None = None) -> Ghost:
     """Re-simulate a replay into a :class:`Ghost`: one pose per control step (after the reset
-    and after each action, until the episode ends), from the re-run, not from anything stored
-    in the file; ready for ``EnvRenderer(ghosts=[...])``.
-
-    ``meta`` carries ``source``, ``run_id``, ``player``, ``control_hz`` and ``stage_digest``
-    (what :meth:`GhostSet.check_compatible` checks).
+    and after each action, until the episode ends), from the re-run, not from the file;
+    ``meta`` carries ``source``, ``run_id``, ``player``, ``control_hz`` and ``stage_digest``.
     """
     return resim_ghost(replay, budgets)[0]
 

@@ -43,11 +43,9 @@ def _rules_digest(kw: dict[str, Any], vehicle_digest: str) -> str:
 
 
 def drive_id(stage_digest: str, rules: str, initial_hash: str, actions: Any) -> str:
-    """What a run *drove*: the stage (its digest), the rules that shape the dynamics
-    (:func:`rules_of_config`), the state after the reset and the action stream; not the
-    reward weights, the metadata or any other setting a finished run never pays for (the
-    run id, :meth:`~rally_env.replay.Replay.run_id`, covers the whole config). Two runs of
-    one drive are one run on a board, whoever sends them."""
+    """What a run *drove*: the stage digest, the rules (:func:`rules_of_config`), the state
+    after the reset and the actions; not the reward weights, the metadata or any other setting
+    a finished run never pays for. Two runs of one drive are one run on a board."""
     a = np.ascontiguousarray(actions)
     h = hashlib.blake2b(digest_size=16)
     for part in (stage_digest, rules, initial_hash, a.dtype.str, str(a.shape)):

@@ -465,11 +465,7 @@ def replay_from_dict(doc: Any, where: str = "<replay>", budgets: Budgets | None 
     if steps < 0 or every < 1:
         raise ReplayFormatError(f"{where}: 'steps' must be >= 0 and 'hash_every' >= 1")
     check_run(steps, hz, every, where, budgets)
-    actions = decode_actions(doc["actions"], f"{where}: actions", steps)
-    if steps != actions.shape[0]:
-        raise ReplayFormatError(
-            f"{where}: field 'steps' is {steps} but the actions hold {actions.shape[0]} steps"
-        )
+    actions = decode_actions(doc["actions"], f"{where}: actions", steps)  # holds ``steps``
     if actions.dtype.kind == "f" and not np.isfinite(actions).all():
         bad = int(np.flatnonzero(~np.isfinite(actions).all(axis=1))[0])
         raise ReplayFormatError(f"{where}: action {bad} is not finite")

@@ -1,24 +1,9 @@
 """Replays: bit-exact re-runs, ghosts, and verifying a claimed stage time by re-simulation.
 
-The simulator is deterministic (fixed 1/480 s substep, no libm transcendentals, seeded noise,
-per-car RNG streams), so an episode is fully determined by the env's constructor arguments, the
-RNG stream of the reset and the actions. A replay file stores exactly that, plus what the run
-claims (finish time, checkpoint times, end reason) and state hashes every ``hash_every`` control
-steps and at the end; :func:`verify` re-simulates from the file alone and accepts it only if
-every hash and every claimed time match bit for bit.
-
-    import gymnasium as gym
-    import rally_env
-    from rally_env.replay import RecordReplay, load_replay, verify
-
-    env = RecordReplay(gym.make("RallyDirect-v0", stage="opener"), directory="replays")
-    obs, info = env.reset(seed=0)
-    ...                      # every finished episode is saved as replays/<...>.rrp.json.gz
-    report = verify(load_replay("replays/opener-....rrp.json.gz"))
-    assert report.accepted, report.message
-
-A replay file is data (JSON, optionally gzip), never pickle; see ``docs/replays.md`` for the
-format and the package's modules. Bad files raise a :class:`ReplayError` (a ``ValueError``)
+A replay file (JSON, optionally gzip; never pickle) holds what determines an episode (the env's
+settings, the RNG stream of its reset, the actions), what the run claims and state hashes along
+the way; :func:`verify` re-simulates it from the file alone. ``docs/replays.md`` has an example,
+the format and the package's modules. Bad files raise a :class:`ReplayError` (a ``ValueError``)
 naming the problem.
 """
 

@@ -1,10 +1,6 @@
-"""What a replay may cost to verify, checked before anything is built from it.
-
-A replay is untrusted input, so the work it can cause is bounded by what it claims, and every
-claim (the bytes, the JSON document, the run's length and hash spacing, the stages before any
-terrain is baked) is bounded by a :class:`Budgets` field (``docs/replays.md``, "Budgets"). A
-replay over a budget is refused with :class:`ReplayBudgetError` (an unusable file, exit code
-2), never partly verified; a server passes its own :class:`Budgets`.
+"""What a replay may cost to verify, checked before anything is built from it: every claim is
+bounded by a :class:`Budgets` field, and a replay over one is refused with
+:class:`ReplayBudgetError` (``docs/replays.md``, "Budgets").
 """
 
 from __future__ import annotations
@@ -27,21 +23,9 @@ class ReplayBudgetError(ReplayTooLargeError):
 
 @dataclass(frozen=True, slots=True)
 class Budgets:
-    """Limits on what verifying one replay may cost (see the module docstring).
-
-    Attributes:
-        max_file_bytes: the file as given (compressed or not), bytes.
-        max_json_bytes: the JSON text after gzip, bytes.
-        max_json_containers: ``{`` plus ``[`` characters in the JSON text.
-        max_json_items: ``,`` characters in the JSON text.
-        max_meta_bytes: the ``meta`` object, serialized, bytes.
-        max_sim_s: simulated time of the claimed steps (s).
-        max_hash_interval_s: simulated time between two state hashes (s).
-        max_stage_list: entries of a stage list.
-        max_stage_knots: centerline knots of one embedded stage.
-        max_timing_lines: timed lines of one stage (checkpoints and finish, times laps).
-        max_stage_length_m: centerline length of one stage, and ``random_stage.length_m`` (m).
-        max_terrain_nodes: baked terrain grid nodes of all the env's stages together.
+    """Limits on what verifying one replay may cost; every field a positive number, each
+    described with its default in ``docs/replays.md``, "Budgets" (bytes, counts, seconds of
+    simulated time, metres, terrain grid nodes, as the names say).
     """
 
     max_file_bytes: int = 32 * 1024 * 1024
@@ -76,11 +60,8 @@ def too_large(where: str, limit: int, what: str = "") -> ReplayTooLargeError:
 
 
 def check_json_text(data: bytes, where: str, budgets: Budgets) -> None:
-    """Refuse JSON text that could make the parser build more objects than the budget.
-
-    Counts over the raw bytes (characters inside strings included) are upper bounds of what
-    the parser creates, so a text within them cannot cost more.
-    """
+    """Refuse JSON text that could make the parser build more objects than the budget (the
+    counts over the raw bytes bound what the parser creates)."""
     if len(data) > budgets.max_json_bytes:
         raise too_large(where, budgets.max_json_bytes)
     containers = data.count(b"{") + data.count(b"[")

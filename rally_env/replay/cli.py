@@ -15,7 +15,7 @@ from gymnasium.error import DependencyNotInstalled
 
 from rally_env.replay.budgets import DEFAULT_BUDGETS
 from rally_env.replay.errors import ReplayError
-from rally_env.replay.format import load_replay, read_regular_file
+from rally_env.replay.format import cut_repr, load_replay, read_regular_file
 from rally_env.replay.ghost import load_ghost
 from rally_env.replay.resim import Resim
 from rally_env.replay.verify import unusable, verify_bytes, verify_replay
@@ -125,13 +125,9 @@ def print_verify_reports(args: Any, reports: list[Any]) -> int:
             where = f" at step {rep.step}" if rep.step is not None else ""
             print(f"REJECTED{where}: {name}{rep.reason}: {rep.message}")
             if rep.expected is not None or rep.got is not None:
-                print(f"  expected {_short(rep.expected)}\n  got      {_short(rep.got)}")
+                e, g = cut_repr(rep.expected, 200), cut_repr(rep.got, 200)
+                print(f"  expected {e}\n  got      {g}")
     return max(r.exit_code for r in reports)
-
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 200 else r[:197] + "..."
 
 
 def _cmd_replay(args: Any) -> int:

@@ -1,9 +1,5 @@
-"""The replay's JSON codecs: env settings (both ways) and actions.
-
-A config becomes JSON with :func:`rally_env.config.config_to_kwargs` (the config's own JSON
-form, also what :meth:`rally_env.RallyConfig.digest` hashes); :func:`kwargs_to_env_args` reads
-that form back into ``RallyEnv`` arguments. Actions travel as base64 of their zlib-compressed
-little-endian bytes, so they round-trip bit for bit.
+"""The replay's JSON codecs: env settings (both ways: :func:`rally_env.config.config_to_kwargs`
+makes the JSON form, :func:`kwargs_to_env_args` reads it back) and actions (bit for bit).
 """
 
 from __future__ import annotations
@@ -41,17 +37,17 @@ def _fail(where: str, what: str) -> ReplayFormatError:
     return ReplayFormatError(f"env_kwargs.{where} {what}")
 
 
-def _stage_name(v: str, where: str) -> str:
-    from tracks.io import is_stage_name
+def _one_stage(v: Any, where: str, budgets: Budgets) -> Any:
+    """A stage name (checked) or an embedded stage (built, after its size is checked)."""
+    from tracks.io import is_stage_name, stage_from_dict
 
-    if is_stage_name(v):
-        return v
-    raise _fail(where, f"{v[:80]!r} is not a library stage, 'gen-<seed>' or 'random' {_NOT_A_PATH}")
-
-
-def _embedded_stage(v: dict[str, Any], where: str, budgets: Budgets) -> Any:
-    from tracks.io import stage_from_dict
-
+    if isinstance(v, str) and v != "random":
+        if is_stage_name(v):
+            return v
+        what = f"{v[:80]!r} is not a library stage, 'gen-<seed>' or 'random' {_NOT_A_PATH}"
+        raise _fail(where, what)
+    if not isinstance(v, dict):
+        raise _fail(where, "must be a stage name or an embedded stage")
     if set(v) != {"embedded"} or not isinstance(v["embedded"], dict):
         raise _fail(where, "must be a stage name or {'embedded': {...}} (an embedded stage)")
     check_stage_doc(v["embedded"], f"env_kwargs.{where}.embedded", budgets)
@@ -64,12 +60,13 @@ def _embedded_stage(v: dict[str, Any], where: str, budgets: Budgets) -> Any:
 def parse_stage_spec(v: Any, budgets: Budgets) -> Any:
     """``env_kwargs.stage`` as a ``RallyEnv`` stage argument: a library name, ``gen-<seed>``,
     ``random``, an embedded stage (built here) or a flat list of those but ``random``."""
-    if isinstance(v, str):
-        return v if v == "random" else _stage_name(v, "stage")
-    if isinstance(v, dict):
-        return _embedded_stage(v, "stage", budgets)
     if not isinstance(v, list):
-        raise _fail("stage", f"must be a string, an object or a list, not {type(v).__name__}")
+        if v == "random":
+            return v
+        if not isinstance(v, (str, dict)):
+            what = f"must be a string, an object or a list, not {type(v).__name__}"
+            raise _fail("stage", what)
+        return _one_stage(v, "stage", budgets)
     if not v:
         raise _fail("stage", "is an empty list")
     if len(v) > budgets.max_stage_list:
@@ -77,15 +74,7 @@ def parse_stage_spec(v: Any, budgets: Budgets) -> Any:
             f"env_kwargs.stage: a list of {len(v)} stages exceeds the budget of "
             f"{budgets.max_stage_list}"
         )
-    out = []
-    for i, x in enumerate(v):
-        if isinstance(x, str) and x != "random":
-            out.append(_stage_name(x, f"stage[{i}]"))
-        elif isinstance(x, dict):
-            out.append(_embedded_stage(x, f"stage[{i}]", budgets))
-        else:
-            raise _fail(f"stage[{i}]", "must be a stage name or an embedded stage")
-    return out
+    return [_one_stage(x, f"stage[{i}]", budgets) for i, x in enumerate(v)]
 
 
 def _vehicle_parts(veh: dict[str, Any]) -> dict[str, Any]:
@@ -132,11 +121,9 @@ def _vehicle_parts(veh: dict[str, Any]) -> dict[str, Any]:
 
 def kwargs_to_env_args(kw: Any, budgets: Budgets | None = None) -> dict[str, Any]:
     """``RallyEnv`` constructor arguments from a replay's ``env_kwargs``
-    (:func:`config_to_kwargs` output), from the whitelist :data:`ENV_KWARGS` only.
-
-    Stage names are library names, ``gen-<seed>`` or ``random``: nothing here (nor in the env
-    built from the result) opens a file a replay names. Embedded stages are built here, after
-    their size is checked against ``budgets``.
+    (:func:`config_to_kwargs` output), from the whitelist :data:`ENV_KWARGS` only; no stage
+    file is ever opened, embedded stages are built after their size is checked
+    (``docs/replays.md``, "Verification", step 4).
 
     Raises:
         ReplayFormatError: an unknown or malformed argument (names it).

@@ -80,27 +80,16 @@ def time_json(t: Any) -> float | None:
 
 @dataclass
 class Replay:
-    """One recorded episode (see ``docs/replays.md`` for the file format).
+    """One recorded episode: the fields of a replay file (``docs/replays.md``, "File format",
+    says what each holds).
 
     Attributes:
-        env_kwargs: JSON form of every constructor argument (:func:`config_to_kwargs`).
-        reset: how the episode's RNG stream starts: ``{"seed": s, "car_index": k}`` (what
-            ``RallyEnv.reset(seed=s, options={"car_index": k})`` uses), ``{"entropy": e,
-            "spawn_key": [...]}`` or ``{"rng_state": PCG64 state}`` (an episode after an
-            autoreset / unseeded reset).
         actions: (T, 4) float32 (continuous) or (T,) int32 (discrete) actions, exactly what the
             env got.
-        hash_every: a state hash is stored after every ``hash_every`` control steps.
         hashes: :func:`car_state_hash` after steps ``hash_every``, ``2 hash_every``, ...
-        initial_hash, final_hash: the hash after the reset and after the last action.
-        end_reason: the env's end reason (``rally_env.info.end_reason(info)``) after the last
-            action ('' if the episode was cut short by a reset).
-        finish_time_s: claimed exact finish time (s) or ``None``.
-        checkpoint_times_s: claimed checkpoint times (s, ``None`` = not crossed).
-        stage: ``{"name", "digest", "kind"}`` of the stage the car drove on.
-        vehicle_digest, config_digest: identify the vehicle parameters and the whole config.
-        env_id, control_hz, package_version, format_version, meta: as named; ``meta`` is free
-            data (player, created_utc, recorder).
+        end_reason: the env's end reason after the last action ('' if cut short by a reset).
+        finish_time_s, checkpoint_times_s, stage_time_s: the claimed times (s; ``None`` = not
+            reached); ``meta`` is free data (player, created_utc, recorder).
     """
 
     env_kwargs: dict[str, Any]
@@ -144,34 +133,17 @@ class Replay:
         return copy.deepcopy(self._doc())
 
     def _doc(self) -> dict[str, Any]:
-        return {
+        times = [time_json(t) for t in self.checkpoint_times_s]
+        computed = {
             "format": FORMAT,
-            "format_version": self.format_version,
-            "package_version": self.package_version,
             "physics_layout_version": L.LAYOUT_VERSION,
-            "env_id": self.env_id,
-            "env_kwargs": self.env_kwargs,
-            "config_digest": self.config_digest,
-            "stage": self.stage,
-            "vehicle_digest": self.vehicle_digest,
-            "control_hz": self.control_hz,
-            "reset": self.reset,
             "steps": self.steps,
             "actions": encode_actions(self.actions),
-            "hash_every": self.hash_every,
-            "initial_hash": self.initial_hash,
             "hashes": list(self.hashes),
-            "final_hash": self.final_hash,
-            "result": {
-                "end_reason": self.end_reason,
-                "terminated": self.terminated,
-                "truncated": self.truncated,
-                "stage_time_s": self.stage_time_s,
-                "finish_time_s": time_json(self.finish_time_s),
-                "checkpoint_times_s": [time_json(t) for t in self.checkpoint_times_s],
-            },
-            "meta": self.meta,
+            "result": {k: getattr(self, k) for k in RESULT_KEYS}
+            | {"finish_time_s": time_json(self.finish_time_s), "checkpoint_times_s": times},
         }
+        return {k: computed[k] if k in computed else getattr(self, k) for k in _FIELDS}
 
     def to_bytes(self, compress: bool = True) -> bytes:
         raw = json.dumps(self._doc(), separators=(",", ":"), allow_nan=False).encode()
@@ -317,21 +289,26 @@ def _is_hash(h: Any) -> bool:
     return isinstance(h, str) and len(h) == 32 and all(c in "0123456789abcdef" for c in h)
 
 
-def _short(v: Any) -> str:
+def cut_repr(v: Any, n: int = 60) -> str:
+    """``repr(v)``, cut to ``n`` characters."""
     r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
+    return r if len(r) <= n else r[: n - 3] + "..."
 
 
 def _field(doc: dict, key: str, kind: Any, where: str, what: str) -> Any:
     v = doc[key]
     ok = isinstance(v, kind) and not (isinstance(v, bool) and kind in (int, (int, float)))
     if not ok:
-        raise ReplayFormatError(f"{where}: field {key!r} must be {what}, got {_short(v)}")
+        raise ReplayFormatError(f"{where}: field {key!r} must be {what}, got {cut_repr(v)}")
     return v
 
 
-_REQUIRED = (
+#: The document's fields, in the order the file holds them.
+_FIELDS = (
+    "format",
     "format_version",
+    "package_version",
+    "physics_layout_version",
     "env_id",
     "env_kwargs",
     "config_digest",
@@ -346,8 +323,10 @@ _REQUIRED = (
     "hashes",
     "final_hash",
     "result",
+    "meta",
 )
 _OPTIONAL = ("format", "package_version", "physics_layout_version", "meta")
+_REQUIRED = tuple(k for k in _FIELDS if k not in _OPTIONAL)
 RESULT_KEYS = (
     "end_reason",
     "terminated",
@@ -366,13 +345,13 @@ def _check_header(doc: Any, where: str) -> None:
         raise ReplayFormatError(f"{where}: not a rally replay (top level is not a JSON object)")
     if doc.get("format") != FORMAT:
         raise ReplayFormatError(
-            f"{where}: not a rally replay (field 'format' is {_short(doc.get('format'))}, "
+            f"{where}: not a rally replay (field 'format' is {cut_repr(doc.get('format'))}, "
             f"expected {FORMAT!r})"
         )
     ver = doc.get("format_version")
     if not _is_int(ver) or ver != FORMAT_VERSION:
         raise ReplayVersionError(
-            f"{where}: replay format version {_short(ver)} is not supported "
+            f"{where}: replay format version {cut_repr(ver)} is not supported "
             f"(this rally-env {package_version()} reads version {FORMAT_VERSION})"
         )
     missing = [k for k in _REQUIRED if k not in doc]
@@ -384,13 +363,13 @@ def _check_header(doc: Any, where: str) -> None:
     lv = doc.get("physics_layout_version", L.LAYOUT_VERSION)
     if not _is_int(lv) or lv != L.LAYOUT_VERSION:
         raise ReplayVersionError(
-            f"{where}: recorded with physics layout v{_short(lv)}, this physics is "
+            f"{where}: recorded with physics layout v{cut_repr(lv)}, this physics is "
             f"v{L.LAYOUT_VERSION}"
         )
     env_id = _field(doc, "env_id", str, where, "a string")
     if env_id not in LEGACY_ENV_IDS:
         raise ReplayFormatError(
-            f"{where}: unknown env_id {_short(env_id)} (known: {', '.join(LEGACY_ENV_IDS)})"
+            f"{where}: unknown env_id {cut_repr(env_id)} (known: {', '.join(LEGACY_ENV_IDS)})"
         )
     pv = doc.get("package_version", "unknown")
     if not isinstance(pv, str) or len(pv) > 100:
@@ -427,7 +406,7 @@ def _check_result(res: Any, where: str) -> tuple[str, Any, list[Any], float, boo
     end, term, trunc, st, ft, cps = (res[k] for k in RESULT_KEYS)
     if not isinstance(end, str) or (end and end not in K.END_REASONS):
         raise ReplayFormatError(
-            f"{where}: result.end_reason {_short(end)} is not a known end reason"
+            f"{where}: result.end_reason {cut_repr(end)} is not a known end reason"
         )
     if ft is not None and (not _is_num(ft) or ft < 0):
         raise ReplayFormatError(f"{where}: result.finish_time_s must be a number >= 0 or null")
@@ -442,7 +421,7 @@ def _check_result(res: Any, where: str) -> tuple[str, Any, list[Any], float, boo
     if (term, trunc) != want or (ft is not None) != (end == "finished"):
         raise ReplayFormatError(
             f"{where}: result is inconsistent: end_reason {end!r} with terminated={term}, "
-            f"truncated={trunc}, finish_time_s={_short(ft)}"
+            f"truncated={trunc}, finish_time_s={cut_repr(ft)}"
         )
     return end, ft, cps, float(st), term, trunc
 
@@ -486,11 +465,7 @@ def replay_from_dict(doc: Any, where: str = "<replay>", budgets: Budgets | None 
     if steps < 0 or every < 1:
         raise ReplayFormatError(f"{where}: 'steps' must be >= 0 and 'hash_every' >= 1")
     check_run(steps, hz, every, where, budgets)
-    actions = decode_actions(doc["actions"], f"{where}: actions", steps)
-    if steps != actions.shape[0]:
-        raise ReplayFormatError(
-            f"{where}: field 'steps' is {steps} but the actions hold {actions.shape[0]} steps"
-        )
+    actions = decode_actions(doc["actions"], f"{where}: actions", steps)  # holds ``steps``
     if actions.dtype.kind == "f" and not np.isfinite(actions).all():
         bad = int(np.flatnonzero(~np.isfinite(actions).all(axis=1))[0])
         raise ReplayFormatError(f"{where}: action {bad} is not finite")

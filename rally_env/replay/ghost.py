@@ -28,6 +28,16 @@ ReplayLike = Replay | str | os.PathLike[str]
 #: The ``.npz`` ghost files of earlier versions (read, no longer written).
 NPZ_FORMAT = "rally_env.ghost"
 NPZ_VERSION = 1
+#: A ghost's per-sample arrays and their widths, in the order of a :class:`GhostRecorder` row.
+_SAMPLES = (
+    ("t_s", 1),
+    ("pos_m", 3),
+    ("quat", 4),
+    ("steer_rad", 1),
+    ("speed_mps", 1),
+    ("actions", 4),
+    ("progress_m", 1),
+)
 
 
 class GhostFileError(ReplayError):
@@ -36,21 +46,17 @@ class GhostFileError(ReplayError):
 
 @dataclass(eq=False)
 class Ghost:
-    """A recorded trajectory.
+    """A recorded trajectory, one sample per control step (``docs/replays.md``, "Ghosts").
 
     Attributes:
         stage: stage name.
-        t_s: (n,) sample times since the reset (s), increasing.
-        pos_m: (n, 3) CG positions.
-        quat: (n, 4) attitudes (w, x, y, z).
-        steer_rad: (n,) road-wheel steer angles.
-        speed_mps: (n,) speeds.
-        checkpoint_times_s: split times (NaN = not reached).
-        finish_time_s: finish time (NaN = not finished).
+        t_s, pos_m, quat: (n,) sample times since the reset (s, increasing), (n, 3) CG
+            positions (m), (n, 4) attitudes (w, x, y, z).
+        steer_rad, speed_mps, progress_m: (n,) road-wheel steer angles, speeds and race
+            progress along the stage (m; ``None`` in files that predate it).
+        checkpoint_times_s, finish_time_s: split and finish times (NaN = not reached).
         actions: (n, 4) the actions that produced it (NaN rows where unknown).
         meta: free-form settings (vehicle, ``control_hz``, ``stage_digest``, seed, driver).
-        progress_m: (n,) race progress along the stage (m); ``None`` in files that predate
-            it.
     """
 
     stage: str
@@ -144,20 +150,18 @@ def _load_npz(path: Path) -> Ghost:
         )
     try:
         n = d["t_s"].shape[0]
+        stage = str(d["stage"])
+        arrays = {
+            k: np.asarray(d[k], np.float64).reshape((n,) if w == 1 else (n, w))
+            for k, w in _SAMPLES
+            if k in d or k != "progress_m"  # progress_m: absent in files that predate it
+        }
         g = Ghost(
-            stage=str(d["stage"]),
-            t_s=np.asarray(d["t_s"], np.float64).reshape(n),
-            pos_m=np.asarray(d["pos_m"], np.float64).reshape(n, 3),
-            quat=np.asarray(d["quat"], np.float64).reshape(n, 4),
-            steer_rad=np.asarray(d["steer_rad"], np.float64).reshape(n),
-            speed_mps=np.asarray(d["speed_mps"], np.float64).reshape(n),
+            stage=stage,
             checkpoint_times_s=tuple(float(v) for v in d["checkpoint_times_s"].reshape(-1)),
             finish_time_s=float(d["finish_time_s"]),
-            actions=np.asarray(d["actions"], np.float64).reshape(n, 4),
             meta=json.loads(str(d["meta"])),
-            progress_m=(
-                np.asarray(d["progress_m"], np.float64).reshape(n) if "progress_m" in d else None
-            ),
+            **arrays,
         )
     except (KeyError, ValueError) as e:
         raise GhostFileError(f"{path}: malformed ghost file ({e})") from None
@@ -172,7 +176,7 @@ class GhostRecorder:
     def __init__(self, stage: str, meta: dict[str, Any] | None = None):
         self.stage = stage
         self.meta = dict(meta or {})
-        #: one row a sample: t, position (3), quaternion (4), steer, speed, action (4), progress
+        #: one row a sample: the :data:`_SAMPLES` one after the other
         self._rows: list[np.ndarray] = []
 
     def clear(self) -> None:
@@ -207,29 +211,24 @@ class GhostRecorder:
     def ghost(
         self, checkpoint_times_s: tuple[float, ...] = (), finish_time_s: float = math.nan
     ) -> Ghost:
-        r = np.array(self._rows, np.float64).reshape(-1, 15)
+        r = np.array(self._rows, np.float64).reshape(-1, sum(w for _, w in _SAMPLES))
+        arrays, i = {}, 0
+        for k, w in _SAMPLES:
+            arrays[k] = (r[:, i] if w == 1 else r[:, i : i + w]).copy()
+            i += w
         return Ghost(
             stage=self.stage,
-            t_s=r[:, 0].copy(),
-            pos_m=r[:, 1:4].copy(),
-            quat=r[:, 4:8].copy(),
-            steer_rad=r[:, 8].copy(),
-            speed_mps=r[:, 9].copy(),
             checkpoint_times_s=tuple(float(v) for v in checkpoint_times_s),
             finish_time_s=float(finish_time_s),
-            actions=r[:, 10:14].copy(),
             meta=dict(self.meta),
-            progress_m=r[:, 14].copy(),
+            **arrays,
         )
 
 
 def ghost_from_replay(replay: ReplayLike, budgets: Budgets | None = None) -> Ghost:
     """Re-simulate a replay into a :class:`Ghost`: one pose per control step (after the reset
-    and after each action, until the episode ends), from the re-run, not from anything stored
-    in the file; ready for ``EnvRenderer(ghosts=[...])``.
-
-    ``meta`` carries ``source``, ``run_id``, ``player``, ``control_hz`` and ``stage_digest``
-    (what :meth:`GhostSet.check_compatible` checks).
+    and after each action, until the episode ends), from the re-run, not from the file;
+    ``meta`` carries ``source``, ``run_id``, ``player``, ``control_hz`` and ``stage_digest``.
     """
     return resim_ghost(replay, budgets)[0]
 
@@ -248,9 +247,8 @@ def resim_ghost(replay: ReplayLike, budgets: Budgets | None = None) -> tuple[Gho
     }
     rec = GhostRecorder(str(replay.stage.get("name", "")), meta=meta)
     rec.sample(sim.core.sim, 0, progress_m=float(sim.info["progress_m"]))
-    while sim.t < replay.steps and not sim.done:
-        a = replay.actions[sim.t]
-        sim.step()
+    while sim.step():
+        a = replay.actions[sim.t - 1]
         rec.sample(
             sim.core.sim, 0, None if a.ndim == 0 else a, progress_m=float(sim.info["progress_m"])
         )
@@ -296,13 +294,9 @@ def _label(g: Any) -> str:
 
 
 class GhostSet:
-    """Several ghosts advanced together, one control step per live step.
-
-    ``ghosts = GhostSet(["best.rrp.json.gz", "mine.rrp.json.gz"])``; after every live
-    ``env.step`` call ``ghosts.step()``, then hand ``ghosts.views()`` (``CarView`` list) or
-    ``ghosts.poses()`` to the renderer. A ghost stays at its final pose after its last
-    sample. Ghosts must share the live run's control rate and stage
-    (:meth:`check_compatible`).
+    """Several ghosts advanced together, one control step per live step: call :meth:`step`
+    after every live ``env.step``, then draw :meth:`views` or :meth:`poses`; a ghost stays at
+    its final pose (``docs/replays.md``, "Ghosts").
 
     Args:
         ghosts: replays, replay or ``.npz`` ghost paths, or :class:`Ghost` objects.

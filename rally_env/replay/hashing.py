@@ -12,14 +12,9 @@ from rally_env import kernels as K
 
 
 def car_state_hash(core: Any, k: int) -> str:
-    """:func:`physics.sim.digest` of everything that shapes car ``k``'s future, independent
-    of the batch.
-
-    Covers the physics state and parameter rows, the env's per-car state, timing, reward,
-    termination and observation; the indices that only say *where* in a batch the car lives
-    (terrain-set row, stage slot) are zeroed, so car ``k`` of a vector env and the single env
-    reproducing it hash the same.
-    """
+    """:func:`physics.sim.digest` of everything that shapes car ``k``'s future, with the
+    indices that only say where in a batch it lives zeroed (``docs/replays.md``, "The state
+    hash")."""
     sim = core.sim
     ist = sim.istate[k].copy()
     ist[L.I_TERRAIN] = 0

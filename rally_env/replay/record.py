@@ -166,12 +166,6 @@ class _Recorder:
             self.episodes[k] = ep
         self._specs = []
 
-    def record(self, k: int, action: Any) -> None:
-        """Append car ``k``'s action (before or after the step; :meth:`hash_due` hashes)."""
-        ep = self.episodes[k]
-        if ep is not None:
-            ep.actions.append(action)
-
     def hash_due(self, k: int) -> None:
         """After a step: store the state hash if car ``k`` is at a multiple of hash_every."""
         ep = self.episodes[k]
@@ -182,6 +176,40 @@ class _Recorder:
         ep = self.episodes[k]
         if ep is not None and ep.actions:
             ep.actions.pop()
+
+    def step(self, env: Any, actions: Any, single: bool) -> Any:
+        """``env.step(actions)`` (one car's action if ``single``), recording the action of
+        every car whose episode is open and running; cars that ended last step are reset by
+        this step (NextStep) and ignore it. Continuous actions reach the env as float32."""
+        core = self.core
+        a = actions if self.discrete else _as_f32(actions)
+        arr = np.asarray(a)[None] if single else np.asarray(a)
+        running = [
+            k
+            for k in range(core.n)
+            if self.episodes[k] is not None and not (core.term[k] or core.trunc[k])
+        ]
+        try:
+            acts = [int(arr[k]) if self.discrete else arr[k].astype(np.float32) for k in running]
+        except (IndexError, TypeError, ValueError):
+            return env.step(actions)  # let the env raise its own error
+        for k, x in zip(running, acts, strict=True):
+            self.episodes[k].actions.append(x)
+        before = list(self.episodes)
+        try:
+            out = env.step(a)
+        except Exception:
+            for k in running:
+                self.unrecord(k)
+            raise
+        ended = np.reshape(np.logical_or(out[2], out[3]), -1)
+        for k in running:
+            self.hash_due(k)
+            # NextStep / Disabled: the ended car still holds its final state; SameStep
+            # already closed it inside the step (the reset hook)
+            if ended[k] and self.episodes[k] is before[k]:
+                self.finish(k)
+        return out
 
     def finish(self, k: int, partial: bool = False) -> Replay | None:
         """Close car ``k``'s episode (ended, or cut short by a reset when ``partial``)."""
@@ -245,15 +273,10 @@ def _as_f32(action: Any) -> Any:
 
 
 class RecordReplay(gym.Wrapper):
-    """Record every episode of a ``Rally-v0`` env as a :class:`Replay`.
-
-    Works on the single env (``RallyEnv`` or ``gym.make("RallyDirect-v0")``) and, given a
-    :class:`rally_env.RallyVectorEnv`, returns a :class:`RecordVectorReplay` recording each car's
-    episodes separately (every autoreset mode); a vector car's replay verifies as a single env.
-
-    Continuous actions are cast to float32 (the action space's dtype) before they reach the
-    env, so the recorded actions are exactly the applied ones. Put this wrapper directly on the
-    env: a wrapper that changes actions below it makes the replay wrong (refused).
+    """Record every episode of a ``Rally-v0`` env as a :class:`Replay` (``docs/replays.md``,
+    "Recording"); given a :class:`rally_env.RallyVectorEnv` it returns a
+    :class:`RecordVectorReplay`. Continuous actions are cast to float32 before they reach the
+    env; a wrapper below this one that changes actions is refused (:class:`ReplayRecordError`).
 
     Args:
         env: the env.
@@ -265,8 +288,7 @@ class RecordReplay(gym.Wrapper):
         save_partial: also keep episodes cut short by a reset or ``close()``.
 
     Attributes:
-        replays: the finished replays, oldest first.
-        saved: paths written.
+        replays, saved: the finished replays (oldest first) and the paths written.
     """
 
     def __new__(cls, env: Any, *args: Any, **kwargs: Any):
@@ -298,16 +320,7 @@ class RecordReplay(gym.Wrapper):
         return self._rec.core
 
     def step(self, action: Any):
-        rec = self._rec
-        a = action if rec.discrete else _as_f32(action)
-        active = rec.episodes[0] is not None and not (rec.core.term[0] or rec.core.trunc[0])
-        out = self.env.step(a)
-        if active:
-            rec.record(0, int(np.asarray(a)) if rec.discrete else np.asarray(a, np.float32))
-            rec.hash_due(0)
-            if out[2] or out[3]:
-                rec.finish(0)
-        return out
+        return self._rec.step(self.env, action, single=True)
 
     def close(self) -> None:
         self._rec.close()
@@ -327,40 +340,7 @@ class RecordVectorReplay(gym.vector.VectorWrapper):
     saved = RecordReplay.saved
 
     def step(self, actions: Any):
-        rec = self._rec
-        core = rec.core
-        n = core.n
-        a = actions if rec.discrete else _as_f32(actions)
-        arr = np.asarray(a)
-        # cars whose episode is open and running get this step's action; cars that ended
-        # last step are reset by this step (NextStep) and ignore it
-        running = [
-            k
-            for k in range(n)
-            if rec.episodes[k] is not None and not (core.term[k] or core.trunc[k])
-        ]
-        try:
-            for k in running:
-                rec.record(k, int(arr[k]) if rec.discrete else arr[k].astype(np.float32))
-        except (IndexError, TypeError, ValueError):
-            for k in running:
-                rec.unrecord(k)
-            return self.env.step(actions)  # let the env raise its own error
-        before = list(rec.episodes)
-        try:
-            out = self.env.step(a)
-        except Exception:
-            for k in running:
-                rec.unrecord(k)
-            raise
-        term, trunc = out[2], out[3]
-        for k in running:
-            rec.hash_due(k)
-            # NextStep / Disabled: the ended car still holds its final state; SameStep
-            # already closed it inside the step (the reset hook)
-            if (term[k] or trunc[k]) and rec.episodes[k] is before[k]:
-                rec.finish(k)
-        return out
+        return self._rec.step(self.env, actions, single=False)
 
     def close(self, **kwargs: Any) -> None:
         self._rec.close()

@@ -1,10 +1,6 @@
-"""What the run page draws: a run's trace from the server's own re-simulation, and stage maps.
-
-A trace holds, per control step (after the reset and after every action), the car's time,
-position, heading, speed and progress along the stage, plus the re-simulated split and finish
-times and the stage's geometry (centerline and half width every few metres, the timing
-lines). It is computed in a verification worker (never from the uploaded claims), stored
-gzip-compressed in the ``traces`` table and served as JSON.
+"""What the run page draws: a run's trace from the server's own re-simulation (per control
+step: time, position, heading, speed, progress; the re-simulated times) and stage maps
+(``docs/server.md``, ``GET /api/v1/runs/{id}/trace``).
 """
 
 from __future__ import annotations

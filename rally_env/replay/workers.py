@@ -1,13 +1,7 @@
 """Bounded replay tasks: verification (and the trace of a verified run) in worker processes
-held to a time and memory budget, locally or as Ray tasks. The leaderboard server's verifier
-(:mod:`rally_env.server.pool`) and the distributed verification of ``agents`` both run their
-replays through here.
-
-A worker is a ``spawn``ed process under an address-space limit (``RLIMIT_AS``), whose time
-budget per run is proportional to what a default-settings run of the claimed length costs on
-this machine (:func:`calibrate`, :meth:`TaskLimits.run_timeout`); over either budget a run
-fails ``over_budget``, a worker that dies is ``verifier_died``, and a fresh worker takes its
-place (``docs/server.md``, "How a run is verified").
+held to a time and memory budget, locally or as Ray tasks; what the leaderboard server's
+verifier (:mod:`rally_env.server.pool`) and the distributed verification of ``agents`` run
+(``docs/server.md``, "How a run is verified").
 """
 
 from __future__ import annotations
@@ -170,11 +164,9 @@ def _worker_main(conn: Any, limits: TaskLimits) -> None:
 
 
 def ray_task(kind: str, payload: bytes, limits_json: str, where: str = "<upload>") -> dict:
-    """:func:`run_task` as a Ray task runs it, under the same bounds as the local pool: the
-    Ray worker hands the task to a verifier process of its own (:func:`bounded_task`), so
-    ``RLIMIT_AS`` bounds the verification and never Ray's own threads. Limits in as JSON, the
-    report out as its ``to_dict()``, so only plain data crosses the cluster; a task over its
-    budget comes back as ``{"error": "over_budget", "message": ...}``."""
+    """:func:`run_task` as a Ray task runs it, in a verifier process of its own
+    (:func:`bounded_task`): limits in as JSON (:func:`limits_json`), the report out as its
+    ``to_dict()``; a task over its budget comes back as ``{"error": "over_budget", ...}``."""
     doc = json.loads(limits_json)
     doc["budgets"] = Budgets(**doc["budgets"])
     limits = TaskLimits(**doc)
@@ -198,8 +190,8 @@ _TASK_LOCK = threading.Lock()
 
 def bounded_task(kind: str, payload: bytes, limits: TaskLimits, where: str) -> dict[str, Any]:
     """Run one task in this process's worker process for ``limits`` (started on first use,
-    kept for the next task, replaced when it dies or runs over): what a process that must
-    outlive its tasks (a Ray worker) uses to hold each task to the pool's bounds.
+    kept, replaced when it dies or runs over): how a Ray worker holds each task to the pool's
+    bounds (``docs/server.md``, "Verification on a Ray cluster").
 
     Raises:
         TaskFailed: over the time or memory budget.
@@ -318,11 +310,9 @@ class Worker:
 
 class RayWorker:
     """:class:`Worker`'s interface over a Ray cluster: each call is one Ray task
-    (:func:`ray_task`) on any node that has the package installed, under the local pool's
-    bounds (:func:`bounded_task`; ``docs/server.md``, "Verification on a Ray cluster"). The
-    driver waits the time budget plus :data:`RAY_START_SLACK_S`, then cancels the task; Ray
-    retries a task whose worker died :data:`RAY_TASK_RETRIES` times; any of these failures
-    rejects the run ``over_budget``.
+    (:func:`ray_task`), cancelled after the time budget plus :data:`RAY_START_SLACK_S` and
+    retried :data:`RAY_TASK_RETRIES` times if its worker dies (``docs/server.md``,
+    "Verification on a Ray cluster").
     """
 
     def __init__(self, limits: TaskLimits):

@@ -1,13 +1,11 @@
 """The first start on an empty numba cache: said once, compiled on two cores, cached after.
 
-With a cold cache the first env of a process starts ``python -m rally_env.precompile``, which
-compiles the reset and step kernels (:data:`KERNELS`, for the argument types recorded in
-:data:`SIGNATURES`) into numba's cache on the other core while this process builds its stage;
-at its first reset (:func:`wait`) the env compiles the list's last kernels itself until the
-two meet. Nothing here changes what runs: the cache holds exactly what this process would have
-compiled. A stamp (:func:`is_warm`) says whether the cache is warm; :func:`cache_safe`
-recompiles a function whose cache file numba cannot read. docs/architecture.md ("Cold start")
-describes when the worker starts, the stamps, the locks and the unreadable cache files.
+With a cold cache the first env of a process starts a worker (``python -m
+rally_env.precompile``) that compiles the reset and step kernels (:data:`KERNELS`, for the
+types in :data:`SIGNATURES`) while the env builds its stage; at its first reset (:func:`wait`)
+the env compiles the list's last kernels itself until the two meet. The cache ends up holding
+exactly what this process would have compiled. docs/architecture.md ("Cold start") describes
+the worker, the stamps (:func:`is_warm`), the locks and :func:`cache_safe`.
 """
 
 from __future__ import annotations
@@ -198,11 +196,6 @@ def _jit_off() -> bool:
     return bool(config.DISABLE_JIT)
 
 
-def _disabled() -> bool:
-    flag = os.environ.get("RALLY_PRECOMPILE", "1").strip().lower()
-    return _jit_off() or flag in ("0", "false", "no", "off")
-
-
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -379,7 +372,8 @@ def start(config: Any, threaded: bool = False) -> bool:
         data = _load_file()
         helps = not (
             importlib.util.find_spec("fcntl") is None  # the locks need it
-            or _disabled()
+            or os.environ.get("RALLY_PRECOMPILE", "1").strip().lower()
+            in ("0", "false", "no", "off")
             or _cores() < 2  # on one core the worker would only compete
             or data is None
             or tuple(data.get("fingerprint", ())) != fp  # the recorded types are not this env's

@@ -291,11 +291,6 @@ def vehicle_names() -> tuple[str, ...]:
     return tuple(_vehicles_module().VEHICLES)
 
 
-def planet_names() -> tuple[str, ...]:
-    """The planets ``planet=`` accepts."""
-    return tuple(sorted(_vehicles_module().PLANETS))
-
-
 def default_vehicle(version: int) -> VehicleParams:
     """The version's default vehicle: the seed rover (v0), the rover on the wheel-speed
     model (v1)."""
@@ -319,7 +314,7 @@ def library_name(vehicle: VehicleParams, planet: str | None) -> str | None:
 def _check_planet(planet: Any) -> str | None:
     if planet is None:
         return None
-    allowed = planet_names()
+    allowed = tuple(sorted(_vehicles_module().PLANETS))
     if not isinstance(planet, str) or planet not in allowed:
         raise ConfigError("planet", planet, f"must be None or one of {', '.join(allowed)}")
     return planet

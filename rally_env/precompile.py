@@ -30,11 +30,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 #: The packages whose compiled functions the env runs (their sources make the stamp).
 PACKAGES = ("physics", "tracks", "rally_env", "agents")
 
-#: The kernels a worker compiles for each kind of env: the first reset's and step's entry
-#: points that loading and baking the stage do not use. A threaded env's post-step kernel is
-#: compiled by the env itself during its first reset, beside the worker (:func:`compile_beside`).
-#: The worker goes first to last; the env, once it reaches its first reset, takes kernels from
-#: the end back. So the big kernels come first and the small ones last.
+#: The kernels a worker compiles for each kind of env (the first reset's and step's entry
+#: points that loading the stage does not use; a threaded env compiles its post-step kernel
+#: itself, :func:`compile_beside`): big ones first, as the env takes them from the end back.
 _SMALL = (
     ("rally_env.info", "_fill_cars"),
     ("rally_env.actions", "_clip_rows"),

@@ -733,13 +733,10 @@ class StageSource:
         bank = self.bank
         pool = self.pool_now()
         fresh = bank.mode == "random" and pool is None
-        # each car asks for its next stage ahead, unless more cars than the worker keeps
-        # answers for (a car's stage would be gone before the car came back for it)
+        # each car asks for its next stage ahead, or with more cars than the worker keeps
+        # answers for, the worker makes the second half of these (docs/env.md, Vector env)
         ahead = fresh and self.n_cars <= PREFETCHER.capacity
         if fresh and not ahead and len(cars) > 1:
-            # the worker makes the second half of the stages these cars draw while this
-            # process makes the first half in place, on the core the physics threads leave
-            # idle during resets (a pool's stages are asked for by tick)
             for k in cars[(len(cars) + 1) // 2 :]:
                 self._prefetch_next(rngs[int(k)], prebake=False)
         slots = np.empty(len(cars), np.int64)

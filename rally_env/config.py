@@ -158,10 +158,6 @@ REWARD_TERMS: tuple[str, ...] = tuple(t.name for t in REWARD_TABLE)
 ALWAYS_RECORDED_TERMS = ("progress", "time", "off_road", "crash", "finish", "action_change")
 
 
-def _reward_weights_post_init(self: Any) -> None:
-    _check_fields(self, _real, "reward_weights")
-
-
 #: The weights of the reward terms: a frozen dataclass with one float field per row of
 #: :data:`REWARD_TABLE` (its default weight), each checked to be in [0, 1e6].
 RewardWeights = dataclasses.make_dataclass(
@@ -172,7 +168,7 @@ RewardWeights = dataclasses.make_dataclass(
         "__doc__": "Weights of the named reward terms (see the env docstring for each term).\n\n"
         "    Attributes:\n"
         + "".join(f"        {t.name} ({t.units}): {t.doc}.\n" for t in REWARD_TABLE),
-        "__post_init__": _reward_weights_post_init,
+        "__post_init__": lambda self: _check_fields(self, _real, "reward_weights"),
     },
     frozen=True,
     slots=True,

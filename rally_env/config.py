@@ -158,10 +158,6 @@ REWARD_TERMS: tuple[str, ...] = tuple(t.name for t in REWARD_TABLE)
 ALWAYS_RECORDED_TERMS = ("progress", "time", "off_road", "crash", "finish", "action_change")
 
 
-def _reward_weights_post_init(self: Any) -> None:
-    _check_fields(self, _real, "reward_weights")
-
-
 #: The weights of the reward terms: a frozen dataclass with one float field per row of
 #: :data:`REWARD_TABLE` (its default weight), each checked to be in [0, 1e6].
 RewardWeights = dataclasses.make_dataclass(
@@ -172,7 +168,7 @@ RewardWeights = dataclasses.make_dataclass(
         "__doc__": "Weights of the named reward terms (see the env docstring for each term).\n\n"
         "    Attributes:\n"
         + "".join(f"        {t.name} ({t.units}): {t.doc}.\n" for t in REWARD_TABLE),
-        "__post_init__": _reward_weights_post_init,
+        "__post_init__": lambda self: _check_fields(self, _real, "reward_weights"),
     },
     frozen=True,
     slots=True,
@@ -191,27 +187,10 @@ def reward_weights_json(w: Any) -> dict[str, float]:
 
 @dataclass(frozen=True, slots=True)
 class TerminationConfig:
-    """When an episode ends (see the env docstring, "Episode End").
-
-    Attributes:
-        off_road_max_m: terminate ``off_stage`` when the car's centre is this far beyond a road
-            edge (m).
-        off_road_max_s: terminate ``off_stage`` after this long continuously off the road (s).
-        stuck_time_s: terminate ``stuck`` when the credited progress has not grown by
-            ``stuck_progress_m`` for this long (s).
-        stuck_progress_m: progress that counts as "not stuck" (m).
-        roll_up_z: the car counts as rolled while the world z of its up axis is below this.
-        roll_time_s: terminate ``rolled`` after this long rolled (s).
-        wrong_way_m: terminate ``wrong_way`` when the car is this far behind the furthest
-            point it has reached along the stage (m).
-        cut_ratio, cut_slack_m: while off the road, the stage position may run ahead of the
-            credited position by at most ``cut_ratio * distance driven off the road +
-            cut_slack_m``; beyond that the car has cut across the stage and the episode ends
-            ``off_stage``.
-        time_limit_base_s, time_limit_speed_mps: truncation after
-            ``time_limit_base_s + stage_length_m / time_limit_speed_mps`` seconds.
-        time_limit_s: if set, a fixed time limit (s) instead.
-    """
+    """When an episode ends: distances in m, times in s, ``roll_up_z`` a world z of the car's
+    up axis; each setting is checked against its range. A set ``time_limit_s`` replaces the
+    limit ``time_limit_base_s + stage_length_m / time_limit_speed_mps``. What each setting
+    ends, and its default: docs/env.md ("Episode end", "Arguments")."""
 
     off_road_max_m: float = _bounded(10.0, 0.0, 1000.0)
     off_road_max_s: float = _bounded(10.0, 0.0, 1e6)
@@ -245,18 +224,10 @@ def _range_pair(owner: str, name: str, v: Any, lo: float, hi: float) -> tuple[fl
 
 @dataclass(frozen=True, slots=True)
 class RandomizeConfig:
-    """Domain randomization ranges, drawn per car at every reset from the env's RNG.
-
-    Each entry is a ``(low, high)`` range of a multiplier on the vehicle's (or surface's)
-    nominal value, drawn uniformly; ``(1, 1)`` (or ``None`` for the whole config) turns it off.
-
-    Attributes:
-        surface_mu: grip multiplier of each road section of the stage (one draw per section).
-        mass: multiplier on ``mass_kg`` (the inertias scale with it).
-        power: multiplier on ``power_w`` and ``drive_force_n``.
-        tire_peak: multiplier on ``peak_slip_angle_rad``.
-        load_sensitivity: multiplier on ``load_sensitivity``.
-    """
+    """Domain randomization: each entry a ``(low, high)`` range of a multiplier on the
+    vehicle's (or each road section's) nominal value, drawn uniformly per car at every reset
+    from the env's RNG; ``(1, 1)`` turns one off (``None`` for the whole config: all). What
+    each multiplies: docs/env.md ("Domain randomization") and :func:`randomized_vehicle`."""
 
     surface_mu: tuple[float, float] = _bounded((0.85, 1.15), 0.3, 1.7)
     mass: tuple[float, float] = _bounded((0.9, 1.1), 0.5, 2.0)
@@ -316,11 +287,6 @@ def vehicle_names() -> tuple[str, ...]:
     return tuple(_vehicles_module().VEHICLES)
 
 
-def planet_names() -> tuple[str, ...]:
-    """The planets ``planet=`` accepts."""
-    return tuple(sorted(_vehicles_module().PLANETS))
-
-
 def default_vehicle(version: int) -> VehicleParams:
     """The version's default vehicle: the seed rover (v0), the rover on the wheel-speed
     model (v1)."""
@@ -344,7 +310,7 @@ def library_name(vehicle: VehicleParams, planet: str | None) -> str | None:
 def _check_planet(planet: Any) -> str | None:
     if planet is None:
         return None
-    allowed = planet_names()
+    allowed = tuple(sorted(_vehicles_module().PLANETS))
     if not isinstance(planet, str) or planet not in allowed:
         raise ConfigError("planet", planet, f"must be None or one of {', '.join(allowed)}")
     return planet
@@ -408,34 +374,11 @@ StageSpec = Any  # str | os.PathLike | tracks.Stage | list of those
 
 @dataclass(frozen=True)
 class RallyConfig:
-    """Everything that defines an environment (see :class:`rally_env.RallyEnv` for each).
-
-    Attributes:
-        stage: a library stage name, ``"gen-<seed>"``, a path to a stage file, a
-            :class:`tracks.Stage`, ``"random"`` (a fresh generated stage at every reset drawn
-            from the reset seed) or a list of the non-random forms to sample from at reset.
-        vehicle: ``"rover"``, a :class:`physics.VehicleParams` or a dict of overrides (of the
-            version's default); on version 1 also a library name (``physics.vehicles``).
-        control_hz: control rate; one of :data:`CONTROL_HZ_CHOICES`.
-        reward_weights, termination, randomize: see their classes; ``randomize=True`` uses the
-            default ranges, ``None``/``False`` turns randomization off.
-        random_stage: ``generate`` arguments for ``stage="random"``: ``length_m`` and
-            ``difficulty`` (a number or a (low, high) range drawn per reset); a level set
-            (``num_levels``, ``start_level``) or a stage pool shared by the cars (``pool``,
-            ``pool_steps``), and a share of closed loops (``loops``, of ``laps`` laps): see
-            :func:`rally_env.stages.draw_random_stage`.
-        discrete_actions: use the discrete action table instead of the continuous Box.
-        render_mode: ``None``, ``"human"`` or ``"rgb_array"``.
-        version: the env version, 0 (``Rally-v0``) or 1 (``Rally-v1``): see
-            :data:`ENV_VERSIONS`.
-        planet: ``None`` (the vehicle's own gravity) or ``"mars"``, ``"earth"``, ``"moon"``
-            (``physics.vehicles.on_planet`` applied to the vehicle).
-        road_ahead: append the road-ahead block to the observation (the sharpest corner and
-            crest, the elevation and the lowest grip in bins up to 600 m ahead, and the
-            distance to the finish; see :class:`rally_env.spaces.ObsLayout`).
-        ahead_apex: append the apex block: where the sharpest corner of each road-ahead bin
-            lies in it (0 at its start to 1 at its end). Both blocks change what the agent
-            sees, not the run: physics, rewards and replays are the same.
+    """Everything that defines an environment: one field per :class:`rally_env.RallyEnv`
+    argument, checked and resolved when built (``vehicle`` to a :class:`physics.VehicleParams`
+    on its ``planet``, the sub-settings to their dataclasses, ``random_stage`` with its
+    defaults: see :func:`rally_env.stages.draw_random_stage`). A bad value raises
+    :class:`ConfigError`. Each argument, its forms and its default: docs/env.md ("Arguments").
     """
 
     stage: StageSpec = "opener"

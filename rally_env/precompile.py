@@ -1,13 +1,11 @@
 """The first start on an empty numba cache: said once, compiled on two cores, cached after.
 
-With a cold cache the first env of a process starts ``python -m rally_env.precompile``, which
-compiles the reset and step kernels (:data:`KERNELS`, for the argument types recorded in
-:data:`SIGNATURES`) into numba's cache on the other core while this process builds its stage;
-at its first reset (:func:`wait`) the env compiles the list's last kernels itself until the
-two meet. Nothing here changes what runs: the cache holds exactly what this process would have
-compiled. A stamp (:func:`is_warm`) says whether the cache is warm; :func:`cache_safe`
-recompiles a function whose cache file numba cannot read. docs/architecture.md ("Cold start")
-describes when the worker starts, the stamps, the locks and the unreadable cache files.
+With a cold cache the first env of a process starts a worker (``python -m
+rally_env.precompile``) that compiles the reset and step kernels (:data:`KERNELS`, for the
+types in :data:`SIGNATURES`) while the env builds its stage; at its first reset (:func:`wait`)
+the env compiles the list's last kernels itself until the two meet. The cache ends up holding
+exactly what this process would have compiled. docs/architecture.md ("Cold start") describes
+the worker, the stamps (:func:`is_warm`), the locks and :func:`cache_safe`.
 """
 
 from __future__ import annotations
@@ -32,11 +30,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 #: The packages whose compiled functions the env runs (their sources make the stamp).
 PACKAGES = ("physics", "tracks", "rally_env", "agents")
 
-#: The kernels a worker compiles for each kind of env: the first reset's and step's entry
-#: points that loading and baking the stage do not use. A threaded env's post-step kernel is
-#: compiled by the env itself during its first reset, beside the worker (:func:`compile_beside`).
-#: The worker goes first to last; the env, once it reaches its first reset, takes kernels from
-#: the end back. So the big kernels come first and the small ones last.
+#: The kernels a worker compiles for each kind of env (the first reset's and step's entry
+#: points that loading the stage does not use; a threaded env compiles its post-step kernel
+#: itself, :func:`compile_beside`): big ones first, as the env takes them from the end back.
 _SMALL = (
     ("rally_env.info", "_fill_cars"),
     ("rally_env.actions", "_clip_rows"),
@@ -196,11 +192,6 @@ def _jit_off() -> bool:
     from numba import config
 
     return bool(config.DISABLE_JIT)
-
-
-def _disabled() -> bool:
-    flag = os.environ.get("RALLY_PRECOMPILE", "1").strip().lower()
-    return _jit_off() or flag in ("0", "false", "no", "off")
 
 
 def _cores() -> int:
@@ -379,7 +370,8 @@ def start(config: Any, threaded: bool = False) -> bool:
         data = _load_file()
         helps = not (
             importlib.util.find_spec("fcntl") is None  # the locks need it
-            or _disabled()
+            or os.environ.get("RALLY_PRECOMPILE", "1").strip().lower()
+            in ("0", "false", "no", "off")
             or _cores() < 2  # on one core the worker would only compete
             or data is None
             or tuple(data.get("fingerprint", ())) != fp  # the recorded types are not this env's

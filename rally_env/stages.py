@@ -1,23 +1,13 @@
 """The stages the cars of one env drive on, packed for the kernels.
 
-A :class:`StageBank` resolves the ``stage`` setting (a name, a path, a :class:`tracks.Stage`,
-a list, or ``"random"``) into *slots*: each slot is one stage with its terrain, its centerline
-tables (for the projection) and its timing lines (checkpoints, lap lines, finish). Every car
-has a slot; with ``"random"`` every car has a slot of its own. All slots are packed into flat
-arrays, each slot in a region of its own, so that one kernel call can project and time cars on
-different stages, and all terrains into one :class:`physics.TerrainSet` (one row per slot).
-
-A slot can be given another stage at any time (:meth:`StageBank.set_slot`): only that slot's
-regions are rewritten and only its terrain row is swapped, so a car that resets onto a new
-generated stage costs the other cars nothing. Terrains are never baked whole: each row is a
-``tracks.bake.StageTerrain`` whose tiles fill as cars reach them.
-
-With surface-grip randomization every road section has its own surface id (``1 + section
-index``; id 0 is off-road) and each car its own terrain-set row that shares the slot's nodes and
-differs only in grip, so the physics sees per-car, per-section friction inside every substep.
-
-A :class:`StageSource` decides which stage each car gets (the core keeps no scheduling of its
-own). Stages and their terrain sources are cached per process, so its envs share them.
+A :class:`StageSource` decides which stage each car gets (a fixed stage, a list, fresh random
+stages, a level set or a stage pool; the core keeps no scheduling of its own). Its
+:class:`StageBank` holds the stages in *slots*: each slot's centerline, timing lines, sections
+and road-ahead tables sit in regions of their own of flat arrays (:class:`StageTables`) and its
+terrain in a row of one :class:`physics.TerrainSet` (with surface-grip randomization, a row per
+car), so one kernel call projects and times cars on different stages and a new stage rewrites
+only its slot. Stages and their terrain sources are cached per process. docs/env.md ("Vector
+env", "Domain randomization") says how slots, section grip and the prefetch worker work.
 """
 
 from __future__ import annotations
@@ -158,9 +148,8 @@ def parse_drawn_name(name: Any) -> tuple[int, float, float, int] | None:
     except ValueError:
         return None
     laps = int(m.group(4) or 0)
-    if drawn_stage_name(seed, length, diff, laps) != name or (laps and length < 400.0):
-        return None
-    if not (200.0 <= length <= 20000.0 and 0.0 <= diff <= 1.0):
+    exact = drawn_stage_name(seed, length, diff, laps) == name and not (laps and length < 400.0)
+    if not (exact and 200.0 <= length <= 20000.0 and 0.0 <= diff <= 1.0):
         return None
     return seed, length, diff, laps
 
@@ -512,12 +501,12 @@ class StageBank:
         self.table = np.zeros((n, N_SL), np.float64)
         per_sample = {k: ((), np.float64) for k in ("tx", "ty", "curv", "hw", "px", "py")}
         self._pts = _Regions(n, {"seg": ((N_SEG_COLS,), np.float64), **per_sample})
-        self._lines = _Regions(n, {"race": ((), np.float64), "gate": ((4,), np.float64)})
-        self._secs = _Regions(n, {"start": ((), np.float64), "sid": ((), np.int64)})
+        self._lines = _Regions(n, {"line_race": ((), np.float64), "line_gate": ((4,), np.float64)})
+        self._secs = _Regions(n, {"sec_start": ((), np.float64), "sec_sid": ((), np.int64)})
         #: per-sample tables of the road-ahead observation (filled only with ``road_ahead``)
         self.road_ahead = config.road_ahead
         nw = len(AHEAD_WIDTHS_M)
-        ahead = {"z": ((), np.float64), "curv": ((nw,), np.float64), "crest": ((nw,), np.float64)}
+        ahead = {"z": ((), np.float64), "wcurv": ((nw,), np.float64), "wcrest": ((nw,), np.float64)}
         self._ahead = _Regions(n, ahead)
         self.section_ids: list[np.ndarray] = [np.zeros(1, np.int64)] * n
         self.slot_names = np.array([""] * n, dtype=object)
@@ -561,29 +550,21 @@ class StageBank:
         a = self._ahead.arrays
         if not self.road_ahead or not len(a["z"]):
             nw = len(AHEAD_WIDTHS_M)
-            a = {"z": np.zeros(1), "curv": np.zeros((1, nw)), "crest": np.zeros((1, nw))}
-        rec = StageTables(
-            table=self.table,
-            **self._pts.arrays,  # seg, tx, ty, curv, hw, px, py
-            line_race=self.line_race,
-            line_gate=self.line_gate,
-            z=a["z"],
-            wcurv=a["curv"],
-            wcrest=a["crest"],
-            sec_start=self._secs.arrays["start"],
-            sec_sid=self._secs.arrays["sid"],
-        )
+            a = {"z": np.zeros(1), "wcurv": np.zeros((1, nw)), "wcrest": np.zeros((1, nw))}
+        # the regions' columns are named as the record's fields
+        arrays = {**self._pts.arrays, **self._lines.arrays, **a, **self._secs.arrays}
+        rec = StageTables(table=self.table, **arrays)
         self._tables = (self.version, tuple(rec))
         return self._tables[1]
 
     # the timing-line arrays the core's substep loop reads (they move when a region grows)
     @property
     def line_race(self) -> np.ndarray:
-        return self._lines.arrays["race"]
+        return self._lines.arrays["line_race"]
 
     @property
     def line_gate(self) -> np.ndarray:
-        return self._lines.arrays["gate"]
+        return self._lines.arrays["line_gate"]
 
     def set_slot(self, i: int, st: tracks.Stage) -> bool:
         """Give slot ``i`` the stage ``st``: its tables and its terrain row. Returns False if
@@ -600,14 +581,16 @@ class StageBank:
         )
         if self.road_ahead:
             z, wcurv, wcrest = ahead_tables(p)
-            self._ahead.put(i, z=z, curv=wcurv, crest=wcrest)
+            self._ahead.put(i, z=z, wcurv=wcurv, wcrest=wcrest)
         ids = np.asarray(p.section_surface, np.int64)
         if self.sectioned:
             ids = 1 + np.arange(len(ids), dtype=np.int64) % MAX_SECTION_IDS
-        sec_off = self._secs.put(i, start=np.asarray(p.section_start_m, np.float64), sid=ids)
+        starts = np.asarray(p.section_start_m, np.float64)
+        sec_off = self._secs.put(i, sec_start=starts, sec_sid=ids)
         lines = timing_lines(st)
         gates = gate_segments(st, np.array([s for _, s in lines]), self.gate_extra_m)
-        line_off = self._lines.put(i, race=np.array([r for r, _ in lines], np.float64), gate=gates)
+        race = np.array([r for r, _ in lines], np.float64)
+        line_off = self._lines.put(i, line_race=race, line_gate=gates)
         term = self.config.termination
         timed = st.timed_length_m
         limit = term.time_limit_s
@@ -750,13 +733,10 @@ class StageSource:
         bank = self.bank
         pool = self.pool_now()
         fresh = bank.mode == "random" and pool is None
-        # each car asks for its next stage ahead, unless more cars than the worker keeps
-        # answers for (a car's stage would be gone before the car came back for it)
+        # each car asks for its next stage ahead, or with more cars than the worker keeps
+        # answers for, the worker makes the second half of these (docs/env.md, Vector env)
         ahead = fresh and self.n_cars <= PREFETCHER.capacity
         if fresh and not ahead and len(cars) > 1:
-            # the worker makes the second half of the stages these cars draw while this
-            # process makes the first half in place, on the core the physics threads leave
-            # idle during resets (a pool's stages are asked for by tick)
             for k in cars[(len(cars) + 1) // 2 :]:
                 self._prefetch_next(rngs[int(k)], prebake=False)
         slots = np.empty(len(cars), np.int64)
@@ -767,15 +747,12 @@ class StageSource:
             elif bank.mode == "list":
                 slot = int(rng.integers(bank.n_slots))
             else:
-                draw = draw_random_stage(self.random_stage, rng, pool)
-                length = self.random_stage["length_m"]
+                key = self._draw(rng, pool)
                 if held[i] >= 0:
                     bank.release(int(held[i]))
+                # a gen_key is ("gen", seed, length_m, difficulty, laps)
                 slot = bank.acquire(
-                    gen_key(draw.seed, length, draw.difficulty, draw.laps),
-                    lambda d=draw, n=length: generated_stage(
-                        d.seed, n, d.difficulty, bank.sectioned, laps=d.laps
-                    ),
+                    key, lambda k=key: generated_stage(*k[1:4], bank.sectioned, laps=k[4])
                 )
             slots[i] = slot
             then(int(k), slot, rng)
@@ -799,15 +776,20 @@ class StageSource:
         if self.bank.mode == "random":
             self.bank.adopt(stages, held)
 
+    def _draw(self, rng: np.random.Generator, pool: tuple[int, int] | None) -> tuple:
+        """The :func:`gen_key` of a car's next random stage, drawn from its stream ``rng``."""
+        d = draw_random_stage(self.random_stage, rng, pool)
+        return gen_key(d.seed, self.random_stage["length_m"], d.difficulty, d.laps)
+
     def _prefetch_next(self, rng: np.random.Generator, prebake: bool = True) -> None:
         """Ask for the stage the car's next reset will draw (its stream decides it; nothing
         draws from it before then unless that reset is seeded anew)."""
         peek = np.random.Generator(np.random.PCG64())
         peek.bit_generator.state = rng.bit_generator.state
-        d = draw_random_stage(self.random_stage, peek, self.pool_now())
-        length = self.random_stage["length_m"]
-        if not self.bank.holds(gen_key(d.seed, length, d.difficulty, d.laps)):  # a held level
-            prefetch_stage(d.seed, length, d.difficulty, self.bank.sectioned, prebake, laps=d.laps)
+        key = self._draw(peek, self.pool_now())
+        if not self.bank.holds(key):  # a held level
+            _, seed, length, diff, laps = key
+            prefetch_stage(seed, length, diff, self.bank.sectioned, prebake, laps=laps)
 
     # ------------------------------------------------------------------ the stage pool
     def seed_pool(self, seed: int | None) -> None:
@@ -908,7 +890,7 @@ class StageSource:
     @property
     def state_keys(self) -> tuple[str, ...]:
         """The keys :meth:`state` returns."""
-        return () if self.pool_size is None else ("pool",)
+        return tuple(self.state())
 
     def state_problem(self, st: dict[str, Any]) -> str | None:
         """What is wrong with a state's source entries (:meth:`state`), or None."""

@@ -1,24 +1,14 @@
 """The stage background, baked once per stage: terrain, road, lines. numpy + numba, no pygame.
 
 Tiles around the road, the coarse heightfield beyond, resampled each frame by
-:func:`sample_view` (``docs/render.md``). What a tile shows:
-
-- terrain coloured by height (low = dark red-brown, high = light ochre, the stage maps' ramp)
-  and hill-shaded (light from the north-west), with a fine grain so motion reads;
-- the road: each sample's nearest point on the centerline polyline gives its lateral offset,
-  so the road edge is exact and anti-aliased; the road takes its section's surface colour
-  (:mod:`tracks.surfaces`), shaded by the same light, with two worn wheel tracks; a darker
-  shoulder just beyond each edge;
-- the start line (white), the finish (chequered; on a closed stage at the start line) and the
-  checkpoints (yellow, dashed), across the road at their arc length.
-
-Presentation only: this may use libm (nothing here feeds the simulation).
+:func:`sample_view`; what they show: ``docs/render.md``, "What a frame shows". Presentation
+only: this may use libm (nothing here feeds the simulation).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numba import njit
@@ -46,20 +36,21 @@ _RUT_HALF_M = 0.45
 
 @dataclass(eq=False)
 class Background:
-    """A baked stage background (see the module docstring).
+    """A baked stage background (see the module docstring); its fields are the tables
+    :func:`sample_view` takes after the camera, in its order (:meth:`view_args`).
 
     Attributes:
-        ppm: pixels per metre of the tiles.
         ox, oy: world position of tile sample (0, 0) (m).
+        ppm: pixels per metre of the tiles.
         tile_index: (nty, ntx) int32 pool slot of each tile, -1 where none was baked.
         pool: (n, TILE + 1, TILE + 1, 3) uint8 tile pixels, ``[slot, v, u]`` with ``v`` along +y.
         coarse: (ny, nx, 3) uint8 terrain colours at the heightfield nodes (the fallback).
         cx0, cy0, ccell: the heightfield grid origin and spacing (m).
     """
 
-    ppm: float
     ox: float
     oy: float
+    ppm: float
     tile_index: np.ndarray
     pool: np.ndarray
     coarse: np.ndarray
@@ -69,17 +60,7 @@ class Background:
 
     def view_args(self) -> tuple:
         """The tables :func:`sample_view` takes after the camera, in its order."""
-        return (
-            self.ox,
-            self.oy,
-            self.ppm,
-            self.tile_index,
-            self.pool,
-            self.coarse,
-            self.cx0,
-            self.cy0,
-            self.ccell,
-        )
+        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 def terrain_colors(terrain, surface: int | None = None) -> tuple[np.ndarray, np.ndarray]:

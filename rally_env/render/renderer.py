@@ -1,12 +1,7 @@
-"""The frame renderer: a top-down camera over the baked stage, the cars and the HUD.
-
-:class:`Renderer` draws one stage. It bakes the stage background once (cached per stage and
-resolution), and every :meth:`Renderer.draw` resamples the visible part of it, draws skid marks,
-ghosts, the other cars and the focused car at their true poses, then the HUD, and returns an
-(H, W, 3) uint8 frame. It reads only the :class:`~rally_env.render.views.CarView` and
-:class:`~rally_env.render.views.HudInfo` records it is given, so it cannot change a simulation.
-
-pygame (pygame-ce) is imported when a :class:`Renderer` is created, never before.
+"""The frame renderer: a top-down camera over the baked stage, the cars and the HUD, drawn
+from :class:`~rally_env.render.views.CarView` and :class:`~rally_env.render.views.HudInfo`
+records only (docs/render.md, "What a frame shows"). pygame is imported by a
+:class:`Renderer`, never before.
 """
 
 from __future__ import annotations
@@ -341,13 +336,10 @@ class Renderer:
         return self.frame.copy()
 
     # ------------------------------------------------------------------ cars
-    def _visible(self, car: CarView) -> bool:
+    def _draw_car(self, car: CarView, role: str) -> None:
         sx, sy = self.camera.to_screen(car.x_m, car.y_m)
         m = 6.0 * self.ppm
-        return -m <= sx <= self.width + m and -m <= sy <= self.height + m
-
-    def _draw_car(self, car: CarView, role: str) -> None:
-        if not self._visible(car):
+        if not (-m <= sx <= self.width + m and -m <= sy <= self.height + m):
             return
         pg = self.pg
         gfx = pg.gfxdraw

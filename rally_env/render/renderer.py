@@ -7,7 +7,7 @@ records only (docs/render.md, "What a frame shows"). pygame is imported by a
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -235,7 +235,7 @@ class Renderer:
         self.camera = Camera(0.0, 0.0, 0.0, 1.0, self.ppm, ax, ay)
         self._heading: float | None = None
         self._cam_t = -math.inf
-        self._marks: dict[Any, _Marks] = {}
+        self._marks: defaultdict[Any, _Marks] = defaultdict(_Marks)
         self._text_cache: OrderedDict[tuple, Any] = OrderedDict()
         self._fonts: OrderedDict[int, Any] = OrderedDict()
         self._hud_scale = self.height / 400.0
@@ -310,9 +310,7 @@ class Renderer:
             cars: list[tuple[Any, CarView]] = keyed if car is None else [*keyed, ("car", car)]
             r = max(0.8, 0.5 * 0.32 * cam.ppm)
             for key, c in cars:
-                m = self._marks.get(key)
-                if m is None:
-                    m = self._marks[key] = _Marks()
+                m = self._marks[key]
                 m.update(c)
                 if m.count:
                     draw_marks(

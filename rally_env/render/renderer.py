@@ -62,16 +62,6 @@ def usage_color(u: float) -> tuple[int, int, int]:
     return _USAGE_LUT[min(max(round(u * 255.0), 0), 255)]
 
 
-def normalize_camera(camera: str) -> str:
-    """``"car-up"`` or ``"north-up"`` (``"chase"`` is an alias of ``"car-up"``)."""
-    try:
-        return _CAMERA_ALIASES[camera]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"camera must be one of {', '.join(_CAMERA_ALIASES)}, got {camera!r}"
-        ) from None
-
-
 def lru_get(cache: OrderedDict, key: Any, make: Callable[[], Any], size: int) -> Any:
     """``cache[key]``, made by ``make()`` when missing; keeps the ``size`` latest used."""
     v = cache.get(key)
@@ -215,7 +205,12 @@ class Renderer:
         self.terrain = terrain
         self.width = int(width)
         self.height = int(height)
-        self.camera_mode = normalize_camera(camera)
+        try:
+            self.camera_mode = _CAMERA_ALIASES[camera]  # "car-up" or "north-up"
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"camera must be one of {', '.join(_CAMERA_ALIASES)}, got {camera!r}"
+            ) from None
         self.zoom = float(zoom)
         self.show_hud = bool(hud)
         self.show_minimap = bool(minimap)

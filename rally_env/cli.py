@@ -144,13 +144,8 @@ def add_vehicle_args(p: argparse.ArgumentParser) -> None:
 
 
 def no_window_reason() -> str | None:
-    """Why ``rally play`` could not show its window, or ``None``.
-
-    An ``SDL_VIDEODRIVER`` the user set is what they asked for (``dummy`` runs without a
-    window, as the tests and ``--frames`` demos do); otherwise, on Linux, a window needs a
-    display: ``DISPLAY`` (X11) or ``WAYLAND_DISPLAY``. Without either, SDL would run on no
-    screen at all, silently (the renderer falls back to the dummy driver when headless).
-    """
+    """Why ``rally play`` could not show its window (Linux with neither ``DISPLAY`` nor
+    ``WAYLAND_DISPLAY`` and no ``SDL_VIDEODRIVER`` set), or ``None``; docs/render.md."""
     from rally_env.render._deps import _has_display
 
     if os.environ.get("SDL_VIDEODRIVER"):

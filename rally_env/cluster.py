@@ -1,7 +1,5 @@
 """Connecting to a Ray cluster (``--ray-address``): the one place the project calls
-``ray.init``, for the distributed commands of ``agents`` and for ``rally serve``'s
-verification on a cluster. ``ray`` is imported only here and only when a cluster is asked
-for (the ``ray`` extra, docs/ray.md)."""
+``ray.init``, importing ``ray`` only when a cluster is asked for (docs/ray.md)."""
 
 from __future__ import annotations
 

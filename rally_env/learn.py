@@ -1,12 +1,7 @@
-"""``RallyLearn-v0``: the env with the settings a standard RL algorithm learns from.
-
-The same car, stages and physics as ``RallyDirect-v0`` (``RallyEnv(version=0)``), with
-decisions at 10 Hz, the default observation, a crash cost of 100 and three actions in [-1, 1]
-(:data:`POLICY_ACTION_NAMES`, mapped by :func:`policy_to_env_action`); docs/env.md
-("RallyLearn-v0") says why each. Every other ``RallyEnv`` argument is accepted and overrides
-these. The env underneath is a plain :class:`rally_env.RallyEnv` (replays, ``get_state``, the
-renderer work on ``env.unwrapped``); the actions it records are the env actions the wrapper
-made.
+"""``RallyLearn-v0``: ``RallyDirect-v0`` with :data:`LEARN_ENV_KWARGS` (any ``RallyEnv``
+argument overrides them) and three policy actions in [-1, 1] (:data:`POLICY_ACTION_NAMES`,
+mapped by :func:`policy_to_env_action`); docs/env.md, "RallyLearn-v0", says why each. The env
+underneath (``env.unwrapped``) is a plain :class:`rally_env.RallyEnv`.
 
     env = gym.make("RallyLearn-v0", stage="random")
     envs = gym.make_vec("RallyLearn-v0", num_envs=32, vectorization_mode="vector_entry_point")

@@ -1,10 +1,7 @@
-"""Output paths and numeric options checked before the work starts.
-
-A command that evaluates for minutes and then cannot write its result has wasted the
-minutes; these checks run first and raise :class:`OutputPathError` or
-:class:`OptionValueError` (both ``ValueError``) naming the path or option and the problem.
-Writing is really tried (a file is created and removed again, a directory made and probed),
-because permission bits say little when running as root.
+"""Output paths and numeric options, checked before a long command starts: they raise
+:class:`OutputPathError` or :class:`OptionValueError` (both ``ValueError``) naming the path or
+option and the problem. Writing is really tried (a file created and removed, a directory made
+and probed): permission bits say little when running as root.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""Extension points that packages above ``rally_env`` fill through entry points.
-
-``rally_env`` never imports ``agents`` (the dependency rule: physics <- tracks <- rally_env <-
-agents). Packages that build on it register, in their ``pyproject.toml``::
-
-    [project.entry-points."rally_env.commands"]     # add_subcommands(subparsers)
-    [project.entry-points."rally_env.policies"]     # resolve(spec, seed, **options) -> policy
-
-(a resolver returns None for a value it does not know; the server package registers ``rally
-serve`` the same way, so nothing outside it imports it), and the ``rally`` command line and
-:func:`rally_env.policies.resolve_policy` (every ``--agent``) find them here. The
-entry points come from the installed package metadata: run from an install
-(``pip install -e .``), as the README does.
+"""Extension points that packages above ``rally_env`` fill through entry points (the
+``rally_env.commands`` and ``rally_env.policies`` groups; docs/architecture.md, "Layers"):
+``rally_env`` never imports ``agents``, and finds its commands and ``--agent`` resolvers here.
 """
 
 from __future__ import annotations

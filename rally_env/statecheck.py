@@ -1,19 +1,7 @@
 """The values of a saved env state, checked before ``set_state`` copies anything.
 
-:meth:`rally_env.core.RallyCore.check_state` checks a state's structure (format, shapes,
-digest, stages); :func:`check_values` then checks what the layout allows in every entry, so a
-state whose digest was recomputed after an edit (``state_digest`` is public) cannot put a NaN,
-an infinity, an out-of-range index or a broken quaternion into the kernels:
-
-- every float is finite, except the times that are NaN until reached (finish, lines);
-- the chassis quaternion has unit norm (to 1e-6), commands lie in the action box, positions,
-  speeds and rates are within physical bounds, per-wheel flags and surface ids are whole;
-- every integer index is in range: stage slot, terrain row (the physics indexes memory with
-  it), next timing line, end code, gear; counters are non-negative;
-- the parameter rows are the env's vehicle, or for randomized cars that vehicle with the
-  randomized columns inside the configured ranges;
-- randomization draws are ``None`` or the dict the env draws; observations lie in the space.
-
+:meth:`rally_env.core.RallyCore.check_state` checks a state's structure; :func:`check_values`
+then checks every value the layout allows (the rules: docs/env.md, "State API").
 Every failure is a :class:`~rally_env.errors.StateError` naming the entry, the car and the rule.
 """
 
@@ -90,21 +78,11 @@ def _check_chassis(s: np.ndarray) -> None:
 
 
 def _check_istate(core: Any, st: dict[str, Any]) -> None:
-    ist = st["sim_istate"]
+    ist, ei = st["sim_istate"], st["eistate"]
     if (ist[:, [L.I_SUBSTEPS, L.I_MISUSE, L.I_FLAGS]] < 0).any():
         raise _fail("sim_istate", _bad_rows(ist < 0), "a counter is negative")
-    check_terrain_rows(core, st)
-    if core.sim.extended and core.config.vehicle.drivetrain is not None:
-        n_gears = core.config.vehicle.drivetrain.n_gears
-        g = ist[:, L.I_GEAR]
-        _check("sim_istate", (g < -1) | (g > n_gears), "gear")
-        _check("sim_istate", ist[:, L.I_CLUTCH] < 0, "clutch")
-
-
-def check_terrain_rows(core: Any, st: dict[str, Any]) -> None:
-    """The terrain rows of a state against the core's stage bank (its rows do not depend on
-    the stages it holds): the physics indexes the heightfield with them."""
-    ist, ei = st["sim_istate"], st["eistate"]
+    # the terrain rows against the core's stage bank (its rows do not depend on the stages it
+    # holds): the physics indexes the heightfield with them
     rows = core.bank.terrains.meta.shape[0]
     t = ist[:, L.I_TERRAIN]
     _check("sim_istate", (t < 0) | (t >= rows), f"terrain row of {rows}")
@@ -112,6 +90,11 @@ def check_terrain_rows(core: Any, st: dict[str, Any]) -> None:
         want = core.bank.terrain_row(int(k), int(ei[k, K.EI_SLOT]))
         if t[k] != want or ei[k, K.EI_ROW] != want:
             raise _fail("eistate", [int(k)], f"terrain row {t[k]} is not its slot's row {want}")
+    if core.sim.extended and core.config.vehicle.drivetrain is not None:
+        n_gears = core.config.vehicle.drivetrain.n_gears
+        g = ist[:, L.I_GEAR]
+        _check("sim_istate", (g < -1) | (g > n_gears), "gear")
+        _check("sim_istate", ist[:, L.I_CLUTCH] < 0, "clutch")
 
 
 def _check_eistate(core: Any, st: dict[str, Any], stages: list[Any]) -> None:

@@ -1,18 +1,7 @@
-"""Rendering, video export and keyboard play for ``Rally-v0``.
-
-::
-
-    from rally_env.render import Renderer, car_views, HudInfo
-
-    r = Renderer(stage, terrain, width=600, height=400, camera="car-up", zoom=1.0)
-    frame = r.draw(car_views(sim)[0], hud=HudInfo(speed_mps=12.0))   # (400, 600, 3) uint8
-
-    from rally_env.render import render_episode
-    render_episode("heuristic", "run.mp4", stage="opener", seed=0)
+"""Rendering, video export and keyboard play for ``Rally-v0`` (examples: ``docs/render.md``).
 
 Importing this package does not import pygame: a :class:`Renderer` (or a window) does, and a
 missing pygame raises :class:`gymnasium.error.DependencyNotInstalled` with the install command.
-See ``docs/render.md``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Optional dependencies of the renderer, imported only when rendering.
-
-``import rally_env`` and ``import rally_env.render`` never import pygame; :func:`require_pygame`
-does, the first time a frame is drawn, and turns a missing install into Gymnasium's
-:class:`~gymnasium.error.DependencyNotInstalled` with the command that fixes it.
+"""Optional dependencies of the renderer, imported only when rendering (a missing one is
+Gymnasium's :class:`~gymnasium.error.DependencyNotInstalled` with the command that fixes it).
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """The stage background, baked once per stage: terrain, road, lines. numpy + numba, no pygame.
 
 Tiles around the road, the coarse heightfield beyond, resampled each frame by
-:func:`sample_view` (``docs/render.md``). What a tile shows:
-
-- terrain coloured by height (low = dark red-brown, high = light ochre, the stage maps' ramp)
-  and hill-shaded (light from the north-west), with a fine grain so motion reads;
-- the road: each sample's nearest point on the centerline polyline gives its lateral offset,
-  so the road edge is exact and anti-aliased; the road takes its section's surface colour
-  (:mod:`tracks.surfaces`), shaded by the same light, with two worn wheel tracks; a darker
-  shoulder just beyond each edge;
-- the start line (white), the finish (chequered; on a closed stage at the start line) and the
-  checkpoints (yellow, dashed), across the road at their arc length.
-
-Presentation only: this may use libm (nothing here feeds the simulation).
+:func:`sample_view`; what they show: ``docs/render.md``, "What a frame shows". Presentation
+only: this may use libm (nothing here feeds the simulation).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numba import njit
@@ -46,20 +36,21 @@ _RUT_HALF_M = 0.45
 
 @dataclass(eq=False)
 class Background:
-    """A baked stage background (see the module docstring).
+    """A baked stage background (see the module docstring); its fields are the tables
+    :func:`sample_view` takes after the camera, in its order (:meth:`view_args`).
 
     Attributes:
-        ppm: pixels per metre of the tiles.
         ox, oy: world position of tile sample (0, 0) (m).
+        ppm: pixels per metre of the tiles.
         tile_index: (nty, ntx) int32 pool slot of each tile, -1 where none was baked.
         pool: (n, TILE + 1, TILE + 1, 3) uint8 tile pixels, ``[slot, v, u]`` with ``v`` along +y.
         coarse: (ny, nx, 3) uint8 terrain colours at the heightfield nodes (the fallback).
         cx0, cy0, ccell: the heightfield grid origin and spacing (m).
     """
 
-    ppm: float
     ox: float
     oy: float
+    ppm: float
     tile_index: np.ndarray
     pool: np.ndarray
     coarse: np.ndarray
@@ -69,17 +60,7 @@ class Background:
 
     def view_args(self) -> tuple:
         """The tables :func:`sample_view` takes after the camera, in its order."""
-        return (
-            self.ox,
-            self.oy,
-            self.ppm,
-            self.tile_index,
-            self.pool,
-            self.coarse,
-            self.cx0,
-            self.cy0,
-            self.ccell,
-        )
+        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 def terrain_colors(terrain, surface: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -177,8 +158,8 @@ def bake_background(stage, terrain, ppm: float = 8.0, radius_m: float = 80.0) ->
         ox,
         oy,
         1.0 / ppm,
-        tcol,
-        tshade,
+        tcol[None],
+        tshade[None, :, :, None],
         xmin,
         ymin,
         cell,
@@ -254,23 +235,22 @@ def _bake_tiles(
 
 
 @njit_inner(_nrt=False, forceinline=True)
-def _bilerp(a00, a10, a01, a11, fx, fy):
-    """Bilinear blend of the four corners ``a00`` (0, 0), ``a10`` (1, 0), ``a01`` (0, 1) and
-    ``a11`` (1, 1) at fractions ``fx``, ``fy``."""
+def _bilerp(src, k, j, i, c, fx, fy):
+    """Channel ``c`` of image ``src[k]`` (4-d) bilinear at column ``i + fx``, row ``j + fy``."""
     return (
-        a00 * ((1.0 - fx) * (1.0 - fy))
-        + a10 * (fx * (1.0 - fy))
-        + a01 * ((1.0 - fx) * fy)
-        + a11 * (fx * fy)
+        src[k, j, i, c] * ((1.0 - fx) * (1.0 - fy))
+        + src[k, j, i + 1, c] * (fx * (1.0 - fy))
+        + src[k, j + 1, i, c] * ((1.0 - fx) * fy)
+        + src[k, j + 1, i + 1, c] * (fx * fy)
     )
 
 
 @njit_inner
 def _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, tx0, ty0, tcell):
-    """A tile's terrain colour and shade (bilinear over the heightfield nodes); resets
-    ``best`` (no centerline point found yet)."""
+    """A tile's terrain colour and shade (bilinear over the heightfield nodes: ``tcol``
+    (1, ny, nx, 3), ``tshade`` (1, ny, nx, 1)); resets ``best`` (no centerline point found yet)."""
     n = TILE + 1
-    ny, nx = tshade.shape
+    ny, nx = tshade.shape[1], tshade.shape[2]
     for b in range(n):
         wy = wy0 + b * mps
         fy = (wy - ty0) / tcell
@@ -284,17 +264,8 @@ def _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, tx0, ty0, tcell):
             i = int(fx)
             rx = fx - i
             for c in range(3):
-                col[b, a, c] = _bilerp(
-                    tcol[j, i, c],
-                    tcol[j, i + 1, c],
-                    tcol[j + 1, i, c],
-                    tcol[j + 1, i + 1, c],
-                    rx,
-                    ry,
-                )
-            shd[b, a] = _bilerp(
-                tshade[j, i], tshade[j, i + 1], tshade[j + 1, i], tshade[j + 1, i + 1], rx, ry
-            )
+                col[b, a, c] = _bilerp(tcol, 0, j, i, c, rx, ry)
+            shd[b, a] = _bilerp(tshade, 0, j, i, 0, rx, ry)
             best[b, a] = 1e30
 
 
@@ -461,15 +432,7 @@ def sample_view(
 def _put_bilerp(frame, py, px, src, k, j, i, fx, fy):
     """``frame[py, px]``: image ``src[k]`` bilinear at column ``i + fx``, row ``j + fy``."""
     for c in range(3):
-        v = _bilerp(
-            src[k, j, i, c],
-            src[k, j, i + 1, c],
-            src[k, j + 1, i, c],
-            src[k, j + 1, i + 1, c],
-            fx,
-            fy,
-        )
-        frame[py, px, c] = np.uint8(np.int32(v + 0.5))
+        frame[py, px, c] = np.uint8(np.int32(_bilerp(src, k, j, i, c, fx, fy) + 0.5))
 
 
 @njit_inner(error_model="numpy")

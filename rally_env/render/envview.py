@@ -1,10 +1,7 @@
-"""Rendering a ``Rally-v0`` env: the glue between the env's core and the :class:`Renderer`.
-
-:class:`EnvRenderer` is what ``RallyEnv.render()`` / ``RallyVectorEnv.render()`` delegate to: it
-reads the env's :class:`rally_env.core.RallyCore` (the physics batch, the stage of each car, the
-info of the focused car), builds the :class:`CarView` and :class:`HudInfo` records, keeps one
-:class:`Renderer` per stage, and for ``render_mode="human"`` shows the frame in a :class:`Window`
-paced to the env's ``render_fps``. It only reads the core: rendering never changes a run.
+"""Rendering a ``Rally-v0`` env: :class:`EnvRenderer`, what ``RallyEnv.render()`` and
+``RallyVectorEnv.render()`` delegate to, reads the env's core (never writes it) and draws it with
+one :class:`Renderer` per stage, in a :class:`Window` for ``render_mode="human"``
+(docs/render.md, "The renderer directly").
 """
 
 from __future__ import annotations

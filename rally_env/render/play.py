@@ -74,14 +74,12 @@ class KeyState:
         return np.array([left - right, up, down, hand], np.float32)
 
 
-def _splits_text(cps: Sequence[float], ref: Sequence[float] | None) -> list[str]:
-    out = []
-    for i, t in enumerate(cps):
-        s = f"CP{i + 1}  {format_time(t)}"
-        if ref is not None and i < len(ref) and ref[i] == ref[i] and t == t:
-            s += f"  {format_delta(t - ref[i])}"
-        out.append(s)
-    return out
+def _split_text(label: str, t: float, ref: Sequence[float] | None, i: int) -> str:
+    """``label  m:ss.cc`` of a split, with its delta to ``ref[i]`` where there is one."""
+    s = f"{label}  {format_time(t)}"
+    if ref is not None and i < len(ref) and ref[i] == ref[i] and t == t:
+        s += f"  {format_delta(t - ref[i])}"
+    return s
 
 
 def play(
@@ -226,10 +224,8 @@ def _on_end(info, rec, ghosts, pending, er, res, replays=()) -> None:
         return
     t = float(info.get("finish_time_s", math.nan))
     ref = ghosts[0].reference_times_s if ghosts else None
-    lines = [f"FINISH  {format_time(t)}"]
-    if ref is not None and len(ref) > len(cps) and ref[len(cps)] == ref[len(cps)]:
-        lines[0] += f"  {format_delta(t - ref[len(cps)])}"
-    lines += _splits_text(cps, ref)
+    lines = [_split_text("FINISH", t, ref, len(cps))]
+    lines += [_split_text(f"CP{i + 1}", c, ref, i) for i, c in enumerate(cps)]
     best = min(res.finish_times_s) if res.finish_times_s else math.inf
     res.finish_times_s.append(t)
     g = rec.ghost(cps, t)

@@ -1,18 +1,13 @@
-"""The frame renderer: a top-down camera over the baked stage, the cars and the HUD.
-
-:class:`Renderer` draws one stage. It bakes the stage background once (cached per stage and
-resolution), and every :meth:`Renderer.draw` resamples the visible part of it, draws skid marks,
-ghosts, the other cars and the focused car at their true poses, then the HUD, and returns an
-(H, W, 3) uint8 frame. It reads only the :class:`~rally_env.render.views.CarView` and
-:class:`~rally_env.render.views.HudInfo` records it is given, so it cannot change a simulation.
-
-pygame (pygame-ce) is imported when a :class:`Renderer` is created, never before.
+"""The frame renderer: a top-down camera over the baked stage, the cars and the HUD, drawn
+from :class:`~rally_env.render.views.CarView` and :class:`~rally_env.render.views.HudInfo`
+records only (docs/render.md, "What a frame shows"). pygame is imported by a
+:class:`Renderer`, never before.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,16 +60,6 @@ def usage_color(u: float) -> tuple[int, int, int]:
     if not u == u:
         return _AIR_RGB
     return _USAGE_LUT[min(max(round(u * 255.0), 0), 255)]
-
-
-def normalize_camera(camera: str) -> str:
-    """``"car-up"`` or ``"north-up"`` (``"chase"`` is an alias of ``"car-up"``)."""
-    try:
-        return _CAMERA_ALIASES[camera]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"camera must be one of {', '.join(_CAMERA_ALIASES)}, got {camera!r}"
-        ) from None
 
 
 def lru_get(cache: OrderedDict, key: Any, make: Callable[[], Any], size: int) -> Any:
@@ -220,7 +205,12 @@ class Renderer:
         self.terrain = terrain
         self.width = int(width)
         self.height = int(height)
-        self.camera_mode = normalize_camera(camera)
+        try:
+            self.camera_mode = _CAMERA_ALIASES[camera]  # "car-up" or "north-up"
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"camera must be one of {', '.join(_CAMERA_ALIASES)}, got {camera!r}"
+            ) from None
         self.zoom = float(zoom)
         self.show_hud = bool(hud)
         self.show_minimap = bool(minimap)
@@ -240,7 +230,7 @@ class Renderer:
         self.camera = Camera(0.0, 0.0, 0.0, 1.0, self.ppm, ax, ay)
         self._heading: float | None = None
         self._cam_t = -math.inf
-        self._marks: dict[Any, _Marks] = {}
+        self._marks: defaultdict[Any, _Marks] = defaultdict(_Marks)
         self._text_cache: OrderedDict[tuple, Any] = OrderedDict()
         self._fonts: OrderedDict[int, Any] = OrderedDict()
         self._hud_scale = self.height / 400.0
@@ -315,9 +305,7 @@ class Renderer:
             cars: list[tuple[Any, CarView]] = keyed if car is None else [*keyed, ("car", car)]
             r = max(0.8, 0.5 * 0.32 * cam.ppm)
             for key, c in cars:
-                m = self._marks.get(key)
-                if m is None:
-                    m = self._marks[key] = _Marks()
+                m = self._marks[key]
                 m.update(c)
                 if m.count:
                     draw_marks(
@@ -341,13 +329,10 @@ class Renderer:
         return self.frame.copy()
 
     # ------------------------------------------------------------------ cars
-    def _visible(self, car: CarView) -> bool:
+    def _draw_car(self, car: CarView, role: str) -> None:
         sx, sy = self.camera.to_screen(car.x_m, car.y_m)
         m = 6.0 * self.ppm
-        return -m <= sx <= self.width + m and -m <= sy <= self.height + m
-
-    def _draw_car(self, car: CarView, role: str) -> None:
-        if not self._visible(car):
+        if not (-m <= sx <= self.width + m and -m <= sy <= self.height + m):
             return
         pg = self.pg
         gfx = pg.gfxdraw

@@ -1,9 +1,5 @@
-"""Video export: H.264 MP4 through imageio-ffmpeg, short GIFs, and :func:`render_episode`.
-
-:func:`render_episode` runs one episode of a policy on a ``Rally-v0`` env with rendering off,
-draws frames itself at the video's frame rate (poses interpolated between control steps, so a
-20 Hz policy still gives a smooth 30 fps video) and writes them. The simulation is stepped
-exactly as without a video: the renderer only reads it.
+"""Video export: H.264 MP4 through imageio-ffmpeg, short GIFs, :func:`render_episode` and
+:func:`render_strip` (docs/render.md, "Video"). The renderer only reads the simulation.
 """
 
 from __future__ import annotations

@@ -305,6 +305,18 @@ def hud_from_info(
     times = tuple(float(t) for t in np.reshape(info.get("checkpoint_times_s", ()), -1))
     if "n_checkpoints" in info:  # the real checkpoints (the rest is padding)
         times = times[: int(info["n_checkpoints"])]
+    v1: dict[str, Any] = {}  # the fields a Rally-v1 info carries (none for Rally-v0)
+    if "engine_rpm" in info and "gear" in info:
+        rpm = float(info["engine_rpm"])
+        if drivetrain if drivetrain is not None else rpm > 0.0:
+            v1["gear"] = int(info["gear"])
+            v1["engine_rpm"] = rpm
+    if "tire_wear" in info:
+        wear = float(np.min(info["tire_wear"])) if len(info["tire_wear"]) else 1.0
+        if wear < HUD_GRIP_SHOWN:
+            v1["tire_wear"] = wear
+    if "damage" in info and float(info["damage"]) < HUD_GRIP_SHOWN:
+        v1["damage"] = float(info["damage"])
     zero_default = ("speed_mps", "stage_time_s", "progress_m", "stage_length_m")
     return HudInfo(
         **{k: float(info.get(k, 0.0)) for k in zero_default},
@@ -316,25 +328,8 @@ def hud_from_info(
         message=message,
         title=title,
         checkpoints_m=cps,
-        **_v1_hud(info, drivetrain),
+        **v1,
     )
-
-
-def _v1_hud(info: Mapping[str, Any], drivetrain: bool | None) -> dict[str, Any]:
-    """The HUD fields a Rally-v1 info carries (none for Rally-v0: its frames are unchanged)."""
-    out: dict[str, Any] = {}
-    if "engine_rpm" in info and "gear" in info:
-        rpm = float(info["engine_rpm"])
-        if drivetrain if drivetrain is not None else rpm > 0.0:
-            out["gear"] = int(info["gear"])
-            out["engine_rpm"] = rpm
-    if "tire_wear" in info:
-        wear = float(np.min(info["tire_wear"])) if len(info["tire_wear"]) else 1.0
-        if wear < HUD_GRIP_SHOWN:
-            out["tire_wear"] = wear
-    if "damage" in info and float(info["damage"]) < HUD_GRIP_SHOWN:
-        out["damage"] = float(info["damage"])
-    return out
 
 
 def format_time(t: float) -> str:

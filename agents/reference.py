@@ -351,10 +351,7 @@ def _curv_and_jac(cx, cy, nx, ny, off, closed):
     """Curvature of the line at every node and its derivative by the three offsets it uses."""
     n = cx.shape[0]
     eps = 1e-3
-    if closed:
-        im, ip = np.roll(np.arange(n), 1), np.roll(np.arange(n), -1)
-    else:
-        im, ip = np.r_[0, np.arange(n - 1)], np.r_[np.arange(1, n), n - 1]
+    im, ip = _neighbours(n, closed)
     px, py = cx + off * nx, cy + off * ny
     pts = [(px[im], py[im]), (px, py), (px[ip], py[ip])]
     nrm = [(nx[im], ny[im]), (nx, ny), (nx[ip], ny[ip])]
@@ -439,21 +436,20 @@ def _sample(path: Any, s: np.ndarray):
     return cx, cy, tx / nrm, ty / nrm, hw
 
 
-def _menger(px: np.ndarray, py: np.ndarray, closed: bool) -> np.ndarray:
-    """Signed curvature of the circle through each node and its neighbours (1/m)."""
-    n = px.shape[0]
-    k = np.zeros(n)
+def _neighbours(n: int, closed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of each node's previous and next node (an open path's ends their own)."""
     if closed:
-        ax, ay = np.roll(px, 1), np.roll(py, 1)
-        bx, by = np.roll(px, -1), np.roll(py, -1)
-        sl = slice(0, n)
-    else:
-        ax, ay = np.r_[px[:1], px[:-1]], np.r_[py[:1], py[:-1]]
-        bx, by = np.r_[px[1:], px[-1:]], np.r_[py[1:], py[-1:]]
-        sl = slice(1, n - 1)
-    k[sl] = _curv3(ax, ay, px, py, bx, by, tiny=1e-300)[sl]
-    if not closed and n >= 3:
-        k[0], k[-1] = k[1], k[-2]
+        return np.roll(np.arange(n), 1), np.roll(np.arange(n), -1)
+    return np.r_[0, np.arange(n - 1)], np.r_[np.arange(1, n), n - 1]
+
+
+def _menger(px: np.ndarray, py: np.ndarray, closed: bool) -> np.ndarray:
+    """Signed curvature of the circle through each node and its neighbours (1/m); an open
+    path's ends take their neighbour's."""
+    im, ip = _neighbours(px.shape[0], closed)
+    k = _curv3(px[im], py[im], px, py, px[ip], py[ip], tiny=1e-300)
+    if not closed:
+        k[[0, -1]] = (k[1], k[-2]) if len(k) >= 3 else 0.0
     return k
 
 

@@ -451,10 +451,7 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
         margin = c[_C.entry_margin_m] + c[_C.entry_margin_s] * v
         reads_ahead = ahead.shape[1] > 0
         if reads_ahead:
-            # the road-ahead block replaces the blind corner (same tuning, one brake factor
-            # for the committed driver, who now sees every corner coming from 600 m); a road
-            # a little narrower than the committed driver's leaves room enough, with every
-            # corner in view, for more grip at speed and harder braking
+            # the road-ahead block replaces the blind corner (why: docs/agents.md)
             bf = c[_C.brake_factor] + qc * (c[_C.ahead_commit_brake_factor] - c[_C.brake_factor])
             qw = _ramp(width, c[_C.ahead_wide_from_m], c[_C.ahead_wide_to_m]) * (1.0 - qc)
             vcs += qw * (c[_C.ahead_wide_corner_speed_mps] - vcs)

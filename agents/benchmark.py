@@ -325,18 +325,23 @@ def benchmark_chunks(
 
 
 # ------------------------------------------------------------------------------- baseline
+def heuristic_fingerprint() -> dict[str, Any]:
+    """The heuristic settings a baseline was made with (compared when it is loaded)."""
+    from agents.heuristic import fingerprint
+
+    return fingerprint()
+
+
 def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """``{stage digest: {"stage", "reference_time_s", "heuristic_time_s"}}`` from a baseline
     file (empty when it is missing; heuristic times dropped when made with other heuristic
     settings)."""
-    from agents.heuristic import fingerprint
-
     p = Path(path) if path is not None else BASELINE_PATH
     doc = _read_doc(p, BASELINE_SCHEMA, "rally benchmark baseline")
     if doc is None:
         return {}
     stages = {k: dict(v) for k, v in doc.get("stages", {}).items()}
-    if doc.get("heuristic_params") != fingerprint():
+    if doc.get("heuristic_params") != heuristic_fingerprint():
         print(
             f"rally benchmark: {p} was made with other heuristic settings; the heuristic's "
             "times are computed again (rerun `rally benchmark --agent heuristic "
@@ -398,8 +403,6 @@ def write_oracle(result: BenchmarkResult, command: str, path: str | Path | None 
 
 def write_baseline(result: BenchmarkResult, path: str | Path | None = None) -> Path:
     """Write a heuristic benchmark's reference and stage times as the baseline file."""
-    from agents.heuristic import fingerprint
-
     if result.agent != "heuristic" or result.partial:
         raise ValueError("the baseline is the full benchmark of the heuristic driver")
     stages = {
@@ -417,7 +420,7 @@ def write_baseline(result: BenchmarkResult, path: str | Path | None = None) -> P
         "digest: reference times (agents.reference, racing line) and the heuristic's stage "
         "times (null: did not finish); written by `rally benchmark --agent heuristic "
         "--write-baseline`",
-        "heuristic_params": fingerprint(),
+        "heuristic_params": heuristic_fingerprint(),
         "stages": dict(sorted(stages.items(), key=lambda kv: kv[1]["stage"])),
     }
     return _write_text(path if path is not None else BASELINE_PATH, _dumps(doc))

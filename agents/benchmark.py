@@ -711,11 +711,8 @@ def _stage_row(
 
     return StageRow(
         set=set_name,
-        stage=sp["stage"],
+        **sp,  # stage, seed, length_m, difficulty
         digest=digest,
-        seed=sp["seed"],
-        length_m=sp["length_m"],
-        difficulty=sp["difficulty"],
         finished=r.finished,
         end_reason=r.end_reason,
         stage_time_s=t,

@@ -41,21 +41,9 @@ EVAL_SCHEMA_VERSION = 1
 
 @dataclass
 class RunResult:
-    """One episode.
-
-    Attributes:
-        stage, seed: what was driven, and the reset seed.
-        finished, end_reason: how it ended.
-        stage_time_s: exact finish time (s); NaN when not finished.
-        episode_time_s: simulated time of the episode (s).
-        progress_m: stage position reached (m).
-        off_road_s: time with the car's centre beyond a road edge (s).
-        mean_speed_mps: mean speed over the episode (m/s).
-        steps: control steps.
-        telemetry: per-step arrays (``progress_m``, ``speed_mps``, ``a_long_mps2``,
-            ``a_lat_mps2``, ``usage``, ``off_road``) when recorded.
-        actions: (steps, 4) float32 actions (to replay the run for its video).
-    """
+    """One episode: how it ended, its figures (s, m, m/s; ``stage_time_s`` NaN when not
+    finished), its per-step telemetry when recorded, its actions and its compute. Every field:
+    docs/agents.md, "Evaluation"."""
 
     stage: str
     seed: int
@@ -69,8 +57,6 @@ class RunResult:
     steps: int
     telemetry: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     actions: np.ndarray | None = field(default=None, repr=False)
-    #: what driving cost a policy that reports it (the planner: plans, car_steps, cpu_s,
-    #: wall_s); empty for others
     compute: dict[str, Any] = field(default_factory=dict)
 
     def figures(self) -> dict[str, Any]:

@@ -59,50 +59,12 @@ _AHEAD_COLS = {
 @dataclass(frozen=True, slots=True)
 class HeuristicParams:
     """Tuning of the heuristic driver (the vehicle's own constants come from its
-    :class:`physics.VehicleParams`).
+    :class:`physics.VehicleParams`). Every field, its default, unit and meaning:
+    docs/agents.md, "Heuristic driver", the ``HeuristicParams`` table.
 
-    Attributes:
-        corner_factor: fraction of the lateral friction limit used in corners.
-        corner_speed_mps: the usable lateral grip falls with speed as
-            ``corner_factor mu g / (1 + (v / corner_speed_mps) ** 2)`` (m/s).
-        brake_factor: fraction of the friction limit the speed target plans to brake with.
-        entry_margin_m, entry_margin_s: each corner speed is reached this far
-            (m + s x speed) before its lookahead point.
-        far_grip_cap: the grip assumed for everything ahead is at most this multiple of the
-            base mu (the observation shows no surface ahead).
-        blind_radius_m, blind_grip, blind_brake_factor: the cautious driver's blind corner,
-            assumed just beyond the 100 m the observation sees: its radius (m), its grip
-            (multiple of the base mu) and the braking (fraction of mu g) planned to reach it.
-        blind_min_radius_m, blind_max_radius_m: the committed driver's blind corner is as
-            tight as the tightest corner seen on the stage so far, within these radii (m).
-        commit_wide_from_m, commit_wide_to_m: commitment rises from 0 to 1 as the road's width
-            at the car grows over this range (m).
-        commit_corner_speed_mps, commit_brake_factor: ``corner_speed_mps`` and the brake
-            factor of the fully committed driver, which also reaches its blind corner with
-            ``commit_brake_factor`` and with no fall of grip with speed.
-        v_max_mps: the highest speed target (m/s).
-        pursuit_min_m, pursuit_max_m, pursuit_time_s: pursuit distance
-            ``clip(v pursuit_time_s, min, max)`` (m).
-        yaw_damping: steer correction per rad/s of yaw rate beyond the path's (rad).
-        front_slip_rad: the front wheels stay within this angle of the front axle's direction
-            of travel (the tire's peak slip angle plus a little, rad).
-        kp, ki: speed PI gains (per m/s of speed error, and per m of integrated error).
-        integral_limit: bound of the integrated speed error (m).
-        control_hz: the env's control rate (for the integral, Hz).
-        circle_margin: scales the lateral share of the friction circle the pedals leave free.
-        brake_gain, brake_floor: the brake may use ``brake_gain`` times the longitudinal share
-            of the circle, and at least ``brake_floor`` of mu g (ABS keeps the tires at the
-            limit anyway).
-        oversteer_rate: yaw rate beyond the path's (rad/s) at which brake and throttle ease.
-        oversteer_throttle: the throttle cap while oversteering.
-        low_speed_mps, low_speed_throttle: below this speed (m/s) the throttle may always
-            reach this (recovering from a spin or off the road).
-        ahead_commit_brake_factor: the fully committed driver's brake factor when it reads
-            the road-ahead block (``commit_brake_factor`` is the blind one's).
-        ahead_wide_from_m, ahead_wide_to_m, ahead_wide_corner_speed_mps,
-            ahead_wide_brake_factor: reading the road ahead, as the road's width grows over
-            this range (m) the uncommitted driver's ``corner_speed_mps`` and ``brake_factor``
-            rise to these (m/s, fraction of mu g).
+    Raises:
+        ValueError: a field not a finite number >= 0, one that must be > 0 not, or a range
+            whose upper bound is below its lower one (the message names the fields).
     """
 
     corner_factor: float = 0.9
@@ -489,10 +451,7 @@ def _drive(obs, oi, sc, look, c, mem, out, diag, ahead, bins, tune):
         margin = c[_C.entry_margin_m] + c[_C.entry_margin_s] * v
         reads_ahead = ahead.shape[1] > 0
         if reads_ahead:
-            # the road-ahead block replaces the blind corner (same tuning, one brake factor
-            # for the committed driver, who now sees every corner coming from 600 m); a road
-            # a little narrower than the committed driver's leaves room enough, with every
-            # corner in view, for more grip at speed and harder braking
+            # the road-ahead block replaces the blind corner (why: docs/agents.md)
             bf = c[_C.brake_factor] + qc * (c[_C.ahead_commit_brake_factor] - c[_C.brake_factor])
             qw = _ramp(width, c[_C.ahead_wide_from_m], c[_C.ahead_wide_to_m]) * (1.0 - qc)
             vcs += qw * (c[_C.ahead_wide_corner_speed_mps] - vcs)

@@ -38,30 +38,13 @@ class PlannerSettingsError(ValueError):
 
 @dataclass(frozen=True)
 class PlannerSettings:
-    """The oracle planner's settings.
+    """The oracle planner's settings: every field, its default, unit and meaning is the
+    settings table of docs/agents.md, "The oracle planner".
 
-    Attributes:
-        samples: candidate action sequences per iteration (the cars of the model env).
-        horizon: control steps of a candidate's own actions.
-        tail: control steps of the heuristic driver after them (the look-ahead's rest).
-        iterations: MPPI iterations per plan.
-        replan: control steps executed between two plans.
-        knot: control steps between two noise knots (the noise is linear in between).
-        sigma_steer: noise standard deviation of the steering (action units).
-        sigma_pedal: noise standard deviation of the pedal (throttle minus brake).
-        sigma_tune: noise standard deviation of the heuristic's speed-plan multipliers
-            (:data:`agents.heuristic.TUNE_FIELDS`: corner factor, corner speed, brake factor).
-        sigma_line: noise standard deviation of the heuristic's line (share of the half
-            width).
-        decay: factor on the noise from one iteration to the next.
-        temperature: MPPI temperature, relative to the spread of the candidates' scores.
-        off_road_cost_m: score cost of a step with the car's centre off the road (m).
-        crash_cost_m: score cost of an episode that ends without finishing (m).
-        end_off_road_cost_m: score cost of a candidate still off the road when its
-            look-ahead ends (m).
-        finish_speed_mps: score per second of look-ahead left when a candidate finishes.
-        seed: the noise stream's seed (a run is a function of the stage and the settings).
-        threads: step the model env with threads (numba's, over its cars).
+    Raises:
+        PlannerSettingsError: a count below its minimum, a number not finite or negative
+            (``temperature`` and ``finish_speed_mps``: not > 0), ``decay`` outside (0, 1],
+            ``replan`` above ``horizon`` or ``threads`` not a bool.
     """
 
     samples: int = 32

@@ -39,8 +39,27 @@ def _nice(lo: float, hi: float) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
+def _figure(width: int, height: int) -> tuple[Any, Any, Any]:
+    """pygame, a white surface of that size and the plots' font."""
+    pg = _pg()
+    surf = pg.Surface((width, height))
+    surf.fill(_BG)
+    return pg, surf, pg.font.Font(None, 20)
+
+
+def _save(pg: Any, surf: Any, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pg.image.save(surf, str(path))
+    return path
+
+
 class _Panel:
-    def __init__(self, surf, rect, xlim, ylim, title, xlabel, ylabel, font, equal=False):
+    """A plot area of ``surf`` at ``rect`` with its grid and ``labels``: (title, x label,
+    y label); ``equal``: the same scale on both axes."""
+
+    def __init__(self, surf, rect, xlim, ylim, labels, font, equal=False):
+        title, xlabel, ylabel = labels
         self.s, self.r, self.font = surf, rect, font
         self.x0, self.x1 = xlim
         self.y0, self.y1 = ylim
@@ -114,14 +133,11 @@ class _Panel:
 
 def telemetry_plot(run: Any, path: str | Path) -> Path:
     """Speed vs distance (with the reference profile), g-g diagram, friction-circle usage."""
-    pg = _pg()
+    pg, surf, font = _figure(1500, 520)
     from agents.reference import reference_time
 
     ref = reference_time(run.stage)
     tel = run.telemetry
-    surf = pg.Surface((1500, 520))
-    surf.fill(_BG)
-    font = pg.font.Font(None, 20)
     big = pg.font.Font(None, 26)
     head = (
         f"{run.stage}, seed {run.seed}: "
@@ -136,9 +152,7 @@ def telemetry_plot(run: Any, path: str | Path) -> Path:
         (70, 70, 600, 380),
         _nice(0, float(ref.stage_s_m[-1])),
         (0, vmax * 1.08),
-        "speed vs distance",
-        "stage distance (m)",
-        "m/s",
+        ("speed vs distance", "stage distance (m)", "m/s"),
         font,
     )
     p1.line(ref.stage_s_m, ref.v_mps, _COLORS[1], 2)
@@ -153,9 +167,7 @@ def telemetry_plot(run: Any, path: str | Path) -> Path:
         (760, 70, 340, 380),
         (-lim, lim),
         (-lim, lim),
-        "g-g diagram",
-        "lateral (m/s^2, + left)",
-        "longitudinal",
+        ("g-g diagram", "lateral (m/s^2, + left)", "longitudinal"),
         font,
         equal=True,
     )
@@ -169,17 +181,12 @@ def telemetry_plot(run: Any, path: str | Path) -> Path:
         (1160, 70, 320, 380),
         _nice(0, float(ref.stage_s_m[-1])),
         (0, max(1.2, float(np.nanpercentile(u, 99)) * 1.05)),
-        "friction-circle usage",
-        "stage distance (m)",
-        "|a| / mu g",
+        ("friction-circle usage", "stage distance (m)", "|a| / mu g"),
         font,
     )
     p3.line([p3.x0, p3.x1], [1, 1], _COLORS[1], 1)
     p3.line(s, u, _COLORS[0], 1)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pg.image.save(surf, str(path))
-    return path
+    return _save(pg, surf, path)
 
 
 def telemetry_plots(res: Any, out_dir: str | Path) -> list[Path]:
@@ -201,10 +208,7 @@ def curve_plot(
     hlines: Sequence[tuple[str, float]] = (),
 ) -> Path:
     """Line plot of ``(label, x, y)`` series with optional labelled horizontal lines."""
-    pg = _pg()
-    surf = pg.Surface((900, 520))
-    surf.fill(_BG)
-    font = pg.font.Font(None, 20)
+    pg, surf, font = _figure(900, 520)
     xs = np.concatenate([np.asarray(x, float) for _, x, _ in series]) if series else np.zeros(1)
     ys = [np.asarray(y, float) for _, _, y in series] + [np.array([h for _, h in hlines])]
     yall = np.concatenate(ys)
@@ -215,9 +219,7 @@ def curve_plot(
         (80, 60, 780, 390),
         _nice(float(np.nanmin(xs)), float(np.nanmax(xs))),
         ylim,
-        title,
-        xlabel,
-        ylabel,
+        (title, xlabel, ylabel),
         font,
     )
     items = []
@@ -231,10 +233,7 @@ def curve_plot(
         p.line([p.x0, p.x1], [h, h], c, 1)
         items.append((label, c))
     p.legend(items)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pg.image.save(surf, str(path))
-    return path
+    return _save(pg, surf, path)
 
 
 def validation_curve(

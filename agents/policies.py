@@ -53,19 +53,18 @@ ACTION_SPACES = ("auto", "policy", "env")
 
 
 class SB3Policy:
-    """A stable-baselines3 model as a batched deterministic policy.
-
-    Observations are normalised with the model's saved ``VecNormalize`` statistics (if any).
-    Actions: a model ``rally train`` made (its metadata says so) acts in ``[-1, 1]^4`` and is
-    mapped to the env's box (:func:`agents.models.from_policy_action`); any other model (e.g.
-    plain SB3 on ``gym.make("RallyDirect-v0")``) acts in the env's own action space and its actions
-    are used as they are.
+    """A stable-baselines3 model as a batched deterministic policy: observations normalised
+    with the model's saved ``VecNormalize`` statistics (if any), actions mapped from
+    ``[-1, 1]^4`` to the env's box or used as they are (docs/agents.md, "Evaluation").
 
     Args:
         path: the model zip.
         deterministic: the policy's mean action.
-        action_space: ``"auto"`` (from the metadata, above), ``"policy"`` (force the remap) or
-            ``"env"`` (force none).
+        action_space: ``"auto"`` (the remap for a model whose metadata says ``rally train``
+            made it), ``"policy"`` (force the remap) or ``"env"`` (force none).
+
+    Raises:
+        ValueError: another ``action_space``.
     """
 
     def __init__(self, path: str | Path, deterministic: bool = True, action_space: str = "auto"):

@@ -36,19 +36,8 @@ RACING_BLENDS = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # ------------------------------------------------------------------------------ vehicle model
 @dataclass(frozen=True, slots=True)
 class PointMass:
-    """The point-mass quantities the solver uses, derived from a :class:`VehicleParams`.
-
-    Attributes:
-        mass_kg, g_mps2: mass and gravity.
-        mu_base: tire base mu (times wear and damage).
-        load_sensitivity, load_ratio_static: tire load sensitivity and static load / load_ref.
-        transfer_per_g: lateral load-transfer fraction per g of lateral acceleration
-            (CG height / half track).
-        drive_force_n, power_w, drive_cap: drive limits (all wheels driven assumed).
-        vmax_mps, vmax_band_mps: top-speed fade of the drive.
-        crr: rolling resistance coefficient.
-        brake_force_n, abs_fraction: service brake force and ABS share of the circle.
-    """
+    """The point-mass quantities the solver uses (SI units), derived from a
+    :class:`VehicleParams`; every field: docs/agents.md, "Reference time"."""
 
     mass_kg: float
     g_mps2: float
@@ -351,10 +340,7 @@ def _curv_and_jac(cx, cy, nx, ny, off, closed):
     """Curvature of the line at every node and its derivative by the three offsets it uses."""
     n = cx.shape[0]
     eps = 1e-3
-    if closed:
-        im, ip = np.roll(np.arange(n), 1), np.roll(np.arange(n), -1)
-    else:
-        im, ip = np.r_[0, np.arange(n - 1)], np.r_[np.arange(1, n), n - 1]
+    im, ip = _neighbours(n, closed)
     px, py = cx + off * nx, cy + off * ny
     pts = [(px[im], py[im]), (px, py), (px[ip], py[ip])]
     nrm = [(nx[im], ny[im]), (nx, ny), (nx[ip], ny[ip])]
@@ -439,44 +425,29 @@ def _sample(path: Any, s: np.ndarray):
     return cx, cy, tx / nrm, ty / nrm, hw
 
 
-def _menger(px: np.ndarray, py: np.ndarray, closed: bool) -> np.ndarray:
-    """Signed curvature of the circle through each node and its neighbours (1/m)."""
-    n = px.shape[0]
-    k = np.zeros(n)
+def _neighbours(n: int, closed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of each node's previous and next node (an open path's ends their own)."""
     if closed:
-        ax, ay = np.roll(px, 1), np.roll(py, 1)
-        bx, by = np.roll(px, -1), np.roll(py, -1)
-        sl = slice(0, n)
-    else:
-        ax, ay = np.r_[px[:1], px[:-1]], np.r_[py[:1], py[:-1]]
-        bx, by = np.r_[px[1:], px[-1:]], np.r_[py[1:], py[-1:]]
-        sl = slice(1, n - 1)
-    k[sl] = _curv3(ax, ay, px, py, bx, by, tiny=1e-300)[sl]
-    if not closed and n >= 3:
-        k[0], k[-1] = k[1], k[-2]
+        return np.roll(np.arange(n), 1), np.roll(np.arange(n), -1)
+    return np.r_[0, np.arange(n - 1)], np.r_[np.arange(1, n), n - 1]
+
+
+def _menger(px: np.ndarray, py: np.ndarray, closed: bool) -> np.ndarray:
+    """Signed curvature of the circle through each node and its neighbours (1/m); an open
+    path's ends take their neighbour's."""
+    im, ip = _neighbours(px.shape[0], closed)
+    k = _curv3(px[im], py[im], px, py, px[ip], py[ip], tiny=1e-300)
+    if not closed:
+        k[[0, -1]] = (k[1], k[-2]) if len(k) >= 3 else 0.0
     return k
 
 
 # ------------------------------------------------------------------------------ the result
 @dataclass(frozen=True, slots=True, eq=False)
 class ReferenceProfile:
-    """A reference run over the timed part of a stage.
-
-    Attributes:
-        stage: stage name.
-        line: ``"racing"`` or ``"centerline"``.
-        time_s: reference stage time (s), standing start at the start line.
-        stage_s_m: (n,) stage position of each node (m from the start line, laps included),
-            the same coordinate as the env's ``info["progress_m"]``.
-        v_mps: (n,) reference speed at each node (m/s).
-        curvature: (n,) curvature of the driven line (1/m).
-        x_m, y_m: (n,) driven line in the world (m).
-        offset_m: (n,) lateral offset of the line from the centerline (m, + left).
-        mu: (n,) surface grip multiplier at each node.
-        time_at_s: (n,) reference time at each node (s).
-        a_lat_mps2, a_long_mps2: (n,) lateral and longitudinal acceleration of the profile.
-        line_length_m: length of the driven line over the timed part (m).
-    """
+    """A reference run over the timed part of a stage: its time (s) and, per node, the
+    stage position (m), speed (m/s), line, grip, time and accelerations. Every field:
+    docs/agents.md, "Reference time"."""
 
     stage: str
     line: str

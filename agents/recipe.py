@@ -28,6 +28,7 @@ from agents.models import MAX_HOLD, RESIDUAL_BASES, RESIDUAL_KINDS, ResidualSpec
 from agents.rllib import RLLIB_PPO_DEFAULTS
 from agents.sb3 import RECIPE_PPO_BASE as RECIPE_PPO_BASE  # re-exported
 from agents.sb3 import TRAIN_DEFAULTS, VALIDATION_STAGES, algo_defaults, train_env_kwargs
+from agents.sb3 import FixedRunningMeanStd as FixedRunningMeanStd  # old vecnormalize.pkl
 from agents.sb3 import freeze_obs_stats as freeze_obs_stats  # re-exported
 from agents.sb3 import phase_env as phase_env  # re-exported
 from agents.sb3 import restrict_actor_inputs as restrict_actor_inputs  # re-exported

@@ -134,11 +134,9 @@ def drive_batch(
     """One episode per car: car ``i`` on the generated stage of reset seed ``seeds[i]``
     (``stage="random"``), its outputs from its own parameters (``tuner None``: the base
     driver). Returns per car ``finished``, ``time_s`` (finish time, nan when not finished)
-    and ``steps``; with ``collect``, also the observations at the decision steps.
-
-    The cars drive through the vector env's own ``step`` (its action checks and clock); a car
-    whose episode has ended drives on in a new one (the env's autoreset) until the last car
-    ends, and nothing of that new episode is counted."""
+    and ``steps``; with ``collect``, also the observations at the decision steps. The cars
+    drive through the vector env's own ``step``; an ended car's next episode counts for
+    nothing (docs/agents.md, "Evolution strategies")."""
     n = len(seeds)
     venv = RallyVectorEnv(n, stage="random", autoreset_mode="NextStep", **env_kwargs)
     try:

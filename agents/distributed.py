@@ -353,17 +353,11 @@ def verify_many(
     """Verify replays over the cluster: one task per replay, the same reports as
     :func:`rally_env.replay.verify.verify_bytes` run locally (``elapsed_s`` aside).
 
-    Bounds: every replay is held to ``budgets`` (default the verifier's
-    :data:`~rally_env.replay.budgets.DEFAULT_BUDGETS`), which cap the parse cost, the simulated
-    time and the terrain before anything is built. Wall time: the driver waits at most
-    ``task_timeout_s`` x the number of waves the cluster needs (replays / cluster CPUs,
-    rounded up) in all, then cancels what still runs (its worker is killed) and reports
-    it ``unusable`` / ``over_budget``; each task also holds its verification to
-    ``task_timeout_s`` itself. Memory: each task runs the verification in a verifier process
-    of its own whose address space is limited to ``memory_mb`` MiB (``RLIMIT_AS``, as
-    ``rally serve``'s workers; 0 = no bound; also reserved in Ray's scheduler), past which the
-    replay is ``unusable`` / ``over_budget``. A task whose Ray worker dies is retried
-    (:data:`TASK_RETRIES`), then reported ``unusable`` / ``over_budget``.
+    Every replay is held to ``budgets`` (default the verifier's
+    :data:`~rally_env.replay.budgets.DEFAULT_BUDGETS`), each task to ``task_timeout_s`` of wall
+    time and ``memory_mb`` MiB (0 = no bound) in a verifier process of its own; a replay past a
+    bound, or whose Ray worker died :data:`TASK_RETRIES` times, is reported ``unusable`` /
+    ``over_budget`` (docs/ray.md, "Verification bounds").
 
     Returns:
         One :class:`~rally_env.replay.verify.VerifyReport` per replay, in order.

@@ -1,13 +1,8 @@
 """Evolution strategies for a residual policy that tunes the heuristic driver (recipes with
-``[run] algo = "es"``; why and how: docs/agents.md, "es-general").
-
-Each iteration drives the current parameters and ``pairs`` antithetic perturbations of them,
-deterministically, on the same fresh generated stages; the members' fitness
-(:func:`member_fitness`) is turned into centered ranks, and Adam steps along the ranked
-perturbations. The policy is linear on the normalised observation (statistics the base driver
-gathers first) and its outputs are a ``"tuning"`` residual (:class:`agents.models.ResidualSpec`);
-``theta = 0`` is the base driver. It is saved as a ``"linear"`` model zip
-(:class:`agents.models.LinearModel`).
+``[run] algo = "es"``): antithetic perturbations ranked by :func:`member_fitness`, Adam steps,
+a linear policy on the normalised observation whose outputs are a ``"tuning"`` residual
+(``theta = 0`` is the base driver), saved as a ``"linear"`` model zip. The method and its
+runs: docs/agents.md, "Evolution strategies" under "es-general".
 """
 
 from __future__ import annotations
@@ -24,6 +19,7 @@ import numpy as np
 from agents.benchmark import run_stages
 from agents.evaluate import ValidationLog, validation_stages
 from agents.models import LinearModel, ResidualDriver, ResidualSpec, normalize_obs
+from agents.rundir import versions, write_json
 from rally_env.spaces import ObsLayout
 from rally_env.vector import RallyVectorEnv
 
@@ -47,9 +43,8 @@ class ESSettings:
             the policy reads; ``None``: all of them, ``()``: none (a constant tuning).
         line: the policy also sets the driver's line (the fourth tuning output); ``False``
             leaves it on the centerline.
-        dnf_score: what a run that does not finish scores on its stage in the fitness (the
-            benchmark's score gives 0; 0.5 says a crash costs as much as driving the stage
-            half as fast, so a policy may trade a rare crash for speed everywhere else).
+        dnf_score: what a run that does not finish scores on its stage in the fitness, in
+            [0, 1] (the benchmark's score gives 0; docs/agents.md).
     """
 
     iterations: int = 40
@@ -139,11 +134,9 @@ def drive_batch(
     """One episode per car: car ``i`` on the generated stage of reset seed ``seeds[i]``
     (``stage="random"``), its outputs from its own parameters (``tuner None``: the base
     driver). Returns per car ``finished``, ``time_s`` (finish time, nan when not finished)
-    and ``steps``; with ``collect``, also the observations at the decision steps.
-
-    The cars drive through the vector env's own ``step`` (its action checks and clock); a car
-    whose episode has ended drives on in a new one (the env's autoreset) until the last car
-    ends, and nothing of that new episode is counted."""
+    and ``steps``; with ``collect``, also the observations at the decision steps. The cars
+    drive through the vector env's own ``step``; an ended car's next episode counts for
+    nothing (docs/agents.md, "Evolution strategies")."""
     n = len(seeds)
     venv = RallyVectorEnv(n, stage="random", autoreset_mode="NextStep", **env_kwargs)
     try:
@@ -346,10 +339,8 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     out.mkdir(parents=True, exist_ok=True)
     spec = recipe.residual.spec()
     es: ESSettings = recipe.es
-    from agents import sb3  # the train extra, needed to train only (not to import this module)
-
-    config = {"recipe": recipe.to_dict(), "versions": sb3._versions()}
-    sb3._write_json(out / "config.json", config)
+    config = {"recipe": recipe.to_dict(), "versions": versions()}
+    write_json(out / "config.json", config)
     env_kwargs = {k: v for k, v in recipe.env.items() if k != "stage"}
     stages = validation_stages(recipe.eval.stages)
     log = ValidationLog(out, stages, "env steps (millions)")
@@ -414,5 +405,5 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
         "eval_log": str(log.path),
         "learning_curve": str(out / "learning_curve.png"),
     }
-    sb3._write_json(out / "summary.json", summary)
+    write_json(out / "summary.json", summary)
     return summary

@@ -10,59 +10,31 @@ of another algorithm, is refused with a :class:`RecipeError` that names it.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import functools
 import math
 import sys
-import time
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-from stable_baselines3 import PPO
-from stable_baselines3.common.callbacks import CallbackList
-from stable_baselines3.common.running_mean_std import RunningMeanStd
-from stable_baselines3.common.vec_env import VecMonitor
-
 import agents.es
 import agents.rllib
 from agents import sb3
-from agents.es import ESSettings, check_inputs, input_columns
-from agents.evaluate import validation_stages
-from agents.models import (
-    MAX_HOLD,
-    RESIDUAL_BASES,
-    RESIDUAL_KINDS,
-    ResidualSpec,
-    obs_env_kwargs,
-)
+from agents.es import ESSettings, check_inputs
+from agents.models import MAX_HOLD, RESIDUAL_BASES, RESIDUAL_KINDS, ResidualSpec
 from agents.rllib import RLLIB_PPO_DEFAULTS
+from agents.sb3 import RECIPE_PPO_BASE as RECIPE_PPO_BASE  # re-exported
 from agents.sb3 import TRAIN_DEFAULTS, VALIDATION_STAGES, algo_defaults, train_env_kwargs
+from agents.sb3 import FixedRunningMeanStd as FixedRunningMeanStd  # old vecnormalize.pkl
+from agents.sb3 import freeze_obs_stats as freeze_obs_stats  # re-exported
+from agents.sb3 import phase_env as phase_env  # re-exported
+from agents.sb3 import restrict_actor_inputs as restrict_actor_inputs  # re-exported
 from rally_env.config import RallyConfig
 from rally_env.errors import ConfigError
 
-#: What a recipe's ``[ppo]`` starts from (a key it gives replaces one of these): the PPO
-#: settings of the first recipes, kept so each recipe file reproduces its run; ``rally
-#: train``'s own defaults (:data:`agents.sb3.PPO_DEFAULTS`) moved on.
-RECIPE_PPO_BASE: dict[str, Any] = {
-    "n_steps": 512,
-    "batch_size": 512,
-    "n_epochs": 10,
-    "learning_rate": 3e-4,
-    "gamma": 0.995,
-    "gae_lambda": 0.95,
-    "clip_range": 0.2,
-    "ent_coef": 0.0,
-    "vf_coef": 0.5,
-    "max_grad_norm": 0.5,
-    "policy_kwargs": {"net_arch": [64, 64], "log_std_init": -1.0},
-}
 #: A recipe's ``[ppo]`` keys: :data:`RECIPE_PPO_BASE`'s, more of SB3's PPO and the policy's own
 _PPO_KEYS = {
     *RECIPE_PPO_BASE,
@@ -83,20 +55,10 @@ class RecipeError(ValueError):
 
 @dataclass(frozen=True)
 class WarmStart:
-    """Behaviour cloning of the heuristic driver (see the module docstring).
-
-    Attributes:
-        steps: env steps of driver data (0 = no warm start).
-        noise: Gaussian action noise the driver drives with (its clean action is the label).
-        epochs, batch_size, lr: the regression of the policy mean onto the labels.
-        critic_steps: env steps of PPO with the policy frozen (value function only).
-        dagger_rounds: rounds after the first fit in which the clone drives (with
-            ``dagger_noise``) and the driver labels the states it reaches; each round adds
-            ``dagger_steps`` env steps to the data and refits for ``dagger_epochs`` epochs.
-        teacher: ``"blind"``, the heuristic driver reading RallyDirect-v0's fields only, or
-            ``"ahead"``, the driver that also reads the road-ahead block (needs
-            ``road_ahead``); it runs at the env's ``control_hz``.
-    """
+    """A ``ppo`` recipe's ``[warmstart]``: behaviour cloning of the heuristic driver
+    (``teacher`` ``"blind"`` or ``"ahead"``), then ``dagger_rounds`` DAgger rounds, then
+    ``critic_steps`` env steps of PPO with the policy frozen; step counts are env steps, 0
+    ``steps`` is no warm start. Each field: docs/agents.md, "Training recipes"."""
 
     steps: int = 0
     noise: float = 0.3
@@ -113,12 +75,9 @@ class WarmStart:
 
 @dataclass(frozen=True)
 class Residual:
-    """A residual policy: the env action is the base driver's, moved by the policy's output
-    times ``scale`` (:func:`agents.models.residual_action`); the policy's last layer starts
-    at zero, so training starts from the base driver. ``base = ""`` is a plain policy.
-    ``kind = "tuning"`` moves the base driver's speed plan instead of its actions, and
-    ``hold`` > 1 makes the policy decide every ``hold`` control steps
-    (:class:`agents.models.ResidualSpec`); the recipe's step counts stay env steps."""
+    """A recipe's ``[residual]``: the policy's outputs move a base driver's actions or speed
+    plan, held ``hold`` control steps (:class:`agents.models.ResidualSpec`; docs/agents.md,
+    "Training recipes"); ``base = ""`` is a plain policy."""
 
     base: str = ""
     scale: float = 0.5
@@ -234,6 +193,29 @@ def _table(src: str, doc: dict[str, Any], key: str) -> dict[str, Any]:
     return v
 
 
+def _settings(
+    src: str, section: str, table: dict[str, Any], default: Any, lo: dict[str, float], **given: Any
+) -> Any:
+    """``default`` (a frozen dataclass) with the values of the ``[section]`` table, whose keys
+    must be its fields: a bool field takes true or false, an int field an integer >= ``lo``
+    (default 0), a float field a finite number >= ``lo``; ``given`` values go in as they are."""
+    fields = dataclasses.fields(default)
+    _check_keys(src, section, table, {f.name for f in fields})
+    kw = dict(given)
+    for f in [f for f in fields if f.name not in given]:
+        v = table.get(f.name, getattr(default, f.name))
+        key, low = f"{section}.{f.name}", lo.get(f.name, 0)
+        if isinstance(f.default, bool):
+            if not isinstance(v, bool):
+                raise RecipeError(f"{src}: {key} must be true or false, got {v!r}")
+            kw[f.name] = v
+        elif isinstance(f.default, int):
+            kw[f.name] = _int(src, key, v, int(low))
+        elif isinstance(f.default, float):
+            kw[f.name] = _num(src, key, v, float(low))
+    return dataclasses.replace(default, **kw)
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Read and check a recipe file (TOML). Raises :class:`RecipeError` on any bad key/value."""
     p = Path(path)
@@ -254,11 +236,33 @@ _SECTIONS = {
     "rllib-ppo": {"run", "env", "ray", "rllib", "eval"},
     "es": {"run", "env", "residual", "es", "eval"},
 }
-_RUN_KEYS = {
-    "ppo": {"algo", "timesteps", "n_envs", "seed", "out", "threads", "checkpoint_freq"},
-    "rllib-ppo": {"algo", "timesteps", "seed", "out", "checkpoint_freq"},
-    "es": {"algo", "seed", "out"},
+#: The integer settings of each algorithm's recipe: (section.key, default, least value)
+_INTS = {
+    "ppo": (
+        ("run.timesteps", 1_000_000, 0),
+        ("run.n_envs", 16, 1),
+        ("run.seed", 0, 0),
+        ("run.threads", 1, 1),
+        ("run.checkpoint_freq", 1_000_000, 0),
+        ("eval.freq", 500_000, 0),
+        ("eval.stages", 20, 0),
+    ),
+    "rllib-ppo": (
+        ("run.timesteps", 1_000_000, 1),
+        ("run.seed", 0, 0),
+        ("run.checkpoint_freq", 0, 0),
+        ("ray.num_env_runners", 0, 0),
+        ("ray.envs_per_runner", 8, 1),
+        ("eval.freq", 0, 0),
+        ("eval.seeds", 1, 1),
+    ),
+    "es": (("run.seed", 0, 0), ("eval.stages", 50, 0), ("eval.every", 5, 1)),
 }
+
+
+def _keys(algo: str, section: str) -> set[str]:
+    """The integer keys of ``[section]`` in ``algo``'s recipe (:data:`_INTS`)."""
+    return {k.split(".")[1] for k, _, _ in _INTS[algo] if k.startswith(section + ".")}
 
 
 def _algo(src: str, doc: dict[str, Any]) -> str:
@@ -275,20 +279,48 @@ def _algo(src: str, doc: dict[str, Any]) -> str:
                 f"run.algo = {algo!r} (its sections: {', '.join(sorted(_SECTIONS[algo]))})"
             )
         _check_keys(src, "", doc, _SECTIONS[algo])
-    _check_keys(src, "run", run, _RUN_KEYS[algo])
+    _check_keys(src, "run", run, {"algo", "out", *_keys(algo, "run")})
     return algo
 
 
 def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     """A :class:`Recipe` from the parsed TOML document (every key checked)."""
     algo = _algo(src, doc)
-    if algo == "rllib-ppo":
-        return _rllib_recipe(doc, src)
-    if algo == "es":
-        return _es_recipe(doc, src)
-    run = _table(src, doc, "run")
-    env = _table(src, doc, "env")
+    env = dict(_table(src, doc, "env"))
     _check_env(src, "env", env)
+    part = {"ppo": _ppo_part, "rllib-ppo": _rllib_part, "es": _es_part}[algo](doc, src, env)
+    _check_keys(src, "eval", _table(src, doc, "eval"), _keys(algo, "eval"))
+    ints: dict[str, int] = {}
+    for key, default, lo in _INTS[algo]:
+        section, name = key.split(".")
+        ints[key] = _int(src, key, _table(src, doc, section).get(name, default), lo)
+    if algo == "ppo" and ints["run.timesteps"] == 0:  # the warm start alone (no PPO)
+        ws = part["warmstart"]
+        if ws.steps == 0 or ws.critic_steps > 0 or part["phases"]:
+            raise RecipeError(
+                f"{src}: run.timesteps = 0 (no PPO) is a warm start alone: it needs "
+                "warmstart.steps > 0, no warmstart.critic_steps and no [[phase]]"
+            )
+    if algo == "rllib-ppo":
+        runners = (ints["ray.num_env_runners"], ints["ray.envs_per_runner"])
+        part["ray"] = RayRun(part.pop("address"), *runners)
+        part["eval_seeds"] = ints["eval.seeds"]
+    if algo == "es":
+        part["eval_every"] = ints["eval.every"]
+    return Recipe(
+        source=src,
+        algo=algo,
+        out=str(_table(src, doc, "run").get("out", "runs/recipe")),
+        env=env,
+        eval=EvalSpec(freq=ints.get("eval.freq", 0), stages=ints.get("eval.stages", 0)),
+        **{k[4:]: v for k, v in ints.items() if k.startswith("run.")},
+        **part,
+    )
+
+
+def _ppo_part(doc: dict[str, Any], src: str, env: dict[str, Any]) -> dict[str, Any]:
+    """A ``ppo`` recipe's own settings: ``[ppo]``, ``[warmstart]``, ``[residual]``,
+    ``[[phase]]``."""
     ppo = copy.deepcopy(_table(src, doc, "ppo"))
     _check_keys(src, "ppo", ppo, _PPO_KEYS)
     inputs = ppo.pop("inputs", None)
@@ -307,15 +339,8 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
         raise RecipeError(f"{src}: ppo.policy_kwargs must be a table")
     _check_keys(src, "ppo.policy_kwargs", pk, _POLICY_KWARGS)
     ws = _table(src, doc, "warmstart")
-    _check_keys(src, "warmstart", ws, {f.name for f in dataclasses.fields(WarmStart)})
-    kw: dict[str, Any] = {"teacher": ws.get("teacher", "blind")}
-    for f in dataclasses.fields(WarmStart):  # counts >= 0 (epochs, batch size >= 1), rates
-        v, key = ws.get(f.name, f.default), f"warmstart.{f.name}"
-        if isinstance(f.default, int):
-            kw[f.name] = _int(src, key, v, int(f.name in ("epochs", "batch_size", "dagger_epochs")))
-        elif isinstance(f.default, float):
-            kw[f.name] = _num(src, key, v)
-    warm = WarmStart(**kw)
+    ones = {"epochs": 1, "batch_size": 1, "dagger_epochs": 1}
+    warm = _settings(src, "warmstart", ws, WarmStart(), ones, teacher=ws.get("teacher", "blind"))
     if warm.teacher not in ("blind", "ahead"):
         raise RecipeError(
             f'{src}: warmstart.teacher must be "blind" or "ahead", got {warm.teacher!r}'
@@ -349,43 +374,18 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
             raise RecipeError(f"{src}: phase[{i}].env must be a table")
         _check_env(src, f"phase[{i}].env", {**env, **penv})
         phases.append(Phase(start, penv))
-    ev = _table(src, doc, "eval")
-    _check_keys(src, "eval", ev, {"freq", "stages"})
-    # timesteps = 0: the warm start alone (behaviour cloning and DAgger, no PPO)
-    timesteps = _int(src, "run.timesteps", run.get("timesteps", 1_000_000), 0)
-    if timesteps == 0 and (warm.steps == 0 or warm.critic_steps > 0 or phases):
-        raise RecipeError(
-            f"{src}: run.timesteps = 0 (no PPO) is a warm start alone: it needs "
-            "warmstart.steps > 0, no warmstart.critic_steps and no [[phase]]"
-        )
-    return Recipe(
-        source=src,
-        algo=algo,
-        timesteps=timesteps,
-        n_envs=_int(src, "run.n_envs", run.get("n_envs", 16), 1),
-        seed=_int(src, "run.seed", run.get("seed", 0)),
-        out=str(run.get("out", "runs/recipe")),
-        threads=_int(src, "run.threads", run.get("threads", 1), 1),
-        checkpoint_freq=_int(src, "run.checkpoint_freq", run.get("checkpoint_freq", 1_000_000)),
-        env=env,
-        ppo=ppo,
-        warmstart=warm,
-        residual=resid,
-        phases=tuple(phases),
-        eval=EvalSpec(
-            freq=_int(src, "eval.freq", ev.get("freq", 500_000)),
-            stages=_int(src, "eval.stages", ev.get("stages", 20)),
-        ),
-        inputs=inputs,
-        handbrake=handbrake,
-    )
+    return {
+        "ppo": ppo,
+        "warmstart": warm,
+        "residual": resid,
+        "phases": tuple(phases),
+        "inputs": inputs,
+        "handbrake": handbrake,
+    }
 
 
-def _rllib_recipe(doc: dict[str, Any], src: str) -> Recipe:
-    """An ``rllib-ppo`` recipe (see the module docstring)."""
-    run = _table(src, doc, "run")
-    env = _table(src, doc, "env")
-    _check_env(src, "env", env)
+def _rllib_part(doc: dict[str, Any], src: str, env: dict[str, Any]) -> dict[str, Any]:
+    """An ``rllib-ppo`` recipe's own settings: ``[ray]``'s address, ``[rllib]``."""
     ray = _table(src, doc, "ray")
     _check_keys(src, "ray", ray, {f.name for f in dataclasses.fields(RayRun)})
     address = ray.get("address", "local")
@@ -393,42 +393,20 @@ def _rllib_recipe(doc: dict[str, Any], src: str) -> Recipe:
         raise RecipeError(f"{src}: ray.address must be 'local', 'auto' or HOST:PORT")
     rllib = copy.deepcopy(_table(src, doc, "rllib"))
     _check_keys(src, "rllib", rllib, set(RLLIB_PPO_DEFAULTS))
-    ev = _table(src, doc, "eval")
-    _check_keys(src, "eval", ev, {"freq", "seeds"})
-    return Recipe(
-        source=src,
-        algo="rllib-ppo",
-        timesteps=_int(src, "run.timesteps", run.get("timesteps", 1_000_000), 1),
-        seed=_int(src, "run.seed", run.get("seed", 0)),
-        out=str(run.get("out", "runs/recipe")),
-        checkpoint_freq=_int(src, "run.checkpoint_freq", run.get("checkpoint_freq", 0)),
-        env=env,
-        ray=RayRun(
-            address=address,
-            num_env_runners=_int(src, "ray.num_env_runners", ray.get("num_env_runners", 0)),
-            envs_per_runner=_int(src, "ray.envs_per_runner", ray.get("envs_per_runner", 8), 1),
-        ),
-        rllib=rllib,
-        eval=EvalSpec(freq=_int(src, "eval.freq", ev.get("freq", 0)), stages=0),
-        eval_seeds=_int(src, "eval.seeds", ev.get("seeds", 1), 1),
-    )
+    return {"address": address, "rllib": rllib}
 
 
 def _residual(src: str, rs: dict[str, Any], default: Residual, kinds: tuple) -> Residual:
     """The ``[residual]`` table ``rs`` (its base required; the other keys default to
     ``default``'s), its kind one of ``kinds``."""
-    _check_keys(src, "residual", rs, {"base", "scale", "kind", "hold"})
+    _check_keys(src, "residual", rs, {f.name for f in dataclasses.fields(Residual)})
     if rs.get("base") not in RESIDUAL_BASES:
         raise RecipeError(f"{src}: residual.base must be one of {RESIDUAL_BASES}")
     kind = rs.get("kind", default.kind)
     if kind not in kinds:
         raise RecipeError(f"{src}: residual.kind must be one of {kinds}, got {kind!r}")
-    resid = Residual(
-        base=str(rs["base"]),
-        scale=_num(src, "residual.scale", rs.get("scale", default.scale), 1e-3),
-        kind=str(kind),
-        hold=_int(src, "residual.hold", rs.get("hold", default.hold), 1),
-    )
+    given = {"base": str(rs["base"]), "kind": str(kind)}
+    resid = _settings(src, "residual", rs, default, {"scale": 1e-3, "hold": 1}, **given)
     if resid.hold > MAX_HOLD:
         raise RecipeError(f"{src}: residual.hold must be <= {MAX_HOLD}, got {resid.hold!r}")
     if resid.scale > 2.0:
@@ -436,12 +414,9 @@ def _residual(src: str, rs: dict[str, Any], default: Residual, kinds: tuple) -> 
     return resid
 
 
-def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
-    """An ``es`` recipe (:mod:`agents.es`): a ``"tuning"`` residual trained by evolution
-    strategies on ``stage = "random"``."""
-    run = _table(src, doc, "run")
-    env = dict(_table(src, doc, "env"))
-    _check_env(src, "env", env)
+def _es_part(doc: dict[str, Any], src: str, env: dict[str, Any]) -> dict[str, Any]:
+    """An ``es`` recipe's own settings (:mod:`agents.es`): a ``"tuning"`` residual trained by
+    evolution strategies on ``stage = "random"``."""
     if env.get("stage", "random") != "random":
         raise RecipeError(f"{src}: env.stage must be 'random' for run.algo = 'es'")
     env.setdefault("stage", "random")
@@ -454,40 +429,15 @@ def _es_recipe(doc: dict[str, Any], src: str) -> Recipe:
         ("tuning",),
     )
     es = _table(src, doc, "es")
-    _check_keys(src, "es", es, {f.name for f in dataclasses.fields(ESSettings)})
-    kw: dict[str, Any] = {}
-    for f in [f for f in dataclasses.fields(ESSettings) if f.name in es]:
-        v = es[f.name]
-        if f.name == "inputs":
-            try:
-                kw[f.name] = check_inputs(v)
-            except ValueError as e:
-                raise RecipeError(f"{src}: es.inputs: {e}") from None
-        elif isinstance(f.default, bool):
-            if not isinstance(v, bool):
-                raise RecipeError(f"{src}: es.{f.name} must be true or false, got {v!r}")
-            kw[f.name] = v
-        elif isinstance(f.default, int):
-            kw[f.name] = _int(src, f"es.{f.name}", v, 1)
-        elif f.name == "dnf_score":  # a crash scores 0 (the benchmark's score) up to 1
-            kw[f.name] = _num(src, "es.dnf_score", v, 0.0)
-            if kw[f.name] > 1.0:
-                raise RecipeError(f"{src}: es.dnf_score must be <= 1, got {v!r}")
-        else:
-            kw[f.name] = _num(src, f"es.{f.name}", v, 1e-12)
-    ev = _table(src, doc, "eval")
-    _check_keys(src, "eval", ev, {"every", "stages"})
-    return Recipe(
-        source=src,
-        algo="es",
-        seed=_int(src, "run.seed", run.get("seed", 0)),
-        out=str(run.get("out", "runs/recipe")),
-        env=env,
-        residual=resid,
-        es=ESSettings(**kw),
-        eval=EvalSpec(freq=0, stages=_int(src, "eval.stages", ev.get("stages", 50))),
-        eval_every=_int(src, "eval.every", ev.get("every", 5), 1),
-    )
+    try:
+        inputs = check_inputs(es["inputs"]) if "inputs" in es else None
+    except ValueError as e:
+        raise RecipeError(f"{src}: es.inputs: {e}") from None
+    lo = {"iterations": 1, "pairs": 1, "stages": 1, "norm_stages": 1, "sigma": 1e-12, "lr": 1e-12}
+    settings = _settings(src, "es", es, ESSettings(), lo, inputs=inputs)
+    if settings.dnf_score > 1.0:  # a crash scores 0 (the benchmark's score) up to 1
+        raise RecipeError(f"{src}: es.dnf_score must be <= 1, got {es['dnf_score']!r}")
+    return {"residual": resid, "es": settings}
 
 
 def _check_env(src: str, where: str, env: dict[str, Any]) -> None:
@@ -501,15 +451,6 @@ def _check_env(src: str, where: str, env: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------ running
-def phase_env(recipe: Recipe, step: int) -> dict[str, Any]:
-    """The env settings at env step ``step``."""
-    env = dict(recipe.env)
-    for ph in recipe.phases:
-        if ph.from_step <= step:
-            env.update(ph.env)
-    return env
-
-
 #: ``Recipe.source`` of a recipe made of ``rally train``'s flags
 COMMAND = "rally train"
 #: ``rally train``'s flags without ``--config`` (as :func:`command_recipe` takes them)
@@ -555,52 +496,48 @@ def command_recipe(algo: str = "ppo", stage: Any = "opener", **flags: Any) -> Re
     f = {k: v for k, v in flags.items() if v is not None}
     hp = dict(f.get("hyperparams") or {})
     if algo == "rllib-ppo":
-        return Recipe(
-            source=COMMAND,
-            defaults="command",
-            algo=algo,
-            timesteps=int(f.get("timesteps", 1_000_000)),
-            seed=int(f.get("seed", 0)),
-            out=str(f.get("out", f"runs/rllib-ppo-{stage}")),
-            checkpoint_freq=int(f.get("checkpoint_freq", 0)),
-            env={"stage": stage, **(f.get("env_kwargs") or {})},
-            ray=RayRun(
-                address=f.get("address") or "local",
-                num_env_runners=int(f.get("num_env_runners", 0)),
-                envs_per_runner=int(f.get("envs_per_runner", 8)),
-            ),
-            rllib=hp,
-            eval=EvalSpec(freq=int(f.get("eval_freq", 0)), stages=0),
-            eval_seeds=int(f.get("eval_seeds", 1)),
+        td = {"checkpoint_freq": 0, "eval_freq": 0, "eval_seeds": 1, **f}
+        td.setdefault("out", f"runs/rllib-ppo-{stage}")
+        env = {"stage": stage, **(f.get("env_kwargs") or {})}
+        ray = RayRun(
+            address=f.get("address") or "local",
+            num_env_runners=int(f.get("num_env_runners", 0)),
+            envs_per_runner=int(f.get("envs_per_runner", 8)),
         )
-    algo = algo.lower()
-    algo_defaults(algo)  # names an unknown algorithm
-    td = {**TRAIN_DEFAULTS, **f}
-    eval_stages = f.get("eval_stages")
-    if "eval_seeds" not in f:  # one run per validation stage of a generated-stage run
-        td["eval_seeds"] = 1 if stage == "random" and eval_stages is None else td["eval_seeds"]
-    if eval_stages is None:
-        # generated training stages are selected on validation stages: generated, disjoint
-        # from the training seeds and from every benchmark test set, one run each
-        eval_stages = f"validation:{VALIDATION_STAGES}" if stage == "random" else stage
+        own: dict[str, Any] = {"ray": ray, "rllib": hp}
+    else:
+        algo = algo.lower()
+        algo_defaults(algo)  # names an unknown algorithm
+        td = {**TRAIN_DEFAULTS, "out": "runs/ppo-opener", **f}
+        eval_stages = f.get("eval_stages")
+        if "eval_seeds" not in f:  # one run per validation stage of a generated-stage run
+            td["eval_seeds"] = 1 if stage == "random" and eval_stages is None else td["eval_seeds"]
+        if eval_stages is None:
+            # generated training stages are selected on validation stages: generated, disjoint
+            # from the training seeds and from every benchmark test set, one run each
+            eval_stages = f"validation:{VALIDATION_STAGES}" if stage == "random" else stage
+        env = {"stage": stage, **train_env_kwargs(f.get("env_kwargs"))}
+        own = {
+            "n_envs": int(td["n_envs"]),
+            "threads": int(td["threads"]),
+            "ppo": hp if algo == "ppo" else {},
+            "sac": hp if algo == "sac" else {},
+            "warmstart": WarmStart(steps=int(td["warmstart_steps"])),
+            "eval_stages": eval_stages,
+            "handbrake": bool(td["handbrake"]),
+        }
     return Recipe(
         source=COMMAND,
         defaults="command",
         algo=algo,
         timesteps=int(f.get("timesteps", 1_000_000)),
-        n_envs=int(td["n_envs"]),
         seed=int(f.get("seed", 0)),
-        out=str(f.get("out", "runs/ppo-opener")),
-        threads=int(td["threads"]),
+        out=str(td["out"]),
         checkpoint_freq=int(td["checkpoint_freq"]),
-        env={"stage": stage, **train_env_kwargs(f.get("env_kwargs"))},
-        ppo=hp if algo == "ppo" else {},
-        sac=hp if algo == "sac" else {},
-        warmstart=WarmStart(steps=int(td["warmstart_steps"])),
+        env=env,
         eval=EvalSpec(freq=int(td["eval_freq"]), stages=0),
         eval_seeds=int(td["eval_seeds"]),
-        eval_stages=eval_stages,
-        handbrake=bool(td["handbrake"]),
+        **own,
     )
 
 
@@ -612,8 +549,8 @@ def train(
     progress: bool = True,
     say: Any = None,
 ) -> dict[str, Any]:
-    """Train as the recipe says, with the backend its algorithm names (a ``ppo`` recipe file:
-    :func:`train_ppo_recipe`; ``rally train``'s flags for ``ppo`` and ``sac``:
+    """Train as the recipe says, with the backend its algorithm names (stable-baselines3 for a
+    ``ppo`` recipe file and ``rally train``'s flags for ``ppo`` and ``sac``:
     :func:`agents.sb3.train`; :func:`agents.rllib.train_rllib`; :func:`agents.es.run_es_recipe`);
     returns the summary (also written to ``summary.json`` in ``out``, default the recipe's).
 
@@ -626,240 +563,21 @@ def train(
     Raises:
         ValueError: ``resume`` for a recipe file's run (it starts from scratch).
     """
-    if resume is not None and recipe.algo != "rllib-ppo" and recipe.defaults != "command":
+    command = recipe.defaults == "command"
+    if resume is not None and recipe.algo != "rllib-ppo" and not command:
         raise ValueError(f"{recipe.source}: a recipe file's run starts from scratch (no resume)")
     if recipe.algo == "es":
         return agents.es.run_es_recipe(recipe, out, progress)
     if recipe.algo == "rllib-ppo":
         return agents.rllib.train_rllib(recipe, out, resume=resume, progress=progress)
-    if recipe.defaults == "command":
-        # a progress bar in a terminal; in a log, a plain line every 30 s
-        bar = progress and sys.stdout.isatty() and sb3._installed("rich", "tqdm")
-        return sb3.train(
-            recipe,
-            out,
-            resume=resume,
-            say=say,
-            progress_bar=bar,
-            progress_lines_s=30.0 if progress and not bar else None,
-        )
-    return train_ppo_recipe(recipe, out, progress)
-
-
-def train_ppo_recipe(recipe: Recipe, out: str | Path | None = None, progress: bool = True) -> dict:
-    """Train a ``ppo`` recipe file (docs/agents.md); the summary."""
-    out = Path(out or recipe.out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(recipe.threads)
-    hp = sb3.with_overrides(copy.deepcopy(RECIPE_PPO_BASE), recipe.ppo)
-    config = {"recipe": recipe.to_dict(), "hyperparams": hp, "versions": sb3._versions()}
-    sb3._write_json(out / "config.json", config)
-
-    spec = recipe.residual.spec()
-
-    def make_env(step: int):
-        env = phase_env(recipe, step)
-        stage = env.pop("stage", "random")
-        v = sb3.make_vec_env(
-            recipe.n_envs,
-            stage=stage,
-            seed=recipe.seed + step,
-            residual=spec,
-            handbrake=recipe.handbrake,
-            **env,
-        )
-        return VecMonitor(v)
-
-    venv = sb3.normalized(make_env(0), hp["gamma"])
-    tb = str(out / "tb") if sb3._installed("tensorboard") else None
-    model = PPO("MlpPolicy", venv, seed=recipe.seed, device="cpu", tensorboard_log=tb, **hp)
-    if spec is not None:  # start from the base driver: a zero residual
-        with torch.no_grad():
-            model.policy.action_net.weight.zero_()
-            model.policy.action_net.bias.zero_()
-    if recipe.inputs is not None:
-        road_ahead = recipe.env.get("road_ahead") is True
-        restrict_actor_inputs(model, input_columns(recipe.inputs, road_ahead))
-    timing: dict[str, float] = {}
-    # SB3 counts policy steps; a held residual's policy step is `hold` env steps
-    hold = spec.hold if spec is not None else 1
-    obs_env = obs_env_kwargs({"env": recipe.env})
-    evaluator = sb3.Evaluator(
-        validation_stages(recipe.eval.stages),
-        [0],
-        recipe.eval.freq,
+    # a progress bar in a terminal; in a log, a plain line every 30 s
+    tty = sys.stdout.isatty()
+    bar = progress and tty and sb3._installed("rich", "tqdm")
+    return sb3.train(
+        recipe,
         out,
-        obs_env,
-        rank="score",
-        residual=spec,
-        hold=hold,
-        xlabel="env steps, warm start included (millions)",
+        resume=resume,
+        say=say if command else functools.partial(print, flush=True),
+        progress_bar=bar,
+        progress_lines_s=30.0 if progress and not (bar if command else tty) else None,
     )
-    ws = recipe.warmstart
-    if ws.steps > 0:
-        t0 = time.perf_counter()
-        config["warmstart_mse"] = _warm_start(recipe, model, venv, evaluator)
-        # the clone was fitted to these statistics: PPO's own states must not shift them
-        freeze_obs_stats(venv)
-        timing["warmstart_s"] = time.perf_counter() - t0
-    cbs: list[Any] = [evaluator]
-    if recipe.checkpoint_freq > 0:
-        meta = {"algo": "ppo", "env": obs_env, **evaluator.residual_meta()}
-        freq = recipe.checkpoint_freq // (recipe.n_envs * hold)
-        cbs.append(sb3.Checkpoints(freq, out / "checkpoints", "ppo", meta))
-    sb3._write_json(out / "config.json", config)
-    t_train = time.perf_counter()
-    if spec is not None:  # where the curve starts: the base driver
-        evaluator.evaluate_now(model, venv, env_steps=0, phase="start")
-    if ws.critic_steps > 0:  # the value function learns what the starting policy earns
-        with _actor_frozen(model):
-            model.learn(max(1, ws.critic_steps // hold), callback=CallbackList(cbs))
-    bounds = [ph.from_step for ph in recipe.phases] or [0]
-    bounds = [*bounds[1:], recipe.timesteps]
-    for i, end_env in enumerate(bounds):
-        end = end_env // hold
-        if model.num_timesteps >= end:
-            continue
-        if i > 0:  # a new phase: a new env with the same statistics
-            old = venv
-            venv = sb3.normalized(make_env(model.num_timesteps * hold), hp["gamma"])
-            venv.obs_rms, venv.ret_rms = old.obs_rms, old.ret_rms
-            old.close()
-            model.set_env(venv)
-        per = int(hp["n_steps"]) * recipe.n_envs
-        steps = max(per, (end - model.num_timesteps) // per * per)
-        # a progress bar in a terminal; in a log, a plain line every 30 s
-        tty = sys.stdout.isatty()
-        say = functools.partial(print, flush=True)
-        lines = [sb3.ProgressLines(steps, 30.0, say)] if progress and not tty else []
-        model.learn(
-            steps,
-            callback=CallbackList(cbs + lines),
-            reset_num_timesteps=False,
-            progress_bar=progress and tty and sb3._installed("rich", "tqdm"),
-        )
-    timing["train_s"] = time.perf_counter() - t_train
-    model_path = sb3.save_run(model, venv, out, "ppo", obs_env, config, **evaluator.residual_meta())
-    final = evaluator.evaluate_now(model, venv, final=True, phase="final")
-    evaluator.log.plot()
-    summary = {
-        "model": str(model_path),
-        "best_model": str(out / "best_model.zip"),
-        "timesteps": int(model.num_timesteps),
-        "env_steps": int(model.num_timesteps) * hold,
-        "final_eval": final,
-        "timing_s": timing,
-        "env_steps_per_s": model.num_timesteps * hold / max(timing["train_s"], 1e-9),
-        "eval_log": str(out / "eval_log.csv"),
-        "learning_curve": str(out / "learning_curve.png"),
-    }
-    sb3._write_json(out / "summary.json", summary)
-    venv.close()
-    return summary
-
-
-def restrict_actor_inputs(model: Any, cols: np.ndarray) -> None:
-    """Make a stable-baselines3 policy's actor read only the observation columns ``cols``.
-
-    The first layer of its action path (the action net itself when ``net_arch`` gives the
-    policy no hidden layers) gets zero weights on every other column, and a gradient hook
-    keeps them zero: Adam moves a weight whose gradient is always zero by exactly nothing.
-    The saved model is an ordinary one (those weights are stored as zeros), and the critic
-    still reads the whole observation.
-    """
-    pol = model.policy
-    hidden = [m for m in pol.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
-    first = hidden[0] if hidden else pol.action_net
-    cols = np.asarray(cols, np.int64)
-    if cols.ndim != 1 or len(cols) == 0 or cols.min() < 0 or cols.max() >= first.in_features:
-        raise ValueError(f"input columns must be in [0, {first.in_features}), got {cols!r}")
-    mask = torch.zeros_like(first.weight)
-    mask[:, torch.as_tensor(cols)] = 1.0
-    with torch.no_grad():
-        first.weight.mul_(mask)
-    first.weight.register_hook(lambda g: g * mask)
-
-
-def _warm_start(recipe: Recipe, model: Any, venv: Any, evaluator: Any) -> list[float]:
-    """Behaviour cloning of the heuristic, then DAgger rounds (see :class:`WarmStart`); each
-    fit is evaluated on the validation stages. Returns the final fit's error per round."""
-    ws = recipe.warmstart
-    env0 = phase_env(recipe, 0)
-    stage0 = env0.pop("stage", "random")
-
-    def fit(obs: np.ndarray, tg: np.ndarray, epochs: int, first: bool) -> float:
-        return sb3.warm_start(
-            model,
-            venv,
-            obs,
-            tg,
-            epochs=epochs,
-            batch_size=ws.batch_size,
-            lr=ws.lr,
-            seed=recipe.seed,
-            update_stats=first,
-        )
-
-    obs, tg = sb3.collect_heuristic(
-        ws.steps, stage0, recipe.n_envs, recipe.seed, noise=ws.noise, teacher=ws.teacher, **env0
-    )
-    mses = [fit(obs, tg, ws.epochs, True)]
-    env_steps = len(obs)
-    evaluator.evaluate_now(model, venv, env_steps=env_steps, phase="bc")
-    for r in range(ws.dagger_rounds):
-        o2, t2 = sb3.collect_heuristic(
-            ws.dagger_steps,
-            stage0,
-            recipe.n_envs,
-            recipe.seed + 1 + r,
-            noise=ws.dagger_noise,
-            learner=sb3._LivePolicy(model, venv),
-            teacher=ws.teacher,
-            **env0,
-        )
-        obs, tg = np.concatenate([obs, o2]), np.concatenate([tg, t2])
-        env_steps += len(o2)
-        mses.append(fit(obs, tg, ws.dagger_epochs, False))
-        evaluator.evaluate_now(model, venv, env_steps=env_steps, phase=f"dagger{r + 1}")
-    evaluator.warm_steps = env_steps
-    return mses
-
-
-class FixedRunningMeanStd(RunningMeanStd):
-    """Observation statistics that no longer update (``VecNormalize.obs_rms`` after a warm
-    start: the cloned policy was fitted to them)."""
-
-    def __init__(self, rms: Any):
-        super().__init__(shape=rms.mean.shape)
-        self.mean = rms.mean.copy()
-        self.var = rms.var.copy()
-        self.count = rms.count
-
-    def update(self, arr: np.ndarray) -> None:
-        pass
-
-    def update_from_moments(self, *args: Any) -> None:
-        pass
-
-    def copy(self) -> FixedRunningMeanStd:
-        return FixedRunningMeanStd(self)
-
-
-def freeze_obs_stats(vn: Any) -> None:
-    """Stop ``vn`` (a ``VecNormalize``) updating its observation statistics; the return
-    statistics (reward scaling) still update."""
-    vn.obs_rms = FixedRunningMeanStd(vn.obs_rms)
-
-
-@contextlib.contextmanager
-def _actor_frozen(model: Any) -> Iterator[None]:
-    """The policy's own parameters do not learn within (the critic still does)."""
-    pol = model.policy
-    params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
-    params.append(pol.log_std)
-    flags = [p.requires_grad for p in params]
-    for p in params:
-        p.requires_grad_(False)
-    yield
-    for p, f in zip(params, flags, strict=True):
-        p.requires_grad_(f)

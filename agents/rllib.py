@@ -24,21 +24,22 @@ import numpy as np
 from agents.distributed import connect
 from agents.evaluate import ValidationLog, evaluate, stage_label
 from agents.models import EXPORT_FORMAT, EXPORT_VERSION, ExportedPolicy, from_policy_action
+from agents.rundir import write_json
 from rally_env.env import RallyEnv
 from rally_env.vector import RallyVectorEnv
 
 #: The name the env is registered under with Ray Tune.
 ENV_NAME = "rally-rllib"
-#: PPO settings ``rally train --algo rllib-ppo`` starts from (``--set KEY=JSON`` overrides).
+#: PPO settings ``rally train --algo rllib-ppo`` starts from (``--set KEY=JSON`` overrides);
+#: where they are not RLlib's (``vf_clip_param``, ``use_kl_loss``, ``grad_clip``, ``obs_norm``:
+#: :func:`obs_filter`, the policy head: :func:`_init_policy_head`), why: docs/ray.md.
 RLLIB_PPO_DEFAULTS: dict[str, Any] = {
     "lr": 3e-4,
     "gamma": 0.99,
     "lambda_": 0.95,
     "clip_param": 0.2,
-    # not RLlib's defaults (10.0 and True), which did not learn here (docs/ray.md)
     "vf_clip_param": 1e6,
     "use_kl_loss": False,
-    # the gradient's global norm clipped at 0.5, as stable-baselines3's PPO (RLlib: no clip)
     "grad_clip": 0.5,
     "entropy_coeff": 0.0,
     "vf_loss_coeff": 0.5,
@@ -47,10 +48,7 @@ RLLIB_PPO_DEFAULTS: dict[str, Any] = {
     "train_batch_size_per_learner": 4096,
     "fcnet_hiddens": [256, 256],
     "fcnet_activation": "tanh",
-    # observations normalised by RLlib's MeanStdFilter (running mean and std, clipped to +-10),
-    # as the SB3 path's running statistics do; the export carries the statistics
     "obs_norm": True,
-    # the policy head of a new run, as stable-baselines3 starts its PPO (_init_policy_head)
     "init_pi_scale": 0.01,
     "init_log_std": -1.0,
 }
@@ -112,19 +110,9 @@ def env_creator(env_config: Any) -> Any:
     n = kw.pop("num_envs", None)
     box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     if n is None:
-        env = RallyEnv(**kw)
-        return gym.wrappers.TransformAction(env, from_policy_action, box)
-
-    class _PolicyActions(gym.vector.VectorActionWrapper):
-        def __init__(self, venv: Any):
-            super().__init__(venv)
-            self.single_action_space = box
-            self.action_space = gym.vector.utils.batch_space(box, venv.num_envs)
-
-        def actions(self, actions: Any) -> Any:
-            return from_policy_action(actions)
-
-    return _PolicyActions(RallyVectorEnv(num_envs=int(n), **kw))
+        return gym.wrappers.TransformAction(RallyEnv(**kw), from_policy_action, box)
+    venv = RallyVectorEnv(num_envs=int(n), **kw)
+    return gym.wrappers.vector.TransformAction(venv, from_policy_action, single_action_space=box)
 
 
 def register() -> str:
@@ -375,7 +363,7 @@ def train_rllib(
     }
     tb = _tb_writer(out / "tb")
     evals = PolicyEvaluations(out, stage, recipe.eval_seeds, env or None, out.name, tb)
-    (out / "config.json").write_text(json.dumps(settings, indent=2) + "\n")
+    write_json(out / "config.json", settings)
     connect(recipe.ray.address)
     algo = config.build_algo()
     t0 = time.perf_counter()
@@ -405,9 +393,7 @@ def train_rllib(
         "eval_log": str(evals.log.path),
         "learning_curve": None if curve is None else str(curve),
     }
-    (out / "summary.json").write_text(
-        json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n"
-    )
+    write_json(out / "summary.json", summary)
     return summary
 
 

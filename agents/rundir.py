@@ -1,16 +1,15 @@
-"""A training run's output directory (``rally train --out``): one run per directory.
-
-A second run into a directory that holds one would overwrite ``model.zip``, append to
-``eval_log.csv`` and leave the first run's ``best_model.zip`` and checkpoints beside the new
-ones. :func:`claim_run_dir` refuses a non-empty directory unless the run continues it
-(``--resume``) or replaces it (``--overwrite``, which removes the old run's files first).
+"""A training run's output directory (``rally train --out``), one run per directory
+(:func:`claim_run_dir`; docs/agents.md, "Training"), and the JSON files a run writes there.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+from agents.evaluate import json_safe
 from rally_env.paths import OutputPathError, check_output_dir
 
 #: What a ``rally train`` run writes in its directory (stable-baselines3, a recipe, evolution
@@ -87,3 +86,18 @@ def claim_run_dir(
             else:
                 e.unlink()
     return check_output_dir(p, what)
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    """A run's ``config.json`` or ``summary.json``: strict JSON (NaN -> null; ``json.loads``
+    of any reader, not just Python's, takes it)."""
+    path.write_text(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
+
+
+def versions() -> dict[str, str]:
+    """The stable-baselines3 and torch versions a run's ``config.json`` records (the
+    ``train`` extra: imported here, when a run starts)."""
+    import stable_baselines3
+    import torch
+
+    return {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__}

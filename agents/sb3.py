@@ -6,27 +6,34 @@ flags. This module imports stable-baselines3 and torch: nothing in ``rally_env``
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
-import json
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import stable_baselines3
 import torch
 from stable_baselines3 import PPO, SAC
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 from agents.benchmark import run_stages
-from agents.evaluate import ValidationLog, evaluate, json_safe, resolve_stages, stage_label
+from agents.es import input_columns
+from agents.evaluate import (
+    ValidationLog,
+    evaluate,
+    resolve_stages,
+    stage_label,
+    validation_stages,
+)
 from agents.heuristic import HeuristicDriver, HeuristicParams
 from agents.models import (  # saved-model IO (evaluation and policies need no training code)
     ResidualDriver,
@@ -38,6 +45,7 @@ from agents.models import (  # saved-model IO (evaluation and policies need no t
     obs_norm_meta,
     write_meta,
 )
+from agents.rundir import versions, write_json
 from rally_env.learn import LEARN_ENV_KWARGS, learn_kwargs
 from rally_env.spaces import DEFAULT_LAYOUT
 from rally_env.vector import RallyVectorEnv
@@ -69,6 +77,22 @@ SAC_DEFAULTS: dict[str, Any] = {
     "gradient_steps": 4,
     "learning_starts": 10_000,
     "policy_kwargs": {"net_arch": [256, 256]},
+}
+#: What a recipe's ``[ppo]`` starts from (a key it gives replaces one of these): the PPO
+#: settings of the first recipes, kept so each recipe file reproduces its run; ``rally
+#: train``'s own defaults (:data:`PPO_DEFAULTS`) moved on.
+RECIPE_PPO_BASE: dict[str, Any] = {
+    "n_steps": 512,
+    "batch_size": 512,
+    "n_epochs": 10,
+    "learning_rate": 3e-4,
+    "gamma": 0.995,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "ent_coef": 0.0,
+    "vf_coef": 0.5,
+    "max_grad_norm": 0.5,
+    "policy_kwargs": {"net_arch": [64, 64], "log_std_init": -1.0},
 }
 #: Validation stages ``rally train --stage random`` selects ``best_model.zip`` on
 #: (``validation:N``: generated, disjoint from the training seeds and every test set).
@@ -155,12 +179,8 @@ class RallyVecEnv(VecEnv):
             per car; ``render()`` tiles them, what ``VecVideoRecorder`` records) or
             ``"human"`` (the vector env's window).
         residual: a :class:`agents.models.ResidualSpec` (or ``(base, scale[, kind, hold])``):
-            the policy's outputs move a base driver's actions or its speed plan. With
-            ``hold`` > 1 one step of this VecEnv is ``hold`` env steps with the policy's
-            outputs held: its reward is their sum, and a car whose episode ends within them
-            reports the end (``terminal_observation``, its final info) and drives on in its
-            new episode with neutral outputs (the base driver) for the rest of the step, its
-            rewards there not counted.
+            the policy's outputs move a base driver's actions or its speed plan; with
+            ``hold`` > 1 one step is ``hold`` env steps (docs/agents.md, "Training").
         **env_kwargs: ``RallyEnv`` arguments (``stage``, ``control_hz``, ``randomize``, ...).
     """
 
@@ -402,7 +422,119 @@ def warm_start(
     return loss_v
 
 
+def restrict_actor_inputs(model: Any, cols: np.ndarray) -> None:
+    """Make a stable-baselines3 policy's actor read only the observation columns ``cols``: the
+    first layer of its action path (the action net without hidden layers) gets zero weights on
+    every other column, kept zero by a gradient hook (docs/agents.md, ``[ppo] inputs``).
+    ``ValueError`` for columns outside the observation."""
+    pol = model.policy
+    hidden = [m for m in pol.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
+    first = hidden[0] if hidden else pol.action_net
+    cols = np.asarray(cols, np.int64)
+    if cols.ndim != 1 or len(cols) == 0 or cols.min() < 0 or cols.max() >= first.in_features:
+        raise ValueError(f"input columns must be in [0, {first.in_features}), got {cols!r}")
+    mask = torch.zeros_like(first.weight)
+    mask[:, torch.as_tensor(cols)] = 1.0
+    with torch.no_grad():
+        first.weight.mul_(mask)
+    first.weight.register_hook(lambda g: g * mask)
+
+
+def _warm_start(recipe: Any, model: Any, venv: Any, evaluator: Any) -> list[float]:
+    """Behaviour cloning of the heuristic, then DAgger rounds (see :class:`WarmStart`); each
+    fit is evaluated on the validation stages. Returns the final fit's error per round."""
+    ws = recipe.warmstart
+    env0 = phase_env(recipe, 0)
+    stage0 = env0.pop("stage", "random")
+
+    def fit(obs: np.ndarray, tg: np.ndarray, epochs: int, first: bool) -> float:
+        return warm_start(
+            model,
+            venv,
+            obs,
+            tg,
+            epochs=epochs,
+            batch_size=ws.batch_size,
+            lr=ws.lr,
+            seed=recipe.seed,
+            update_stats=first,
+        )
+
+    obs, tg = collect_heuristic(
+        ws.steps, stage0, recipe.n_envs, recipe.seed, noise=ws.noise, teacher=ws.teacher, **env0
+    )
+    mses = [fit(obs, tg, ws.epochs, True)]
+    env_steps = len(obs)
+    evaluator.evaluate_now(model, venv, env_steps=env_steps, phase="bc")
+    for r in range(ws.dagger_rounds):
+        o2, t2 = collect_heuristic(
+            ws.dagger_steps,
+            stage0,
+            recipe.n_envs,
+            recipe.seed + 1 + r,
+            noise=ws.dagger_noise,
+            learner=_LivePolicy(model, venv),
+            teacher=ws.teacher,
+            **env0,
+        )
+        obs, tg = np.concatenate([obs, o2]), np.concatenate([tg, t2])
+        env_steps += len(o2)
+        mses.append(fit(obs, tg, ws.dagger_epochs, False))
+        evaluator.evaluate_now(model, venv, env_steps=env_steps, phase=f"dagger{r + 1}")
+    evaluator.warm_steps = env_steps
+    return mses
+
+
+class FixedRunningMeanStd(RunningMeanStd):
+    """Observation statistics that no longer update (``VecNormalize.obs_rms`` after a warm
+    start: the cloned policy was fitted to them)."""
+
+    def __init__(self, rms: Any):
+        super().__init__(shape=rms.mean.shape)
+        self.mean = rms.mean.copy()
+        self.var = rms.var.copy()
+        self.count = rms.count
+
+    def update(self, arr: np.ndarray) -> None:
+        pass
+
+    def update_from_moments(self, *args: Any) -> None:
+        pass
+
+    def copy(self) -> FixedRunningMeanStd:
+        return FixedRunningMeanStd(self)
+
+
+def freeze_obs_stats(vn: Any) -> None:
+    """Stop ``vn`` (a ``VecNormalize``) updating its observation statistics; the return
+    statistics (reward scaling) still update."""
+    vn.obs_rms = FixedRunningMeanStd(vn.obs_rms)
+
+
+@contextlib.contextmanager
+def _actor_frozen(model: Any) -> Iterator[None]:
+    """The policy's own parameters do not learn within (the critic still does)."""
+    pol = model.policy
+    params = [*pol.mlp_extractor.policy_net.parameters(), *pol.action_net.parameters()]
+    params.append(pol.log_std)
+    flags = [p.requires_grad for p in params]
+    for p in params:
+        p.requires_grad_(False)
+    yield
+    for p, f in zip(params, flags, strict=True):
+        p.requires_grad_(f)
+
+
 # ----------------------------------------------------------------------------- training
+def phase_env(recipe: Any, step: int) -> dict[str, Any]:
+    """A recipe's env settings at env step ``step`` (its ``[[phase]]`` overrides applied)."""
+    env = dict(recipe.env)
+    for ph in recipe.phases:
+        if ph.from_step <= step:
+            env.update(ph.env)
+    return env
+
+
 def train(
     recipe: Any,
     out: str | Path | None = None,
@@ -413,14 +545,16 @@ def train(
     progress_lines_s: float | None = None,
     tensorboard: bool = True,
 ) -> dict[str, Any]:
-    """Train PPO or SAC on the native vector env as a ``"command"`` recipe (``rally train``'s
-    flags, :func:`agents.recipe.command_recipe`) says; :func:`agents.recipe.train` sends such
-    recipes here.
+    """Train PPO or SAC on the native vector env as a recipe says: a ``"command"`` recipe
+    (``rally train``'s flags, :func:`agents.recipe.command_recipe`) or a ``ppo`` recipe file
+    (its residual, warm start with DAgger, critic steps and phases: docs/agents.md); the
+    backend :func:`agents.recipe.train` sends both to.
 
     Args:
         out: the run directory (default the recipe's ``out``).
-        resume: a checkpoint zip the run continues (with its ``VecNormalize``).
-        say: where the run's own lines go, e.g. ``print``; ``None``: nowhere.
+        resume: a checkpoint zip a ``"command"`` run continues (with its ``VecNormalize``).
+        say: where the run's own lines go, e.g. ``print``; ``None``: nowhere (a recipe file's
+            run says no plan).
         progress_bar: SB3's progress bar (needs rich and tqdm: the ``train`` extra).
         progress_lines_s: a :class:`ProgressLines` line through ``say`` every such interval
             of wall time (s), for logs where a progress bar does not show; ``None``: none.
@@ -428,25 +562,137 @@ def train(
     Returns:
         A summary dict: paths, wall time, timesteps, last evaluation.
     """
-    algo, n_envs, seed = recipe.algo, recipe.n_envs, recipe.seed
+    command = recipe.defaults == "command"
+    algo, n_envs, seed, ws = recipe.algo, recipe.n_envs, recipe.seed, recipe.warmstart
     env_kwargs = dict(recipe.env)
-    stage = env_kwargs.pop("stage")
+    stage = env_kwargs.pop("stage", "random")
     torch.set_num_threads(recipe.threads)
-    hp = with_overrides(algo_defaults(algo), recipe.ppo if algo == "ppo" else recipe.sac)
+    hp = algo_defaults(algo) if command else copy.deepcopy(RECIPE_PPO_BASE)
+    hp = with_overrides(hp, recipe.sac if algo == "sac" else recipe.ppo)
     out = Path(out or recipe.out)
     out.mkdir(parents=True, exist_ok=True)
-    batch_note = batch_within_rollout(algo, hp, n_envs)
-    steps, rounding = run_steps(algo, int(recipe.timesteps), n_envs, hp)
+    spec = recipe.residual.spec()
+    hold = spec.hold if spec is not None else 1  # SB3 steps a held residual's policy steps
+    obs_env = obs_env_kwargs({"env": env_kwargs})
     tb = str(out / "tb") if tensorboard and _installed("tensorboard") else None
-    if say is not None:
-        _say_plan(say, recipe, (steps, out, resume, tb), [rounding, batch_note], tensorboard)
+    steps = 0
+    if command:
+        batch_note = batch_within_rollout(algo, hp, n_envs)
+        steps, rounding = run_steps(algo, int(recipe.timesteps), n_envs, hp)
+        if say is not None:
+            _say_plan(say, recipe, (steps, out, resume, tb), [rounding, batch_note], tensorboard)
+        config = _command_config(recipe, hp, resume)
+    else:
+        config = {"recipe": recipe.to_dict(), "hyperparams": hp, "versions": versions()}
+    write_json(out / "config.json", config)
+
+    def make_env(step: int) -> Any:
+        env = phase_env(recipe, step)
+        stage = env.pop("stage", "random")
+        venv = make_vec_env(
+            n_envs, stage=stage, seed=seed + step, residual=spec, handbrake=recipe.handbrake, **env
+        )
+        return VecMonitor(venv)
+
+    venv, model = _sb3_model(make_env(0), algo, hp, seed, resume, tb)
+    if spec is not None:  # start from the base driver: a zero residual
+        with torch.no_grad():
+            model.policy.action_net.weight.zero_()
+            model.policy.action_net.bias.zero_()
+    if recipe.inputs is not None:
+        road_ahead = env_kwargs.get("road_ahead") is True
+        restrict_actor_inputs(model, input_columns(recipe.inputs, road_ahead))
+    if command:
+        seeds = list(range(1000, 1000 + max(0, recipe.eval_seeds)))
+        # many stages, one run each (validation): driven together, like the benchmark
+        batched = len(seeds) == 1 and len(resolve_stages(recipe.eval_stages)) > 1
+        evaluator = Evaluator(
+            recipe.eval_stages,
+            seeds,
+            recipe.eval.freq,
+            out,
+            env_kwargs,
+            rank="score" if batched else "time",
+            batched=batched,
+        )
+    else:
+        evaluator = Evaluator(
+            validation_stages(recipe.eval.stages),
+            [0],
+            recipe.eval.freq,
+            out,
+            obs_env,
+            rank="score",
+            residual=spec,
+            hold=hold,
+            xlabel="env steps, warm start included (millions)",
+        )
+    timing: dict[str, float] = {}
+    if command and not resume and algo == "ppo" and ws.steps > 0:
+        obs, tg = collect_heuristic(ws.steps, stage, n_envs, seed, **env_kwargs)
+        config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
+    elif not command and ws.steps > 0:
+        t0 = time.perf_counter()
+        config["warmstart_mse"] = _warm_start(recipe, model, venv, evaluator)
+        # the clone was fitted to these statistics: PPO's own states must not shift them
+        freeze_obs_stats(venv)
+        timing["warmstart_s"] = time.perf_counter() - t0
+    cbs: list[Any] = [evaluator]
+    if recipe.checkpoint_freq > 0:
+        meta = {"algo": algo, "env": obs_env, **evaluator.residual_meta()}
+        freq = recipe.checkpoint_freq // (n_envs * hold)
+        cbs.append(Checkpoints(freq, out / "checkpoints", algo, meta))
+
+    def callbacks(total: int) -> CallbackList:
+        if progress_lines_s is None or say is None:
+            return CallbackList(cbs)
+        lines = ProgressLines(total, progress_lines_s, say, evaluator if command else None)
+        return CallbackList([*cbs, lines])
+
+    if command:
+        config["timesteps_run"] = steps
+    write_json(out / "config.json", config)
+    t0 = time.perf_counter()
+    if command:
+        model.learn(
+            total_timesteps=steps,
+            callback=callbacks(steps),
+            progress_bar=progress_bar and _installed("rich", "tqdm"),
+            reset_num_timesteps=not resume,
+            tb_log_name=algo,
+        )
+    else:
+        if spec is not None:  # where the curve starts: the base driver
+            evaluator.evaluate_now(model, venv, env_steps=0, phase="start")
+        if ws.critic_steps > 0:  # the value function learns what the starting policy earns
+            with _actor_frozen(model):
+                model.learn(max(1, ws.critic_steps // hold), callback=CallbackList(cbs))
+        venv = _learn_phases(recipe, model, venv, hp, hold, make_env, callbacks, progress_bar)
+    timing["train_s"] = time.perf_counter() - t0
+    path = out / "model.zip"
+    model.save(str(path))
+    venv.save(str(out / "vecnormalize.pkl"))
+    meta = {"algo": algo, "obs_norm": obs_norm_meta(venv), "env": obs_env, "config": config}
+    write_meta(path, {**meta, **evaluator.residual_meta()})
+    final = evaluator.evaluate_now(model, venv, final=True) if recipe.eval_seeds > 0 else None
+    curve = evaluator.log.plot()
+    summary = _summary(recipe, out, model, hold, final, curve, config, timing)
+    write_json(out / "summary.json", summary)
+    venv.close()
+    return summary
+
+
+def _command_config(recipe: Any, hp: dict[str, Any], resume: Any) -> dict[str, Any]:
+    """``config.json`` of a ``"command"`` run: its settings after the defaults."""
+    env_kwargs = dict(recipe.env)
+    stage = env_kwargs.pop("stage")
     eval_stages = recipe.eval_stages
-    config = {
-        "algo": algo,
+    return {
+        "algo": recipe.algo,
         "stage": stage_label(stage),
         "timesteps": int(recipe.timesteps),
-        "n_envs": n_envs,
-        "seed": int(seed),
+        "n_envs": recipe.n_envs,
+        "seed": int(recipe.seed),
         "hyperparams": hp,
         **{k: TRAIN_DEFAULTS[k] for k in _NORMALIZE_KEYS},
         "eval_freq": recipe.eval.freq,
@@ -454,94 +700,52 @@ def train(
         "eval_stages": eval_stages if isinstance(eval_stages, str) else list(eval_stages),
         "checkpoint_freq": recipe.checkpoint_freq,
         "threads": recipe.threads,
-        "warmstart_steps": recipe.warmstart.steps if (algo == "ppo" and not resume) else 0,
+        "warmstart_steps": recipe.warmstart.steps if (recipe.algo == "ppo" and not resume) else 0,
         "env_kwargs": env_kwargs,
         "handbrake": recipe.handbrake,
         "resume": str(resume) if resume else None,
-        "versions": _versions(),
+        "versions": versions(),
     }
-    venv, model = _sb3_model(recipe, hp, resume, tb)
-    if not resume and algo == "ppo" and recipe.warmstart.steps > 0:
-        obs, tg = collect_heuristic(recipe.warmstart.steps, stage, n_envs, seed, **env_kwargs)
-        config["warmstart_mse"] = warm_start(model, venv, obs, tg, seed=seed)
-    _write_json(out / "config.json", config)
-    seeds = list(range(1000, 1000 + max(0, recipe.eval_seeds)))
-    # many stages, one run each (validation): driven together, like the benchmark
-    batched = len(seeds) == 1 and len(resolve_stages(eval_stages)) > 1
-    evaluator = Evaluator(
-        eval_stages,
-        seeds,
-        recipe.eval.freq,
-        out,
-        env_kwargs,
-        rank="score" if batched else "time",
-        batched=batched,
-    )
-    cbs = [evaluator]
-    obs_env = obs_env_kwargs({"env": env_kwargs})
-    if recipe.checkpoint_freq > 0:
-        meta = {"algo": algo, "env": obs_env}
-        cbs.append(Checkpoints(recipe.checkpoint_freq // n_envs, out / "checkpoints", algo, meta))
-    if progress_lines_s is not None and say is not None:
-        cbs.append(ProgressLines(steps, progress_lines_s, say, evaluator))
-    config["timesteps_run"] = steps
-    _write_json(out / "config.json", config)
-    t0 = time.perf_counter()
-    model.learn(
-        total_timesteps=steps,
-        callback=CallbackList(cbs),
-        progress_bar=progress_bar and _installed("rich", "tqdm"),
-        reset_num_timesteps=not resume,
-        tb_log_name=algo,
-    )
-    wall = time.perf_counter() - t0
-    model_path = save_run(model, venv, out, algo, obs_env, config)
-    final = evaluator.evaluate_now(model, venv, final=True) if recipe.eval_seeds > 0 else None
-    curve = evaluator.log.plot()
-    summary = {
-        "model": str(model_path),
-        "config": str(out / "config.json"),
-        "timesteps": int(model.num_timesteps),
-        "warmstart_steps": config["warmstart_steps"],
-        "wall_time_s": wall,
-        "final_eval": final,
-        "eval_log": str(out / "eval_log.csv"),
-        "learning_curve": None if curve is None else str(curve),
-    }
-    _write_json(out / "summary.json", summary)
-    venv.close()
-    return summary
 
 
-def save_run(
-    model: Any, venv: Any, out: Path, algo: str, env: dict, config: dict, **extra: Any
-) -> Path:
-    """A run's ``model.zip`` (its metadata: the algorithm, the observation normalisation, the
-    observation settings ``env``, the ``config`` and ``extra``) and ``vecnormalize.pkl``."""
-    path = out / "model.zip"
-    model.save(str(path))
-    venv.save(str(out / "vecnormalize.pkl"))
-    meta = {"algo": algo, "obs_norm": obs_norm_meta(venv), "env": env, "config": config}
-    write_meta(path, {**meta, **extra})
-    return path
+def _learn_phases(
+    recipe: Any,
+    model: Any,
+    venv: Any,
+    hp: dict[str, Any],
+    hold: int,
+    make_env: Callable[[int], Any],
+    callbacks: Callable[[int], Any],
+    bar: bool,
+) -> Any:
+    """A recipe file's PPO up to its ``timesteps`` env steps, each ``[[phase]]`` on a new env
+    (``make_env(env step)``) with the statistics so far; returns the last env."""
+    bounds = [ph.from_step for ph in recipe.phases] or [0]
+    for i, end_env in enumerate([*bounds[1:], recipe.timesteps]):
+        end = end_env // hold
+        if model.num_timesteps >= end:
+            continue
+        if i > 0:  # a new phase: a new env with the same statistics
+            old = venv
+            venv = normalized(make_env(model.num_timesteps * hold), hp["gamma"])
+            venv.obs_rms, venv.ret_rms = old.obs_rms, old.ret_rms
+            old.close()
+            model.set_env(venv)
+        per = int(hp["n_steps"]) * recipe.n_envs
+        steps = max(per, (end - model.num_timesteps) // per * per)
+        model.learn(steps, callback=callbacks(steps), reset_num_timesteps=False, progress_bar=bar)
+    return venv
 
 
 def _sb3_model(
-    recipe: Any, hp: dict[str, Any], resume: str | Path | None, tb: str | None
+    venv: Any, algo: str, hp: dict[str, Any], seed: int, resume: str | Path | None, tb: str | None
 ) -> tuple[Any, Any]:
-    """``(VecNormalize, model)``: a new model on fresh statistics, or the checkpoint
-    ``resume`` with the statistics saved beside it."""
-    env = dict(recipe.env)
-    stage = env.pop("stage")
-    venv = make_vec_env(
-        recipe.n_envs, stage=stage, seed=recipe.seed, handbrake=recipe.handbrake, **env
-    )
-    venv = VecMonitor(venv)
-    cls = {"ppo": PPO, "sac": SAC}[recipe.algo]
+    """``(VecNormalize, model)`` on ``venv``: a new model on fresh statistics, or the
+    checkpoint ``resume`` with the statistics saved beside it."""
+    cls = {"ppo": PPO, "sac": SAC}[algo]
     if not resume:
         venv = normalized(venv, hp["gamma"])
-        model = cls("MlpPolicy", venv, seed=recipe.seed, device="cpu", tensorboard_log=tb, **hp)
-        return venv, model
+        return venv, cls("MlpPolicy", venv, seed=seed, device="cpu", tensorboard_log=tb, **hp)
     resume = Path(resume)
     vn_path = _vecnormalize_for(resume)
     if vn_path is not None:
@@ -550,6 +754,42 @@ def _sb3_model(
     else:
         venv = normalized(venv, hp["gamma"])
     return venv, cls.load(str(resume), env=venv, device="cpu", tensorboard_log=tb)
+
+
+def _summary(
+    recipe: Any,
+    out: Path,
+    model: Any,
+    hold: int,
+    final: Any,
+    curve: Any,
+    config: dict[str, Any],
+    timing: dict[str, float],
+) -> dict[str, Any]:
+    """``summary.json`` of a ``"command"`` run or of a recipe file's."""
+    n = int(model.num_timesteps)
+    if recipe.defaults == "command":
+        return {
+            "model": str(out / "model.zip"),
+            "config": str(out / "config.json"),
+            "timesteps": n,
+            "warmstart_steps": config["warmstart_steps"],
+            "wall_time_s": timing["train_s"],
+            "final_eval": final,
+            "eval_log": str(out / "eval_log.csv"),
+            "learning_curve": None if curve is None else str(curve),
+        }
+    return {
+        "model": str(out / "model.zip"),
+        "best_model": str(out / "best_model.zip"),
+        "timesteps": n,
+        "env_steps": n * hold,
+        "final_eval": final,
+        "timing_s": timing,
+        "env_steps_per_s": n * hold / max(timing["train_s"], 1e-9),
+        "eval_log": str(out / "eval_log.csv"),
+        "learning_curve": str(out / "learning_curve.png"),
+    }
 
 
 def _say_plan(
@@ -619,11 +859,6 @@ def normalized(venv: Any, gamma: float) -> Any:
     return VecNormalize(venv, **{k: TRAIN_DEFAULTS[k] for k in _NORMALIZE_KEYS}, gamma=gamma)
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    """Strict JSON (NaN -> null; ``json.loads`` of any reader, not just Python's, takes it)."""
-    path.write_text(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
-
-
 def _installed(*modules: str) -> bool:
     """Whether ``modules`` import (SB3's progress bar: rich and tqdm; TensorBoard)."""
     try:
@@ -632,10 +867,6 @@ def _installed(*modules: str) -> bool:
     except ImportError:
         return False
     return True
-
-
-def _versions() -> dict[str, str]:
-    return {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__}
 
 
 class _LivePolicy:

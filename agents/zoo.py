@@ -1,19 +1,8 @@
-"""rl-zoo3's scripts with the rally envs registered: ``python -m agents.zoo SCRIPT ARGS``.
-
-rl-zoo3 2.9 looks ids up in Gymnasium's registry before it makes an env, and Gymnasium 1.x
-loads no plugin entry points, so a bare ``RallyDirect-v0`` needs ``rally_env`` imported first.
-``rl_zoo3.train`` and ``rl_zoo3.enjoy`` take ``--gym-packages rally_env`` for that;
-``rl_zoo3.record_video`` has no such option (and its registry lookup refuses the
-``rally_env:RallyDirect-v0`` form). This launcher imports ``rally_env`` and runs the zoo's
-script unchanged, so every zoo command works the same way::
-
-    python -m agents.zoo train --algo ppo --env RallyLearn-v0 -f logs/
-    python -m agents.zoo enjoy --algo ppo --env RallyLearn-v0 -f logs/ --exp-id 1
-    python -m agents.zoo record_video --algo ppo --env RallyLearn-v0 -f logs/ --exp-id 1
-
-``train`` without ``--conf-file`` uses the hyperparameters shipped for the algorithm
-(:data:`CONFIG_DIR`, ``ppo.yml`` / ``sac.yml``: the zoo's format, ``rally train``'s values).
-Needs ``pip install rl-zoo3`` (docs/integrations.md).
+"""rl-zoo3's scripts with the rally envs registered: ``python -m agents.zoo SCRIPT ARGS``
+runs ``rl_zoo3.<SCRIPT>`` unchanged after importing ``rally_env``, and gives ``train`` the
+shipped ``--conf-file`` of its ``--algo`` (:data:`CONFIG_DIR`) when none is given. Why (the
+zoo's registry lookup) and examples: docs/integrations.md, "rl-zoo3". Needs ``pip install
+rl-zoo3``.
 """
 
 from __future__ import annotations

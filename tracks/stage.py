@@ -1,14 +1,7 @@
 """The stage data model: a frozen, validated :class:`Stage` and its resampled :class:`StagePath`.
 
-A stage is data (see ``docs/stages.md`` for the file format): centerline knots ``(x, y, z)``,
-road sections (width and surface from a distance ``s`` along the path), elevation features
-(crests, jumps, compressions), the start line, the finish (a distance, or a lap count for closed
-loops), checkpoints, terrain parameters and an optional par time.
-
-Constructing a :class:`Stage` validates everything and computes the derived centerline
-(:attr:`Stage.path`): a cubic spline through the knots resampled every ~1 m. All distances in a
-stage (sections, features, start, finish, checkpoints) are arc length ``s`` along that path,
-in metres from the first knot.
+All distances in a stage are arc length ``s`` (m) along the centerline from its first knot.
+docs/stages.md describes every field, the rules checked and the derived path.
 """
 
 from __future__ import annotations
@@ -79,11 +72,9 @@ _LAST_FIT = threading.local()
 
 def fit_centerline(knots: np.ndarray, closed: bool) -> tuple[np.ndarray, float]:
     """The centerline spline through ``knots`` (float64, shape (n, 3)) resampled every
-    :data:`SAMPLE_DS_M`: ``fit_and_resample``'s ``(out, length)``, ``out`` read-only.
-
-    Each thread remembers its last fit (keyed by the knots' bytes and ``closed``), so a
-    caller that checks a layout before building its :class:`Stage` (the generator rejects
-    a layout by its tightest radius first) does not pay for the fit twice.
+    :data:`SAMPLE_DS_M`: ``fit_and_resample``'s ``(out, length)``, ``out`` read-only. Each
+    thread remembers its last fit, so checking a layout before building its :class:`Stage`
+    does not pay for the fit twice.
     """
     knots = np.ascontiguousarray(knots, np.float64)
     key = (bool(closed), knots.shape, knots.tobytes())
@@ -166,20 +157,15 @@ def _smoothstep(u: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """A stretch of road from ``s_m`` to the next section (or the end of the path).
-
-    Attributes:
-        s_m: where the section starts, arc length along the path (m). The first must be 0.
-        width_m: road width (m), edge to edge. Width changes are blended over 10 m.
-        surface: surface name (see :mod:`tracks.surfaces`).
-    """
+    """A stretch of road from ``s_m`` (m; the first at 0) to the next section: ``width_m``
+    (m, edge to edge) and ``surface`` (a :mod:`tracks.surfaces` name); docs/stages.md,
+    ``[[sections]]``."""
 
     s_m: float
     width_m: float
     surface: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict  # the file table: every field
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,18 +210,13 @@ class Feature:
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """The start line.
-
-    Attributes:
-        s_m: arc length of the start line (m).
-        lateral_m: the car's offset from the centerline at the start, positive left (m).
-    """
+    """The start line at ``s_m`` (m) and the car's offset from the centerline there,
+    ``lateral_m`` (m, positive left)."""
 
     s_m: float = 0.0
     lateral_m: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict  # the file table: every field
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,16 +235,9 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class TerrainSpec:
-    """How the ground around the road is baked (see :func:`tracks.bake`).
-
-    Attributes:
-        seed: terrain noise seed (default 42, as in the source game).
-        amplitude_m: amplitude of the large-scale ground undulation away from the road (m).
-        roughness_m: amplitude of the short-wavelength rough ground beyond the edges (m).
-        berm_height_m: height of the raised lip just beyond each road edge (m).
-        berm_width_m: width of that lip (m).
-        blend_m: distance over which the lip blends into the surrounding ground (m).
-        offroad_surface: surface of everything that is not road (default ``"offroad"``).
+    """How the ground around the road is baked (:func:`tracks.bake`): noise ``seed``, ground
+    undulation and roughness amplitudes, berm height and width and the blend beyond it (m), and
+    the surface of everything that is not road; docs/stages.md, ``[terrain]``, has each rule.
     """
 
     seed: int = 42
@@ -274,34 +248,16 @@ class TerrainSpec:
     blend_m: float = 3.0
     offroad_surface: str = "offroad"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict  # the file table: every field
 
 
 @dataclass(frozen=True, eq=False)
 class StagePath:
-    """The centerline resampled at uniform arc length (computed once when a stage is built).
-
-    Sample ``i`` is at ``s_m[i] = i * ds_m``. A closed loop's last sample repeats its first
-    (``s = length_m``), so segment ``i`` always runs from sample ``i`` to ``i + 1``.
-
-    Attributes:
-        s_m: (m,) arc length of each sample (m).
-        x_m, y_m: (m,) position (m).
-        z_m: (m,) road elevation including features (m).
-        z_base_m: (m,) elevation of the knot spline alone (m).
-        tx, ty: (m,) unit tangent (direction of travel).
-        curvature: (m,) signed curvature (1/m), positive when the road turns left.
-        grade: (m,) dz/ds of the knot profile (features excluded).
-        half_width_m: (m,) half the road width (m), blended across section changes.
-        surface: (m,) int8 surface id of each sample.
-        section_start_m: (n_sections,) arc length where each section starts.
-        section_surface: (n_sections,) int8 surface id of each section.
-        feature_kind: (n_features,) int64 kind (0 crest, 1 jump, 2 compression).
-        feature_params: (n_features, 4) float64 ``s_m, length_m, height_m, face_m``.
-        length_m: arc length of the whole path (m).
-        ds_m: sample spacing (m).
-        closed: whether the path is a loop.
+    """The centerline resampled at uniform arc length (computed once when a stage is built):
+    read-only (m,) sample arrays, sample ``i`` at ``s_m[i] = i * ds_m``; a closed loop's last
+    sample repeats its first, so segment ``i`` runs from sample ``i`` to ``i + 1``. Every
+    attribute is in docs/stages.md, "The derived path" (``feature_kind``: 0 crest, 1 jump,
+    2 compression).
     """
 
     s_m: np.ndarray
@@ -374,11 +330,8 @@ class StagePath:
 @njit_inner
 def feature_z(kind, params, s):
     """Elevation offset (m) the features (``StagePath.feature_kind``, ``feature_params``) add
-    at arc length ``s``: the stage's profile and the terrain bake's road height.
-
-    Crest: ``h (1 - u^2)^2`` with ``u = (s - s_c) / (length / 2)``; compression: the same,
-    negative. Jump: a parabolic ramp ``lip * u^2`` over the ramp length up to the lip, then a
-    smoothstep face back down to the road over ``face_m``. Polynomials only.
+    at arc length ``s``: the stage's profile and the terrain bake's road height. The shapes
+    (polynomials only) are in docs/stages.md, ``[[features]]``.
     """
     out = 0.0
     for k in range(kind.shape[0]):
@@ -415,23 +368,10 @@ def _feature_profile(kind, params, s, out):
 class Stage:
     """A rally stage. Immutable; validated on construction.
 
-    Attributes:
-        name: short identifier (lowercase letters, digits, ``-``, ``_``, ``.``).
-        knots: (n, 3) float64 centerline knots ``x, y, z`` in metres (closed loops do not repeat
-            the first knot).
-        sections: road sections (width, surface), the first starting at s = 0.
-        finish: finish line (``s_m``) for point-to-point, ``laps`` for closed loops.
-        description: free text.
-        closed: ``True`` for a closed loop (circuit), ``False`` for point to point.
-        start: the start line and the car's lateral offset there.
-        features: crests, jumps and compressions.
-        checkpoints_m: arc lengths of the checkpoint lines, in driving order.
-        terrain: how the ground is baked (noise seed, berm, ...).
-        par_time_s: par time in seconds, or ``None`` when not set yet.
-        source: file the stage came from (only used in messages; not part of the content).
-
-    Derived attributes (computed once): ``path`` (:class:`StagePath`), ``start_pose``
-    ``(x, y, heading_rad)``, ``finish_s_m``, ``timed_length_m``.
+    The fields are the stage file's (docs/stages.md, "The stage file"): ``knots`` (n, 3) x, y, z
+    in m (a loop does not repeat its first), ``par_time_s`` ``None`` when not set yet, and
+    ``source`` the file it came from (used in messages only, not part of the content).
+    Derived once: ``path`` (:class:`StagePath`) and ``start_pose`` ``(x, y, heading_rad)``.
 
     Raises:
         StageError: (a subclass of) if anything is invalid; the message names source and field.

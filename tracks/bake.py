@@ -1,19 +1,9 @@
 """Bake a stage into the heightfield and surface map the physics samples.
 
-Every node of a regular grid covering the stage plus a margin gets the road's height and
-surface on the road, a berm and a blend beyond the edge, and a smooth ground-following field
-with seeded value noise further out (docs/stages.md, "Terrain bake"). Every term is continuous
-in the node position, and the noise is integer hashing and polynomials only: the arrays are
-bit-identical on every platform.
-
-**Any part of the grid, on demand.** A node's value depends only on the node and the stage, so
-:class:`StageTerrain` computes any set of nodes without the rest: the segments that can reach a
-node (those within the *band*, half width + berm + blend + 20 m) are found through a bucket
-index, and the coarse ground-following field is filled cell by cell, each cell summing its
-centerline samples in the same order as a whole-grid pass. A part baked alone is bit-identical
-to the same nodes of a whole bake. The physics uses this to bake only the tiles a car reaches
-(:class:`physics.terrain.TerrainSet`); :func:`bake` returns the whole grid as a dense
-:class:`physics.terrain.Terrain` (cached per stage content, seed and cell size).
+:class:`StageTerrain` computes any set of grid nodes on demand, bit-identical to the same nodes
+of a whole bake (the tiles a car reaches, :class:`physics.terrain.TerrainSet`); :func:`bake`
+returns the whole grid as a dense :class:`physics.terrain.Terrain` (cached). docs/stages.md,
+"Terrain bake", describes the terms, the on-demand index and the determinism.
 """
 
 from __future__ import annotations
@@ -267,14 +257,10 @@ def _gather(start, items, nbx, bx0, bx1, by0, by1, n_items):
 # ----------------------------------------------------------------------- the ground field
 @njit_inner
 def _ground_cells(geo, ci0, ci1, cj0, cj1):
-    """Fill the not yet computed cells [ci0, ci1] x [cj0, cj1] of the ground-following field.
-
-    ``G = sum(w_i z_i) / sum(w_i)`` over every ``stride``-th centerline sample with
-    ``w_i = max(q, Q)^-2``, ``q = d_i^2 + soft^2``, ``Q = reach^2 + soft^2``: inverse-distance
-    weights, clamped beyond ``reach``. It equals the road height next to the road, slopes
-    smoothly between neighbouring legs (a hillside between switchbacks) and flattens towards
-    the mean far away; it is continuous everywhere. Each cell sums its samples in ascending
-    order, exactly as a pass over all samples would.
+    """Fill the not yet computed cells [ci0, ci1] x [cj0, cj1] of the ground-following field
+    ``G = sum(w_i z_i) / sum(w_i)`` over every ``stride``-th centerline sample, ``w_i =
+    max(d_i^2 + soft^2, reach^2 + soft^2)^-2`` (docs/stages.md, "Terrain bake"). Each cell sums
+    its samples in ascending order, exactly as a pass over all samples would.
     """
     g = geo.g
     gnx = g.shape[1]
@@ -378,17 +364,10 @@ _BLOCK = 64
 
 @njit_inner
 def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
-    """For every node (rows x cols): the closest segment within the band (Euclidean; drives
-    the fade-in of the ambient noise) and the fan projection with the smallest |offset|
-    (continuous s and offset: drives the road height, the berm and the surface; see
-    tracks._geometry.fan_project). Ties go to the lower segment index.
-
-    Node by node, skipping whole chunks of candidates that cannot matter: a chunk
-    (``_CHUNK`` consecutive candidates) is skipped when the distance from the node to the box
-    around its segments exceeds ``FAN_RATIO * d + FAN_SLACK_M`` (plus a rounding guard),
-    ``d`` the closest distance found so far: none of its segments can then be the closest
-    one, and none can hold a fan projection the bake would use (a fan offset is never shorter
-    than the distance to its segment). Chunks are visited nearest box first.
+    """For every node (rows x cols): the closest segment within the band (squared distance,
+    index, foot) and the fan projection with the smallest |offset| (offset, index, foot); ties
+    go to the lower segment index. Chunks of ``_CHUNK`` candidates that cannot matter are
+    skipped (docs/stages.md, "Terrain bake", implementation notes).
     """
     prm = geo.prm
     no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
@@ -805,15 +784,11 @@ class StageTerrain:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         del state["_lock"]
-        # The ground field travels as its computed cells only (few, near the road): the rest
-        # of the grid is not computed yet, and a whole copy would be most of a pickled stage's
-        # bytes.
+        # the ground field as its computed cells, the centerline columns not at all (the
+        # stage's own) and the index tables as int32 where they fit (docs/stages.md)
         g = self._geo.g
         done = np.flatnonzero(self._geo.gdone.ravel())
         geo = self._geo._replace(g=np.zeros((0, 0)), gdone=np.zeros((0, 0), np.uint8))
-        # The centerline columns are the stage's own (rebuilt from it on loading), and the
-        # index tables travel as int32 where their values fit: a prefetched stage is read
-        # and unpickled by the env's process, and its bytes are most of that cost.
         geo = geo._replace(**dict.fromkeys(_PATH_COLUMNS))
         narrow = {}
         for k in _INDEX_TABLES:
@@ -966,10 +941,8 @@ def _path_columns(p) -> dict[str, np.ndarray]:
 
 
 def _ground_field(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """An empty ground field and its "computed" flags (``_Geo.g``, ``_Geo.gdone``). Neither is
-    written here: a field covers the whole grid at 4 m cells (about 1 MB for a 2 km stage),
-    but only the cells near the road are ever computed, and a stage's process touches only
-    their pages."""
+    """An empty ground field and its "computed" flags (``_Geo.g``, ``_Geo.gdone``), neither
+    written here (only the cells near the road are ever computed)."""
     return np.empty(shape), np.zeros(shape, np.uint8)
 
 

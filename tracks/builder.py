@@ -1,11 +1,7 @@
 """Lay out a centerline as straights and eased turns, and get knots for a stage file.
 
-A road is described the way road designers do it: by its curvature along the distance driven.
-:class:`PathBuilder` strings together straights and turns (each turn eases in and out with a
-linear curvature ramp, a clothoid), integrates heading and position with the deterministic
-``physics.mathx.sincosx``, and emits knots every few metres (closer in tight turns) that the
-stage's cubic spline reproduces to centimetres. The stage generator and the library source
-(:mod:`tracks._library_src`) both use it.
+:class:`PathBuilder` integrates the curvature along the distance (heading and position with the
+deterministic ``physics.mathx.sincosx``); docs/stages.md, "Laying out a stage by hand".
 
 Example:
     >>> b = PathBuilder(knot_spacing_m=10)

@@ -100,22 +100,20 @@ def _num(v: Any, src: str, fld: str) -> float:
     return f
 
 
-def _int(v: Any, src: str, fld: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise FieldTypeError(src, fld, f"expected an integer, got {type(v).__name__} {v!r}")
-    return int(v)
+#: Per scalar type: the types a field of it accepts (a bool is no integer) and their name.
+_SCALARS = {
+    int: ((int, np.integer), "an integer"),
+    str: ((str,), "a string"),
+    bool: ((bool, np.bool_), "true or false"),
+}
 
 
-def _str(v: Any, src: str, fld: str) -> str:
-    if not isinstance(v, str):
-        raise FieldTypeError(src, fld, f"expected a string, got {type(v).__name__} {v!r}")
-    return v
-
-
-def _bool(v: Any, src: str, fld: str) -> bool:
-    if not isinstance(v, (bool, np.bool_)):
-        raise FieldTypeError(src, fld, f"expected true or false, got {type(v).__name__} {v!r}")
-    return bool(v)
+def _of(kind: type, v: Any, src: str, fld: str) -> Any:
+    """``v`` as a ``kind`` (int, str or bool) if it is one (a string is returned as it is)."""
+    types, what = _SCALARS[kind]
+    if (isinstance(v, bool) and kind is not bool) or not isinstance(v, types):
+        raise FieldTypeError(src, fld, f"expected {what}, got {type(v).__name__} {v!r}")
+    return v if kind is str else kind(v)
 
 
 def _array(v: Any, src: str, fld: str, what: str, item: type = str) -> Any:
@@ -137,7 +135,7 @@ def _metres(v: Any, lo: float, hi: float, src: str, fld: str) -> float:
 
 
 def _surface(v: Any, src: str, fld: str) -> str:
-    name = _str(v, src, fld)
+    name = _of(str, v, src, fld)
     try:
         _surf.by_name(name)
     except KeyError:
@@ -145,11 +143,6 @@ def _surface(v: Any, src: str, fld: str) -> str:
             src, fld, f"unknown surface {name!r}; known: {', '.join(_surf.surface_names())}"
         ) from None
     return name
-
-
-def _smoothstep(u: np.ndarray) -> np.ndarray:
-    u = np.clip(u, 0.0, 1.0)
-    return u * u * (3.0 - 2.0 * u)
 
 
 # ------------------------------------------------------------------------------------------ parts
@@ -397,9 +390,9 @@ class Stage:
     # -- validation ------------------------------------------------------------------------
 
     def __post_init__(self) -> None:
-        src = _str(self.source, "<memory>", "source")
+        src = _of(str, self.source, "<memory>", "source")
         s = object.__setattr__
-        name = _str(self.name, src, "name")
+        name = _of(str, self.name, src, "name")
         if not _NAME_RE.match(name):
             raise FieldValueError(
                 src,
@@ -407,8 +400,8 @@ class Stage:
                 f"{name!r} must be 1-64 chars of lowercase "
                 "letters, digits, '-', '_' or '.', starting with a letter/digit",
             )
-        _str(self.description, src, "description")
-        closed = _bool(self.closed, src, "closed")
+        _of(str, self.description, src, "description")
+        closed = _of(bool, self.closed, src, "closed")
         s(self, "closed", closed)
         s(self, "knots", self._check_knots(src, closed))
         s(self, "sections", self._check_sections(src))
@@ -531,7 +524,7 @@ class Stage:
         t = self.terrain
         if not isinstance(t, TerrainSpec):
             raise FieldTypeError(src, "terrain", f"expected a TerrainSpec, got {type(t)!r}")
-        seed = _int(t.seed, src, "terrain.seed")
+        seed = _of(int, t.seed, src, "terrain.seed")
         if not 0 <= seed < 2**32:
             raise FieldValueError(src, "terrain.seed", f"{seed} must be in [0, 2**32)")
         vals = {}
@@ -564,7 +557,7 @@ class Stage:
             f = f"features[{i}]"
             if not isinstance(ft, Feature):
                 raise FieldTypeError(src, f, f"expected a Feature, got {type(ft).__name__}")
-            kind = _str(ft.kind, src, f + ".kind")
+            kind = _of(str, ft.kind, src, f + ".kind")
             if kind not in FEATURE_KINDS:
                 raise FieldValueError(
                     src,
@@ -623,8 +616,9 @@ class Stage:
         half = 0.5 * WIDTH_BLEND_M
 
         def blend(m: np.ndarray, lo: float, w0: float, w1: float) -> None:
-            # from w0 to w1 across the samples m, which start at arc length lo
-            width[m] = w0 + (w1 - w0) * _smoothstep((s_arr[m] - lo) / WIDTH_BLEND_M)
+            # a smoothstep from w0 to w1 across the samples m, which start at arc length lo
+            u = np.clip((s_arr[m] - lo) / WIDTH_BLEND_M, 0.0, 1.0)
+            width[m] = w0 + (w1 - w0) * (u * u * (3.0 - 2.0 * u))
 
         for b in range(1, len(starts)):
             blend(np.abs(s_arr - starts[b]) < half, starts[b] - half, widths[b - 1], widths[b])
@@ -767,7 +761,7 @@ class Stage:
                 )
             if fin.laps is None:
                 raise FieldValueError(src, "finish.laps", "a closed loop needs finish.laps")
-            laps = _int(fin.laps, src, "finish.laps")
+            laps = _of(int, fin.laps, src, "finish.laps")
             _range(laps, 1, 1000, src, "finish.laps")
             object.__setattr__(self, "finish", Finish(None, laps))
             rel = [(c - s0) % L for c in self.checkpoints_m]
@@ -848,22 +842,20 @@ class Stage:
 
     def to_dict(self) -> dict[str, Any]:
         """The stage as the file schema (what :func:`tracks.save_stage` writes)."""
-        d: dict[str, Any] = {
+        return {
             "format": FORMAT_VERSION,
             "name": self.name,
             "description": self.description,
             "closed": self.closed,
+            **({} if self.par_time_s is None else {"par_time_s": self.par_time_s}),
+            "checkpoints_m": list(self.checkpoints_m),
+            "knots": [[float(v) for v in row] for row in self.knots],
+            "terrain": self.terrain.to_dict(),
+            "start": self.start.to_dict(),
+            "finish": self.finish.to_dict(),
+            "sections": [sec.to_dict() for sec in self.sections],
+            "features": [f.to_dict() for f in self.features],
         }
-        if self.par_time_s is not None:
-            d["par_time_s"] = self.par_time_s
-        d["checkpoints_m"] = list(self.checkpoints_m)
-        d["knots"] = [[float(v) for v in row] for row in self.knots]
-        d["terrain"] = self.terrain.to_dict()
-        d["start"] = self.start.to_dict()
-        d["finish"] = self.finish.to_dict()
-        d["sections"] = [sec.to_dict() for sec in self.sections]
-        d["features"] = [f.to_dict() for f in self.features]
-        return d
 
     def digest(self) -> str:
         """blake2b digest of the stage content (not its source path); identifies the stage.

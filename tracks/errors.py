@@ -12,13 +12,8 @@ class TracksError(Exception):
 
 
 class StageError(TracksError, ValueError):
-    """A stage is invalid. Names the source file, the field and what is wrong.
-
-    Attributes:
-        source: file path or ``"<memory>"``.
-        field: dotted field path inside the stage (``"knots[3]"``, ``"finish.laps"``).
-        problem: human-readable description of the rule that was broken.
-    """
+    """A stage is invalid: ``source`` (file path or ``"<memory>"``), ``field`` (dotted path
+    inside the stage, ``"knots[3]"``) and ``problem`` (the rule that was broken)."""
 
     def __init__(self, source: str, field: str, problem: str):
         self.source = source

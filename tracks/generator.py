@@ -287,17 +287,15 @@ def generate(
     terrain_seed: int = 42,
     max_attempts: int = MAX_ATTEMPTS,
 ) -> Stage:
-    """Generate a valid stage from a seed.
+    """Generate a valid stage from a seed (docs/stages.md, "The generator", says what each
+    argument sets and how the retry budget works).
 
     Args:
         seed: non-negative integer; the same seed and arguments always give the same stage.
-        length_m: timed length in metres: start to finish for point-to-point stages (a 30 m
-            run-up and an 80 m run-off are added), the lap length for closed loops.
+        length_m: timed length (m): start to finish point to point, else the lap.
         difficulty: 0 (wide, sweeping, flat) .. 1 (narrow, hairpins, steep, loose surfaces).
-            At the default 0.5 no corner is tighter than ~25 m.
         laps: laps to the finish of a closed loop.
-        max_attempts: retry budget (a point-to-point stage then has ``RESCUE_ATTEMPTS`` more
-            with its corners drawn wider).
+        max_attempts: retry budget (point to point: plus ``RESCUE_ATTEMPTS``).
 
     Returns:
         A validated :class:`Stage` named ``gen-<seed>`` (with the arguments appended when they

@@ -173,23 +173,11 @@ def project_batch(
     out_right,
     out_look,
 ):
-    """Project N cars onto a centerline (see the module docstring for the outputs).
-
-    Args:
-        seg: (n, 5) packed segments from :func:`pack_path`.
-        tx, ty, curv, hw, x, y: (n + 1,) path tangent, curvature, half width, position.
-        ds: sample spacing (m); length: path length (m); closed: loop or not.
-        pos: (N, 2) car reference-point positions (m).
-        fwd: (N, 2) car forward vectors (any non-zero length).
-        s_prev: (N,) previous arc lengths (m); NaN or negative for a cold start.
-        window_m: warm-start search half width (m).
-        lookahead: (K,) lookahead distances (m, may be negative).
-        out_s, out_lat, out_herr, out_left, out_right: (N,) outputs.
-        out_look: (N, K, 3) output lookahead ``x_car, y_car, curvature``.
-
-    Returns:
-        The number of cars with a non-finite position or forward vector (their outputs are
-        NaN).
+    """Project N cars onto a centerline: a path's arrays (``seg`` from :func:`pack_path`;
+    (n + 1,) ``tx, ty, curv, hw, x, y``; ``ds`` and ``length`` m, ``closed``) and the cars'
+    (``pos``, ``fwd``, ``s_prev``, ``window_m``, ``lookahead`` as in :meth:`Projector.project`)
+    in; the (N,) outputs and (N, K, 3) ``out_look`` filled (docs/stages.md's output table).
+    Returns the number of cars with a non-finite position or forward vector (outputs NaN).
     """
     n = seg.shape[0]
     window_n = int(window_m / ds) + 1
@@ -341,19 +329,10 @@ class Projector:
     def project(
         self, pos_xy: np.ndarray, fwd_xy: np.ndarray, s_prev: np.ndarray | None = None
     ) -> Projection:
-        """Project cars.
-
-        Args:
-            pos_xy: (N, 2) positions (m).
-            fwd_xy: (N, 2) forward vectors (e.g. ``(cos yaw, sin yaw)``).
-            s_prev: (N,) previous arc lengths; ``None`` or NaN entries mean a cold start.
-
-        Returns:
-            A :class:`Projection`. The same object and arrays are reused (overwritten) by the
-            next call; copy what you keep.
-
-        Raises:
-            ProjectionError: on wrong shapes or non-finite positions.
+        """Project cars at ``pos_xy`` (N, 2) m facing ``fwd_xy`` (N, 2) from ``s_prev`` (N,)
+        (``None`` or NaN: a cold start), as in docs/stages.md's input table. Returns the
+        :class:`Projection`, the same object and arrays every call (copy what you keep); raises
+        :class:`ProjectionError` on wrong shapes or non-finite positions.
         """
         pos = _f64(pos_xy, rows=True)
         fwd = _f64(fwd_xy, rows=True)

@@ -1,16 +1,5 @@
-"""Rally stages: file format, library, generator, terrain bake and projection.
-
-Public API::
-
-    tracks.list_stages() -> list[str]
-    tracks.load_stage(name_or_path) -> Stage
-    tracks.save_stage(stage, path) -> Path
-    tracks.generate(seed, length_m=2000.0, difficulty=0.5, closed=False, ...) -> Stage
-    tracks.bake(stage, seed=None, cell_m=1.0) -> physics.terrain.Terrain
-    tracks.Projector(stage, lookahead_m=(...)).project(pos_xy, fwd_xy, s_prev) -> Projection
-
-Rendering (``python -m tracks.render``) is imported lazily and never by ``import tracks``.
-See ``docs/stages.md``.
+"""Rally stages: file format, library, generator, terrain bake and projection (the API in
+docs/stages.md). Rendering (``python -m tracks.render``) is never imported by ``import tracks``.
 """
 
 from tracks import surfaces

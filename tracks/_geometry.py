@@ -1,12 +1,7 @@
 """Numba kernels for centerline geometry: cubic splines, arc-length resampling, overlap tests.
 
-Everything here is built from ``+ - * /``, ``sqrt`` and ``floor``/``ceil`` in a fixed order, so
-the resampled path is bit-identical on every platform (the determinism contract in
-docs/architecture.md).
-
-Spline: each coordinate (x, y, z) is an interpolating cubic spline in the chord-length parameter
-``t`` (cumulative planar distance between knots). Open centerlines use natural end conditions
-(zero curvature at the ends), closed ones a periodic spline (C2 across the closure).
+Only ``+ - * /``, ``sqrt`` and ``floor``/``ceil`` in a fixed order: bit-identical everywhere
+(docs/architecture.md). The spline and the projection are described in docs/stages.md.
 """
 
 from __future__ import annotations
@@ -280,16 +275,10 @@ def _disk_exit(x, y, i, m, r2, closed, step):
 
 @njit(cache=True)
 def first_overlap(x, y, hw, closed, clearance):
-    """Find the first place where the road comes back too close to itself.
-
-    Two samples i, j are *local* when j lies within the stretch of path around i that stays
-    inside the disk of radius ``hw[i] + max(hw) + clearance`` centred on sample i. Any non-local
-    pair closer than ``hw[i] + hw[j] + clearance`` is an overlap (the road strips, widened by the
-    clearance, touch). A spatial hash keeps this near O(n).
-
-    ``x, y`` and ``hw`` are the samples' positions and half widths (m; a loop's last sample
-    repeats its first). Returns (i, j, distance) of the first overlapping pair found, or
-    (-1, -1, 0.0).
+    """The first place where the road comes back too close to itself (docs/stages.md, "What
+    the loader checks"): ``x, y`` and ``hw`` are the samples' positions and half widths (m; a
+    loop's last sample repeats its first). Returns (i, j, distance) of the first overlapping
+    pair found, or (-1, -1, 0.0).
     """
     m = x.shape[0] - 1 if closed else x.shape[0]
     hw_max = 0.0
@@ -372,22 +361,15 @@ def seg_foot(wx, wy, ex, ey, inv_l2):
 
 @njit_inner
 def fan_project(ax, ay, ex, ey, t0x, t0y, t1x, t1y, px, py, open_start=False, open_end=False):
-    """Continuous projection of a point onto one centerline segment.
-
-    The segment runs from ``A`` to ``A + E`` with unit tangents ``T0`` at its start and ``T1``
-    at its end. Its *normal fan* is the region between the normal lines through its two ends.
-    Inside the fan the foot parameter ``t`` in [0, 1] solves ``(P - A - t E) . T(t) = 0`` with
-    ``T(t) = T0 + t (T1 - T0)``: the point lies on the interpolated normal at ``t``. Adjacent
-    segments share their end normals, so ``s`` and the lateral offset are continuous across
-    samples (a closest-point projection onto the polyline jumps on the inside of every bend).
-
-    ``open_start`` / ``open_end`` drop the bound at the start / end normal (the first and last
-    segment of an open stage): points behind / beyond it then project to t = 0 / 1, with the
-    lateral offset measured from the centerline extended straight.
+    """Continuous projection of a point ``P`` onto the segment from ``A`` to ``A + E`` with
+    unit tangents ``T0``, ``T1`` at its ends, along the interpolated normal (docs/stages.md,
+    "Projection and lookahead"). ``open_start`` / ``open_end`` drop the bound at the start /
+    end normal: points behind / beyond it project to t = 0 / 1, the lateral offset measured
+    from the centerline extended straight.
 
     Returns:
-        (inside, t, lateral) where ``inside`` says whether P lies in the fan (``lateral`` is the
-        signed offset along the interpolated normal, positive to the left).
+        (inside, t, lateral): whether P lies in the segment's normal fan, the foot parameter
+        in [0, 1] and the signed offset along the interpolated normal (positive left).
     """
     wx = px - ax
     wy = py - ay

@@ -1,14 +1,8 @@
 """Source of the built-in library: the stages laid out with :class:`~tracks.builder.PathBuilder`.
 
-The shipped stage files ``tracks/stages/*.toml`` were written by this module::
-
-    python -m tracks._library_src            # rewrite every library file
-    python -m tracks._library_src opener     # just one
-
-The TOML files are the source of truth at run time (edit them directly if you like; rerunning
-this module overwrites them). Distances used below for sections, features, start and finish
-are the builder's running distance ``b.s_m``, which matches the stage's arc length to
-centimetres.
+``python -m tracks._library_src [name ...]`` rewrites the shipped ``tracks/stages/*.toml``
+(docs/stages.md, "The library"). Distances below are the builder's running ``b.s_m``; each
+stage's ``description`` says what it is.
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ def _r(v: float) -> float:
 
 
 def opener() -> Stage:
-    """1,164 m of timed line: flowing, gravel, a few medium corners, one gentle crest."""
     b = PathBuilder(0.0, 0.0, heading_deg=20.0, z_m=100.0)
     b.grade(0.0).straight(110)
     b.grade(0.015).turn(75, 45)
@@ -73,7 +66,6 @@ def opener() -> Stage:
 
 
 def switchbacks() -> Stage:
-    """Hairpin-heavy mountain climb: eight hairpins stacked up a steep face."""
     b = PathBuilder(0.0, 0.0, heading_deg=0.0, z_m=200.0)
     b.grade(0.02).straight(120)
     b.grade(0.04).turn(45, 40)
@@ -119,7 +111,6 @@ def switchbacks() -> Stage:
 
 
 def sweepers() -> Stage:
-    """Fast: long straights, big sweepers and a big jump."""
     b = PathBuilder(0.0, 0.0, heading_deg=-10.0, z_m=50.0)
     b.grade(0.0).straight(400)
     b.grade(0.01).turn(260, 35)
@@ -165,7 +156,6 @@ def sweepers() -> Stage:
 
 
 def mixed_surface() -> Stage:
-    """Surfaces change in the middle of corners."""
     b = PathBuilder(0.0, 0.0, heading_deg=90.0, z_m=0.0)
     b.straight(90)
     # (radius_m, angle_deg) of each corner, the straight after it (m) and the surface from
@@ -211,7 +201,6 @@ def mixed_surface() -> Stage:
 
 
 def forest() -> Stage:
-    """Narrow and technical: tight corners, chicanes, short straights."""
     b = PathBuilder(0.0, 0.0, heading_deg=45.0, z_m=60.0)
     b.straight(60)
     # four pieces at a grade: (radius_m, angle_deg) a turn, a number a straight (m)
@@ -264,7 +253,6 @@ def forest() -> Stage:
 
 
 def rallycross() -> Stage:
-    """Closed-loop circuit, wide, packed dirt and gravel, one jump, four laps."""
     turns = [(22.0, 100.0), (45.0, 60.0), (30.0, -45.0), (16.0, 150.0), (60.0, 40.0), (26.0, 55.0)]
     assert abs(sum(a for _, a in turns) - 360.0) < 1e-9
     straights = [150.0, 60.0, 50.0, 60.0, 120.0, 90.0]
@@ -307,7 +295,6 @@ def _bump(u: float) -> float:
 
 
 def proving_ground() -> Stage:
-    """Flat, straight, 3.2 km timed, 30 m wide, one surface everywhere."""
     xs = np.arange(0.0, 3401.0, 100.0)
     knots = np.stack([xs, np.zeros_like(xs), np.zeros_like(xs)], axis=1)
     return Stage(
@@ -329,7 +316,6 @@ SKIDPAD_RADIUS_M = 40.0
 
 
 def skidpad() -> Stage:
-    """Flat open gravel pad with a marked circle of radius 40 m (anticlockwise)."""
     n = 48
     sc = [sincosx(2.0 * PI * k / n - 0.5 * PI) for k in range(n)]
     pts = [[round(SKIDPAD_RADIUS_M * c, 4), round(SKIDPAD_RADIUS_M * s, 4), 0.0] for s, c in sc]

@@ -1,19 +1,9 @@
 """Bake a stage into the heightfield and surface map the physics samples.
 
-Every node of a regular grid covering the stage plus a margin gets the road's height and
-surface on the road, a berm and a blend beyond the edge, and a smooth ground-following field
-with seeded value noise further out (docs/stages.md, "Terrain bake"). Every term is continuous
-in the node position, and the noise is integer hashing and polynomials only: the arrays are
-bit-identical on every platform.
-
-**Any part of the grid, on demand.** A node's value depends only on the node and the stage, so
-:class:`StageTerrain` computes any set of nodes without the rest: the segments that can reach a
-node (those within the *band*, half width + berm + blend + 20 m) are found through a bucket
-index, and the coarse ground-following field is filled cell by cell, each cell summing its
-centerline samples in the same order as a whole-grid pass. A part baked alone is bit-identical
-to the same nodes of a whole bake. The physics uses this to bake only the tiles a car reaches
-(:class:`physics.terrain.TerrainSet`); :func:`bake` returns the whole grid as a dense
-:class:`physics.terrain.Terrain` (cached per stage content, seed and cell size).
+:class:`StageTerrain` computes any set of grid nodes on demand, bit-identical to the same nodes
+of a whole bake (the tiles a car reaches, :class:`physics.terrain.TerrainSet`); :func:`bake`
+returns the whole grid as a dense :class:`physics.terrain.Terrain` (cached). docs/stages.md,
+"Terrain bake", describes the terms, the on-demand index and the determinism.
 """
 
 from __future__ import annotations
@@ -267,14 +257,10 @@ def _gather(start, items, nbx, bx0, bx1, by0, by1, n_items):
 # ----------------------------------------------------------------------- the ground field
 @njit_inner
 def _ground_cells(geo, ci0, ci1, cj0, cj1):
-    """Fill the not yet computed cells [ci0, ci1] x [cj0, cj1] of the ground-following field.
-
-    ``G = sum(w_i z_i) / sum(w_i)`` over every ``stride``-th centerline sample with
-    ``w_i = max(q, Q)^-2``, ``q = d_i^2 + soft^2``, ``Q = reach^2 + soft^2``: inverse-distance
-    weights, clamped beyond ``reach``. It equals the road height next to the road, slopes
-    smoothly between neighbouring legs (a hillside between switchbacks) and flattens towards
-    the mean far away; it is continuous everywhere. Each cell sums its samples in ascending
-    order, exactly as a pass over all samples would.
+    """Fill the not yet computed cells [ci0, ci1] x [cj0, cj1] of the ground-following field
+    ``G = sum(w_i z_i) / sum(w_i)`` over every ``stride``-th centerline sample, ``w_i =
+    max(d_i^2 + soft^2, reach^2 + soft^2)^-2`` (docs/stages.md, "Terrain bake"). Each cell sums
+    its samples in ascending order, exactly as a pass over all samples would.
     """
     g = geo.g
     gnx = g.shape[1]
@@ -377,116 +363,95 @@ _BLOCK = 64
 
 
 @njit_inner
-def _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t):
-    """For every node (rows x cols): the closest segment within the band (Euclidean; drives
-    the fade-in of the ambient noise) and the fan projection with the smallest |offset|
-    (continuous s and offset: drives the road height, the berm and the surface; see
-    tracks._geometry.fan_project). Ties go to the lower segment index.
+def _chunk_boxes(x, y, cand):
+    """The candidate segments as the node search takes them, (m, 5) rows ``ax, ay, ex, ey,
+    1 / |e|^2``, and the box around each chunk of ``_CHUNK`` of them, (n_chunks, 4) rows
+    ``x_lo, x_hi, y_lo, y_hi``."""
+    m = cand.shape[0]
+    seg = np.empty((m, 5))
+    box = np.empty(((m + _CHUNK - 1) // _CHUNK, 4))
+    box[:, 0] = np.inf
+    box[:, 1] = -np.inf
+    box[:, 2] = np.inf
+    box[:, 3] = -np.inf
+    for q in range(m):
+        j = cand[q]
+        seg[q, 0] = x[j]
+        seg[q, 1] = y[j]
+        seg[q, 2] = x[j + 1] - seg[q, 0]
+        seg[q, 3] = y[j + 1] - seg[q, 1]
+        seg[q, 4] = 1.0 / (seg[q, 2] * seg[q, 2] + seg[q, 3] * seg[q, 3])
+        h = q // _CHUNK
+        box[h, 0] = min(box[h, 0], x[j], x[j + 1])
+        box[h, 1] = max(box[h, 1], x[j], x[j + 1])
+        box[h, 2] = min(box[h, 2], y[j], y[j + 1])
+        box[h, 3] = max(box[h, 3], y[j], y[j + 1])
+    return seg, box
 
-    Node by node, skipping whole chunks of candidates that cannot matter: a chunk
-    (``_CHUNK`` consecutive candidates) is skipped when the distance from the node to the box
-    around its segments exceeds ``FAN_RATIO * d + FAN_SLACK_M`` (plus a rounding guard),
-    ``d`` the closest distance found so far: none of its segments can then be the closest
-    one, and none can hold a fan projection the bake would use (a fan offset is never shorter
-    than the distance to its segment). Chunks are visited nearest box first.
+
+@njit_inner
+def _nearest_pruned(geo, cand, seg, box, lb2, gi, gj, px, py):
+    """For the node (gi, gj) at (px, py), of the candidates ``cand`` (:func:`_chunk_boxes`'s
+    ``seg`` and ``box``; ``lb2`` scratch, one per chunk): the closest segment within the band
+    (squared distance, index, foot) and the fan projection with the smallest |offset| (offset,
+    index, foot), index -1 for none; ties go to the lower segment index. Chunks that cannot
+    matter are skipped (docs/stages.md, "Terrain bake", implementation notes).
     """
-    prm = geo.prm
     no = np.bool_(False)  # no open ends; not a literal (see physics.jit)
-    x = geo.x
-    y = geo.y
     tx = geo.tx
     ty = geo.ty
-    x0 = prm[_X0]
-    y0 = prm[_Y0]
-    cell = prm[_CELL]
-    band = prm[_BAND]
+    band = geo.prm[_BAND]
     band2 = band * band
     win = geo.win
     m = cand.shape[0]
-    if m == 0:  # no segment within reach: the outputs keep their "none" values
-        return
-    # per candidate: the segment as the scan computes it; per chunk: the box around its segments
-    sax = np.empty(m)
-    say = np.empty(m)
-    sex = np.empty(m)
-    sey = np.empty(m)
-    sil = np.empty(m)
-    n_ch = (m + _CHUNK - 1) // _CHUNK
-    bx0 = np.full(n_ch, np.inf)
-    bx1 = np.full(n_ch, -np.inf)
-    by0 = np.full(n_ch, np.inf)
-    by1 = np.full(n_ch, -np.inf)
-    for q in range(m):
-        j = cand[q]
-        sax[q] = x[j]
-        say[q] = y[j]
-        sex[q] = x[j + 1] - sax[q]
-        sey[q] = y[j + 1] - say[q]
-        sil[q] = 1.0 / (sex[q] * sex[q] + sey[q] * sey[q])
-        h = q // _CHUNK
-        bx0[h] = min(bx0[h], x[j], x[j + 1])
-        bx1[h] = max(bx1[h], x[j], x[j + 1])
-        by0[h] = min(by0[h], y[j], y[j + 1])
-        by1[h] = max(by1[h], y[j], y[j + 1])
-    lb2 = np.empty(n_ch)
-    for r in range(rows.shape[0]):
-        gj = rows[r]
-        py = y0 + gj * cell
-        for c in range(cols.shape[0]):
-            gi = cols[c]
-            px = x0 + gi * cell
-            first = 0
-            for h in range(n_ch):
-                ddx = max(bx0[h] - px, 0.0, px - bx1[h])
-                ddy = max(by0[h] - py, 0.0, py - by1[h])
-                lb2[h] = ddx * ddx + ddy * ddy
-                if lb2[h] < lb2[first]:
-                    first = h
-            b_d2 = np.inf
-            b_j = -1
-            b_t = 0.0
-            f_d = np.inf
-            f_j = -1
-            f_t = 0.0
-            thr2 = np.inf  # chunks whose box is farther (squared) cannot matter
-            for hh in range(-1, n_ch):
-                h = first if hh < 0 else hh
-                if hh == first or lb2[h] > thr2:
-                    continue
-                for q in range(h * _CHUNK, min(m, (h + 1) * _CHUNK)):
-                    j = cand[q]
-                    if gi < win[j, 0] or gi > win[j, 1] or gj < win[j, 2] or gj > win[j, 3]:
-                        continue
-                    ax = sax[q]
-                    ay = say[q]
-                    ex = sex[q]
-                    ey = sey[q]
-                    wy = py - ay
-                    wx = px - ax
-                    d2, t = seg_foot(wx, wy, ex, ey, sil[q])
-                    if d2 >= band2:
-                        continue
-                    if d2 < b_d2 or (d2 == b_d2 and j < b_j):
-                        b_d2 = d2
-                        b_j = j
-                        b_t = t
-                        bound = (FAN_RATIO * math.sqrt(d2) + FAN_SLACK_M) * (1.0 + 1e-9) + 1e-9
-                        thr2 = bound * bound
-                    inside, tf, lat = fan_project(
-                        ax, ay, ex, ey, tx[j], ty[j], tx[j + 1], ty[j + 1], px, py, no, no
-                    )
-                    if inside:
-                        al = abs(lat)
-                        if al < f_d or (al == f_d and j < f_j):
-                            f_d = al
-                            f_j = j
-                            f_t = tf
-            best[r, c] = b_d2
-            best_j[r, c] = b_j
-            best_t[r, c] = b_t
-            fan_d[r, c] = f_d
-            fan_j[r, c] = f_j
-            fan_t[r, c] = f_t
+    n_ch = box.shape[0]
+    b_d2 = np.inf
+    b_j = -1
+    b_t = 0.0
+    f_d = np.inf
+    f_j = -1
+    f_t = 0.0
+    if m == 0:  # no segment within reach
+        return b_d2, b_j, b_t, f_d, f_j, f_t
+    first = 0
+    for h in range(n_ch):
+        ddx = max(box[h, 0] - px, 0.0, px - box[h, 1])
+        ddy = max(box[h, 2] - py, 0.0, py - box[h, 3])
+        lb2[h] = ddx * ddx + ddy * ddy
+        if lb2[h] < lb2[first]:
+            first = h
+    thr2 = np.inf  # chunks whose box is farther (squared) cannot matter
+    for hh in range(-1, n_ch):
+        h = first if hh < 0 else hh
+        if hh == first or lb2[h] > thr2:
+            continue
+        for q in range(h * _CHUNK, min(m, (h + 1) * _CHUNK)):
+            j = cand[q]
+            if gi < win[j, 0] or gi > win[j, 1] or gj < win[j, 2] or gj > win[j, 3]:
+                continue
+            ax = seg[q, 0]
+            ay = seg[q, 1]
+            ex = seg[q, 2]
+            ey = seg[q, 3]
+            d2, t = seg_foot(px - ax, py - ay, ex, ey, seg[q, 4])
+            if d2 >= band2:
+                continue
+            if d2 < b_d2 or (d2 == b_d2 and j < b_j):
+                b_d2 = d2
+                b_j = j
+                b_t = t
+                bound = (FAN_RATIO * math.sqrt(d2) + FAN_SLACK_M) * (1.0 + 1e-9) + 1e-9
+                thr2 = bound * bound
+            inside, tf, lat = fan_project(
+                ax, ay, ex, ey, tx[j], ty[j], tx[j + 1], ty[j + 1], px, py, no, no
+            )
+            if inside:
+                al = abs(lat)
+                if al < f_d or (al == f_d and j < f_j):
+                    f_d = al
+                    f_j = j
+                    f_t = tf
+    return b_d2, b_j, b_t, f_d, f_j, f_t
 
 
 @njit_inner
@@ -540,13 +505,8 @@ def _bake_nodes(geo, cols, rows, heights, surf):
     r_lo = rows[0]
     r_hi = rows[nr - 1]
     cand = _candidates(geo, c_lo, c_hi, r_lo, r_hi)
-    best = np.full((nr, nc), np.inf)
-    best_j = np.full((nr, nc), -1, np.int64)
-    best_t = np.zeros((nr, nc))
-    fan_d = np.full((nr, nc), np.inf)
-    fan_j = np.full((nr, nc), -1, np.int64)
-    fan_t = np.zeros((nr, nc))
-    _nearest_pruned(geo, cols, rows, cand, best, best_j, best_t, fan_d, fan_j, fan_t)
+    seg, box = _chunk_boxes(geo.x, geo.y, cand)
+    lb2 = np.empty(box.shape[0])
     x0 = prm[_X0]
     y0 = prm[_Y0]
     cell = prm[_CELL]
@@ -590,18 +550,18 @@ def _bake_nodes(geo, cols, rows, heights, surf):
             ground = ga + (gb - ga) * fty
             amb = amplitude * _fbm3(px, py, 96.0, seed)
             rough = roughness * _fbm3(px, py, 8.0, seed + 17)
-            jj = best_j[r, c]
+            b_d2, jj, b_t, f_d, f_j, f_t = _nearest_pruned(geo, cand, seg, box, lb2, gi, gj, px, py)
             if jj < 0:
                 heights[r, c] = ground + amb + rough
                 surf[r, c] = offroad_id
                 continue
-            d_euc = math.sqrt(best[r, c])
-            if fan_j[r, c] >= 0 and fan_d[r, c] <= FAN_RATIO * d_euc + FAN_SLACK_M:
-                jj = fan_j[r, c]
-                t = fan_t[r, c]
-                d = fan_d[r, c]
+            d_euc = math.sqrt(b_d2)
+            if f_j >= 0 and f_d <= FAN_RATIO * d_euc + FAN_SLACK_M:
+                jj = f_j
+                t = f_t
+                d = f_d
             else:
-                t = best_t[r, c]
+                t = b_t
                 d = d_euc
             s = (jj + t) * ds
             h_s = hw[jj] + (hw[jj + 1] - hw[jj]) * t
@@ -805,15 +765,11 @@ class StageTerrain:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         del state["_lock"]
-        # The ground field travels as its computed cells only (few, near the road): the rest
-        # of the grid is not computed yet, and a whole copy would be most of a pickled stage's
-        # bytes.
+        # the ground field as its computed cells, the centerline columns not at all (the
+        # stage's own) and the index tables as int32 where they fit (docs/stages.md)
         g = self._geo.g
         done = np.flatnonzero(self._geo.gdone.ravel())
         geo = self._geo._replace(g=np.zeros((0, 0)), gdone=np.zeros((0, 0), np.uint8))
-        # The centerline columns are the stage's own (rebuilt from it on loading), and the
-        # index tables travel as int32 where their values fit: a prefetched stage is read
-        # and unpickled by the env's process, and its bytes are most of that cost.
         geo = geo._replace(**dict.fromkeys(_PATH_COLUMNS))
         narrow = {}
         for k in _INDEX_TABLES:
@@ -966,10 +922,8 @@ def _path_columns(p) -> dict[str, np.ndarray]:
 
 
 def _ground_field(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """An empty ground field and its "computed" flags (``_Geo.g``, ``_Geo.gdone``). Neither is
-    written here: a field covers the whole grid at 4 m cells (about 1 MB for a 2 km stage),
-    but only the cells near the road are ever computed, and a stage's process touches only
-    their pages."""
+    """An empty ground field and its "computed" flags (``_Geo.g``, ``_Geo.gdone``), neither
+    written here (only the cells near the road are ever computed)."""
     return np.empty(shape), np.zeros(shape, np.uint8)
 
 

@@ -1,16 +1,8 @@
 """Lay out a centerline as straights and eased turns, and get knots for a stage file.
 
-A road is described the way road designers do it: by its curvature along the distance driven.
-:class:`PathBuilder` strings together straights and turns (each turn eases in and out with a
-linear curvature ramp, a clothoid), integrates heading and position with the deterministic
-``physics.mathx.sincosx``, and emits knots every few metres (closer in tight turns) that the
-stage's cubic spline reproduces to centimetres. The stage generator and the library source
-(:mod:`tracks._library_src`) both use it.
-
-Example:
-    >>> b = PathBuilder(knot_spacing_m=10)
-    >>> b.straight(100).turn(40, 90).straight(50)   # a left-hand 90° corner of radius 40 m
-    >>> knots = b.knots()                            # (n, 3) x, y, z
+:class:`PathBuilder` integrates the curvature along the distance (heading and position with the
+deterministic ``physics.mathx.sincosx``); docs/stages.md, "Laying out a stage by hand", has
+an example.
 """
 
 from __future__ import annotations
@@ -258,11 +250,8 @@ def loop_builder(
     min_straight_m: float = 10.0,
     knot_spacing_m: float = 10.0,
 ) -> tuple[PathBuilder, list[float]] | None:
-    """Lay out a closed loop: straight 0, turn 0, straight 1, turn 1, ...
-
-    The turn angles must add up to +360° (anticlockwise loop) or -360°. The straight lengths are
-    corrected by the smallest change (least squares) that closes the loop exactly, and, if
-    ``length_m`` is given, makes the lap that long.
+    """Lay out a closed loop: straight 0, turn 0, straight 1, turn 1, ... with the turn angles
+    adding up to ±360°, the straights corrected to close it (docs/stages.md).
 
     Args:
         turns: ``(radius_m, angle_deg)`` per turn.

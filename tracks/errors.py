@@ -1,10 +1,7 @@
-"""Typed errors raised by the ``tracks`` package.
+"""Typed errors raised by the ``tracks`` package (docs/stages.md, "What the loader checks").
 
-Every problem with a stage (a file that does not parse, a missing or mistyped field, a value out
-of range, a centerline that crosses itself) raises a subclass of :class:`StageError`, which is a
-``ValueError``. The message always reads ``"<source>: <field>: <problem>"`` where ``source`` is the
-file path (or ``"<memory>"`` for a stage built in Python) and ``field`` is the dotted TOML path of
-the offending value, e.g. ``sections[2].surface``.
+Every problem with a stage raises a :class:`StageError` (a ``ValueError``) whose message reads
+``"<source>: <field>: <problem>"``, ``field`` the dotted TOML path (``sections[2].surface``).
 """
 
 from __future__ import annotations
@@ -15,13 +12,8 @@ class TracksError(Exception):
 
 
 class StageError(TracksError, ValueError):
-    """A stage is invalid. Names the source file, the field and what is wrong.
-
-    Attributes:
-        source: file path or ``"<memory>"``.
-        field: dotted field path inside the stage (``"knots[3]"``, ``"finish.laps"``).
-        problem: human-readable description of the rule that was broken.
-    """
+    """A stage is invalid: ``source`` (file path or ``"<memory>"``), ``field`` (dotted path
+    inside the stage, ``"knots[3]"``) and ``problem`` (the rule that was broken)."""
 
     def __init__(self, source: str, field: str, problem: str):
         self.source = source

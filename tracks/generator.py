@@ -1,12 +1,6 @@
-"""Procedural stages from a seed.
-
-``generate(seed)`` lays out a road of straights and eased turns with
-:class:`~tracks.builder.PathBuilder`, adds an elevation profile and features, and splits it
-into surface/width sections; an attempt that fails validation is thrown away and the next one
-is drawn from the same random stream (docs/stages.md, "The generator", describes the layout,
-what difficulty sets and the retry budget). Randomness comes only from
-``np.random.default_rng(seed)`` uniform and integer draws and geometry uses ``physics.mathx``
-and ``+ - * / sqrt``, so the same seed and arguments give a bit-identical stage everywhere.
+"""Procedural stages from a seed: the same seed and arguments give a bit-identical stage
+everywhere. docs/stages.md, "The generator", describes the layout, what difficulty sets, the
+retry budget and the determinism.
 """
 
 from __future__ import annotations
@@ -255,10 +249,7 @@ def _attempt(rng, seed, length_m, d, closed, laps, terrain_seed, name, margin=DR
         feats = _features(rng, straights, d, start_s + 20.0, fin_s - 20.0, length_m)
         cps = tuple(round(start_s + length_m * q / 4.0, 1) for q in (1, 2, 3))
         finish = Finish(fin_s, None)
-    # The design radius rejects about one layout in four. It is checked on the Stage's own
-    # fit (fit_centerline remembers it for the Stage) before the Stage is built and
-    # validated, after every draw of the attempt, so the same attempts are accepted as when
-    # it was checked on the finished Stage.
+    # the design radius, on the fit the Stage reuses (docs/stages.md, "The generator")
     out, _ = fit_centerline(k, closed)
     if out.shape[0]:
         rmin = 1.0 / float(np.max(np.abs(out[:, 5])))
@@ -296,17 +287,15 @@ def generate(
     terrain_seed: int = 42,
     max_attempts: int = MAX_ATTEMPTS,
 ) -> Stage:
-    """Generate a valid stage from a seed.
+    """Generate a valid stage from a seed (docs/stages.md, "The generator", says what each
+    argument sets and how the retry budget works).
 
     Args:
         seed: non-negative integer; the same seed and arguments always give the same stage.
-        length_m: timed length in metres: start to finish for point-to-point stages (a 30 m
-            run-up and an 80 m run-off are added), the lap length for closed loops.
+        length_m: timed length (m): start to finish point to point, else the lap.
         difficulty: 0 (wide, sweeping, flat) .. 1 (narrow, hairpins, steep, loose surfaces).
-            At the default 0.5 no corner is tighter than ~25 m.
         laps: laps to the finish of a closed loop.
-        max_attempts: retry budget (a point-to-point stage then has ``RESCUE_ATTEMPTS`` more
-            with its corners drawn wider).
+        max_attempts: retry budget (point to point: plus ``RESCUE_ATTEMPTS``).
 
     Returns:
         A validated :class:`Stage` named ``gen-<seed>`` (with the arguments appended when they
@@ -353,10 +342,8 @@ def generate(
 
 def generate_drawn(seed: int, length_m: float, difficulty: float, laps: int = 0) -> Stage:
     """The stage of a random draw: :func:`generate` point to point (``laps`` 0) or a closed
-    loop of ``laps`` laps (``length_m`` a lap). A loop the generator cannot close within its
-    attempts (short, gentle loops: about half of the 600 m ones at difficulty 0.1) becomes the
-    point-to-point stage of the same seed and difficulty, so every draw has a stage, the same
-    wherever it is made."""
+    loop of ``laps`` laps (``length_m`` a lap); a loop the generator cannot make becomes the
+    point-to-point stage of the same seed and difficulty (docs/stages.md, "The generator")."""
     if laps > 0:
         try:
             return generate(seed, length_m=length_m, difficulty=difficulty, closed=True, laps=laps)

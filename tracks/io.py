@@ -1,10 +1,8 @@
 """Reading and writing stage files (TOML), and the built-in library.
 
-Stage files are read with the standard library's ``tomllib`` (a data parser: nothing in a file
-is ever executed) and written with the small emitter in :mod:`tracks._toml`. Loading is
-all-or-nothing: the file is parsed, every field is checked and the :class:`~tracks.stage.Stage`
-is built (which validates the geometry); any problem raises a :class:`~tracks.errors.StageError`
-naming the file, the field and the rule, and nothing is returned or cached.
+Files are read with ``tomllib`` (nothing in a file is ever executed) and written with
+:mod:`tracks._toml`. Loading is all-or-nothing (docs/stages.md, "What the loader checks"): any
+problem raises a :class:`~tracks.errors.StageError` naming the file, the field and the rule.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ from tracks.stage import FORMAT_VERSION, Feature, Finish, Section, Stage, Start,
 
 #: A file's top-level keys: the format and the Stage's fields (its source is where it was read).
 _TOP_KEYS = {"format"} | {f.name for f in fields(Stage) if f.init} - {"source"}
-_TERRAIN_KEYS = {f.name for f in fields(TerrainSpec)}
 _FEATURE_KEYS = Feature.FILE_KEYS
 _GEN_RE = re.compile(r"gen-([0-9]{1,10})")  # fullmatch: ASCII digits, no newline
 
@@ -81,23 +78,15 @@ def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
         raise FieldValueError(
             src, "format", f"unsupported format {fmt}; this version reads format {FORMAT_VERSION}"
         )
-    closed = doc.get("closed", False)
-
-    terrain = _table(doc.get("terrain", {}), src, "terrain")
-    _keys(terrain, _TERRAIN_KEYS, set(), src, "terrain.")
-    tspec = TerrainSpec(**terrain)
-
-    start = _table(doc.get("start", {}), src, "start")
-    _keys(start, {"s_m", "lateral_m"}, set(), src, "start.")
-    start_obj = Start(**start)
-
-    fin = _table(doc["finish"], src, "finish")
-    _keys(fin, {"s_m", "laps"}, set(), src, "finish.")
-    if not fin:
-        raise MissingFieldError(
-            src, "finish.s_m", "the finish needs s_m (point to point) or laps (closed loop)"
-        )
-    finish = Finish(fin.get("s_m"), fin.get("laps"))
+    parts = {}  # the tables of one record each, every field optional
+    for key, cls in (("terrain", TerrainSpec), ("start", Start), ("finish", Finish)):
+        d = _table(doc.get(key, {}), src, key)
+        _keys(d, {f.name for f in fields(cls)}, set(), src, key + ".")
+        if key == "finish" and not d:
+            raise MissingFieldError(
+                src, "finish.s_m", "the finish needs s_m (point to point) or laps (closed loop)"
+            )
+        parts[key] = cls(**d)
 
     sections = []
     for i, sec in enumerate(_array(doc["sections"], src, "sections")):
@@ -135,12 +124,10 @@ def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
         description=doc.get("description", ""),
         knots=_array(doc["knots"], src, "knots"),
         sections=tuple(sections),
-        finish=finish,
-        closed=closed,
-        start=start_obj,
+        closed=doc.get("closed", False),
         features=tuple(features),
         checkpoints_m=tuple(_array(doc.get("checkpoints_m", []), src, "checkpoints_m")),
-        terrain=tspec,
+        **parts,
         par_time_s=doc.get("par_time_s"),
         source=src,
     )

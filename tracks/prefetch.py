@@ -1,22 +1,6 @@
-"""Generate stages ahead of need, in a worker process.
-
-Generating a stage (``tracks.generate``) takes a few milliseconds of Python and numba work. An
-env on ``stage="random"`` knows which stage a car will get at its next reset (the car's random
-stream decides it, and nothing else draws from that stream in between), so it can ask for that
-stage (and its terrain source, :class:`tracks.bake.StageTerrain`, with the tiles around the
-start line already baked: :meth:`~tracks.bake.StageTerrain.start_tiles`) while the car is
-still driving. :class:`Prefetcher` sends those requests to one worker
-process (``python -m tracks.prefetch``: a second core works while the env steps) and hands the
-stage over when it is asked for; a stage that was not asked for, or is not ready, is simply
-generated in place. A stage is a pure function of its arguments, so where it was made never
-changes what it is.
-
-The worker is a program of its own (started with ``subprocess``, not ``multiprocessing``), so
-it never re-runs the user's main script, and it is read without a thread of its own. It
-starts at the first request and ends when the parent closes its input (the parent exits, or
-:meth:`Prefetcher.shutdown`).
-``RALLY_PREFETCH=0`` in the environment turns prefetching off; so does any failure of the
-worker, after which stages are made in place.
+"""Generate stages (and their :class:`tracks.bake.StageTerrain` with the start tiles baked)
+ahead of need, in a worker process, ``python -m tracks.prefetch``: docs/stages.md, "Stages
+made ahead". ``RALLY_PREFETCH=0`` in the environment turns prefetching off.
 """
 
 from __future__ import annotations
@@ -74,11 +58,8 @@ def _recv(f: BinaryIO) -> Any:
 
 
 class Prefetcher:
-    """Stages generated ahead in a worker process (see the module docstring).
-
-    Answers are read by the caller's own thread, without blocking, whenever it makes or takes
-    a request (no reader thread competes for the interpreter lock).
-    """
+    """Stages generated ahead in a worker process; answers are read by the caller's own
+    thread, without blocking, whenever it makes or takes a request."""
 
     def __init__(self, max_pending: int = MAX_PENDING):
         self.max_pending = int(max_pending)

@@ -1,11 +1,8 @@
 """Project N cars onto a stage's centerline: progress, offset, heading error, edges, lookahead.
 
 The kernel :func:`project_batch` works on the plain arrays of a :class:`~tracks.stage.StagePath`
-and projects along the *interpolated normal* (:func:`tracks._geometry.fan_project`), so ``s``
-and the offset are continuous as a car moves; a warm start searches only ``±window_m`` around
-the previous ``s`` and returns exactly what the exhaustive search returns whenever the answer
-lies inside the window. docs/stages.md describes the inputs, the outputs and the method. All
-arithmetic is ``+ - * / sqrt`` and ``atan2x``: the results are bit-identical everywhere.
+(``+ - * / sqrt`` and ``atan2x``: bit-identical everywhere); docs/stages.md, "Projection and
+lookahead", describes the inputs, the outputs, the method and the warm start.
 """
 
 from __future__ import annotations
@@ -45,13 +42,6 @@ def pack_path(path: StagePath) -> np.ndarray:
     return np.stack([x[:-1], y[:-1], ex, ey, 1.0 / (ex * ex + ey * ey)], axis=1)
 
 
-@njit_inner(_nrt=False)
-def _seg_dist2(seg, j, px, py):
-    wx = px - seg[j, SEG_AX]
-    wy = py - seg[j, SEG_AY]
-    return seg_foot(wx, wy, seg[j, SEG_EX], seg[j, SEG_EY], seg[j, SEG_INV_L2])
-
-
 @njit_inner(_nrt=False, forceinline=True)
 def _window_index(j, n, closed):
     """Segment ``j`` of a search window: wrapped into ``0..n-1`` on a loop (a window reaches
@@ -64,27 +54,6 @@ def _window_index(j, n, closed):
     return j
 
 
-@njit_inner(_nrt=False)
-def closest_segment(seg, px, py, lo, hi, closed):
-    """Closest segment (Euclidean, clamped foot) among indices ``lo..hi`` (inclusive,
-    wrapping modulo n for loops). Returns (index, t, distance^2, position in the window).
-    Ties go to the lowest segment index."""
-    n = seg.shape[0]
-    best = np.inf
-    best_j = -1
-    best_t = 0.0
-    best_w = 0
-    for w in range(hi - lo + 1):
-        j = _window_index(lo + w, n, closed)
-        d2, t = _seg_dist2(seg, j, px, py)
-        if d2 < best or (d2 == best and j < best_j):
-            best = d2
-            best_j = j
-            best_t = t
-            best_w = w
-    return best_j, best_t, best, best_w
-
-
 #: The bake accepts a fan projection when its |lateral| is within this factor (plus
 #: FAN_SLACK_M) of the closest-point distance; otherwise (beyond the ends of an open stage) the
 #: closest point is used, so the road does not continue past its ends.
@@ -93,12 +62,13 @@ FAN_SLACK_M = 0.01
 
 
 @njit_inner(_nrt=False)
-def fan_segment(seg, tx, ty, px, py, lo, hi, closed, open_ends):
-    """Fan winner among segments ``lo..hi`` (indices wrap modulo n when ``closed``).
-
-    The segment whose normal fan contains the point with the smallest ``|lateral|`` (ties:
-    lowest index); with ``open_ends`` (open stages) the first segment's fan is open behind the
-    start and the last one's beyond the end. Returns (index or -1, t, lateral, window position).
+def best_segment(seg, tx, ty, px, py, lo, hi, closed, fan, open_ends):
+    """The winner among segments ``lo..hi`` (indices wrap modulo n when ``closed``; ties:
+    lowest index). With ``fan``: the segment whose normal fan contains the point with the
+    smallest ``|lateral|`` (with ``open_ends``, open stages, the first segment's fan is open
+    behind the start and the last one's beyond the end); else the closest segment (Euclidean,
+    clamped foot), whose squared distance stands in for the lateral. Returns (index or -1, t,
+    lateral or squared distance, window position).
     """
     n = seg.shape[0]
     best = np.inf
@@ -108,42 +78,50 @@ def fan_segment(seg, tx, ty, px, py, lo, hi, closed, open_ends):
     best_w = 0
     for w in range(hi - lo + 1):
         j = _window_index(lo + w, n, closed)
-        inside, t, lat = fan_project(
-            seg[j, SEG_AX],
-            seg[j, SEG_AY],
-            seg[j, SEG_EX],
-            seg[j, SEG_EY],
-            tx[j],
-            ty[j],
-            tx[j + 1],
-            ty[j + 1],
-            px,
-            py,
-            open_ends and j == 0,
-            open_ends and j == n - 1,
-        )
-        if inside:
+        ax = seg[j, SEG_AX]
+        ay = seg[j, SEG_AY]
+        ex = seg[j, SEG_EX]
+        ey = seg[j, SEG_EY]
+        if fan:
+            inside, t, lat = fan_project(
+                ax,
+                ay,
+                ex,
+                ey,
+                tx[j],
+                ty[j],
+                tx[j + 1],
+                ty[j + 1],
+                px,
+                py,
+                open_ends and j == 0,
+                open_ends and j == n - 1,
+            )
             a = abs(lat)
-            if a < best or (a == best and j < best_j):
-                best = a
-                best_j = j
-                best_t = t
-                best_lat = lat
-                best_w = w
+        else:
+            inside = True
+            lat, t = seg_foot(px - ax, py - ay, ex, ey, seg[j, SEG_INV_L2])
+            a = lat
+        if inside and (a < best or (a == best and j < best_j)):
+            best = a
+            best_j = j
+            best_t = t
+            best_lat = lat
+            best_w = w
     return best_j, best_t, best_lat, best_w
 
 
 @njit_inner(_nrt=False)
 def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
-    """Segment, foot parameter and lateral offset of a point (warm start, global fallback).
-
-    1. Warm: fan search within ``±window_n`` segments of ``s_prev``; accepted when a fan in
-       the window contains the point and the winner is not on the window's border.
-    2. Global fan search.
-    3. A point in no fan at all (exactly at a bend's centre of curvature, say) takes the
-       closest point of the polyline, signed by side.
+    """Segment, foot parameter and lateral offset of a point: the fan search within
+    ``±window_n`` segments of ``s_prev`` unless its winner is on the window's border or absent,
+    then the global one, then the closest polyline point signed by side (docs/stages.md).
     """
     n = seg.shape[0]
+    # np.int64 / np.bool_, not literals: one best_segment compile (see physics.jit)
+    zero = np.int64(0)
+    yes = np.bool_(True)
+    no = np.bool_(False)
     if s_prev >= 0.0 and s_prev == s_prev and 2 * window_n + 1 < n:
         i0 = min(int(s_prev / ds), n - 1)
         lo = i0 - window_n
@@ -151,16 +129,16 @@ def locate(seg, tx, ty, ds, closed, px, py, s_prev, window_n):
         if not closed:
             lo = max(lo, 0)
             hi = min(hi, n - 1)
-        j, t, lat, w = fan_segment(seg, tx, ty, px, py, lo, hi, closed, not closed)
+        j, t, lat, w = best_segment(seg, tx, ty, px, py, lo, hi, closed, yes, not closed)
         at_lo = w == 0 and (closed or lo > 0)
         at_hi = w == hi - lo and (closed or hi < n - 1)
         if j >= 0 and not (at_lo or at_hi):
             return j, t, lat
-    # the whole path as an open one; np.int64 / np.bool_, not literals: one fan_segment compile
-    j, t, lat, _ = fan_segment(seg, tx, ty, px, py, np.int64(0), n - 1, np.bool_(False), not closed)
+    # the whole path as an open one
+    j, t, lat, _ = best_segment(seg, tx, ty, px, py, zero, n - 1, no, yes, not closed)
     if j >= 0:
         return j, t, lat
-    j, t, d2, _ = closest_segment(seg, px, py, np.int64(0), n - 1, np.bool_(False))
+    j, t, d2, _ = best_segment(seg, tx, ty, px, py, zero, n - 1, no, no, no)
     cr = seg[j, SEG_EX] * (py - seg[j, SEG_AY]) - seg[j, SEG_EY] * (px - seg[j, SEG_AX])
     lat = math.sqrt(d2)
     return j, t, (-lat if cr < 0.0 else lat)
@@ -195,23 +173,11 @@ def project_batch(
     out_right,
     out_look,
 ):
-    """Project N cars onto a centerline (see the module docstring for the outputs).
-
-    Args:
-        seg: (n, 5) packed segments from :func:`pack_path`.
-        tx, ty, curv, hw, x, y: (n + 1,) path tangent, curvature, half width, position.
-        ds: sample spacing (m); length: path length (m); closed: loop or not.
-        pos: (N, 2) car reference-point positions (m).
-        fwd: (N, 2) car forward vectors (any non-zero length).
-        s_prev: (N,) previous arc lengths (m); NaN or negative for a cold start.
-        window_m: warm-start search half width (m).
-        lookahead: (K,) lookahead distances (m, may be negative).
-        out_s, out_lat, out_herr, out_left, out_right: (N,) outputs.
-        out_look: (N, K, 3) output lookahead ``x_car, y_car, curvature``.
-
-    Returns:
-        The number of cars with a non-finite position or forward vector (their outputs are
-        NaN).
+    """Project N cars onto a centerline: a path's arrays (``seg`` from :func:`pack_path`;
+    (n + 1,) ``tx, ty, curv, hw, x, y``; ``ds`` and ``length`` m, ``closed``) and the cars'
+    (``pos``, ``fwd``, ``s_prev``, ``window_m``, ``lookahead`` as in :meth:`Projector.project`)
+    in; the (N,) outputs and (N, K, 3) ``out_look`` filled (docs/stages.md's output table).
+    Returns the number of cars with a non-finite position or forward vector (outputs NaN).
     """
     n = seg.shape[0]
     window_n = int(window_m / ds) + 1
@@ -290,14 +256,9 @@ def project_batch(
 
 @dataclass(frozen=True, eq=False)
 class Projection:
-    """Result of :meth:`Projector.project` (arrays are reused by the next call unless copied).
-
-    Attributes:
-        s_m: (N,) arc length (m).
-        lateral_m: (N,) signed offset, positive left (m).
-        heading_error_rad: (N,) car heading minus road heading, wrapped to (-pi, pi].
-        left_edge_m, right_edge_m: (N,) distance to each edge, positive on the road (m).
-        lookahead: (N, K, 3) ``x, y`` in the car frame (m) and curvature (1/m) at each distance.
+    """Result of :meth:`Projector.project` (arrays are reused by the next call unless copied):
+    (N,) ``s_m``, ``lateral_m`` (positive left), ``heading_error_rad``, ``left_edge_m``,
+    ``right_edge_m`` and (N, K, 3) ``lookahead``, as in docs/stages.md's output table.
     """
 
     s_m: np.ndarray
@@ -331,11 +292,6 @@ class Projector:
         lookahead_m: (K,) lookahead distances in metres.
         window_m: warm-start search half width in metres (a car that moved further than this
             since ``s_prev`` is still found: the search then goes global).
-
-    Example:
-        >>> proj = Projector(tracks.load_stage("opener"))
-        >>> r = proj.project(pos, fwd, s_prev)     # pos, fwd (N, 2); s_prev (N,) or None
-        >>> s_prev = r.s_m.copy()
     """
 
     def __init__(
@@ -373,19 +329,10 @@ class Projector:
     def project(
         self, pos_xy: np.ndarray, fwd_xy: np.ndarray, s_prev: np.ndarray | None = None
     ) -> Projection:
-        """Project cars.
-
-        Args:
-            pos_xy: (N, 2) positions (m).
-            fwd_xy: (N, 2) forward vectors (e.g. ``(cos yaw, sin yaw)``).
-            s_prev: (N,) previous arc lengths; ``None`` or NaN entries mean a cold start.
-
-        Returns:
-            A :class:`Projection`. The same object and arrays are reused (overwritten) by the
-            next call; copy what you keep.
-
-        Raises:
-            ProjectionError: on wrong shapes or non-finite positions.
+        """Project cars at ``pos_xy`` (N, 2) m facing ``fwd_xy`` (N, 2) from ``s_prev`` (N,)
+        (``None`` or NaN: a cold start), as in docs/stages.md's input table. Returns the
+        :class:`Projection`, the same object and arrays every call (copy what you keep); raises
+        :class:`ProjectionError` on wrong shapes or non-finite positions.
         """
         pos = _f64(pos_xy, rows=True)
         fwd = _f64(fwd_xy, rows=True)

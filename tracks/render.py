@@ -1,18 +1,7 @@
 """Stage maps: ``python -m tracks.render STAGE --out map.png`` and the library grid.
 
-Draws the baked terrain with elevation colouring and hill shading, the road coloured by
-surface, the start (green), finish (chequered), checkpoints (yellow, numbered) and the
-features (jumps as orange triangles, crests as white chevrons, compressions as blue ones), a
-scale bar and a legend.
-
-Uses Pillow, imported only here (``import tracks`` never imports Pillow or pygame). Rendering is
-presentation only: unlike the stage data it may use libm.
-
-Examples::
-
-    python -m tracks.render opener --out opener.png
-    python -m tracks.render gen-123 --out gen.png --size 800
-    python -m tracks.render --grid docs/img/stages.png
+Uses Pillow, imported only here (``import tracks`` never imports it); presentation only, so
+unlike the stage data it may use libm. docs/stages.md shows the commands and the map key.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The stage data model: a frozen, validated :class:`Stage` and its resampled :class:`StagePath`.
 
-A stage is data (see ``docs/stages.md`` for the file format): centerline knots ``(x, y, z)``,
-road sections (width and surface from a distance ``s`` along the path), elevation features
-(crests, jumps, compressions), the start line, the finish (a distance, or a lap count for closed
-loops), checkpoints, terrain parameters and an optional par time.
-
-Constructing a :class:`Stage` validates everything and computes the derived centerline
-(:attr:`Stage.path`): a cubic spline through the knots resampled every ~1 m. All distances in a
-stage (sections, features, start, finish, checkpoints) are arc length ``s`` along that path,
-in metres from the first knot.
+All distances in a stage are arc length ``s`` (m) along the centerline from its first knot.
+docs/stages.md describes every field, the rules checked and the derived path.
 """
 
 from __future__ import annotations
@@ -79,11 +72,9 @@ _LAST_FIT = threading.local()
 
 def fit_centerline(knots: np.ndarray, closed: bool) -> tuple[np.ndarray, float]:
     """The centerline spline through ``knots`` (float64, shape (n, 3)) resampled every
-    :data:`SAMPLE_DS_M`: ``fit_and_resample``'s ``(out, length)``, ``out`` read-only.
-
-    Each thread remembers its last fit (keyed by the knots' bytes and ``closed``), so a
-    caller that checks a layout before building its :class:`Stage` (the generator rejects
-    a layout by its tightest radius first) does not pay for the fit twice.
+    :data:`SAMPLE_DS_M`: ``fit_and_resample``'s ``(out, length)``, ``out`` read-only. Each
+    thread remembers its last fit, so checking a layout before building its :class:`Stage`
+    does not pay for the fit twice.
     """
     knots = np.ascontiguousarray(knots, np.float64)
     key = (bool(closed), knots.shape, knots.tobytes())
@@ -109,22 +100,20 @@ def _num(v: Any, src: str, fld: str) -> float:
     return f
 
 
-def _int(v: Any, src: str, fld: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise FieldTypeError(src, fld, f"expected an integer, got {type(v).__name__} {v!r}")
-    return int(v)
+#: Per scalar type: the types a field of it accepts (a bool is no integer) and their name.
+_SCALARS = {
+    int: ((int, np.integer), "an integer"),
+    str: ((str,), "a string"),
+    bool: ((bool, np.bool_), "true or false"),
+}
 
 
-def _str(v: Any, src: str, fld: str) -> str:
-    if not isinstance(v, str):
-        raise FieldTypeError(src, fld, f"expected a string, got {type(v).__name__} {v!r}")
-    return v
-
-
-def _bool(v: Any, src: str, fld: str) -> bool:
-    if not isinstance(v, (bool, np.bool_)):
-        raise FieldTypeError(src, fld, f"expected true or false, got {type(v).__name__} {v!r}")
-    return bool(v)
+def _of(kind: type, v: Any, src: str, fld: str) -> Any:
+    """``v`` as a ``kind`` (int, str or bool) if it is one (a string is returned as it is)."""
+    types, what = _SCALARS[kind]
+    if (isinstance(v, bool) and kind is not bool) or not isinstance(v, types):
+        raise FieldTypeError(src, fld, f"expected {what}, got {type(v).__name__} {v!r}")
+    return v if kind is str else kind(v)
 
 
 def _array(v: Any, src: str, fld: str, what: str, item: type = str) -> Any:
@@ -146,7 +135,7 @@ def _metres(v: Any, lo: float, hi: float, src: str, fld: str) -> float:
 
 
 def _surface(v: Any, src: str, fld: str) -> str:
-    name = _str(v, src, fld)
+    name = _of(str, v, src, fld)
     try:
         _surf.by_name(name)
     except KeyError:
@@ -156,30 +145,20 @@ def _surface(v: Any, src: str, fld: str) -> str:
     return name
 
 
-def _smoothstep(u: np.ndarray) -> np.ndarray:
-    u = np.clip(u, 0.0, 1.0)
-    return u * u * (3.0 - 2.0 * u)
-
-
 # ------------------------------------------------------------------------------------------ parts
 
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """A stretch of road from ``s_m`` to the next section (or the end of the path).
-
-    Attributes:
-        s_m: where the section starts, arc length along the path (m). The first must be 0.
-        width_m: road width (m), edge to edge. Width changes are blended over 10 m.
-        surface: surface name (see :mod:`tracks.surfaces`).
-    """
+    """A stretch of road from ``s_m`` (m; the first at 0) to the next section: ``width_m``
+    (m, edge to edge) and ``surface`` (a :mod:`tracks.surfaces` name); docs/stages.md,
+    ``[[sections]]``."""
 
     s_m: float
     width_m: float
     surface: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict  # the file table: every field
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,18 +203,13 @@ class Feature:
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """The start line.
-
-    Attributes:
-        s_m: arc length of the start line (m).
-        lateral_m: the car's offset from the centerline at the start, positive left (m).
-    """
+    """The start line at ``s_m`` (m) and the car's offset from the centerline there,
+    ``lateral_m`` (m, positive left)."""
 
     s_m: float = 0.0
     lateral_m: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict  # the file table: every field
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,16 +228,9 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class TerrainSpec:
-    """How the ground around the road is baked (see :func:`tracks.bake`).
-
-    Attributes:
-        seed: terrain noise seed (default 42, as in the source game).
-        amplitude_m: amplitude of the large-scale ground undulation away from the road (m).
-        roughness_m: amplitude of the short-wavelength rough ground beyond the edges (m).
-        berm_height_m: height of the raised lip just beyond each road edge (m).
-        berm_width_m: width of that lip (m).
-        blend_m: distance over which the lip blends into the surrounding ground (m).
-        offroad_surface: surface of everything that is not road (default ``"offroad"``).
+    """How the ground around the road is baked (:func:`tracks.bake`): noise ``seed``, ground
+    undulation and roughness amplitudes, berm height and width and the blend beyond it (m), and
+    the surface of everything that is not road; docs/stages.md, ``[terrain]``, has each rule.
     """
 
     seed: int = 42
@@ -274,34 +241,16 @@ class TerrainSpec:
     blend_m: float = 3.0
     offroad_surface: str = "offroad"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict  # the file table: every field
 
 
 @dataclass(frozen=True, eq=False)
 class StagePath:
-    """The centerline resampled at uniform arc length (computed once when a stage is built).
-
-    Sample ``i`` is at ``s_m[i] = i * ds_m``. A closed loop's last sample repeats its first
-    (``s = length_m``), so segment ``i`` always runs from sample ``i`` to ``i + 1``.
-
-    Attributes:
-        s_m: (m,) arc length of each sample (m).
-        x_m, y_m: (m,) position (m).
-        z_m: (m,) road elevation including features (m).
-        z_base_m: (m,) elevation of the knot spline alone (m).
-        tx, ty: (m,) unit tangent (direction of travel).
-        curvature: (m,) signed curvature (1/m), positive when the road turns left.
-        grade: (m,) dz/ds of the knot profile (features excluded).
-        half_width_m: (m,) half the road width (m), blended across section changes.
-        surface: (m,) int8 surface id of each sample.
-        section_start_m: (n_sections,) arc length where each section starts.
-        section_surface: (n_sections,) int8 surface id of each section.
-        feature_kind: (n_features,) int64 kind (0 crest, 1 jump, 2 compression).
-        feature_params: (n_features, 4) float64 ``s_m, length_m, height_m, face_m``.
-        length_m: arc length of the whole path (m).
-        ds_m: sample spacing (m).
-        closed: whether the path is a loop.
+    """The centerline resampled at uniform arc length (computed once when a stage is built):
+    read-only (m,) sample arrays, sample ``i`` at ``s_m[i] = i * ds_m``; a closed loop's last
+    sample repeats its first, so segment ``i`` runs from sample ``i`` to ``i + 1``. Every
+    attribute is in docs/stages.md, "The derived path" (``feature_kind``: 0 crest, 1 jump,
+    2 compression).
     """
 
     s_m: np.ndarray
@@ -374,11 +323,8 @@ class StagePath:
 @njit_inner
 def feature_z(kind, params, s):
     """Elevation offset (m) the features (``StagePath.feature_kind``, ``feature_params``) add
-    at arc length ``s``: the stage's profile and the terrain bake's road height.
-
-    Crest: ``h (1 - u^2)^2`` with ``u = (s - s_c) / (length / 2)``; compression: the same,
-    negative. Jump: a parabolic ramp ``lip * u^2`` over the ramp length up to the lip, then a
-    smoothstep face back down to the road over ``face_m``. Polynomials only.
+    at arc length ``s``: the stage's profile and the terrain bake's road height. The shapes
+    (polynomials only) are in docs/stages.md, ``[[features]]``.
     """
     out = 0.0
     for k in range(kind.shape[0]):
@@ -415,23 +361,10 @@ def _feature_profile(kind, params, s, out):
 class Stage:
     """A rally stage. Immutable; validated on construction.
 
-    Attributes:
-        name: short identifier (lowercase letters, digits, ``-``, ``_``, ``.``).
-        knots: (n, 3) float64 centerline knots ``x, y, z`` in metres (closed loops do not repeat
-            the first knot).
-        sections: road sections (width, surface), the first starting at s = 0.
-        finish: finish line (``s_m``) for point-to-point, ``laps`` for closed loops.
-        description: free text.
-        closed: ``True`` for a closed loop (circuit), ``False`` for point to point.
-        start: the start line and the car's lateral offset there.
-        features: crests, jumps and compressions.
-        checkpoints_m: arc lengths of the checkpoint lines, in driving order.
-        terrain: how the ground is baked (noise seed, berm, ...).
-        par_time_s: par time in seconds, or ``None`` when not set yet.
-        source: file the stage came from (only used in messages; not part of the content).
-
-    Derived attributes (computed once): ``path`` (:class:`StagePath`), ``start_pose``
-    ``(x, y, heading_rad)``, ``finish_s_m``, ``timed_length_m``.
+    The fields are the stage file's (docs/stages.md, "The stage file"): ``knots`` (n, 3) x, y, z
+    in m (a loop does not repeat its first), ``par_time_s`` ``None`` when not set yet, and
+    ``source`` the file it came from (used in messages only, not part of the content).
+    Derived once: ``path`` (:class:`StagePath`) and ``start_pose`` ``(x, y, heading_rad)``.
 
     Raises:
         StageError: (a subclass of) if anything is invalid; the message names source and field.
@@ -457,9 +390,9 @@ class Stage:
     # -- validation ------------------------------------------------------------------------
 
     def __post_init__(self) -> None:
-        src = _str(self.source, "<memory>", "source")
+        src = _of(str, self.source, "<memory>", "source")
         s = object.__setattr__
-        name = _str(self.name, src, "name")
+        name = _of(str, self.name, src, "name")
         if not _NAME_RE.match(name):
             raise FieldValueError(
                 src,
@@ -467,8 +400,8 @@ class Stage:
                 f"{name!r} must be 1-64 chars of lowercase "
                 "letters, digits, '-', '_' or '.', starting with a letter/digit",
             )
-        _str(self.description, src, "description")
-        closed = _bool(self.closed, src, "closed")
+        _of(str, self.description, src, "description")
+        closed = _of(bool, self.closed, src, "closed")
         s(self, "closed", closed)
         s(self, "knots", self._check_knots(src, closed))
         s(self, "sections", self._check_sections(src))
@@ -591,7 +524,7 @@ class Stage:
         t = self.terrain
         if not isinstance(t, TerrainSpec):
             raise FieldTypeError(src, "terrain", f"expected a TerrainSpec, got {type(t)!r}")
-        seed = _int(t.seed, src, "terrain.seed")
+        seed = _of(int, t.seed, src, "terrain.seed")
         if not 0 <= seed < 2**32:
             raise FieldValueError(src, "terrain.seed", f"{seed} must be in [0, 2**32)")
         vals = {}
@@ -624,7 +557,7 @@ class Stage:
             f = f"features[{i}]"
             if not isinstance(ft, Feature):
                 raise FieldTypeError(src, f, f"expected a Feature, got {type(ft).__name__}")
-            kind = _str(ft.kind, src, f + ".kind")
+            kind = _of(str, ft.kind, src, f + ".kind")
             if kind not in FEATURE_KINDS:
                 raise FieldValueError(
                     src,
@@ -683,8 +616,9 @@ class Stage:
         half = 0.5 * WIDTH_BLEND_M
 
         def blend(m: np.ndarray, lo: float, w0: float, w1: float) -> None:
-            # from w0 to w1 across the samples m, which start at arc length lo
-            width[m] = w0 + (w1 - w0) * _smoothstep((s_arr[m] - lo) / WIDTH_BLEND_M)
+            # a smoothstep from w0 to w1 across the samples m, which start at arc length lo
+            u = np.clip((s_arr[m] - lo) / WIDTH_BLEND_M, 0.0, 1.0)
+            width[m] = w0 + (w1 - w0) * (u * u * (3.0 - 2.0 * u))
 
         for b in range(1, len(starts)):
             blend(np.abs(s_arr - starts[b]) < half, starts[b] - half, widths[b - 1], widths[b])
@@ -827,7 +761,7 @@ class Stage:
                 )
             if fin.laps is None:
                 raise FieldValueError(src, "finish.laps", "a closed loop needs finish.laps")
-            laps = _int(fin.laps, src, "finish.laps")
+            laps = _of(int, fin.laps, src, "finish.laps")
             _range(laps, 1, 1000, src, "finish.laps")
             object.__setattr__(self, "finish", Finish(None, laps))
             rel = [(c - s0) % L for c in self.checkpoints_m]
@@ -908,22 +842,20 @@ class Stage:
 
     def to_dict(self) -> dict[str, Any]:
         """The stage as the file schema (what :func:`tracks.save_stage` writes)."""
-        d: dict[str, Any] = {
+        return {
             "format": FORMAT_VERSION,
             "name": self.name,
             "description": self.description,
             "closed": self.closed,
+            **({} if self.par_time_s is None else {"par_time_s": self.par_time_s}),
+            "checkpoints_m": list(self.checkpoints_m),
+            "knots": [[float(v) for v in row] for row in self.knots],
+            "terrain": self.terrain.to_dict(),
+            "start": self.start.to_dict(),
+            "finish": self.finish.to_dict(),
+            "sections": [sec.to_dict() for sec in self.sections],
+            "features": [f.to_dict() for f in self.features],
         }
-        if self.par_time_s is not None:
-            d["par_time_s"] = self.par_time_s
-        d["checkpoints_m"] = list(self.checkpoints_m)
-        d["knots"] = [[float(v) for v in row] for row in self.knots]
-        d["terrain"] = self.terrain.to_dict()
-        d["start"] = self.start.to_dict()
-        d["finish"] = self.finish.to_dict()
-        d["sections"] = [sec.to_dict() for sec in self.sections]
-        d["features"] = [f.to_dict() for f in self.features]
-        return d
 
     def digest(self) -> str:
         """blake2b digest of the stage content (not its source path); identifies the stage.

@@ -1,19 +1,7 @@
-"""The surface table: ids, names, grip multipliers and map colours.
+"""The surface table: ids, names, grip multipliers and map colours (docs/stages.md, "Surfaces").
 
-Grip multipliers are relative to the tire's base friction coefficient (MU_BASE = 0.70 for the
-default rover), so the effective friction coefficient on a surface is ``0.70 * grip``. The road
-surfaces span µ ≈ 0.53 (sand) to µ ≈ 0.81 (packed dirt) as in the source game; off-road ground has
-its own id and less grip than any road surface.
-
-``GRIP`` (indexed by id) is what goes into :attr:`physics.terrain.Terrain.grip`.
-
-| id | name          | grip  | µ at MU_BASE 0.70 |
-|----|---------------|-------|-------------------|
-| 0  | ``offroad``   | 0.60  | 0.42              |
-| 1  | ``packed-dirt``| 1.16 | 0.81              |
-| 2  | ``gravel``    | 1.00  | 0.70              |
-| 3  | ``dust``      | 0.86  | 0.60 (dust over rock) |
-| 4  | ``sand``      | 0.76  | 0.53              |
+Grip multipliers are relative to the tire's base friction coefficient :data:`MU_BASE`; ``GRIP``
+(indexed by id) is what goes into :attr:`physics.terrain.Terrain.grip`.
 """
 
 from __future__ import annotations
@@ -28,15 +16,9 @@ MU_BASE = 0.70
 
 @dataclass(frozen=True, slots=True)
 class Surface:
-    """One surface kind.
-
-    Attributes:
-        id: small integer stored in the terrain's surface-id grid.
-        name: the name used in stage files.
-        grip: friction multiplier relative to the tire's base mu.
-        color: (r, g, b) map colour for rendering.
-        label: display name.
-    """
+    """One surface kind: ``id`` (in the terrain's surface-id grid), ``name`` (in stage files),
+    ``grip`` (friction multiplier relative to the tire's base mu), ``color`` (r, g, b) on maps
+    and ``label`` (display name)."""
 
     id: int
     name: str

@@ -43,9 +43,7 @@ HERE = Path(__file__).parent
 STAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 RULES_RE = re.compile(r"^(standard|all|[0-9a-f]{16})$")
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
-#: Content types of an upload taken as the replay's bytes (``curl --data-binary`` sends
-#: ``application/x-www-form-urlencoded`` unless told otherwise); ``multipart/form-data`` is
-#: read for its one file part; any other type is refused (415).
+#: Content types of an upload taken as the replay's bytes (``docs/server.md``, "API").
 RAW_TYPES = (
     "",
     "application/octet-stream",
@@ -176,14 +174,12 @@ class _Ctx:
         return d
 
     def board(self, stage: str, rules: str, limit: int, versions: str) -> list[Any]:
-        """A board as ``rally leaderboard show`` reads it (one code path: the stage version
-        of a library, ``gen-<seed>`` or drawn stage name is the one its name makes here)."""
+        """A board as ``rally leaderboard show`` reads it (``docs/server.md``, "Boards and
+        names")."""
         rules_arg = None if rules == "all" else rules
         if versions != "current":
             return self.store.best(stage, None, rules_arg, limit)
-        # a name with no runs has an empty board: never make its stage (a request could name
-        # any gen- stage, each seconds to generate); the names with runs came from verified
-        # uploads, and their stages are made once (cached)
+        # a name without runs is an empty board: never make its stage (see docs/server.md)
         if stage not in _library() and not self.store.best(stage, None, rules_arg, 1):
             return []
         return self.store.best(stage, _board_digest(stage), rules_arg, limit)
@@ -549,8 +545,7 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
 
 def multipart_file(body: bytes, content_type: str) -> bytes:
     """The content of the one file part of a ``multipart/form-data`` body (RFC 7578; the
-    part with a ``filename``, or the only part); read here, so the server needs no form
-    library.
+    part with a ``filename``, or the only part).
 
     Raises:
         ApiError: (400 ``bad_upload``) not a well-formed form, or not exactly one file in it.
@@ -590,10 +585,8 @@ def multipart_file(body: bytes, content_type: str) -> bytes:
 
 
 class StrictQuery:
-    """ASGI middleware: a query string whose names or values are not UTF-8 once
-    percent-decoded (``%FF``, a lone surrogate), or that repeats a name, is refused (400)
-    before any route reads it; Starlette would replace the bytes with U+FFFD and keep the
-    last of a repeated name."""
+    """ASGI middleware: a query string with a :func:`query_problem` is refused (400) before
+    any route reads it (Starlette would read it as U+FFFD, or the last of a repeated name)."""
 
     def __init__(self, app: Any, error: Any):
         self.app, self.error = app, error
@@ -609,7 +602,8 @@ class StrictQuery:
 
 
 def query_problem(raw: bytes) -> tuple[str, str] | None:
-    """(error code, message) of what is wrong with a raw query string, or None."""
+    """(error code, message) of what is wrong with a raw query string (a name or value not
+    UTF-8 once percent-decoded, a repeated name), or None."""
     from urllib.parse import unquote_to_bytes
 
     seen: set[str] = set()

@@ -285,8 +285,11 @@ def _error_handlers(app: FastAPI, ctx: _Ctx) -> None:
         return ctx.error(request.url.path, e.status, e.code, e.message, e.headers)
 
     @app.exception_handler(StoreBusy)
-    async def _busy(request: Request, e: StoreBusy):
+    @app.exception_handler(QueueFull)
+    async def _retry_later(request: Request, e: StoreBusy | QueueFull):
         headers = {"Retry-After": str(ctx.cfg.retry_after_s)}
+        if isinstance(e, QueueFull):
+            return ctx.error(request.url.path, 503, "queue_full", f"{e}; retry later", headers)
         msg = f"{e}; retry in {ctx.cfg.retry_after_s} s"
         return ctx.error(request.url.path, 503, "busy", msg, headers)
 
@@ -388,17 +391,7 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         body = await _read_body(request, limit, ctx.cfg.body_timeout_s)
         if media == "multipart/form-data":
             body = multipart_file(body, ctype)
-        try:
-            sub_id = await in_thread(
-                ctx.store.submit, body, token_id, addr, name, ctx.cfg.max_queue
-            )
-        except QueueFull as e:
-            raise ApiError(
-                503,
-                "queue_full",
-                f"{e}; retry later",
-                {"Retry-After": str(ctx.cfg.retry_after_s)},
-            ) from None
+        sub_id = await in_thread(ctx.store.submit, body, token_id, addr, name, ctx.cfg.max_queue)
         ctx.verifier.notify()
         url = f"/api/v1/runs/{sub_id}"
         return JSONResponse(

@@ -475,8 +475,7 @@ class SQLiteStore(Store, Leaderboard):
             raise StoreError(f"{self.path}: not a usable database ({e})") from None
 
     def _connect(self) -> sqlite3.Connection:
-        c = super()._connect()
-        c.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+        c = super()._connect()  # its timeout is the busy timeout
         c.execute("PRAGMA synchronous = NORMAL")
         return c
 

@@ -111,12 +111,9 @@ NO_STAGE = "-"
 
 
 def current_stage_digest(name: str) -> str | None:
-    """The digest a board of ``name`` holds runs of (with ``versions`` current): that of the
-    library stage, of ``gen-<seed>`` (``tracks.generate(seed)``) or of a drawn stage's exact
-    name (:func:`rally_env.stages.drawn_stage_name`) in this installation; :data:`NO_STAGE`
-    for any other ``gen-`` name (such a name stands for no single stage, so it is no board);
-    None for a stage of the user's own (every version). The server and ``rally leaderboard
-    show`` both read boards through this."""
+    """The digest a board of ``name`` holds runs of: that of the stage the name makes here
+    (library, ``gen-<seed>`` or drawn stage), :data:`NO_STAGE` for any other ``gen-`` name,
+    None for a stage of the user's own (every version); ``docs/server.md``, "Boards and names"."""
     from rally_env.stages import board_stage
 
     try:
@@ -129,10 +126,8 @@ def current_stage_digest(name: str) -> str | None:
 
 
 def stage_name_problem(report: VerifyReport) -> str | None:
-    """Why an accepted run cannot be filed under its stage's name, or None: a stage of the
-    user's own may not take the name of a library stage, of ``gen-<seed>`` or of a drawn
-    stage (nor any other ``gen-`` name): such a name stands for one stage only, the one it
-    makes here (:func:`current_stage_digest`)."""
+    """Why an accepted run cannot be filed under its stage's name (one that stands for
+    another stage, :func:`current_stage_digest`), or None."""
     want = current_stage_digest(report.stage)
     if want is None or want == report.stage_digest:
         return None
@@ -166,11 +161,8 @@ def unfinished_message(end_reason: str) -> str:
 
 
 def same_drive(cur: Any, ph: str, report: VerifyReport, want: str) -> str | None:
-    """The run id of a stored run whose drive (:func:`~rally_env.replay.verify.drive_id`)
-    is ``want``, the drive of the accepted ``report``, or None. The stored runs are compared
-    by what they drove, re-derived from their stored replays (verified, so their claims are
-    the re-simulation's); only runs of the same stage, rules, steps and finish time can be
-    of the same drive, so few are read."""
+    """The run id of a stored run of the drive ``want`` (:func:`~rally_env.replay.verify.drive_id`,
+    re-derived from the stored replays of the runs like ``report``'s), or None."""
     cur.execute(
         f"SELECT run_id, rules, stage_digest, replay FROM runs WHERE stage_digest = {ph} "
         f"AND rules = {ph} AND steps = {ph} AND finish_time_s = {ph}",
@@ -187,15 +179,10 @@ def same_drive(cur: Any, ph: str, report: VerifyReport, want: str) -> str | None
 
 
 class Board:
-    """The board's tables (``runs``, ``splits``, ``meta``) behind a DB-API driver: the one
-    code that files, ranks and reads verified runs, for the local :class:`Leaderboard` and the
-    server's store (:mod:`rally_env.server.store`, on SQLite or PostgreSQL).
-
-    A subclass gives ``_connect()`` (a new connection) and ``tx(write=True)`` (a context
-    manager: a transaction, ``write=False`` one that only reads, yielding a cursor); :attr:`ph`
-    is the driver's placeholder (``?`` for sqlite3, ``%s`` for psycopg). Connections are per
-    thread, so the methods are thread-safe.
-    """
+    """The code that files, ranks and reads verified runs in the board's tables, for
+    :class:`Leaderboard` and the server's store, behind a DB-API driver: a subclass gives
+    ``_connect()`` and ``tx(write=True)`` (a transaction yielding a cursor); :attr:`ph` is the
+    driver's placeholder. Connections are per thread (thread-safe)."""
 
     ph = "?"
     url = ""
@@ -234,6 +221,18 @@ class Board:
             self._all.clear()
         self._local = threading.local()
 
+    def _create_schema(self, cur: Any, sql: str) -> str:
+        """Create the tables of ``sql`` and record the schema version, unless there; the
+        version the database holds."""
+        run_script(cur, sql)
+        cur.execute(
+            self.q("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ")
+            + "ON CONFLICT (key) DO NOTHING",
+            (str(SCHEMA_VERSION),),
+        )
+        cur.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        return str(cur.fetchone()[0])
+
     def __enter__(self) -> Any:
         return self
 
@@ -250,9 +249,8 @@ class Board:
         drive: str | None,
         added_utc: str | None = None,
     ) -> tuple[int | None, str | None]:
-        """File a verified run in the transaction of ``cur``, under what the re-simulation
-        found: its row and splits. ``drive``: its :func:`~rally_env.replay.verify.drive_id`
-        (None: not checked). ``added_utc``: the time shown with it (default now).
+        """File a verified run's row and splits in the transaction of ``cur``. ``drive``: its
+        :func:`~rally_env.replay.verify.drive_id` (None: not checked); ``added_utc``: default now.
 
         Returns:
             ``(row id, None)``, or ``(None, run id)`` of the stored run that is the same
@@ -414,12 +412,7 @@ class Leaderboard(Board):
         ver = self._schema_version()  # an existing board is only read (it may be read-only)
         if ver is None:
             with self.tx() as cur:
-                run_script(cur, BOARD_SCHEMA)
-                cur.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
-            ver = self._schema_version()
+                ver = self._create_schema(cur, BOARD_SCHEMA)
         if ver != str(SCHEMA_VERSION):
             raise LeaderboardError(
                 f"{self.path}: leaderboard schema v{ver}, this rally-env uses v{SCHEMA_VERSION}",
@@ -433,14 +426,9 @@ class Leaderboard(Board):
         player: str | None = None,
         report: VerifyReport | None = None,
     ) -> tuple[Entry, VerifyReport]:
-        """Verify a run and store it, filed under what the re-simulation found: the stage's
-        name and content digest, the rules class, the control rate, the finish and split
-        times (never the replay's claims).
-
-        ``report``: the verification of this replay already made elsewhere (a cluster's
-        worker ran :func:`~rally_env.replay.verify.verify_bytes` on the same bytes under this
-        leaderboard's budgets); it is used instead of verifying again. A report of another
-        run (its ``run_id``) is refused.
+        """Verify a run and store it, filed under what the re-simulation found (never the
+        replay's claims). ``report``: this replay's verification made elsewhere under these
+        budgets, used instead of verifying again (a report of another run is refused).
 
         Returns:
             the stored entry (with its rank) and the verification report.
@@ -514,8 +502,7 @@ class Leaderboard(Board):
 
 
 # ------------------------------------------------------------------ SQL of the board
-# Helpers of :class:`Board`: they take a DB-API cursor and the driver's placeholder (``?`` for
-# sqlite3, ``%s`` for psycopg).
+# Helpers of :class:`Board`, taking a DB-API cursor and the driver's placeholder.
 
 
 def insert_run(
@@ -526,9 +513,8 @@ def insert_run(
     player: str,
     added_utc: str | None = None,
 ) -> int | None:
-    """Insert a verified run's row (filed under the re-simulation's findings); its id, or
-    None when the run is already stored (nothing is written). ``added_utc``: the time shown
-    with it (default now; the server's is the upload's)."""
+    """Insert a verified run's row; its id, or None when the run is already stored (nothing
+    is written). ``added_utc``: the time shown with it (default now)."""
     row = {
         "run_id": report.run_id,
         "stage_name": report.stage,
@@ -564,12 +550,16 @@ def run_script(cur: Any, sql: str) -> None:
             cur.execute(stmt)
 
 
+#: The columns of a ``runs`` row that make an :class:`Entry` (``id`` first: its splits' key).
+ENTRY_COLUMNS = (
+    "id, finish_time_s, player, stage_name, stage_digest, rules, standard, control_hz, steps, "
+    "added_utc, run_id"
+)
+
+
 def best_query(stage: str, digest: str | None, rules: str | None, ph: str) -> tuple[str, list]:
     """The SELECT behind :meth:`Leaderboard.best` (``digest`` already resolved)."""
-    q = (
-        "SELECT id, finish_time_s, player, stage_name, stage_digest, rules, standard, "
-        f"control_hz, steps, added_utc, run_id FROM runs WHERE stage_name = {ph}"
-    )
+    q = f"SELECT {ENTRY_COLUMNS} FROM runs WHERE stage_name = {ph}"
     args: list[Any] = [stage]
     if digest is not None:
         q += f" AND stage_digest = {ph}"
@@ -593,25 +583,15 @@ def rank_rows(
         key = (row[4], row[5])
         r = rank.get(key, 0) + 1
         rank[key] = r
-        if limit is not None and r > limit:
-            continue
-        out.append(
-            Entry(
-                rank=r,
-                finish_time_s=float(row[1]),
-                player=row[2],
-                stage=row[3],
-                stage_digest=row[4],
-                rules=row[5],
-                standard=bool(row[6]),
-                control_hz=int(row[7]),
-                steps=int(row[8]),
-                added_utc=row[9],
-                run_id=row[10],
-                checkpoint_times_s=splits_of(int(row[0])),
-            )
-        )
+        if limit is None or r <= limit:
+            out.append(entry_of(row, r, splits_of(int(row[0]))))
     return out
+
+
+def entry_of(row: Any, rank: int, splits: tuple[float | None, ...]) -> Entry:
+    """The :class:`Entry` of a row of :data:`ENTRY_COLUMNS` (the fields' order, after ``id``)."""
+    t, standard, hz, steps = float(row[1]), bool(row[6]), int(row[7]), int(row[8])
+    return Entry(rank, t, *row[2:6], standard, hz, steps, *row[9:11], splits)
 
 
 def printable(text: str) -> str:

@@ -27,7 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from starlette.concurrency import run_in_threadpool
+from starlette.concurrency import run_in_threadpool as in_thread
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tracks
@@ -43,9 +43,7 @@ HERE = Path(__file__).parent
 STAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 RULES_RE = re.compile(r"^(standard|all|[0-9a-f]{16})$")
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
-#: Content types of an upload taken as the replay's bytes (``curl --data-binary`` sends
-#: ``application/x-www-form-urlencoded`` unless told otherwise); ``multipart/form-data`` is
-#: read for its one file part; any other type is refused (415).
+#: Content types of an upload taken as the replay's bytes (``docs/server.md``, "API").
 RAW_TYPES = (
     "",
     "application/octet-stream",
@@ -130,14 +128,14 @@ def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if isinstance(store, SQLiteStore):  # one server per SQLite file: retake its runs
-            n = await run_in_threadpool(store.requeue_verifying)
+            n = await in_thread(store.requeue_verifying)
             if n:
                 log.warning("requeued %d runs that were verifying when the server stopped", n)
         ctx.verifier.start()
         try:
             yield
         finally:
-            await run_in_threadpool(ctx.verifier.stop)
+            await in_thread(ctx.verifier.stop)
 
     app = FastAPI(
         title="rally-env leaderboard",
@@ -167,27 +165,21 @@ class _Ctx:
     addr_rl: SharedRateLimiter
     jinja: Environment
 
-    def db(self, fn, *args, **kwargs):
-        """Run a blocking store call in the thread pool."""
-        return run_in_threadpool(fn, *args, **kwargs)
-
     async def submission(self, run_id: str) -> dict[str, Any]:
         if not ID_RE.match(run_id):
             raise ApiError(400, "bad_run_id", "a run id is 32 lowercase hexadecimal digits")
-        d = await self.db(self.store.submission, run_id)
+        d = await in_thread(self.store.submission, run_id)
         if d is None:
             raise ApiError(404, "not_found", f"no run {run_id}")
         return d
 
     def board(self, stage: str, rules: str, limit: int, versions: str) -> list[Any]:
-        """A board as ``rally leaderboard show`` reads it (one code path: the stage version
-        of a library, ``gen-<seed>`` or drawn stage name is the one its name makes here)."""
+        """A board as ``rally leaderboard show`` reads it (``docs/server.md``, "Boards and
+        names")."""
         rules_arg = None if rules == "all" else rules
         if versions != "current":
             return self.store.best(stage, None, rules_arg, limit)
-        # a name with no runs has an empty board: never make its stage (a request could name
-        # any gen- stage, each seconds to generate); the names with runs came from verified
-        # uploads, and their stages are made once (cached)
+        # a name without runs is an empty board: never make its stage (see docs/server.md)
         if stage not in _library() and not self.store.best(stage, None, rules_arg, 1):
             return []
         return self.store.best(stage, _board_digest(stage), rules_arg, limit)
@@ -293,8 +285,11 @@ def _error_handlers(app: FastAPI, ctx: _Ctx) -> None:
         return ctx.error(request.url.path, e.status, e.code, e.message, e.headers)
 
     @app.exception_handler(StoreBusy)
-    async def _busy(request: Request, e: StoreBusy):
+    @app.exception_handler(QueueFull)
+    async def _retry_later(request: Request, e: StoreBusy | QueueFull):
         headers = {"Retry-After": str(ctx.cfg.retry_after_s)}
+        if isinstance(e, QueueFull):
+            return ctx.error(request.url.path, 503, "queue_full", f"{e}; retry later", headers)
         msg = f"{e}; retry in {ctx.cfg.retry_after_s} s"
         return ctx.error(request.url.path, 503, "busy", msg, headers)
 
@@ -354,7 +349,7 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         ``application/octet-stream``, or a ``multipart/form-data`` form whose one file part is
         the replay (``curl -F file=@run.rrp.json.gz``); ``Authorization: Bearer <token>``."""
         addr = request.client.host if request.client else "-"
-        wait = await ctx.db(ctx.addr_rl.take, addr)
+        wait = await in_thread(ctx.addr_rl.take, addr)
         if wait:
             raise _rate_limited(wait, f"from {addr}")
         auth = request.headers.get("authorization", "")
@@ -364,11 +359,11 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         token = token.strip()
         if scheme.lower() != "bearer" or not TOKEN_RE.match(token):
             raise ApiError(401, "bad_token", "the token is malformed")
-        found = await ctx.db(ctx.store.token_id, token)
+        found = await in_thread(ctx.store.token_id, token)
         if found is None:
             raise ApiError(401, "bad_token", "unknown or revoked token")
         token_id, token_name = found
-        wait = await ctx.db(ctx.token_rl.take, token_id)
+        wait = await in_thread(ctx.token_rl.take, token_id)
         if wait:
             raise _rate_limited(wait, "with this token")
         name = token_name if player is None else player
@@ -396,15 +391,7 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         body = await _read_body(request, limit, ctx.cfg.body_timeout_s)
         if media == "multipart/form-data":
             body = multipart_file(body, ctype)
-        try:
-            sub_id = await ctx.db(ctx.store.submit, body, token_id, addr, name, ctx.cfg.max_queue)
-        except QueueFull as e:
-            raise ApiError(
-                503,
-                "queue_full",
-                f"{e}; retry later",
-                {"Retry-After": str(ctx.cfg.retry_after_s)},
-            ) from None
+        sub_id = await in_thread(ctx.store.submit, body, token_id, addr, name, ctx.cfg.max_queue)
         ctx.verifier.notify()
         url = f"/api/v1/runs/{sub_id}"
         return JSONResponse(
@@ -427,7 +414,9 @@ def _run_routes(app: FastAPI, ctx: _Ctx) -> None:
     async def get_replay(run_id: str) -> Response:
         d = await ctx.submission(run_id)
         blob = (
-            await ctx.db(ctx.store.replay_blob, d["run_id"]) if d["status"] == "accepted" else None
+            await in_thread(ctx.store.replay_blob, d["run_id"])
+            if d["status"] == "accepted"
+            else None
         )
         if blob is None:
             raise ApiError(404, "not_found", f"run {run_id} has no accepted replay")
@@ -446,14 +435,14 @@ def _run_routes(app: FastAPI, ctx: _Ctx) -> None:
         if d["status"] != "accepted":
             raise ApiError(404, "not_found", f"run {run_id} is not accepted ({d['status']})")
         rid = d["run_id"]
-        data = await ctx.db(ctx.store.trace, rid)
+        data = await in_thread(ctx.store.trace, rid)
         if data is None:
-            blob = await ctx.db(ctx.store.replay_blob, rid)
+            blob = await in_thread(ctx.store.replay_blob, rid)
             try:
-                data = await ctx.db(ctx.verifier.trace, blob)
+                data = await in_thread(ctx.verifier.trace, blob)
             except TaskFailed as e:
                 raise ApiError(503, "trace_failed", str(e)) from None
-            await ctx.db(ctx.store.put_trace, rid, data)
+            await in_thread(ctx.store.put_trace, rid, data)
         headers = {"Cache-Control": "public, max-age=86400"}
         if "gzip" in request.headers.get("accept-encoding", ""):
             headers["Content-Encoding"] = "gzip"
@@ -466,14 +455,14 @@ def _stage_routes(app: FastAPI, ctx: _Ctx) -> None:
 
     @app.get("/api/v1/stages", summary="The stages, each with its standard-rules record")
     async def get_stages() -> JSONResponse:
-        return JSONResponse(await ctx.db(ctx.stages))
+        return JSONResponse(await in_thread(ctx.stages))
 
     @app.get("/api/v1/stages/{stage}/map", summary="A library stage's geometry")
     async def get_map(stage: str) -> JSONResponse:
         _check_board(stage)
         if stage not in _library():
             raise ApiError(404, "not_found", f"no library stage {stage}")
-        return JSONResponse(await ctx.db(_map, stage))
+        return JSONResponse(await in_thread(_map, stage))
 
     @app.get("/api/v1/boards/{stage}", summary="A stage's board, fastest first")
     async def get_board(
@@ -483,14 +472,14 @@ def _stage_routes(app: FastAPI, ctx: _Ctx) -> None:
         versions: str = Query("current", pattern="^(current|all)$"),
     ) -> JSONResponse:
         _check_board(stage, rules)
-        entries = await ctx.db(ctx.board, stage, rules, limit, versions)
+        entries = await in_thread(ctx.board, stage, rules, limit, versions)
         return JSONResponse(
             {"stage": stage, "rules": rules, "entries": [e.to_dict() for e in entries]}
         )
 
     @app.get("/api/v1/health", summary="Queue and board counts")
     async def health() -> JSONResponse:
-        return JSONResponse({"ok": True, **(await ctx.db(ctx.store.counts))})
+        return JSONResponse({"ok": True, **(await in_thread(ctx.store.counts))})
 
 
 def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
@@ -498,9 +487,9 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index_page() -> HTMLResponse:
-        stages = await ctx.db(ctx.stages)
+        stages = await in_thread(ctx.stages)
         for s in stages:
-            s["svg"] = _svg_path(await ctx.db(_map, s["name"])) if s["library"] else None
+            s["svg"] = _svg_path(await in_thread(_map, s["name"])) if s["library"] else None
         return ctx.page("index.html", stages=stages)
 
     @app.get("/stages/{stage}", response_class=HTMLResponse, include_in_schema=False)
@@ -510,11 +499,11 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
         limit: int = Query(50, ge=1, le=100),
     ) -> HTMLResponse:
         _check_board(stage, rules)
-        entries = await ctx.db(ctx.board, stage, rules, limit, "current")
+        entries = await in_thread(ctx.board, stage, rules, limit, "current")
         lib = stage in _library()
         if not entries and not lib:
             raise StarletteHTTPException(404, f"no stage {stage}")
-        svg = _svg_path(await ctx.db(_map, stage), 480, 320) if lib else None
+        svg = _svg_path(await in_thread(_map, stage), 480, 320) if lib else None
         return ctx.page("stage.html", stage=stage, entries=entries, rules=rules, svg=svg)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
@@ -524,7 +513,9 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
         ghost_ids: list[str] = [g for g in ghosts.split(",") if ID_RE.match(g)][:3]
         record = None
         if run is not None:
-            board = await ctx.db(ctx.store.best, run["stage"], run["stage_digest"], run["rules"], 4)
+            board = await in_thread(
+                ctx.store.best, run["stage"], run["stage_digest"], run["rules"], 4
+            )
             record = board[0].run_id if board else None
             if not ghosts:
                 ghost_ids = [e.run_id for e in board if e.run_id != run["run_id"]][:3]
@@ -547,8 +538,7 @@ def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
 
 def multipart_file(body: bytes, content_type: str) -> bytes:
     """The content of the one file part of a ``multipart/form-data`` body (RFC 7578; the
-    part with a ``filename``, or the only part); read here, so the server needs no form
-    library.
+    part with a ``filename``, or the only part).
 
     Raises:
         ApiError: (400 ``bad_upload``) not a well-formed form, or not exactly one file in it.
@@ -588,10 +578,8 @@ def multipart_file(body: bytes, content_type: str) -> bytes:
 
 
 class StrictQuery:
-    """ASGI middleware: a query string whose names or values are not UTF-8 once
-    percent-decoded (``%FF``, a lone surrogate), or that repeats a name, is refused (400)
-    before any route reads it; Starlette would replace the bytes with U+FFFD and keep the
-    last of a repeated name."""
+    """ASGI middleware: a query string with a :func:`query_problem` is refused (400) before
+    any route reads it (Starlette would read it as U+FFFD, or the last of a repeated name)."""
 
     def __init__(self, app: Any, error: Any):
         self.app, self.error = app, error
@@ -607,7 +595,8 @@ class StrictQuery:
 
 
 def query_problem(raw: bytes) -> tuple[str, str] | None:
-    """(error code, message) of what is wrong with a raw query string, or None."""
+    """(error code, message) of what is wrong with a raw query string (a name or value not
+    UTF-8 once percent-decoded, a repeated name), or None."""
     from urllib.parse import unquote_to_bytes
 
     seen: set[str] = set()

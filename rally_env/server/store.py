@@ -1,11 +1,5 @@
-"""The server's storage: one interface over SQLite (the embedded default) and PostgreSQL.
-
-A store is a :class:`~rally_env.replay.leaderboard.Board` (the local leaderboard's tables,
-filed, ranked and read by the same code) plus the server's own tables: ``submissions`` (the
-queue and the verdicts), ``tokens`` (SHA-256 digests of the tokens), ``traces`` and
-``rate_buckets`` (``docs/server.md``, "Storage"). Every method opens its own transaction;
-connections are per thread.
-"""
+"""The server's storage over SQLite or PostgreSQL: a :class:`~rally_env.replay.leaderboard.Board`
+plus the server's tables (``docs/server.md``, "Storage"). Every method is one transaction."""
 
 from __future__ import annotations
 
@@ -23,10 +17,12 @@ from typing import Any
 from rally_env.errors import RallyEnvError
 from rally_env.replay.leaderboard import (
     BOARD_SCHEMA,
+    ENTRY_COLUMNS,
     SCHEMA_VERSION,
     Board,
     Leaderboard,
     LeaderboardError,
+    entry_of,
     refusal_message,
     run_script,
     stage_name_problem,
@@ -82,8 +78,16 @@ STATUSES = ("queued", "verifying", "accepted", "rejected")
 MAX_ATTEMPTS = 3
 #: :meth:`Store.finish`'s ``name_problem`` when the verifier did not check the stage's name.
 CHECK_HERE = object()
+#: PostgreSQL advisory locks: one schema creator, one enqueue, one verdict that may add to the
+#: board at a time (so two uploads of one drive cannot both pass the duplicate check).
+SCHEMA_LOCK, QUEUE_LOCK, BOARD_LOCK = 8128001, 8128002, 8128003
 #: How long a SQLite statement waits for another writer before :class:`StoreBusy` (s).
 BUSY_TIMEOUT_S = 5.0
+#: The keys of a submission's ``run``, in the API's order.
+RUN_KEYS = (
+    "run_id stage stage_digest rules standard control_hz finish_time_s steps player added_utc "
+    "checkpoint_times_s"
+).split()
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 TOKEN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
@@ -101,9 +105,8 @@ class StoreBusy(StoreError):
 
 
 def take_token(tokens: float, elapsed_s: float, rate: float, per: float) -> tuple[float, float]:
-    """A token bucket (``rate`` events per ``per`` seconds, bursts up to ``rate``) that held
-    ``tokens`` ``elapsed_s`` seconds ago, asked for one event: ``(tokens left, 0)`` when it
-    is allowed (taken), else ``(tokens, seconds until the next is allowed)``."""
+    """A token bucket (``rate`` events per ``per`` s) that held ``tokens`` ``elapsed_s`` s ago,
+    asked for one event: ``(tokens left, 0)`` if allowed, else ``(tokens, seconds to wait)``."""
     tokens = min(rate, tokens + elapsed_s * rate / per)
     if tokens >= 1.0:
         return tokens - 1.0, 0.0
@@ -125,32 +128,22 @@ def _pg_schema(text: str) -> str:
 
 
 class Store(Board):
-    """Storage of one server (or several sharing a PostgreSQL database): the board
-    (:class:`~rally_env.replay.leaderboard.Board`: filing, ranking, reading runs) plus the
-    submissions queue, tokens, traces and rate limits.
-
-    Open with :func:`open_store`. Methods are thread-safe: each thread has its own
-    connection.
-    """
+    """Storage of one server (or several sharing a PostgreSQL database): the board plus the
+    submissions queue, tokens, traces and rate limits. Open with :func:`open_store`."""
 
     #: Appended to a SELECT: lock the rows a transaction reads (``row_lock``), skipping rows
     #: another one locked (``skip_locked``); SQLite's BEGIN IMMEDIATE already holds the database.
     row_lock = skip_locked = ""
 
-    def _queue_lock(self, cur: Any) -> None:
-        """Serialize enqueues (SQLite's BEGIN IMMEDIATE already does)."""
-
-    def _board_lock(self, cur: Any) -> None:
-        """Serialize verdicts that may add to the board, so two uploads of one drive cannot
-        both pass the duplicate check (SQLite's BEGIN IMMEDIATE already does)."""
+    def _serialize(self, cur: Any, key: int) -> None:
+        """Serialize the transactions that take lock ``key`` (:data:`QUEUE_LOCK`,
+        :data:`BOARD_LOCK`); SQLite's BEGIN IMMEDIATE already does."""
 
     # --------------------------------------------------------------------- rate limits
     def take_rate(self, bucket: str, key: str, rate: float, per: float, now: float) -> float:
-        """One event of ``key`` from the token bucket ``bucket`` (``rate`` events per ``per``
-        seconds, bursts up to ``rate``) that every server sharing this database draws from:
-        0 if allowed (the event is taken), else the seconds until the next is allowed.
-        ``now`` is wall-clock time (s), the clock the servers share. Full buckets (idle for
-        ``per`` seconds) are dropped as they are met."""
+        """:func:`take_token` on the bucket ``bucket`` of ``key`` that every server sharing this
+        database draws from: 0 if allowed, else the seconds to wait. ``now``: wall-clock time
+        (s). Full buckets (idle for ``per`` s) are dropped as they are met."""
         rate, per = float(rate), float(per)
         with self.tx() as cur:
             cur.execute(
@@ -229,7 +222,7 @@ class Store(Board):
         """
         sub_id = secrets.token_hex(16)
         with self.tx() as cur:
-            self._queue_lock(cur)
+            self._serialize(cur, QUEUE_LOCK)
             cur.execute("SELECT COUNT(*) FROM submissions WHERE status IN ('queued', 'verifying')")
             if int(cur.fetchone()[0]) >= max_queue:
                 raise QueueFull(f"the verification queue is full ({max_queue} runs)")
@@ -361,7 +354,7 @@ class Store(Board):
             finished = report.accepted and report.finish_time_s is not None
             name_problem = stage_name_problem(report) if finished else None
         with self.tx() as cur:
-            self._board_lock(cur)
+            self._serialize(cur, BOARD_LOCK)
             cur.execute(
                 self.q("SELECT player, status, submitted_utc FROM submissions WHERE id = ?"),
                 (sub_id,),
@@ -431,19 +424,8 @@ class Store(Board):
                 run = self._run(cur, any_id)
                 if run is None:
                     return None
-                return {
-                    "id": any_id,
-                    "status": "accepted",
-                    "player": run["player"],
-                    "submitted_utc": run["added_utc"],
-                    "verdict_utc": run["added_utc"],
-                    "reason": "",
-                    "message": "",
-                    "step": None,
-                    "run_id": any_id,
-                    "report": None,
-                    "run": run,
-                }
+                t = run["added_utc"]
+                row = (any_id, "accepted", run["player"], t, t, "", "", None, any_id, None)
             d = dict(zip(cols.split(", "), row, strict=True))
             d["report"] = json.loads(d["report"]) if d["report"] else None
             accepted = d["run_id"] and d["status"] == "accepted"
@@ -451,24 +433,13 @@ class Store(Board):
         return d
 
     def _run(self, cur: Any, run_id: str) -> dict[str, Any] | None:
-        cur.execute(
-            self.q(
-                "SELECT id, run_id, stage_name, stage_digest, rules, standard, control_hz, "
-                "finish_time_s, steps, player, added_utc FROM runs WHERE run_id = ?"
-            ),
-            (run_id,),
-        )
+        """A board row as the API shows it (an :class:`Entry`'s fields but its rank)."""
+        cur.execute(self.q(f"SELECT {ENTRY_COLUMNS} FROM runs WHERE run_id = ?"), (run_id,))
         row = cur.fetchone()
         if row is None:
             return None
-        keys = (
-            "id run_id stage stage_digest rules standard control_hz finish_time_s steps "
-            "player added_utc"
-        ).split()
-        d = dict(zip(keys, row, strict=True))
-        d["standard"] = bool(d["standard"])
-        d["checkpoint_times_s"] = list(self.splits(cur, d.pop("id")))
-        return d
+        d = entry_of(row, 0, self.splits(cur, int(row[0]))).to_dict()
+        return {k: d[k] for k in RUN_KEYS}
 
     def trace(self, run_id: str) -> bytes | None:
         row = self._one("SELECT data FROM traces WHERE run_id = ?", run_id)
@@ -504,8 +475,7 @@ class SQLiteStore(Store, Leaderboard):
             raise StoreError(f"{self.path}: not a usable database ({e})") from None
 
     def _connect(self) -> sqlite3.Connection:
-        c = super()._connect()
-        c.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+        c = super()._connect()  # its timeout is the busy timeout
         c.execute("PRAGMA synchronous = NORMAL")
         return c
 
@@ -547,15 +517,8 @@ class PostgresStore(Store):
         self.url = url
         try:
             with self.tx() as cur:
-                cur.execute("SELECT pg_advisory_xact_lock(8128001)")  # one schema creator
-                run_script(cur, _pg_schema(BOARD_SCHEMA + _SERVER_SCHEMA))
-                cur.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', %s) "
-                    "ON CONFLICT (key) DO NOTHING",
-                    (str(SCHEMA_VERSION),),
-                )
-                cur.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-                ver = cur.fetchone()[0]
+                self._serialize(cur, SCHEMA_LOCK)  # one schema creator
+                ver = self._create_schema(cur, _pg_schema(BOARD_SCHEMA + _SERVER_SCHEMA))
         except psycopg.Error as e:
             raise StoreError(f"{_redact(url)}: not a usable database ({e})") from None
         if ver != str(SCHEMA_VERSION):
@@ -572,14 +535,11 @@ class PostgresStore(Store):
         with c.transaction(), c.cursor() as cur:
             yield cur
 
-    def _queue_lock(self, cur: Any) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock(8128002)")
-
     row_lock = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
 
-    def _board_lock(self, cur: Any) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock(8128003)")
+    def _serialize(self, cur: Any, key: int) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
     def integrity_check(self) -> str:
         with self.tx() as cur:  # every split belongs to a run, every accepted run is stored

@@ -1360,7 +1360,7 @@ def model_switches(extended: bool, tire_model: int) -> tuple[bool | None, bool |
 
 
 @njit(cache=True)
-def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, arc):
+def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ahead_m, req, ext, ws, arc):
     """Advance cars ``cars`` (int64 indices) by ``n_substeps`` substeps of ``dt`` (the product
     always uses 1/480 s; other values are for validation only), serially.
 
@@ -1368,9 +1368,19 @@ def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, 
     :class:`physics.terrain.TerrainSet`; ``save``/``isave`` (len(cars), row width) are scratch
     rows; ``miss`` (len(cars),) receives -1 or the tile a car still needs (see _step_car).
     ``ext, ws, arc`` are :func:`model_switches` of the cars' model (all cars of one call share
-    it). Returns how many cars still need a tile (``miss >= 0``), so the caller needs no array
-    scan on the usual step that needs none.
+    it).
+
+    With ``ahead_m >= 0`` the call first lists into ``req`` the tiles the cars may reach in
+    this step that are not filled yet (:func:`missing_tiles` with that margin); if there are
+    any it steps nothing and returns minus their count (which may pass ``req``'s length), so
+    the caller fills them and calls again (one call per step when nothing is missing).
+    Otherwise returns how many cars still need a tile (``miss >= 0``), so the caller needs no
+    array scan on the usual step that needs none.
     """
+    if ahead_m >= 0.0:
+        n = missing_tiles(s, ist, p, ter[2], ter[3], cars, n_substeps * dt, ahead_m, req)
+        if n:
+            return -n
     scratch = (save, isave, miss)
     for ii in range(cars.shape[0]):
         _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, scratch, ext, ws, arc)
@@ -1378,8 +1388,14 @@ def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, 
 
 
 @njit(cache=True, parallel=True)
-def step_cars_parallel(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, arc):
+def step_cars_parallel(
+    s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ahead_m, req, ext, ws, arc
+):
     """As :func:`step_cars`, with the cars spread over threads (``prange`` over cars only)."""
+    if ahead_m >= 0.0:
+        n = missing_tiles(s, ist, p, ter[2], ter[3], cars, n_substeps * dt, ahead_m, req)
+        if n:
+            return -n
     scratch = (save, isave, miss)
     for ii in prange(cars.shape[0]):
         _step_car(ii, cars[ii], s, ist, p, ter, n_substeps, dt, scratch, ext, ws, arc)
@@ -1413,7 +1429,7 @@ def reach_m(p, k):
     return math.sqrt(r2)
 
 
-@njit(cache=True)
+@njit_inner(_nrt=False)
 def missing_tiles(s, ist, p, tiles, meta, cars, horizon_s, margin_m, out):
     """The terrain tiles cars may sample within the next ``horizon_s`` seconds that are not
     filled yet: those within reach + 1.2 x speed x horizon + ``margin_m`` of each car. Rows

@@ -294,45 +294,60 @@ class VehicleBatch:
     def advance(self, n_substeps: int, idx: np.ndarray, dt: float) -> None:
         """Step cars ``idx`` (int64) by ``n_substeps`` substeps of ``dt`` seconds.
 
-        The terrain fills as cars reach it: first the tiles each car can reach in this step,
-        then any tile a car still met that was not filled (that car is put back and stepped
-        again), until every car has stepped. Only :meth:`step` (``dt`` = 1/480 s) is the
-        product's time base; other ``dt`` values are for validation.
+        The terrain fills as cars reach it: first the tiles each car can reach in this step
+        (the kernel lists them and steps nothing until they are filled), then any tile a car
+        still met that was not filled (that car is put back and stepped again), until every
+        car has stepped. Only :meth:`step` (``dt`` = 1/480 s) is the product's time base;
+        other ``dt`` values are for validation.
         """
-        t = self.terrains
-        fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
-        self._fill_ahead(idx, n_substeps * dt)
+        margin = _MARGIN_M
         for _ in range(_MAX_FILL_ROUNDS):
             bad = []
             for group, switches in self._model_groups(idx):
-                m = len(group)
-                if self._save.shape[0] < m:
-                    self._scratch(m)
-                miss = self._miss[:m]
-                if fn(
-                    self.state,
-                    self.istate,
-                    self.params,
-                    t.record(),
-                    n_substeps,
-                    group,
-                    dt,
-                    self._save[:m],
-                    self._isave[:m],
-                    miss,
-                    *switches,
-                ):
-                    missed = np.flatnonzero(miss >= 0)
-                    bad.append(np.stack([group[missed], miss[missed]], axis=1))
+                missed = self._step_group(n_substeps, group, dt, margin, switches)
+                if missed is not None:
+                    bad.append(missed)
             if not bad:
                 return
             req = np.concatenate(bad)
-            cars = req[:, 0].copy()
-            rows = self.istate[cars, L.I_TERRAIN]
-            t.fill_requests(np.stack([rows, req[:, 1]], axis=1))
-            self._fill_ahead(cars, n_substeps * dt, extra_m=2.0 * _MARGIN_M)
-            idx = cars
+            idx = req[:, 0].copy()
+            rows = self.istate[idx, L.I_TERRAIN]
+            self.terrains.fill_requests(np.stack([rows, req[:, 1]], axis=1))
+            margin = 3.0 * _MARGIN_M
         raise StepError("the terrain the cars reach could not be filled")
+
+    def _step_group(
+        self, n_substeps: int, group: np.ndarray, dt: float, margin: float, switches: tuple
+    ) -> np.ndarray | None:
+        """One kernel step of cars ``group`` (one model), after filling the tiles they can
+        reach (within ``margin`` m more); ``(car, tile)`` rows of the cars that still met a
+        tile not filled (they were put back), or None."""
+        m = len(group)
+        if self._save.shape[0] < m:
+            self._scratch(m)
+        if m == self._save.shape[0]:  # the usual call: the whole scratch, no slicing
+            scratch = (self._save, self._isave, self._miss)
+        else:
+            scratch = (self._save[:m], self._isave[:m], self._miss[:m])
+        fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
+
+        def call(ahead_m: float) -> int:
+            ter = self.terrains.record()
+            args = (n_substeps, group, dt, *scratch, ahead_m, self._req, *switches)
+            return fn(self.state, self.istate, self.params, ter, *args)
+
+        n = call(margin)
+        if n < 0:  # it listed tiles to fill first (into _req; grown if they did not fit)
+            if -n > self._req.shape[0]:
+                self._req = np.empty((-2 * n, 2), np.int64)
+                n = call(margin)
+            self.terrains.fill_requests(self._req[:-n])
+            n = call(-1.0)
+        if not n:
+            return None
+        miss = scratch[2]
+        hit = np.flatnonzero(miss >= 0)
+        return np.stack([group[hit], miss[hit]], axis=1)
 
     def _model_groups(self, idx: np.ndarray) -> list[tuple[np.ndarray, tuple]]:
         """``idx`` split by vehicle model, each part with its kernel's compile-time switches
@@ -345,27 +360,6 @@ class VehicleBatch:
             m0 = int(models[0]) if len(models) else L.TIRE_DIRECT
             return [(idx, kernel.model_switches(True, m0))]
         return [(idx[models == m], kernel.model_switches(True, int(m))) for m in np.unique(models)]
-
-    def _fill_ahead(self, idx: np.ndarray, horizon_s: float, extra_m: float = 0.0) -> None:
-        t = self.terrains
-        out = self._req
-        while True:
-            n = kernel.missing_tiles(
-                self.state,
-                self.istate,
-                self.params,
-                t.tiles,
-                t.meta,
-                idx,
-                horizon_s,
-                _MARGIN_M + extra_m,
-                out,
-            )
-            if n <= out.shape[0]:
-                break
-            out = self._req = np.empty((2 * n, 2), np.int64)
-        if n:
-            t.fill_requests(out[:n])
 
     def _scratch(self, m: int) -> None:
         self._save = np.empty((m, self.state.shape[1]), np.float64)

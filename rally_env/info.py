@@ -221,17 +221,15 @@ def build_info(core: RallyCore, cars: Any = None) -> dict[str, np.ndarray]:
         idx, core.estate, core.eistate, sim.state, sim.istate, core.terms, core.etimes,
         b.table, b.slot_seeds, b.slot_laps, spec.flags, f, i_, fl, cp, w,
     )  # fmt: skip
-    if one:  # per-car shapes; the floats that can be NaN compare NaN-equal
-        f0 = f[:, 0]
-        blocks: tuple = (f0, i_[:, 0], fl[:, 0], cp[0].view(NanEqualArray), w[0])
-        blocks += (f0.view(NanEqualArray),)
+    if one:  # per-car shapes (car 0 of the blocks); the floats that can be NaN compare NaN-equal
+        blocks: tuple = (f, i_, fl, cp.view(NanEqualArray), w, f.view(NanEqualArray))
         if spec.randomized:
             mu = core.rand_section_mu[k].copy().view(NanEqualArray)
             blocks += (core.rand_draws[k].copy(), mu)
-    else:
-        blocks = (f, i_, fl, cp, w, f)
-        if spec.randomized:
-            blocks += (core.rand_draws[idx].T, core.rand_section_mu[idx])
+        return {key: blocks[block][sel] for key, block, sel in spec.plan_one}
+    blocks = (f, i_, fl, cp, w, f)
+    if spec.randomized:
+        blocks += (core.rand_draws[idx].T, core.rand_section_mu[idx])
     return {key: blocks[block][sel] for key, block, sel in spec.plan}
 
 
@@ -247,6 +245,9 @@ class _Spec(NamedTuple):
     #: randomization values, 7 drawn section grip; a selection picks the key's row of its
     #: block (the leading ``...`` of a row's selection is a car's, or a single env's 0-d value)
     plan: list[tuple[str, int, Any]]
+    #: the plan for one car (an ``int`` ``cars``): the same keys, each selection also picking
+    #: car 0 of the blocks (0-5), so the value is a view of its block with per-car shape
+    plan_one: list[tuple[str, int, Any]]
     flags: np.ndarray  # the kernel's flags
     #: width of ``checkpoint_times_s``: the most timed lines before the finish over the env's
     #: stages (fixed for the env's lifetime)
@@ -284,9 +285,20 @@ def _spec(core: RallyCore) -> _Spec:
     random_mode = core.bank.mode == "random"
     flags = np.array([random_mode, core.version >= 1, core.sim.extended, nw], np.int64)
     cp_width = GENERATED_CHECKPOINTS if random_mode else max(core.bank.n_lines_max - 1, 0)
-    spec = _Spec(plan, flags, cp_width, 4 * nw + 3, randomized, {})
+    plan_one = [(key, block, _car0(block, sel)) for key, block, sel in plan]
+    spec = _Spec(plan, plan_one, flags, cp_width, 4 * nw + 3, randomized, {})
     core.info_spec = spec
     return spec
+
+
+def _car0(block: int, sel: Any) -> Any:
+    """A plan selection of car 0: rows of blocks 0-2 and 5 are ``(row, car)``, the other
+    blocks ``(car, column)``; the drawn values (6, 7) are one car's already."""
+    if block > 5:
+        return sel
+    if block in (0, 1, 2, 5):
+        return (sel[0], 0, Ellipsis)
+    return (0, Ellipsis) if sel is Ellipsis else (0, sel[1])
 
 
 def end_reason(info: dict[str, Any]) -> Any:

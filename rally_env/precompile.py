@@ -38,7 +38,6 @@ _SMALL = (
     ("rally_env.actions", "_clip_rows"),
     ("physics.kernel", "set_commands"),
     ("rally_env.kernels", "lines_within_reach"),
-    ("physics.kernel", "missing_tiles"),
 )
 SERIAL = (
     ("rally_env.kernels", "reset_cars"),

@@ -51,7 +51,9 @@ class ActionBox(spaces.Box):
             return super().sample(mask, probability)
         low = self.low.astype(np.float64)
         u = self.np_random.random(self.shape)
-        return (low + (self.high.astype(np.float64) - low) * u).astype(self.dtype)
+        u *= self.high - low  # (high - low) * u in float64, in place (the same rounding)
+        u += low
+        return u.astype(self.dtype)
 
 
 def action_space(discrete: bool = False) -> spaces.Space:

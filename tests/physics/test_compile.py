@@ -28,7 +28,6 @@ ENTRY_POINTS = {
     "physics.kernel": {
         "step_cars",
         "step_cars_parallel",
-        "missing_tiles",
         "set_commands",
         "set_tank_commands",
         "place_cars",

@@ -1,30 +1,20 @@
 """The terrain interface the simulator samples: plain arrays, no knowledge of stages.
 
-A :class:`Terrain` is a regular heightfield (metres, world z up) on a grid of nodes spaced
-``cell_m`` apart starting at ``(x0_m, y0_m)``, a surface-id grid on the same nodes, and a grip
-multiplier per surface id. Heights are sampled with a C1 quadratic B-spline over the nodes (see
-:func:`sample_height`), surface ids by the nearest node.
-Outside the grid the edge values continue (the world does not end in a cliff).
-
-Several terrains are packed into one :class:`TerrainSet` so that one kernel call can step cars
-that drive on different stages; each car carries the index of its terrain. A set stores nodes
-in **tiles** of ``TILE x TILE`` nodes (plus a one-node apron, so a sample's 3 x 3 B-spline
-stencil always lies in one tile) in a shared pool, filled **on demand**: a terrain is any
-*tile source* (a dense :class:`Terrain`, or a stage's terrain that computes nodes as asked,
-``tracks.bake.StageTerrain``), and only the tiles cars reach are ever filled. A sample that
-lands in a tile not filled yet reports a *miss*; the simulator then fills the tile and steps
-that car again from where it was, so results never depend on what was filled before.
-
-Test terrains :func:`flat_terrain` and :func:`crest_and_ramp_terrain` let the physics be tested
-without the ``tracks`` package. They are built from polynomials only, so their bytes are the same
-on every platform.
+A :class:`Terrain` is a regular heightfield (metres, world z up) with a surface-id grid on the
+same nodes and a grip multiplier per surface id; heights are sampled with a C1 quadratic
+B-spline (:func:`sample_height`), surface ids by the nearest node, and outside the grid the
+edge values continue. A :class:`TerrainSet` packs several terrains (any *tile source*) into one
+pool of tiles filled on demand, so one kernel call steps cars on different stages:
+docs/architecture.md ("Terrain tiles") explains the tiles and the misses. The test terrains
+:func:`flat_terrain` and :func:`crest_and_ramp_terrain` are polynomials only (the same bytes on
+every platform).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -152,35 +142,11 @@ class Terrain:
         _copy_tiles(self.heights_m, self.surface_ids, tiles, heights, surfaces)
 
 
-class TileSource(Protocol):
-    """What a :class:`TerrainSet` needs of a terrain: the grid and a way to fill tiles.
-
-    ``fill_tiles(tiles, heights, surfaces)`` writes tile ``(tx, ty)`` of each row of ``tiles``
-    into the matching row of ``heights`` (float64) / ``surfaces`` (int8), both
-    ``(len(tiles), TILE_NODES)``: node ``(lx, ly)`` of the stored ``TILE_W x TILE_W`` block is
-    grid node ``(tx * TILE - 1 + lx, ty * TILE - 1 + ly)`` with indices clamped to the grid.
-
-    A source may also offer ``ready_tiles()``: tiles it made ahead, which the set takes in one
-    copy when the source takes a row (see :func:`_ready_tiles`).
-    """
-
-    name: str
-    x0_m: float
-    y0_m: float
-    cell_m: float
-    grip: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, int]: ...
-
-    def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None: ...
-
-
 def _ready_tiles(t: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """A source's tiles made before it joined a :class:`TerrainSet`, if it has any, checked:
     ``ready_tiles()`` -> (linear tiles ``ty * tiles_x + tx`` (m,), ascending and distinct,
     heights (m, TILE_NODES) float64, surfaces (m, TILE_NODES) int8), the blocks
-    :meth:`TileSource.fill_tiles` would write."""
+    ``fill_tiles`` would write."""
     ready = getattr(t, "ready_tiles", None)
     if ready is None:
         return None
@@ -220,6 +186,7 @@ def _copy_tiles(h, s, tiles, out_h, out_s):
 
 
 def _check_source(t: Any) -> None:
+    """``t`` is a :class:`Terrain` or a tile source (docs/architecture.md, "Terrain tiles")."""
     if isinstance(t, Terrain):
         return
     for name in ("shape", "x0_m", "y0_m", "cell_m", "grip", "fill_tiles"):
@@ -309,7 +276,8 @@ class TerrainSet:
         self.meta[self.n_base :] = self.meta[0]
         self.grip[self.n_base :] = self.grip[0]
         for row in range(self.n_base):
-            self._take_ready(row, ready[row])
+            if ready[row] is not None:
+                self._store(int(self.meta[row, TM_TABLE]), *ready[row])
 
     def _set_row(self, row: int, t: Any, table_off: int) -> None:
         ny, nx = t.shape
@@ -393,12 +361,7 @@ class TerrainSet:
         self._follow(row)
         if compact:
             self._compact()
-        self._take_ready(row, ready)
-
-    def _take_ready(self, row: int, ready: tuple[np.ndarray, ...] | None) -> None:
-        """Put the tiles base row ``row``'s source made ahead (:func:`_ready_tiles`, checked)
-        in the pool."""
-        if ready is not None:
+        if ready is not None:  # the tiles the source made ahead (checked by _ready_tiles)
             self._store(int(self.meta[row, TM_TABLE]), *ready)
 
     def _store(self, off: int, lin: np.ndarray, h: np.ndarray, s: np.ndarray) -> None:
@@ -560,24 +523,10 @@ def _tile_base(tiles, meta, tid, xc, yc):
 @njit_inner(_nrt=False)
 def sample_height(heights, tiles, meta, tid, x, y):
     """Terrain height (m) at world (x, y) on terrain ``tid``; NaN if its tile is not filled.
-
-    A uniform quadratic B-spline over the nodes: the surface and its slope are continuous
-    (C1), so a wheel rolling over a curved crest sees no slope kinks at cell edges (the stiff
-    seed contact would chatter on bilinear facets). Planes are reproduced exactly, so a flat
-    or uniformly sloped road stays exactly flat or sloped.
-    """
-    inv = meta[tid, TM_INV_CELL]
-    xc, wx0, wx1, wx2 = _axis((x - meta[tid, TM_X0]) * inv, int(meta[tid, TM_NX]))
-    yc, wy0, wy1, wy2 = _axis((y - meta[tid, TM_Y0]) * inv, int(meta[tid, TM_NY]))
-    r1 = _tile_base(tiles, meta, tid, xc, yc)
-    if r1 < 0:
-        return np.nan
-    r0 = r1 - TILE_W
-    r2 = r1 + TILE_W
-    h0 = wx0 * heights[r0 - 1] + wx1 * heights[r0] + wx2 * heights[r0 + 1]
-    h1 = wx0 * heights[r1 - 1] + wx1 * heights[r1] + wx2 * heights[r1 + 1]
-    h2 = wx0 * heights[r2 - 1] + wx1 * heights[r2] + wx2 * heights[r2 + 1]
-    return wy0 * h0 + wy1 * h1 + wy2 * h2
+    A uniform quadratic B-spline over the nodes: C1, planes reproduced exactly (why:
+    docs/architecture.md, "Terrain tiles")."""
+    h, _, _, node = sample_height_grad(heights, tiles, meta, tid, x, y)
+    return h if node >= 0 else np.nan
 
 
 @njit_inner(_nrt=False)
@@ -684,9 +633,7 @@ def _new_requests(
     tiles: np.ndarray, meta: np.ndarray, variant_base: np.ndarray, req: np.ndarray
 ) -> np.ndarray:
     """The distinct (base row, tile) of requests (row, tile) whose tile is in its grid and not
-    filled, sorted by base row then tile. (NumPy, not compiled: it runs once per fill, and a
-    compiled sort would add seconds to every first start. The pairs are deduplicated as one
-    int64 key each, ``base * 2**32 + tile``: ``np.unique`` over rows costs ten times as much.)"""
+    filled, sorted by base row then tile (NumPy: docs/architecture.md, "Terrain tiles")."""
     base = variant_base[req[:, 0]]
     lin = req[:, 1]
     n_tiles = meta[base, TM_TNX].astype(np.int64) * meta[base, TM_TNY].astype(np.int64)

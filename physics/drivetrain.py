@@ -44,8 +44,8 @@ _OWNER = "Drivetrain"
 
 
 def _col(default: object, column: int) -> Any:
-    """A field :meth:`Drivetrain.pack_into` writes as is into ``column`` (a differential as its
-    code)."""
+    """A field packed as is into ``column`` of a packed row (Drivetrain's, VehicleParams' and
+    WheelParams'): a bool as 1.0 / 0.0, a differential as its code."""
     return field(default=default, metadata={"column": column})
 
 

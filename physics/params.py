@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from physics import layout as L
+from physics.curves import TireCurves, tire_set
+from physics.drivetrain import Drivetrain, _col
 from physics.errors import ParameterError, as_finite
 
 
@@ -41,11 +43,6 @@ def _num(default: Any, column: int | None, lo: float, hi: float, lo_open: bool =
     if column is not None:
         meta["column"] = column
     return field(default=default, metadata=meta)
-
-
-def _col(default: Any, column: int) -> Any:
-    """A field packed as is into ``column`` (a bool field packs as 1.0 / 0.0)."""
-    return field(default=default, metadata={"column": column})
 
 
 def _check_fields(obj: Any) -> None:
@@ -251,9 +248,7 @@ class VehicleParams(_SeedFields):
     wheels: tuple[WheelParams, ...] = field(default_factory=rover_wheels)
     # ---- beyond the seed model, every field from here on (_ext_defaults).
     # Any of these away from its default makes the vehicle "extended" (see ``extended``).
-    #: "direct" (the seed game's shipped model: longitudinal force straight from the pedals,
-    #: slip ratio 0), "wheel-speed" (integrated wheel spin, real slip ratio, authored curves,
-    #: friction clamps) or "arcade" (the lumped steering-multiplier model).
+    #: "direct" (the seed game's shipped model), "wheel-speed" or "arcade" (docs/vehicles.md)
     tire_model: str = "direct"
     #: authored curves for "wheel-speed" (None: the "rally" set)
     tires: object = None
@@ -283,14 +278,11 @@ class VehicleParams(_SeedFields):
     damage_floor: float = _num(0.5, L.PX_DAMAGE_FLOOR, 0.0, 1.0)
     #: two-wheeler lean gain ((rad/s)^2); 0 = off
     lean_stabilization: float = _num(0.0, L.PX_LEAN_GAIN, 0.0, 1e4)
-    skid_steer: bool = _col(
-        False, L.PX_SKID_STEER
-    )  # per-side drive: the steer command is the throttle difference
-    #: wheel-speed model: cap each wheel's drive torque at drive_cap x mu N r (no wheelspin
-    #: past the curve's peak); False lets the full torque through (wheelspin, donuts)
+    #: per-side drive: the steer command is the throttle difference
+    skid_steer: bool = _col(False, L.PX_SKID_STEER)
+    #: wheel-speed model: cap each wheel's drive torque at drive_cap x mu N r (False: wheelspin)
     traction_control: bool = _col(True, L.PX_TRACTION_CONTROL)
-    #: wheel-speed model: False turns the friction clamps off (validation only, to show the
-    #: sign-flip divergence they prevent)
+    #: wheel-speed model: False turns the friction clamps off (validation only)
     friction_clamps: bool = True
     #: arcade: yaw rate = gain x steer angle x speed / wheelbase
     arcade_yaw_gain: float = _num(1.0, L.PX_ARCADE_YAW, 0.0, 10.0)
@@ -309,9 +301,6 @@ class VehicleParams(_SeedFields):
             raise ParameterError(
                 o, "tire_model", self.tire_model, f"must be one of {sorted(TIRE_MODELS)}"
             )
-        from physics.curves import TireCurves
-        from physics.drivetrain import Drivetrain
-
         if self.tires is not None and not isinstance(self.tires, TireCurves):
             raise ParameterError(o, "tires", self.tires, "must be a TireCurves or None")
         if self.tires is not None and self.tire_model != "wheel-speed":
@@ -396,8 +385,6 @@ class VehicleParams(_SeedFields):
         return p
 
     def _pack_extension(self, p: np.ndarray) -> None:
-        from physics.curves import tire_set
-
         p[L.P_EXTENDED] = 1.0
         p[L.P_TIRE_MODEL] = TIRE_MODELS[self.tire_model]
         for name, col in _EXT_COLUMNS.items():

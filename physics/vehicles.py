@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from physics import layout as L
 from physics.errors import ParameterError, as_finite, short_repr
 from physics.files import parse_toml, read_text
 from physics.params import TIRE_MODELS, VehicleParams, WheelParams
@@ -239,8 +240,6 @@ def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParam
     wl = d["wheels"]
     if not isinstance(wl, list):
         raise VehicleDefError(src, "wheels", f"expected an array of tables, got {_tname(wl)}")
-    from physics import layout as L
-
     if not 1 <= len(wl) <= L.MAX_WHEELS:
         raise VehicleDefError(
             src, "wheels", f"a vehicle has 1 to {L.MAX_WHEELS} wheels, got {len(wl)}"

@@ -85,12 +85,10 @@ class Terrain:
                 f"{self.name}: surface ids must be in [0, {g.shape[0]}), got "
                 f"range [{s.min()}, {s.max()}]"
             )
-        object.__setattr__(self, "heights_m", h)
-        object.__setattr__(self, "surface_ids", np.ascontiguousarray(s, dtype=np.int8))
-        object.__setattr__(self, "grip", g)
-        h.setflags(write=False)
-        self.surface_ids.setflags(write=False)
-        g.setflags(write=False)
+        s = np.ascontiguousarray(s, dtype=np.int8)
+        for name, a in (("heights_m", h), ("surface_ids", s), ("grip", g)):
+            object.__setattr__(self, name, a)
+            a.setflags(write=False)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -239,6 +237,7 @@ class TerrainSet:
             offset, tiles along x, tiles along y).
         grip: (rows, MAX_SURFACES) float64 grip multipliers (unused ids are 0).
         n_base: the number of terrains; rows past it are variants.
+        sources: the tile source of each base row.
     """
 
     def __init__(self, terrains: list[Any] | tuple[Any, ...], n_variants: int = 0):
@@ -283,25 +282,11 @@ class TerrainSet:
         ny, nx = t.shape
         tnx, tny = tile_grid(t.shape)
         cell = float(t.cell_m)
-        self.meta[row] = (
-            float(t.x0_m),
-            float(t.y0_m),
-            cell,
-            1.0 / cell,
-            nx,
-            ny,
-            table_off,
-            tnx,
-            tny,
-        )
+        self.meta[row, TM_X0:TM_NX] = (float(t.x0_m), float(t.y0_m), cell, 1.0 / cell)
+        self.meta[row, TM_NX:] = (nx, ny, table_off, tnx, tny)
         g = np.asarray(t.grip, np.float64)
         self.grip[row] = 0.0
         self.grip[row, : g.shape[0]] = g
-
-    @property
-    def terrains(self) -> list[Any]:
-        """The tile source of each base row."""
-        return self.sources
 
     def __len__(self) -> int:
         """Rows a car's terrain index may take: the base terrains, then the variants."""
@@ -410,12 +395,9 @@ class TerrainSet:
             top = self._high_water
             if top + short > cap:
                 new_cap = max(2 * cap, top + short, 64)
-                h = np.zeros(new_cap * TILE_NODES, np.float64)
-                s = np.zeros(new_cap * TILE_NODES, np.int8)
-                h[: self.heights.shape[0]] = self.heights
-                s[: self.surfaces.shape[0]] = self.surfaces
-                self.heights = h
-                self.surfaces = s
+                grow = new_cap * TILE_NODES - self.heights.shape[0]
+                self.heights = np.concatenate([self.heights, np.zeros(grow, np.float64)])
+                self.surfaces = np.concatenate([self.surfaces, np.zeros(grow, np.int8)])
             out.extend(range(top, top + short))
             self._high_water = top + short
         self._used += n
@@ -443,9 +425,7 @@ class TerrainSet:
     def _fill_base(self, base: int, lin: np.ndarray) -> int:
         off = int(self.meta[base, TM_TABLE])
         tnx = int(self.meta[base, TM_TNX])
-        xy = np.empty((len(lin), 2), np.int64)
-        xy[:, 0] = lin % tnx
-        xy[:, 1] = lin // tnx
+        xy = np.stack([lin % tnx, lin // tnx], axis=1)
         hb = np.empty((len(lin), TILE_NODES), np.float64)
         sb = np.empty((len(lin), TILE_NODES), np.int8)
         self.sources[base].fill_tiles(xy, hb, sb)
@@ -684,10 +664,9 @@ def crest_and_ramp_terrain(
 ) -> Terrain:
     """A runway along +x from x = -100 m: a smooth crest, then a kicker ramp with a sharp drop.
 
-    Crest: h = H (1 - u^2)^2 for |u| < 1, u = (x - crest_x)/half_length (a smooth hump whose
-    far side falls away faster than a slow car's ballistic arc at Mars gravity only when taken
-    fast). Ramp: a linear rise to ``ramp_lip_m`` over ``ramp_length_m`` ending at ``ramp_x_m``,
-    then an immediate drop back to 0 (a jump).
+    Crest: h = H (1 - u^2)^2 for |u| < 1, u = (x - crest_x)/half_length. Ramp: a linear rise
+    to ``ramp_lip_m`` over ``ramp_length_m`` ending at ``ramp_x_m``, then an immediate drop
+    back to 0 (a jump).
     """
     x0 = -100.0
     nx = round(length_m / cell_m) + 1

@@ -29,8 +29,7 @@ from physics.jit import njit, njit_inner
 from physics.mathx import atan2x, sincosx
 from physics.terrain import collect_missing, sample_height, sample_height_grad, tile_at
 
-# Chassis corners are only looked at when they come within this height of the highest ground
-# found under the wheels (saves four terrain samples per substep when cruising).
+# Chassis corners are sampled only within this height above the highest ground under a wheel.
 _CORNER_MARGIN_M = 1.0
 # Largest rise rate of the ground under a wheel (m/s) the dampers respond to.
 _MAX_GROUND_RATE = 10.0
@@ -425,9 +424,8 @@ def _ground_contact(s, k, w, ter, tid, rot, aw, reach, nsub, inv_dt):
 
     Returns (missing tile or -1, ground height h, penetration past the unloaded wheel (-1e300
     when the ray misses: the chassis is more than ~78 deg from upright), the ground's rise
-    rate under the wheel and its rise predicted over this substep (the implicit damper
-    tracks the predicted value, so it does not lag a curving road)). Writes the wheel's
-    surface and ground readings.
+    rate under the wheel and its rise predicted over this substep, which the implicit damper
+    tracks). Writes the wheel's surface and ground readings.
     """
     heights, surfaces, tiles, meta, _ = ter
     r02 = rot[2]
@@ -484,11 +482,9 @@ def _suspension(p, s, ist, k, ter, rot, pos, vz, omega, dt, ext):
     """Pass 1, per wheel: ground contact, then the spring-damper load ``m (K pen - C v_sep)``
     (push only, the spring limited by travel) or, in the air gap, the soft pull.
 
-    With implicit damping (the default) the spring and the damper's explicit share (yaw rate
-    and ground terms) go into ``fsus`` and the damper's coupling into ``dmat``/``svec``:
-    over u = (world vz, roll rate, pitch rate), D = sum g B J^T with B = where a wheel's force
-    acts (world z share, roll arm, pitch arm) and J = what its damper sees (the anchor's world-z
-    speed), S = sum g J. Explicit damping applies the whole load to ``fbz`` instead.
+    With implicit damping (the default) the spring and the damper's explicit share go into
+    ``fsus`` and the damper's coupling into ``dmat`` (D) / ``svec`` (S) (docs/architecture.md,
+    "The substep's phases"); explicit damping applies the whole load to ``fbz`` instead.
 
     Returns (missing tile or -1, fbz, tqx, tqy, fsus, driven wheels, total load, highest
     ground under a wheel, dmat (9), svec (3)).
@@ -1090,10 +1086,8 @@ def _integrate_velocities(p, k, rot, vel, omega, acc, dt):
 @njit_inner(_nrt=False, forceinline=True)
 def _implicit_damping(p, k, rot, vel, omega, dmat, svec, fsus, dt):
     """The suspension's spring share and implicit damping on the coupled heave / roll / pitch
-    velocities: ``(M + dt D) u' = M u`` over u = (world vz, roll rate, pitch rate), the
-    multi-wheel form of "divide by 1 + lambda dt", stable for any lambda dt. The spring's
-    vertical share acts first, its horizontal share after the solve with the damping it ended
-    up applying. Returns (vx, vy, vz, wx, wy)."""
+    velocities: ``(M + dt D) u' = M u`` over u = (world vz, roll rate, pitch rate), stable for
+    any damping (docs/architecture.md). Returns (vx, vy, vz, wx, wy)."""
     r02 = rot[2]
     r12 = rot[5]
     r22 = rot[8]
@@ -1310,8 +1304,7 @@ def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ext, ws, 
     :class:`physics.terrain.TerrainSet`; ``save``/``isave`` (len(cars), row width) are scratch
     rows; ``miss`` (len(cars),) receives -1 or the tile a car still needs (see _step_car).
     ``ext, ws, arc`` are :func:`model_switches` of the cars' model (all cars of one call share
-    it). Returns how many cars still need a tile (``miss >= 0``), so the caller needs no array
-    scan on the usual step that needs none.
+    it). Returns how many cars still need a tile (``miss >= 0``).
     """
     scratch = (save, isave, miss)
     for ii in range(cars.shape[0]):

@@ -1,11 +1,5 @@
-"""Deterministic batched per-wheel vehicle simulator (numpy + numba only).
-
-Public API::
-
-    from physics import VehicleBatch, VehicleParams, WheelParams, ROVER
-    from physics import Terrain, TerrainSet, flat_terrain, crest_and_ramp_terrain
-    from physics import substeps_for, state_hash, Snapshot
-"""
+"""Deterministic batched per-wheel vehicle simulator (numpy + numba only); its public API is
+``__all__`` (docs/architecture.md, "The map")."""
 
 from physics import layout
 from physics.errors import ParameterError, PhysicsError, SnapshotError, StepError, TerrainError

@@ -1,41 +1,15 @@
 """Authored piecewise-linear friction curves with combined-slip families.
 
-The wheel-speed tire model (``layout.TIRE_WHEEL_SPEED``) computes, per wheel, a slip ratio
-kappa (dimensionless: -1 locked, 0 rolling, > 0 wheelspin) and a slip angle alpha (rad), and
-from them::
-
-    Fx = mu * load * F_long(kappa | |alpha|)
-    Fy = mu * load * F_lat(alpha | |kappa|)
-
-Each of ``F_long`` and ``F_lat`` is a :class:`CurveFamily` of up to ``layout.CURVE_FAMILY``
-curves. The longitudinal family is selected by |slip angle| (a tire sliding sideways has less
-longitudinal grip: donuts, power oversteer); the lateral family by |slip ratio| (wheelspin or a
-locked wheel costs lateral grip, so a locked wheel slides). Between two selectors the values of
-the bracketing curves are interpolated linearly; outside the selector range the first / last
-curve holds.
-
-A :class:`Curve` is piecewise linear in |x| through its knots, held constant past the last knot
-(saturation) and odd, ``f(-x) = -f(x)``. Curves are *normalized*: curve 0 of each family peaks at
-exactly 1.0, so one tire set serves every vehicle and the grip level is mu (set elsewhere).
-
-Packed layout (columns of a float64 parameter row of width ``layout.N_PARAMS_EXT``): a family
-starts at ``base`` (``layout.PX_CURVE_LONG`` or ``layout.PX_CURVE_LAT``) as
-``[n_curves, shared, selector_0 .. selector_{F-1}, inv_0 .. inv_{F-1}, curve_0 ..
-curve_{F-1}]`` and each curve as ``[n_knots, x_0 .. x_{K-1}, y_0 .. y_{K-1}, slope_0 ..
-slope_{K-1}]`` (F = ``CURVE_FAMILY``, K = ``CURVE_KNOTS``): ``shared`` is 1.0 when every curve
-of the family has the same knot x (one search serves them all), ``inv_i`` is
-``1 / (selector_{i+1} - selector_i)`` and ``slope_j`` the slope of the piece from knot j to
-knot j + 1, both packed once so the kernels never divide; unused entries are 0. The numba
-kernels :func:`curve_eval` and :func:`family_eval` read it; they use only IEEE ``+ - * /``,
-``abs``, ``min`` and ``max``, so they are bit-identical compiled and under
-``NUMBA_DISABLE_JIT=1``, and equal to the pure-Python ``value`` methods.
-
-Named sets (:data:`TIRE_SETS`, :func:`tire_set`; their knots close this module and
-docs/vehicles.md describes them): ``"rally"`` (the default, loose surfaces: longitudinal peak
-1.0 at kappa = 0.15 and 0.80 locked; lateral curve 0 is the seed's 2s/(1+s^2), s = alpha/0.18
-rad clamped at 1.5, and a locked or spinning wheel keeps 30 % of it), ``"tarmac"`` (sealed
-roads: sharper peaks at kappa = 0.10 and 0.12 rad, stronger fall-off) and ``"linear"`` (a ramp
-to 1.0 at kappa = 0.15 and 0.18 rad, then flat; no combined-slip coupling).
+The wheel-speed tire model's forces are ``Fx = mu * load * F_long(kappa | |alpha|)`` and
+``Fy = mu * load * F_lat(alpha | |kappa|)``: each of ``F_long`` and ``F_lat`` is a
+:class:`CurveFamily` of up to ``layout.CURVE_FAMILY`` normalized :class:`Curve` s (odd,
+piecewise linear in |x|, held past the last knot; curve 0 peaks at exactly 1.0), interpolated
+by the other slip. The numba kernels :func:`curve_eval`, :func:`family_eval` and
+:func:`family_eval_seg` read a family packed into a parameter row; they use only IEEE
+``+ - * /``, ``abs``, ``min`` and ``max``, so they are bit-identical compiled and under
+``NUMBA_DISABLE_JIT=1``; the ``value`` methods call them. docs/vehicles.md ("Authored curves:
+selection, packed layout, named sets") gives the selection rules, the packed columns and the
+named sets (:data:`TIRE_SETS`, :func:`tire_set`).
 """
 
 from __future__ import annotations
@@ -46,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from physics import layout as L
-from physics.errors import ParameterError
+from physics.errors import ParameterError, check_ext_row
 from physics.jit import njit, njit_inner
 
 __all__ = [
@@ -165,8 +139,7 @@ def family_eval_seg(p, k, base, x, sel):
     Returns:
         (value, slope, lo, hi): the signed value at ``x`` (as :func:`family_eval`, without its
         rounding guard), d value / dx there, and the interval of x around ``x`` on which the
-        piece holds. The kernel uses it to linearise the stiff wheel-spin equation and to
-        evaluate the force at the new slip without a second search.
+        piece holds (the wheel-speed solve's use: docs/vehicles.md).
     """
     a = abs(x)
     n = int(p[k, base])
@@ -297,24 +270,10 @@ class Curve:
         return self.x[self.y.index(self.peak)]
 
     def value(self, x: float) -> float:
-        """Pure-Python reference of :func:`curve_eval` (same operations, same result)."""
-        x = float(x)
-        a = abs(x)
-        xs, ys = self.x, self.y
-        v = ys[-1]
-        for i in range(len(xs) - 1):
-            x1 = xs[i + 1]
-            if a < x1:
-                x0, y0, y1 = xs[i], ys[i], ys[i + 1]
-                t = (a - x0) / (x1 - x0)
-                v = y0 + t * (y1 - y0)
-                v = min(max(v, min(y0, y1)), max(y0, y1))
-                break
-        if x < 0.0:
-            return -v
-        if x > 0.0:
-            return v
-        return 0.0
+        """The curve at slip ``x``: :func:`curve_eval` (the kernels' code) on the packed curve."""
+        row = np.zeros((1, L.CURVE_SIZE))
+        self.pack_into(row[0], 0)
+        return curve_eval(row, 0, 0, float(x))
 
     def pack_into(self, row: np.ndarray, off: int) -> None:
         """Write ``[n_knots, x.., y..]`` (zero-padded) into ``row[off : off + CURVE_SIZE]``."""
@@ -372,21 +331,11 @@ class CurveFamily:
         return max(c.peak for c in self.curves)
 
     def value(self, x: float, sel: float) -> float:
-        """Pure-Python reference of :func:`family_eval` (same operations, same result)."""
-        s = abs(float(sel))
-        cs, ss = self.curves, self.selectors
-        if len(cs) < 2 or s <= ss[0]:
-            return cs[0].value(x)
-        for j in range(len(cs) - 1):
-            s1 = ss[j + 1]
-            if s < s1:
-                s0 = ss[j]
-                v0 = cs[j].value(x)
-                v1 = cs[j + 1].value(x)
-                t = (s - s0) / (s1 - s0)
-                v = v0 + t * (v1 - v0)
-                return min(max(v, min(v0, v1)), max(v0, v1))
-        return cs[-1].value(x)
+        """The family at slip ``x`` and selector ``sel``: :func:`family_eval` (the kernels'
+        code) on the packed family."""
+        row = np.zeros((1, L.CURVE_SET_SIZE))
+        self.pack_into(row[0], 0)
+        return family_eval(row, 0, 0, float(x), float(sel))
 
     def pack_into(self, row: np.ndarray, base: int) -> None:
         """Write the family into ``row[base : base + CURVE_SET_SIZE]`` (unused entries 0)."""
@@ -441,13 +390,7 @@ class TireCurves:
     def pack_into(self, row: np.ndarray) -> None:
         """Write both families into the float64 parameter row ``row`` (>= N_PARAMS_EXT,):
         ``CURVE_SET_SIZE`` columns from ``PX_CURVE_LONG`` and from ``PX_CURVE_LAT`` each."""
-        o = "TireCurves"
-        if not isinstance(row, np.ndarray) or row.dtype != np.float64 or row.ndim != 1:
-            raise ParameterError(o, "row", row, "must be a 1-D float64 numpy array")
-        if row.shape[0] < L.N_PARAMS_EXT:
-            raise ParameterError(
-                o, "row", f"<length {row.shape[0]}>", f"must have >= {L.N_PARAMS_EXT} columns"
-            )
+        check_ext_row("TireCurves", row)
         self.longitudinal.pack_into(row, L.PX_CURVE_LONG)
         self.lateral.pack_into(row, L.PX_CURVE_LAT)
 
@@ -456,9 +399,8 @@ class TireCurves:
 
 
 def seed_lateral(alpha: float, peak: float, clamp: float) -> float:
-    """The seed's normalised lateral grip 2s/(1+s^2), s = alpha/peak, |s| clamped at ``clamp``:
-    the basic model's tire (compiled: :func:`lateral_curve`) and the knots of the named sets'
-    lateral curves.
+    """The seed's normalised lateral grip 2s/(1+s^2), s = alpha/peak, |s| clamped at ``clamp``
+    (compiled: :func:`lateral_curve`, the basic model's tire; the named sets' lateral knots).
 
     Signed like ``alpha`` (the force opposes it): odd, |value| <= 1, exactly 1 at the peak, and
     never below 2c/(1+c^2) past the clamp (0.92 for the seed's c = 1.5).

@@ -14,11 +14,6 @@ import numpy as np
 from physics import ROVER, VehicleBatch, flat_terrain
 
 
-def _drive(sim: VehicleBatch, cmd: tuple[float, float, float, float], seconds: float) -> None:
-    sim.set_commands(np.asarray(cmd, np.float64))
-    sim.step_seconds(seconds)
-
-
 def run_demo(quick: bool = False) -> dict[str, float]:
     """Run the scripted drive, print a summary and return the figures."""
     t0 = time.perf_counter()
@@ -66,7 +61,8 @@ def run_demo(quick: bool = False) -> dict[str, float]:
 
     # handbrake turn at 60 km/h
     sim.reset(np.array([0.0, 0.0, 0.0, 60 / 3.6]))
-    _drive(sim, (1.0, 0.0, 0.0, 1.0), 1.5)
+    sim.set_commands(np.array([1.0, 0.0, 0.0, 1.0]))
+    sim.step_seconds(1.5)
     q = sim.quaternion[0]
     yaw = 2.0 * np.arctan2(q[3], q[0])
     figures["handbrake_yaw_deg"] = float(np.degrees(yaw))
@@ -74,7 +70,8 @@ def run_demo(quick: bool = False) -> dict[str, float]:
 
     # skidpad: full lock at a steady throttle
     sim.reset(np.array([0.0, 0.0, 0.0, 8.0]))
-    _drive(sim, (0.45, 0.15, 0.0, 0.0), 4.0 if quick else 12.0)
+    sim.set_commands(np.array([0.45, 0.15, 0.0, 0.0]))
+    sim.step_seconds(4.0 if quick else 12.0)
     v = sim.speed_mps[0]
     r = abs(v / sim.omega_radps[0, 2])
     figures["skidpad_lat_g"] = float(v * v / r / p.gravity_mps2)

@@ -1,29 +1,25 @@
 """Engine, gearbox, clutch and differential parameters, and the numba helpers the kernel calls.
 
-The drivetrain replaces the flat drive force with an engine and a gearbox (seed file 003, "The
-drivetrain"). :class:`Drivetrain` is a frozen, validated dataclass; :meth:`Drivetrain.pack_into`
-writes it once into the extension columns of a car's packed parameter row. The helpers below read
-that row (``p[k]``) and the car's int state row (``ist[k]``) through the named columns of
-:mod:`physics.layout`; they use only ``+ - * /``, ``abs``, ``min`` and ``max``, allocate nothing
-and give bit-identical results compiled or with ``NUMBA_DISABLE_JIT=1``.
-
-Conventions:
-
-* Gear ``-1`` is reverse, ``0`` neutral, ``1..n_gears`` forward (``istate[k, I_GEAR]``).
-* ``istate[k, I_CLUTCH]`` counts the substeps (1/480 s) until the clutch closes; while it is
-  non-zero no drive reaches the wheels and the automatic gearbox does not shift.
-* "Overall ratio" = gear ratio x final drive, signed: negative in reverse, 0 in neutral.
+:class:`Drivetrain` is a frozen, validated dataclass (the model: docs/vehicles.md,
+"Drivetrain"); :meth:`Drivetrain.pack_into` writes it into the extension columns of a car's
+packed row. The helpers read that row (``p[k]``) and the int state row (``ist[k]``) through
+:mod:`physics.layout`'s columns, use only ``+ - * /``, ``abs``, ``min`` and ``max``, allocate
+nothing and are bit-identical compiled or with ``NUMBA_DISABLE_JIT=1``. Gear ``-1`` is
+reverse, ``0`` neutral, ``1..n_gears`` forward (``ist[k, I_GEAR]``); ``ist[k, I_CLUTCH]``
+counts the 1/480 s substeps until the clutch closes (no drive, no automatic shift meanwhile);
+the "overall ratio" is gear ratio x final drive, signed: negative in reverse, 0 in neutral.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 
 from physics import layout as L
-from physics.errors import ParameterError, as_finite
+from physics.errors import ParameterError, as_finite, check_ext_row
 from physics.jit import njit, njit_inner
 
 #: Rev limit (rpm) column (defined in physics/layout.py).
@@ -47,6 +43,12 @@ MAX_TORQUE_NM = 100_000.0
 _OWNER = "Drivetrain"
 
 
+def _col(default: object, column: int) -> Any:
+    """A field packed as is into ``column`` of a packed row (Drivetrain's, VehicleParams' and
+    WheelParams'): a bool as 1.0 / 0.0, a differential as its code."""
+    return field(default=default, metadata={"column": column})
+
+
 def _real(name: str, value: object, hi: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ParameterError(_OWNER, name, value, "must be a real number")
@@ -62,29 +64,21 @@ def _real(name: str, value: object, hi: float = math.inf) -> float:
 class Drivetrain:
     """An engine with a torque curve, a gearbox with a clutch, and differentials.
 
-    Defaults: the seed's small car (120 N m at 1000 rpm rising to 200 N m at 3000 rpm, five gears
-    3.5 / 2.2 / 1.5 / 1.1 / 0.9, reverse 3.2, final drive 3.7, shifts at 5500 / 2000 rpm, a
-    12-step clutch, open differentials).
-
-    Rev limit: the seed's engine speed "never reads above the last point" of the curve cannot
-    hold with its own 5500 rpm upshift (docs/vehicles.md). Here the torque is held at the last
-    point's value up to ``rev_limit_rpm`` (default 6000 rpm), above which there is no drive.
+    Defaults: the seed's small car (docs/vehicles.md, "Drivetrain").
 
     Attributes:
         torque_curve: 2..8 ``(rpm, N m)`` points, rpm strictly increasing and > 0, torque >= 0.
             Read linearly between points, held flat past the last point. The first point's rpm is
-            the idle speed: engine speed never reads below it, so a car at a standstill still has
-            torque to pull away.
-        rev_limit_rpm: above this engine speed the drive torque is 0 (fuel cut). Must be >= the
-            last curve rpm and >= ``shift_up_rpm``.
+            the idle speed: engine speed never reads below it.
+        rev_limit_rpm: above this engine speed the drive torque is 0 (fuel cut; why the seed
+            needs one: docs/vehicles.md). Must be >= the last curve rpm and >= ``shift_up_rpm``.
         gears: 1..6 forward gear ratios, > 0, non-increasing (first gear first).
         reverse_ratio: reverse gear ratio (>= 0; 0 = the car has no reverse).
         final_drive: final drive ratio (> 0); multiplies every gear.
         auto_shift: the gearbox shifts itself (forward gears only).
         shift_up_rpm: automatic upshift above this engine speed, in (idle, rev_limit_rpm].
         shift_down_rpm: automatic downshift below this engine speed, in (idle, shift_up_rpm).
-        clutch_s: drive cut per shift (s). Must be a whole number of 1/480 s substeps (it is
-            never rounded). Default 0.2 s = the seed's 12 steps at 60 Hz.
+        clutch_s: drive cut per shift (s), a whole number of 1/480 s substeps (never rounded).
         diff_front, diff_rear, diff_centre: ``"open"``, ``"limited"`` or ``"locked"``.
         diff_coupling_n_per_mps: limited-slip / locked coupling (N per m/s of wheel-speed
             difference), >= 0.
@@ -95,20 +89,20 @@ class Drivetrain:
     """
 
     torque_curve: tuple[tuple[float, float], ...] = ((1000.0, 120.0), (3000.0, 200.0))
-    rev_limit_rpm: float = 6000.0
+    rev_limit_rpm: float = _col(6000.0, PX_REV_LIMIT)
     gears: tuple[float, ...] = (3.5, 2.2, 1.5, 1.1, 0.9)
-    reverse_ratio: float = 3.2
-    final_drive: float = 3.7
-    auto_shift: bool = True
-    shift_up_rpm: float = 5500.0
-    shift_down_rpm: float = 2000.0
+    reverse_ratio: float = _col(3.2, L.PX_REVERSE)
+    final_drive: float = _col(3.7, L.PX_FINAL)
+    auto_shift: bool = _col(True, L.PX_AUTO_SHIFT)
+    shift_up_rpm: float = _col(5500.0, L.PX_SHIFT_UP)
+    shift_down_rpm: float = _col(2000.0, L.PX_SHIFT_DOWN)
     clutch_s: float = 0.2
-    diff_front: str = "open"
-    diff_rear: str = "open"
-    diff_centre: str = "open"
-    diff_coupling_n_per_mps: float = 0.0
-    front_split: float = 0.5
-    engine_brake: float = 0.0
+    diff_front: str = _col("open", L.PX_DIFF_FRONT)
+    diff_rear: str = _col("open", L.PX_DIFF_REAR)
+    diff_centre: str = _col("open", L.PX_DIFF_CENTRE)
+    diff_coupling_n_per_mps: float = _col(0.0, L.PX_DIFF_COUPLING)
+    front_split: float = _col(0.5, L.PX_FRONT_SPLIT)
+    engine_brake: float = _col(0.0, L.PX_ENGINE_BRAKE)
 
     def __post_init__(self) -> None:
         o = _OWNER
@@ -211,23 +205,15 @@ class Drivetrain:
         place, and set ``row[PX_DRIVETRAIN] = 1.0``; unused torque-curve and gear slots are 0.
 
         Raises:
-            ParameterError: ``row`` is not a 1-D float64 array of at least N_PARAMS_EXT entries.
+            ParameterError: ``row`` is not a 1-D float64 array of at least N_PARAMS_EXT entries
+                (:func:`~physics.errors.check_ext_row`).
         """
-        if (
-            not isinstance(row, np.ndarray)
-            or row.dtype != np.float64
-            or row.ndim != 1
-            or row.shape[0] < L.N_PARAMS_EXT
-        ):
-            desc = f"ndarray {row.dtype} {row.shape}" if isinstance(row, np.ndarray) else type(row)
-            raise ParameterError(
-                _OWNER,
-                "row",
-                desc,
-                f"must be a 1-D float64 array of length >= N_PARAMS_EXT ({L.N_PARAMS_EXT})",
-            )
+        check_ext_row(_OWNER, row)
         row[L.PX_DRIVETRAIN] = 1.0
-        row[L.PX_AUTO_SHIFT] = 1.0 if self.auto_shift else 0.0
+        for f in fields(self):
+            if "column" in f.metadata:
+                v = getattr(self, f.name)
+                row[f.metadata["column"]] = DIFF_TYPES[v] if isinstance(v, str) else float(v)
         row[L.PX_N_TORQUE] = float(len(self.torque_curve))
         row[L.PX_TQ_RPM : L.PX_TQ_RPM + MAX_TORQUE_POINTS] = 0.0
         row[L.PX_TQ_NM : L.PX_TQ_NM + MAX_TORQUE_POINTS] = 0.0
@@ -237,18 +223,7 @@ class Drivetrain:
         row[L.PX_N_GEARS] = float(len(self.gears))
         row[L.PX_GEARS : L.PX_GEARS + MAX_GEARS] = 0.0
         row[L.PX_GEARS : L.PX_GEARS + len(self.gears)] = self.gears
-        row[L.PX_REVERSE] = float(self.reverse_ratio)
-        row[L.PX_FINAL] = float(self.final_drive)
-        row[L.PX_SHIFT_UP] = float(self.shift_up_rpm)
-        row[L.PX_SHIFT_DOWN] = float(self.shift_down_rpm)
         row[L.PX_CLUTCH_SUBSTEPS] = float(self.clutch_substeps)
-        row[L.PX_DIFF_FRONT] = float(DIFF_TYPES[self.diff_front])
-        row[L.PX_DIFF_REAR] = float(DIFF_TYPES[self.diff_rear])
-        row[L.PX_DIFF_CENTRE] = float(DIFF_TYPES[self.diff_centre])
-        row[L.PX_DIFF_COUPLING] = float(self.diff_coupling_n_per_mps)
-        row[L.PX_FRONT_SPLIT] = float(self.front_split)
-        row[L.PX_ENGINE_BRAKE] = float(self.engine_brake)
-        row[PX_REV_LIMIT] = float(self.rev_limit_rpm)
 
     def replace(self, **changes: object) -> Drivetrain:
         """A validated copy with some fields changed."""
@@ -377,9 +352,7 @@ def drive_torque_nm(p: np.ndarray, k: int, ist: np.ndarray, rpm: float, throttle
         torque = R * (t * T - b * (1 - t) * C)     if rpm > idle
         torque = R * t * T                         at idle (no engine braking at a standstill)
 
-    and 0.0 while the clutch is open or in neutral. So it is negative in reverse under throttle,
-    and engine braking at zero throttle is ``-b * C * R``: it opposes forward motion in forward
-    gears and backward motion in reverse (assuming the wheels turn the way the gear drives).
+    and 0.0 while the clutch is open or in neutral (negative in reverse under throttle).
     """
     if ist[k, L.I_CLUTCH] > 0:
         return 0.0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 class PhysicsError(Exception):
     """Base class of every error the physics package raises on bad input."""
@@ -41,6 +43,18 @@ def as_finite(value: object) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return v if math.isfinite(v) else None
+
+
+def check_ext_row(owner: str, row: object) -> None:
+    """Raise :class:`ParameterError` (``owner.row``) unless ``row`` is a 1-D float64 array of at
+    least ``layout.N_PARAMS_EXT`` entries: a packed extended-vehicle row."""
+    from physics.layout import N_PARAMS_EXT
+
+    ok = isinstance(row, np.ndarray) and row.dtype == np.float64 and row.ndim == 1
+    if not ok or row.shape[0] < N_PARAMS_EXT:  # type: ignore[union-attr]
+        desc = f"ndarray {row.dtype} {row.shape}" if isinstance(row, np.ndarray) else type(row)
+        rule = f"must be a 1-D float64 array of length >= N_PARAMS_EXT ({N_PARAMS_EXT})"
+        raise ParameterError(owner, "row", desc, rule)
 
 
 class TerrainError(PhysicsError, ValueError):

@@ -1,28 +1,10 @@
 """How the project declares its compiled functions: :func:`njit` for those Python calls,
-:func:`njit_inner` for those only other compiled functions call. Both use numba's public
-decorator and options only.
-
-``numba.njit`` gives every compiled function two wrappers so Python can call it: a CPython
-wrapper (unboxing each argument, boxing the result) and a C-callable one. A helper that only
-kernels call never uses them, yet building them slows a first start with an empty numba cache
-(docs/architecture.md, "Cold start").
-
-:func:`njit_inner` compiles a helper without them (numba's ``no_cpython_wrapper`` and
-``no_cfunc_wrapper`` options). Its dispatcher refuses a call from Python with a
-:class:`TypeError` (without a wrapper such a call would crash the interpreter); numba still
-types and links it into the kernels that call it exactly as before, so the machine code, and
-every result, is the same. With ``NUMBA_DISABLE_JIT=1`` it returns the Python function, like
-``njit``.
-
-Literal arguments: numba types a constant passed to a compiled function (``f(x, 0)``,
-``f(x, False)``, and even a loop-carried ``n = 0`` handed on as ``n = f(n, ...)``) as a
-*literal* type, and compiles ``f`` once for that literal and again for the plain ``int64`` or
-``bool`` of its other calls. Where a helper is called both ways, the project passes
-``np.int64(0)`` or ``np.bool_(False)`` instead (a plain type), so the helper compiles once; the
-results are the same.
-
-A cold numba cache is compiled once per machine (``rally warmup`` does it ahead; the first env
-of a process compiles its step kernels on another core meanwhile: :mod:`rally_env.precompile`).
+:func:`njit_inner` for those only other compiled functions call (numba's ``no_cpython_wrapper``
+and ``no_cfunc_wrapper`` options: no Python wrappers, a quicker cold start; called from Python
+it raises :class:`TypeError`; with ``NUMBA_DISABLE_JIT=1`` it returns the Python function).
+Both use numba's public decorator and options only. A helper called with a constant gets
+``np.int64(0)`` / ``np.bool_(False)`` so it compiles once. docs/architecture.md ("Compiled
+functions: njit and njit_inner") explains both.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """The numba kernels: one call steps a batch of cars through whole substeps.
 
-:func:`_substep` is one substep of one car, written as its phases, each a small compiled
-function whose docstring gives its model (in this order; every phase runs per car):
-
-1. **Steering and drive** (:func:`_steer`, :func:`_drive`, :func:`_motor_force`,
-   :func:`_drivetrain`).
-2. **Contact, suspension and damping**, per wheel (:func:`_suspension`,
-   :func:`_ground_contact`, :func:`_soft_pull`, :func:`_anti_roll_bars`).
-3. **Tires**, per loaded wheel (:func:`_tires` with :func:`_direct_tire`,
-   :func:`_wheel_speed_wheel` or the arcade model's rolling wheel, :func:`_wheel_in_air`), then
-   extended vehicles' whole-vehicle terms (:func:`_vehicle_extras`).
-4. **Body contact** (:func:`_body_contact`): chassis box corners below the terrain get a
-   penalty contact with Coulomb friction, so a rolled car lies on its roof.
-5. **Chassis integration** (:func:`_integrate_velocities`, :func:`_implicit_damping`,
-   :func:`_integrate_pose`): semi-implicit Euler for the rigid body, with the suspension
-   damping implicit on the coupled heave / roll / pitch velocities; then the timing gate.
-
-One compiled kernel per model: the entry points take the switches of
-:func:`model_switches` (``None`` or ``True`` each), and numba drops every branch on a ``None``
-switch before typing, so a basic (Rally-v0) batch compiles none of the extended models' code.
-The phases are compiled with ``forceinline=True`` (LLVM's ``alwaysinline``), so the compiled
-substep is still one function.
+:func:`_substep` is one substep of one car, written as its phases (steering and drive;
+contact, suspension and damping; tires; body contact; chassis integration), each a small
+compiled function whose docstring gives its model. docs/architecture.md ("The substep's
+phases", "One compiled kernel per model") lists them and explains the switches of
+:func:`model_switches`, which let numba compile only the models a batch uses.
 
 Only ``+ - * /``, ``sqrt``, ``floor`` and ``physics.mathx`` are used: no libm transcendentals,
 no reductions across cars, no allocation. Cars are independent, so car k's result does not
@@ -45,8 +29,7 @@ from physics.jit import njit, njit_inner
 from physics.mathx import atan2x, sincosx
 from physics.terrain import collect_missing, sample_height, sample_height_grad, tile_at
 
-# Chassis corners are only looked at when they come within this height of the highest ground
-# found under the wheels (saves four terrain samples per substep when cruising).
+# Chassis corners are sampled only within this height above the highest ground under a wheel.
 _CORNER_MARGIN_M = 1.0
 # Largest rise rate of the ground under a wheel (m/s) the dampers respond to.
 _MAX_GROUND_RATE = 10.0
@@ -132,98 +115,6 @@ def _lateral_remainder(fx, fy_des, fmax):
 
 
 @njit_inner(_nrt=False)
-def _wheel_speed_tire(p, k, wheel, fmax, vel, torque, m_u, dt, grav, consts):
-    """One wheel of the wheel-speed model over one substep.
-
-    Args:
-        wheel: (om, radius, inv_i): wheel angular speed at the start of the substep (rad/s),
-            rolling radius (m), 1 / wheel inertia.
-        fmax: friction-circle radius mu N (N).
-        vel: (vlong, vlat): contact-patch velocity in the wheel frame (m/s).
-        torque: (td, tb, abs_on, hold): drive torque (N m, signed); brake + rolling-resistance
-            torque magnitude (N m); the ABS may release this wheel's brake; the low-speed hold
-            applies (parked: no drive, a brake on, slow).
-        m_u: the wheel's useful mass, load / total load x vehicle mass (kg).
-        grav: (g_long, g_lat): gravity's acceleration along the wheel's axes (m/s^2).
-        consts: (slip-ratio floor, ABS slip ratio, clamps off, 1 / dt) of the car.
-
-    Returns:
-        (fx, fy, slip ratio, slip angle, new wheel speed, slip power in W).
-
-    The implicit wheel, the brake hold, the ABS and the friction clamps are those of
-    docs/vehicles.md ("The wheel-speed model").
-    """
-    om, radius, inv_i = wheel
-    vlong, vlat = vel
-    td, tb, abs_on, hold = torque
-    g_long, g_lat = grav
-    eps_sr, ks, no_clamps, inv_dt = consts
-    alpha = atan2x(vlat, abs(vlong) + p[k, L.P_SLIP_EPS])
-    sel = abs(alpha)
-    # slip ratio = slip velocity / |road speed|: |v|, so reversing keeps the sign of the slip
-    # velocity (spinning forwards while rolling backwards is drive, not "below -1"); a floor
-    # for near-zero speed; a locked wheel reads exactly -1 rolling forwards, +1 backwards
-    den = abs(vlong)
-    if den < eps_sr:
-        den = eps_sr
-    inv_den = 1.0 / den
-    # linearise the curve about the slip at the start of the step (its rising slope: the stiff
-    # part; past the peak the slope counts as zero and the spin-up is explicit)
-    k0 = _clamp((om * radius - vlong) * inv_den, _MAX_SLIP_RATIO)
-    c0, cslope, seg_lo, seg_hi = family_eval_seg(p, k, L.PX_CURVE_LONG, k0, sel)
-    f0 = fmax * c0
-    slope = fmax * cslope
-    if slope < 0.0:
-        slope = 0.0
-    dti = dt * inv_i
-    inv_a = 1.0 / (1.0 + dti * radius * radius * slope * inv_den)
-    om_free = (om + dti * (td - radius * (f0 - slope * k0 - slope * vlong * inv_den))) * inv_a
-    # the brake (a constant torque) shifts the implicit solution toward zero, never past it:
-    # where it would, it holds the wheel (static friction in the brake)
-    om_n = _toward_zero(om_free, dti * tb * inv_a)
-    if abs_on:
-        # ABS: the brake lets go where the slip would pass the ABS slip ratio
-        if vlong > 0.0:
-            lo = (vlong - ks * den) / radius
-            if om_n < lo and om_free > lo:
-                om_n = lo
-        elif vlong < 0.0:
-            hi = (vlong + ks * den) / radius
-            if om_n > hi and om_free < hi:
-                om_n = hi
-    vs = om_n * radius - vlong
-    kappa = _clamp(vs * inv_den, _MAX_SLIP_RATIO)
-    if kappa >= seg_lo and kappa <= seg_hi and k0 != 0.0:
-        # still on the same linear piece: exact without a second search
-        fx = fmax * (c0 + cslope * (kappa - k0))
-    else:
-        fx = fmax * family_eval_seg(p, k, L.PX_CURVE_LONG, kappa, sel)[0]
-    fx = _clamp(fx, fmax)
-    fy_des = fmax * family_eval_seg(p, k, L.PX_CURVE_LAT, alpha, abs(kappa))[0]
-    fy = _lateral_remainder(fx, fy_des, fmax)
-    if not no_clamps:
-        # friction clamps with the useful mass: the chassis side of the contact (the wheel
-        # side is solved implicitly above)
-        mdt = m_u * inv_dt
-        fx = _clamp(fx, abs(vs) * mdt)
-        fy = _clamp(fy, abs(vlat) * mdt)
-    else:
-        # validation only: the explicit wheel (no implicit solve, no clamps)
-        fx = f0
-        tbs = tb if om > 0.0 else (-tb if om < 0.0 else 0.0)
-        om_n = om + dt * inv_i * (td - tbs - radius * fx)
-        kappa = k0
-    if hold:
-        # static friction: cancel the patch's velocity and gravity's pull along the slope in
-        # one step, within the circle (a parked car on a slope does not creep)
-        fx = _clamp(-m_u * (vlong * inv_dt + g_long), fmax)
-        fy = _clamp(-m_u * (vlat * inv_dt + g_lat), _circle_left(fx, fmax))
-        return fx, fy, 0.0, alpha, 0.0, 0.0
-    power = abs(fx * vs) + abs(fy * vlat)
-    return fx, fy, kappa, alpha, om_n, power
-
-
-@njit_inner(_nrt=False)
 def _wear(p, k, s, w, energy_j):
     """Tire wear from sliding energy: the seed's tireMul, floored."""
     rate = p[k, L.PX_WEAR_RATE]
@@ -262,16 +153,10 @@ def _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt):
 
 @njit_inner(_nrt=False)
 def _differentials(p, k, s, nw, dt, tq_front, tq_rear):
-    """Limited-slip and locked differentials pull driven wheels' rim speeds together.
-
-    Per axle (front = axle 0, rear = every other axle) and then between the axles (centre).
-    The pull is applied implicitly, as the exact relaxation of a coupling of ``c`` N per m/s
-    over the substep (stable for any c; "locked" is a very stiff coupling); a limited-slip
-    differential caps the coupling torque at the engine's own torque per wheel. Open
-    differentials share torque equally and add nothing here.
-    """
+    """Limited-slip and locked differentials pull driven wheels' rim speeds together, per axle
+    (front = axle 0, rear = every other axle) and then between the axles, as the exact implicit
+    relaxation of docs/vehicles.md ("Drivetrain"); open differentials add nothing here."""
     coupling = p[k, L.PX_DIFF_COUPLING]
-    means_n = 0
     vmeans0 = 0.0
     vmeans1 = 0.0
     n0 = 0
@@ -289,7 +174,6 @@ def _differentials(p, k, s, nw, dt, tq_front, tq_rear):
         if n == 0:
             continue
         vm = vm / n
-        means_n += 1
         if group == 0:
             vmeans0 = vm
             n0 = n
@@ -303,7 +187,7 @@ def _differentials(p, k, s, nw, dt, tq_front, tq_rear):
         cap = abs(tq_front if group == 0 else tq_rear)
         _couple(p, k, s, nw, dt, group, vm, c, typ == L.DIFF_LIMITED, cap, 1.0)
     ctyp = int(p[k, L.PX_DIFF_CENTRE])
-    if means_n == 2 and ctyp != L.DIFF_OPEN:
+    if n0 > 0 and n1 > 0 and ctyp != L.DIFF_OPEN:
         c = _LOCKED_COUPLING if ctyp == L.DIFF_LOCKED else coupling
         vmid = (n0 * vmeans0 + n1 * vmeans1) / (n0 + n1)
         _couple(p, k, s, nw, dt, 0, vmid - vmeans0, c, ctyp == L.DIFF_LIMITED, abs(tq_front), -n0)
@@ -540,9 +424,8 @@ def _ground_contact(s, k, w, ter, tid, rot, aw, reach, nsub, inv_dt):
 
     Returns (missing tile or -1, ground height h, penetration past the unloaded wheel (-1e300
     when the ray misses: the chassis is more than ~78 deg from upright), the ground's rise
-    rate under the wheel and its rise predicted over this substep (the implicit damper
-    tracks the predicted value, so it does not lag a curving road)). Writes the wheel's
-    surface and ground readings.
+    rate under the wheel and its rise predicted over this substep, which the implicit damper
+    tracks). Writes the wheel's surface and ground readings.
     """
     heights, surfaces, tiles, meta, _ = ter
     r02 = rot[2]
@@ -599,11 +482,9 @@ def _suspension(p, s, ist, k, ter, rot, pos, vz, omega, dt, ext):
     """Pass 1, per wheel: ground contact, then the spring-damper load ``m (K pen - C v_sep)``
     (push only, the spring limited by travel) or, in the air gap, the soft pull.
 
-    With implicit damping (the default) the spring and the damper's explicit share (yaw rate
-    and ground terms) go into ``fsus`` and the damper's coupling into ``dmat``/``svec``:
-    over u = (world vz, roll rate, pitch rate), D = sum g B J^T with B = where a wheel's force
-    acts (world z share, roll arm, pitch arm) and J = what its damper sees (the anchor's world-z
-    speed), S = sum g J. Explicit damping applies the whole load to ``fbz`` instead.
+    With implicit damping (the default) the spring and the damper's explicit share go into
+    ``fsus`` and the damper's coupling into ``dmat`` (D) / ``svec`` (S) (docs/architecture.md,
+    "The substep's phases"); explicit damping applies the whole load to ``fbz`` instead.
 
     Returns (missing tile or -1, fbz, tqx, tqy, fsus, driven wheels, total load, highest
     ground under a wheel, dmat (9), svec (3)).
@@ -768,7 +649,6 @@ def _wheel_in_air(p, s, k, w, drv_t, brake, hb, dt, ws):
     s[k, L.WL_FY + w] = 0.0
     s[k, L.WL_SLIP_ANGLE + w] = 0.0
     if ws is not None:
-        # in the air: drive spins the wheel, the brake stops it, nothing else acts
         radius = p[k, L.pw(w, L.PW_RADIUS)]
         inv_i = 1.0 / p[k, L.pxw(w, L.PXW_INERTIA)]
         om = s[k, L.WL_OMEGA + w] + drv_t * dt * inv_i
@@ -825,19 +705,25 @@ def _direct_tire(p, k, w, load, fmax, vel, drv_f, brake, hb, stop_scale, consts)
 
 @njit_inner(_nrt=False, forceinline=True)
 def _wheel_speed_wheel(p, s, k, w, load, fm, vel, g_wheel, drv_t, brakes, stop_scale, cfg):
-    """The wheel-speed model's loaded wheel: its brake and drive torques (traction control
-    caps the drive at ``drive_cap`` of the circle), the low-speed hold, then the implicit
-    wheel-spin and tire solve of :func:`_wheel_speed_tire`; writes the wheel's readings.
+    """The wheel-speed model's loaded wheel over one substep: its brake and drive torques
+    (traction control caps the drive at ``drive_cap`` of the circle), then the implicit wheel
+    and tire solve, the brake hold, the ABS, the friction clamps and the low-speed hold of
+    docs/vehicles.md ("The wheel-speed model"); writes the wheel's readings.
 
-    ``fm`` is (friction-circle radius, mu), ``vel`` the contact-patch (vlong, vlat),
-    ``g_wheel`` gravity along the wheel's axes, ``brakes`` (service, handbrake) forces and
-    ``cfg`` (the tire's consts, traction control on, low-speed hold speed, drive cap, dt).
+    ``fm`` is (friction-circle radius mu N, mu), ``vel`` the contact-patch (vlong, vlat) in the
+    wheel frame (m/s), ``g_wheel`` gravity's acceleration along the wheel's axes (m/s^2),
+    ``drv_t`` the drive torque (N m, signed), ``brakes`` (service, handbrake) forces (N),
+    ``stop_scale`` vehicle mass / (total load x dt) (so ``load * stop_scale * dt`` is the
+    wheel's useful mass, kg), and ``cfg`` ((slip-ratio floor, ABS slip ratio, clamps off, 1 / dt),
+    traction control on, low-speed hold speed, drive cap, dt) of the car.
     Returns (fx, fy, slip angle, slip power in W) in the wheel frame.
     """
     fmax, mu = fm
     vlong, vlat = vel
+    g_long, g_lat = g_wheel
     brake, hb = brakes
     ws_consts, tc_on, low_speed, drive_cap, dt = cfg
+    eps_sr, ks, no_clamps, inv_dt = ws_consts
     radius = p[k, L.pw(w, L.PW_RADIUS)]
     # rolling resistance is a tire force: never more than the circle
     crr = p[k, L.P_CRR] * load
@@ -854,29 +740,73 @@ def _wheel_speed_wheel(p, s, k, w, load, fm, vel, g_wheel, drv_t, brakes, stop_s
     hold = (
         drv_t == 0.0 and (brake > 0.0 or hb_on) and abs(vlong) < low_speed and abs(vlat) < low_speed
     )
-    wheel = (s[k, L.WL_OMEGA + w], radius, p[k, L.pxw(w, L.PXW_INV_INERTIA)])
-    torque = (drv_t, tbw, brake > 0.0 and not hb_on, hold)
-    fx, fy, kappa, alpha, om, pw_slide = _wheel_speed_tire(
-        p, k, wheel, fmax, vel, torque, m_u, dt, g_wheel, ws_consts
-    )
-    _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om, dt)
-    _wear(p, k, s, w, pw_slide * dt)
+    abs_on = brake > 0.0 and not hb_on
+    om = s[k, L.WL_OMEGA + w]
+    inv_i = p[k, L.pxw(w, L.PXW_INV_INERTIA)]
+    alpha = atan2x(vlat, abs(vlong) + p[k, L.P_SLIP_EPS])
+    sel = abs(alpha)
+    # slip ratio = slip velocity / max(|v|, floor) (docs/vehicles.md)
+    den = abs(vlong)
+    if den < eps_sr:
+        den = eps_sr
+    inv_den = 1.0 / den
+    # linearise the curve about the slip at the start of the step (its rising slope only)
+    k0 = _clamp((om * radius - vlong) * inv_den, _MAX_SLIP_RATIO)
+    c0, cslope, seg_lo, seg_hi = family_eval_seg(p, k, L.PX_CURVE_LONG, k0, sel)
+    f0 = fmax * c0
+    slope = fmax * cslope
+    if slope < 0.0:
+        slope = 0.0
+    dti = dt * inv_i
+    inv_a = 1.0 / (1.0 + dti * radius * radius * slope * inv_den)
+    om_free = (om + dti * (drv_t - radius * (f0 - slope * k0 - slope * vlong * inv_den))) * inv_a
+    # the brake shifts the implicit solution toward zero, never past it (it holds the wheel)
+    om_n = _toward_zero(om_free, dti * tbw * inv_a)
+    if abs_on:
+        # ABS: the brake lets go where the slip would pass the ABS slip ratio
+        if vlong > 0.0:
+            lo = (vlong - ks * den) / radius
+            if om_n < lo and om_free > lo:
+                om_n = lo
+        elif vlong < 0.0:
+            hi = (vlong + ks * den) / radius
+            if om_n > hi and om_free < hi:
+                om_n = hi
+    vs = om_n * radius - vlong
+    kappa = _clamp(vs * inv_den, _MAX_SLIP_RATIO)
+    if kappa >= seg_lo and kappa <= seg_hi and k0 != 0.0:
+        # still on the same linear piece: exact without a second search
+        fx = fmax * (c0 + cslope * (kappa - k0))
+    else:
+        fx = fmax * family_eval_seg(p, k, L.PX_CURVE_LONG, kappa, sel)[0]
+    fx = _clamp(fx, fmax)
+    fy_des = fmax * family_eval_seg(p, k, L.PX_CURVE_LAT, alpha, abs(kappa))[0]
+    fy = _lateral_remainder(fx, fy_des, fmax)
+    if not no_clamps:
+        # friction clamps with the useful mass: the chassis side of the contact
+        mdt = m_u * inv_dt
+        fx = _clamp(fx, abs(vs) * mdt)
+        fy = _clamp(fy, abs(vlat) * mdt)
+    else:
+        # validation only: the explicit wheel (no implicit solve, no clamps)
+        fx = f0
+        tbs = tbw if om > 0.0 else (-tbw if om < 0.0 else 0.0)
+        om_n = om + dt * inv_i * (drv_t - tbs - radius * fx)
+        kappa = k0
+    if hold:
+        # static friction: cancel the patch's velocity and gravity's pull within the circle
+        fx = _clamp(-m_u * (vlong * inv_dt + g_long), fmax)
+        fy = _clamp(-m_u * (vlat * inv_dt + g_lat), _circle_left(fx, fmax))
+        kappa = 0.0
+        om_n = 0.0
+        power = 0.0
+    else:
+        power = abs(fx * vs) + abs(fy * vlat)
+    _write_tire(s, k, w, fx, fy, fmax, mu, alpha, kappa, om_n, dt)
+    _wear(p, k, s, w, power * dt)
     s[k, L.SXW_DRIVE_TQ + w] = drv_t
     s[k, L.SXW_BRAKE_TQ + w] = tbw
-    return fx, fy, alpha, pw_slide
-
-
-@njit_inner(_nrt=False, forceinline=True)
-def _wheel_speed_cfg(p, k, dt):
-    """The wheel-speed model's per-car constants (see :func:`_wheel_speed_wheel`)."""
-    ws_consts = (
-        p[k, L.PX_SLIP_RATIO_EPS],
-        p[k, L.PX_ABS_SLIP],
-        p[k, L.PX_NO_CLAMPS] > 0.5,
-        1.0 / dt,
-    )
-    tc_on = p[k, L.PX_TRACTION_CONTROL] > 0.5
-    return ws_consts, tc_on, p[k, L.PX_LOW_SPEED], p[k, L.P_DRIVE_CAP], dt
+    return fx, fy, alpha, power
 
 
 @njit_inner(_nrt=False, forceinline=True)
@@ -959,7 +889,15 @@ def _tires(p, s, k, ground, rot, motion, drive, carry, dt, ext, ws, arc):
         pitch_scale = p[k, L.PX_PITCH_SCALE]
         load_blend = p[k, L.PX_LOAD_BLEND]
         damage = s[k, L.SX_DAMAGE]
-        ws_cfg = _wheel_speed_cfg(p, k, dt)
+        # the wheel-speed model's per-car constants (see _wheel_speed_wheel)
+        ws_consts = (
+            p[k, L.PX_SLIP_RATIO_EPS],
+            p[k, L.PX_ABS_SLIP],
+            p[k, L.PX_NO_CLAMPS] > 0.5,
+            inv_dt,
+        )
+        tc_on = p[k, L.PX_TRACTION_CONTROL] > 0.5
+        ws_cfg = (ws_consts, tc_on, p[k, L.PX_LOW_SPEED], p[k, L.P_DRIVE_CAP], dt)
     for w in range(int(p[k, L.P_N_WHEELS])):
         load = s[k, L.WL_LOAD + w]
         radius = p[k, L.pw(w, L.PW_RADIUS)]
@@ -1148,10 +1086,8 @@ def _integrate_velocities(p, k, rot, vel, omega, acc, dt):
 @njit_inner(_nrt=False, forceinline=True)
 def _implicit_damping(p, k, rot, vel, omega, dmat, svec, fsus, dt):
     """The suspension's spring share and implicit damping on the coupled heave / roll / pitch
-    velocities: ``(M + dt D) u' = M u`` over u = (world vz, roll rate, pitch rate), the
-    multi-wheel form of "divide by 1 + lambda dt", stable for any lambda dt. The spring's
-    vertical share acts first, its horizontal share after the solve with the damping it ended
-    up applying. Returns (vx, vy, vz, wx, wy)."""
+    velocities: ``(M + dt D) u' = M u`` over u = (world vz, roll rate, pitch rate), stable for
+    any damping (docs/architecture.md). Returns (vx, vy, vz, wx, wy)."""
     r02 = rot[2]
     r12 = rot[5]
     r22 = rot[8]
@@ -1346,7 +1282,7 @@ def model_switches(extended: bool, tire_model: int) -> tuple[bool | None, bool |
     """The compile-time switches ``(ext, ws, arc)`` of the kernels for cars of one model.
 
     Each is ``None`` (off) or ``True`` (on); numba compiles one specialization per combination
-    and prunes the branches of the ``None`` ones (see the module docstring), so the direct,
+    and prunes the branches of the ``None`` ones (docs/architecture.md), so the direct,
     wheel-speed and arcade tire models of extended vehicles compile only when a car uses them.
     Every car a kernel call steps must be of that model.
     """
@@ -1370,12 +1306,10 @@ def step_cars(s, ist, p, ter, n_substeps, cars, dt, save, isave, miss, ahead_m, 
     ``ext, ws, arc`` are :func:`model_switches` of the cars' model (all cars of one call share
     it).
 
-    With ``ahead_m >= 0`` the call first lists into ``req`` the tiles the cars may reach in
-    this step that are not filled yet (:func:`missing_tiles` with that margin); if there are
-    any it steps nothing and returns minus their count (which may pass ``req``'s length), so
-    the caller fills them and calls again (one call per step when nothing is missing).
-    Otherwise returns how many cars still need a tile (``miss >= 0``), so the caller needs no
-    array scan on the usual step that needs none.
+    With ``ahead_m >= 0`` the call first lists into ``req`` the unfilled tiles the cars may
+    reach in this step (:func:`missing_tiles`, margin ``ahead_m``); if there are any it steps
+    nothing and returns minus their count (which may pass ``req``'s length): the caller fills
+    them and calls again. Otherwise returns how many cars still need a tile (``miss >= 0``).
     """
     if ahead_m >= 0.0:
         n = missing_tiles(s, ist, p, ter[2], ter[3], cars, n_substeps * dt, ahead_m, req)

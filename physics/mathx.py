@@ -1,13 +1,8 @@
-"""Deterministic elementary functions built only from ``+ - * /`` and ``sqrt``.
-
-libm's ``sin``, ``cos``, ``atan2`` and ``exp`` may differ in their last bits between platforms,
-libm versions and vectorised code paths. Everything inside the physics step uses these
-replacements instead: IEEE-754 guarantees correctly rounded ``+ - * / sqrt``, and ``floor`` is
-exact, so the results below are bit-identical everywhere, compiled by numba or run as plain
-Python (``NUMBA_DISABLE_JIT=1``).
-
-Accuracy (checked in ``tests/physics/test_mathx.py`` against libm): a few ulp over the full
-range, far below anything the vehicle model can feel.
+"""Deterministic elementary functions (``atan2x``, ``sincosx``) built only from ``+ - * /``,
+``sqrt`` and ``floor``, which IEEE-754 rounds exactly, so the results are bit-identical on
+every platform, compiled by numba or run as plain Python (``NUMBA_DISABLE_JIT=1``), where
+libm's ``sin``, ``cos`` and ``atan2`` may differ in their last bits (docs/architecture.md, "The
+determinism contract"). Accuracy: a few ulp over the full range (``tests/physics/test_mathx.py``).
 """
 
 from __future__ import annotations

@@ -12,12 +12,14 @@ the README ("Choices the seed leaves open").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, ClassVar
 
 import numpy as np
 
 from physics import layout as L
+from physics.curves import TireCurves, tire_set
+from physics.drivetrain import Drivetrain, _col
 from physics.errors import ParameterError, as_finite
 
 
@@ -34,6 +36,26 @@ def _check(
         raise ParameterError(owner, name, value, f"must be in {left}{lo}, {hi}]")
 
 
+def _num(default: Any, column: int | None, lo: float, hi: float, lo_open: bool = False) -> Any:
+    """A real field: construction checks it is in [lo, hi] (``(lo, hi]`` if ``lo_open``) and
+    :meth:`VehicleParams.pack` writes it into ``column`` of the packed row (if not None)."""
+    meta: dict[str, Any] = {"bounds": (lo, hi, lo_open)}
+    if column is not None:
+        meta["column"] = column
+    return field(default=default, metadata=meta)
+
+
+def _check_fields(obj: Any) -> None:
+    """Check every field with bounds (:func:`_num`) and that every bool field is a bool."""
+    o = type(obj).__name__
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if "bounds" in f.metadata:
+            _check(o, f.name, v, *f.metadata["bounds"])
+        elif isinstance(f.default, bool) and not isinstance(v, (bool, np.bool_)):
+            raise ParameterError(o, f.name, v, "must be a bool")
+
+
 #: Longest lever arm about an axis over the radius of gyration about it (see
 #: ``VehicleParams._check_inertias``).
 MAX_LEVER_RATIO = 8.0
@@ -43,8 +65,28 @@ MIN_SPRING_HZ = 0.1
 MIN_DAMPING_RATIO = 0.01
 
 
-@dataclass(frozen=True, slots=True)
-class WheelParams:
+class _SeedFields:
+    """A parameter class whose fields from ``_EXT`` on (name -> default) go beyond the seed
+    model (:func:`_ext_defaults`)."""
+
+    __slots__ = ()
+    _EXT: ClassVar[dict[str, object]] = {}
+
+    def __repr__(self) -> str:
+        """dataclass-style, leaving out extension fields at their defaults: replays and saved
+        env states identify a vehicle by this text, so a basic vehicle's stays what it was."""
+        values = ((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
+        parts = [f"{n}={v!r}" for n, v in values if not (n in self._EXT and v == self._EXT[n])]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    @property
+    def extended(self) -> bool:
+        """True when a field beyond the seed model differs from its default."""
+        return any(getattr(self, n) != v for n, v in self._EXT.items())
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class WheelParams(_SeedFields):
     """One wheel: a ray from its anchor along the chassis -z axis, a spring-damper and a tire.
 
     Attributes:
@@ -58,42 +100,32 @@ class WheelParams:
         handbrake: the handbrake acts on this wheel (locks it, no ABS).
     """
 
-    x_m: float
-    y_m: float
-    z_m: float = -0.2
-    rest_length_m: float = 0.3
-    travel_m: float = 0.25
-    radius_m: float = 0.4
-    steerable: bool = False
-    driven: bool = True
-    brake_share: float = 0.25
-    handbrake: bool = False
+    x_m: float = _num(MISSING, L.PW_X, -10.0, 10.0)
+    y_m: float = _num(MISSING, L.PW_Y, -10.0, 10.0)
+    z_m: float = _num(-0.2, L.PW_Z, -5.0, 5.0)
+    rest_length_m: float = _num(0.3, L.PW_REST, 0.0, 3.0, lo_open=True)
+    travel_m: float = _col(0.25, L.PW_TRAVEL)  # checked after radius_m: it bounds it
+    radius_m: float = _num(0.4, L.PW_RADIUS, 0.05, 3.0)
+    steerable: bool = _col(False, L.PW_STEER)
+    driven: bool = _col(True, L.PW_DRIVEN)
+    brake_share: float = _num(0.25, L.PW_BRAKE_SHARE, 0.0, 1.0)
+    handbrake: bool = _col(False, L.PW_HANDBRAKE)
     # ---- beyond the seed model, every field from here on (_ext_defaults): extended wheels only
-    spring_hz: float = 0.0
-    damping_ratio: float = 0.0
-    inertia_kgm2: float = 2.5
-    grip: float = 1.0
+    spring_hz: float = _num(0.0, None, 0.0, 50.0)
+    damping_ratio: float = _num(0.0, None, 0.0, 10.0)
+    inertia_kgm2: float = _num(2.5, None, 0.01, 1000.0)
+    grip: float = _num(1.0, None, 0.0, 3.0)
     direction: tuple[float, float, float] = (0.0, 0.0, -1.0)
-
-    def __repr__(self) -> str:
-        return _repr(self, _WHEEL_EXT_DEFAULTS)
-
-    @property
-    def extended(self) -> bool:
-        """True when a field beyond the seed model differs from its default."""
-        return any(getattr(self, n) != v for n, v in _WHEEL_EXT_DEFAULTS.items())
 
     def __post_init__(self) -> None:
         o = "WheelParams"
-        _check(o, "spring_hz", self.spring_hz, 0.0, 50.0)
-        _check(o, "damping_ratio", self.damping_ratio, 0.0, 10.0)
+        _check_fields(self)
+        _check(o, "travel_m", self.travel_m, 0.0, self.rest_length_m + self.radius_m, lo_open=True)
         # off (0) or a real spring: a vanishing frequency or ratio divides by ~0 later
         for name, lo in (("spring_hz", MIN_SPRING_HZ), ("damping_ratio", MIN_DAMPING_RATIO)):
             v = getattr(self, name)
             if 0.0 < v < lo:
                 raise ParameterError(o, name, v, f"must be 0 (off) or at least {lo}")
-        _check(o, "inertia_kgm2", self.inertia_kgm2, 0.01, 1000.0)
-        _check(o, "grip", self.grip, 0.0, 3.0)
         if (self.spring_hz > 0.0) != (self.damping_ratio > 0.0):
             raise ParameterError(
                 o,
@@ -118,16 +150,6 @@ class WheelParams:
                 d,
                 "only suspensions along the chassis -z axis are supported (0, 0, -1)",
             )
-        _check(o, "x_m", self.x_m, -10.0, 10.0)
-        _check(o, "y_m", self.y_m, -10.0, 10.0)
-        _check(o, "z_m", self.z_m, -5.0, 5.0)
-        _check(o, "rest_length_m", self.rest_length_m, 0.0, 3.0, lo_open=True)
-        _check(o, "radius_m", self.radius_m, 0.05, 3.0)
-        _check(o, "travel_m", self.travel_m, 0.0, self.rest_length_m + self.radius_m, lo_open=True)
-        _check(o, "brake_share", self.brake_share, 0.0, 1.0)
-        for name in ("steerable", "driven", "handbrake"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ParameterError(o, name, getattr(self, name), "must be a bool")
 
 
 def _ext_defaults(cls: type, first: str) -> dict[str, object]:
@@ -139,18 +161,7 @@ def _ext_defaults(cls: type, first: str) -> dict[str, object]:
     return {f.name: f.default for f in fs[at:]}
 
 
-_WHEEL_EXT_DEFAULTS = _ext_defaults(WheelParams, "spring_hz")
-
-
-def _repr(obj: object, ext_defaults: dict[str, object]) -> str:
-    """dataclass-style repr that leaves out extension fields at their defaults.
-
-    Replays and saved env states identify a vehicle by this text, so a basic vehicle's repr
-    stays exactly what it was before the extension fields existed.
-    """
-    values = ((f.name, getattr(obj, f.name)) for f in fields(obj))  # type: ignore[arg-type]
-    parts = [f"{n}={v!r}" for n, v in values if not (n in ext_defaults and v == ext_defaults[n])]
-    return f"{type(obj).__name__}({', '.join(parts)})"
+WheelParams._EXT = _ext_defaults(WheelParams, "spring_hz")
 
 
 def _abs_slip(curve: object, fraction: float) -> float:
@@ -173,17 +184,11 @@ def rover_wheels() -> tuple[WheelParams, ...]:
     )
 
 
-def _num(default: float, column: int, lo: float, hi: float, lo_open: bool = False) -> Any:
-    """A real field: construction checks it is in [lo, hi] (``(lo, hi]`` if ``lo_open``) and
-    :meth:`VehicleParams.pack` writes it into ``column`` of the packed row."""
-    return field(default=default, metadata={"bounds": (lo, hi, lo_open), "column": column})
-
-
 TIRE_MODELS = {"direct": L.TIRE_DIRECT, "wheel-speed": L.TIRE_WHEEL_SPEED, "arcade": L.TIRE_ARCADE}
 
 
-@dataclass(frozen=True, slots=True)
-class VehicleParams:
+@dataclass(frozen=True, slots=True, repr=False)
+class VehicleParams(_SeedFields):
     """Everything that defines a vehicle. Defaults: the seed game's Mars rover.
 
     Units are in the names: ``_kg``, ``_m``, ``_n`` (newtons), ``_w`` (watts), ``_rad``,
@@ -209,7 +214,7 @@ class VehicleParams:
     # suspension / contact (per kg of vehicle mass)
     contact_k: float = _num(600.0, L.P_CONTACT_K, 1.0, 1e5)
     contact_c: float = _num(270.0, L.P_CONTACT_C, 0.0, 1e4)
-    soft_contact: bool = True
+    soft_contact: bool = _col(True, L.P_SOFT_ENABLED)
     soft_contact_k: float = _num(30.0, L.P_SOFT_K, 0.0, 1e3)
     soft_contact_c: float = _num(15.0, L.P_SOFT_C, 0.0, 1e3)
     soft_gap_min_m: float = _num(0.18, L.P_SOFT_GAP_MIN, 0.0, 2.0)
@@ -239,13 +244,11 @@ class VehicleParams:
     grip_wear: float = _num(1.0, L.P_GRIP_WEAR, 0.0, 1.0)
     grip_damage: float = _num(1.0, L.P_GRIP_DAMAGE, 0.0, 1.0)
     # integration: True = explicit Euler damping (only to show why the default is implicit)
-    explicit_damping: bool = False
+    explicit_damping: bool = _col(False, L.P_EXPLICIT_DAMPING)
     wheels: tuple[WheelParams, ...] = field(default_factory=rover_wheels)
     # ---- beyond the seed model, every field from here on (_ext_defaults).
     # Any of these away from its default makes the vehicle "extended" (see ``extended``).
-    #: "direct" (the seed game's shipped model: longitudinal force straight from the pedals,
-    #: slip ratio 0), "wheel-speed" (integrated wheel spin, real slip ratio, authored curves,
-    #: friction clamps) or "arcade" (the lumped steering-multiplier model).
+    #: "direct" (the seed game's shipped model), "wheel-speed" or "arcade" (docs/vehicles.md)
     tire_model: str = "direct"
     #: authored curves for "wheel-speed" (None: the "rally" set)
     tires: object = None
@@ -275,39 +278,29 @@ class VehicleParams:
     damage_floor: float = _num(0.5, L.PX_DAMAGE_FLOOR, 0.0, 1.0)
     #: two-wheeler lean gain ((rad/s)^2); 0 = off
     lean_stabilization: float = _num(0.0, L.PX_LEAN_GAIN, 0.0, 1e4)
-    skid_steer: bool = False  # per-side drive: the steer command is the throttle difference
-    #: wheel-speed model: cap each wheel's drive torque at drive_cap x mu N r (no wheelspin
-    #: past the curve's peak); False lets the full torque through (wheelspin, donuts)
-    traction_control: bool = True
-    #: wheel-speed model: False turns the friction clamps off (validation only, to show the
-    #: sign-flip divergence they prevent)
+    #: per-side drive: the steer command is the throttle difference
+    skid_steer: bool = _col(False, L.PX_SKID_STEER)
+    #: wheel-speed model: cap each wheel's drive torque at drive_cap x mu N r (False: wheelspin)
+    traction_control: bool = _col(True, L.PX_TRACTION_CONTROL)
+    #: wheel-speed model: False turns the friction clamps off (validation only)
     friction_clamps: bool = True
     #: arcade: yaw rate = gain x steer angle x speed / wheelbase
     arcade_yaw_gain: float = _num(1.0, L.PX_ARCADE_YAW, 0.0, 10.0)
     #: arcade: share of lateral velocity scrubbed per second
     arcade_grip_per_s: float = _num(6.0, L.PX_ARCADE_GRIP, 0.0, 100.0)
 
-    def __repr__(self) -> str:
-        return _repr(self, _VEHICLE_EXT_DEFAULTS)
-
     @property
     def extended(self) -> bool:
         """True when the vehicle uses anything beyond the seed model (wide rows)."""
-        if any(getattr(self, n) != v for n, v in _VEHICLE_EXT_DEFAULTS.items()):
-            return True
-        return any(w.extended for w in self.wheels)
+        return _SeedFields.extended.fget(self) or any(w.extended for w in self.wheels)
 
     def __post_init__(self) -> None:
         o = "VehicleParams"
-        for name, (lo, hi, lo_open) in _BOUNDS.items():
-            _check(o, name, getattr(self, name), lo, hi, lo_open)
+        _check_fields(self)
         if self.tire_model not in TIRE_MODELS:
             raise ParameterError(
                 o, "tire_model", self.tire_model, f"must be one of {sorted(TIRE_MODELS)}"
             )
-        from physics.curves import TireCurves
-        from physics.drivetrain import Drivetrain
-
         if self.tires is not None and not isinstance(self.tires, TireCurves):
             raise ParameterError(o, "tires", self.tires, "must be a TireCurves or None")
         if self.tires is not None and self.tire_model != "wheel-speed":
@@ -320,15 +313,6 @@ class VehicleParams:
             raise ParameterError(
                 o, "skid_steer", True, "a skid-steer vehicle drives each side itself: no drivetrain"
             )
-        for name in (
-            "soft_contact",
-            "explicit_damping",
-            "skid_steer",
-            "traction_control",
-            "friction_clamps",
-        ):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ParameterError(o, name, getattr(self, name), "must be a bool")
         if self.soft_gap_max_m < self.soft_gap_min_m:
             raise ParameterError(
                 o,
@@ -360,9 +344,7 @@ class VehicleParams:
     def _check_inertias(self) -> None:
         """Each inertia must give a radius of gyration between 1/:data:`MAX_LEVER_RATIO` and
         1/:data:`MIN_LEVER_RATIO` of the longest lever arm about that axis (wheels and body
-        box): a body much lighter to turn than its contacts' lever arms is stiffer in rotation
-        than the fixed substep integrates, a much heavier one is not a vehicle (the library's
-        vehicles have ratios of 1.4 to 2.6)."""
+        box; why: docs/vehicles.md, "Validation and speed")."""
         xs = [abs(w.x_m) for w in self.wheels] + [self.body_front_m, self.body_rear_m]
         ys = [abs(w.y_m) for w in self.wheels] + [self.body_half_width_m]
         zs = [abs(self.body_bottom_m), abs(self.body_top_m)]
@@ -394,33 +376,19 @@ class VehicleParams:
         p = np.zeros(L.N_PARAMS_EXT if ext else L.N_PARAMS, np.float64)
         for name, col in _BASIC_COLUMNS.items():
             p[col] = getattr(self, name)
-        p[L.P_SOFT_ENABLED] = 1.0 if self.soft_contact else 0.0
-        p[L.P_EXPLICIT_DAMPING] = 1.0 if self.explicit_damping else 0.0
         p[L.P_N_WHEELS] = len(self.wheels)
         for w, wp in enumerate(self.wheels):
-            p[L.pw(w, L.PW_X)] = wp.x_m
-            p[L.pw(w, L.PW_Y)] = wp.y_m
-            p[L.pw(w, L.PW_Z)] = wp.z_m
-            p[L.pw(w, L.PW_REST)] = wp.rest_length_m
-            p[L.pw(w, L.PW_TRAVEL)] = wp.travel_m
-            p[L.pw(w, L.PW_RADIUS)] = wp.radius_m
-            p[L.pw(w, L.PW_STEER)] = 1.0 if wp.steerable else 0.0
-            p[L.pw(w, L.PW_DRIVEN)] = 1.0 if wp.driven else 0.0
-            p[L.pw(w, L.PW_BRAKE_SHARE)] = wp.brake_share
-            p[L.pw(w, L.PW_HANDBRAKE)] = 1.0 if wp.handbrake else 0.0
+            for name, col in _WHEEL_COLUMNS.items():
+                p[L.pw(w, col)] = getattr(wp, name)
         if ext:
             self._pack_extension(p)
         return p
 
     def _pack_extension(self, p: np.ndarray) -> None:
-        from physics.curves import tire_set
-
         p[L.P_EXTENDED] = 1.0
         p[L.P_TIRE_MODEL] = TIRE_MODELS[self.tire_model]
         for name, col in _EXT_COLUMNS.items():
             p[col] = getattr(self, name)
-        p[L.PX_SKID_STEER] = 1.0 if self.skid_steer else 0.0
-        p[L.PX_TRACTION_CONTROL] = 1.0 if self.traction_control else 0.0
         p[L.PX_NO_CLAMPS] = 0.0 if self.friction_clamps else 1.0
         xs = [w.x_m for w in self.wheels]
         p[L.PX_WHEELBASE] = max(max(xs) - min(xs), 0.5)
@@ -519,13 +487,16 @@ class VehicleParams:
         return float(np.mean(self.static_loads_n() / self.wheel_stiffness()))
 
 
-_VEHICLE_EXT_DEFAULTS = _ext_defaults(VehicleParams, "tire_model")
+VehicleParams._EXT = _ext_defaults(VehicleParams, "tire_model")
 #: field -> (lower bound, upper bound, lower bound open), in field order
 _BOUNDS: dict[str, tuple[float, float, bool]] = {
     f.name: f.metadata["bounds"] for f in fields(VehicleParams) if "bounds" in f.metadata
 }
-#: real field -> its column of the packed row: the basic ones, then the extension's
+#: field -> its column of the packed row: the basic ones, then the extension's
 _COLUMNS = {f.name: f.metadata["column"] for f in fields(VehicleParams) if "column" in f.metadata}
 _BASIC_COLUMNS = {n: c for n, c in _COLUMNS.items() if c < L.N_PARAMS}
+_WHEEL_COLUMNS = {
+    f.name: f.metadata["column"] for f in fields(WheelParams) if "column" in f.metadata
+}
 _EXT_COLUMNS = {n: c for n, c in _COLUMNS.items() if c >= L.N_PARAMS}
 ROVER = VehicleParams()

@@ -1,30 +1,20 @@
 """The terrain interface the simulator samples: plain arrays, no knowledge of stages.
 
-A :class:`Terrain` is a regular heightfield (metres, world z up) on a grid of nodes spaced
-``cell_m`` apart starting at ``(x0_m, y0_m)``, a surface-id grid on the same nodes, and a grip
-multiplier per surface id. Heights are sampled with a C1 quadratic B-spline over the nodes (see
-:func:`sample_height`), surface ids by the nearest node.
-Outside the grid the edge values continue (the world does not end in a cliff).
-
-Several terrains are packed into one :class:`TerrainSet` so that one kernel call can step cars
-that drive on different stages; each car carries the index of its terrain. A set stores nodes
-in **tiles** of ``TILE x TILE`` nodes (plus a one-node apron, so a sample's 3 x 3 B-spline
-stencil always lies in one tile) in a shared pool, filled **on demand**: a terrain is any
-*tile source* (a dense :class:`Terrain`, or a stage's terrain that computes nodes as asked,
-``tracks.bake.StageTerrain``), and only the tiles cars reach are ever filled. A sample that
-lands in a tile not filled yet reports a *miss*; the simulator then fills the tile and steps
-that car again from where it was, so results never depend on what was filled before.
-
-Test terrains :func:`flat_terrain` and :func:`crest_and_ramp_terrain` let the physics be tested
-without the ``tracks`` package. They are built from polynomials only, so their bytes are the same
-on every platform.
+A :class:`Terrain` is a regular heightfield (metres, world z up) with a surface-id grid on the
+same nodes and a grip multiplier per surface id; heights are sampled with a C1 quadratic
+B-spline (:func:`sample_height`), surface ids by the nearest node, and outside the grid the
+edge values continue. A :class:`TerrainSet` packs several terrains (any *tile source*) into one
+pool of tiles filled on demand, so one kernel call steps cars on different stages:
+docs/architecture.md ("Terrain tiles") explains the tiles and the misses. The test terrains
+:func:`flat_terrain` and :func:`crest_and_ramp_terrain` are polynomials only (the same bytes on
+every platform).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -95,12 +85,10 @@ class Terrain:
                 f"{self.name}: surface ids must be in [0, {g.shape[0]}), got "
                 f"range [{s.min()}, {s.max()}]"
             )
-        object.__setattr__(self, "heights_m", h)
-        object.__setattr__(self, "surface_ids", np.ascontiguousarray(s, dtype=np.int8))
-        object.__setattr__(self, "grip", g)
-        h.setflags(write=False)
-        self.surface_ids.setflags(write=False)
-        g.setflags(write=False)
+        s = np.ascontiguousarray(s, dtype=np.int8)
+        for name, a in (("heights_m", h), ("surface_ids", s), ("grip", g)):
+            object.__setattr__(self, name, a)
+            a.setflags(write=False)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -152,35 +140,11 @@ class Terrain:
         _copy_tiles(self.heights_m, self.surface_ids, tiles, heights, surfaces)
 
 
-class TileSource(Protocol):
-    """What a :class:`TerrainSet` needs of a terrain: the grid and a way to fill tiles.
-
-    ``fill_tiles(tiles, heights, surfaces)`` writes tile ``(tx, ty)`` of each row of ``tiles``
-    into the matching row of ``heights`` (float64) / ``surfaces`` (int8), both
-    ``(len(tiles), TILE_NODES)``: node ``(lx, ly)`` of the stored ``TILE_W x TILE_W`` block is
-    grid node ``(tx * TILE - 1 + lx, ty * TILE - 1 + ly)`` with indices clamped to the grid.
-
-    A source may also offer ``ready_tiles()``: tiles it made ahead, which the set takes in one
-    copy when the source takes a row (see :func:`_ready_tiles`).
-    """
-
-    name: str
-    x0_m: float
-    y0_m: float
-    cell_m: float
-    grip: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, int]: ...
-
-    def fill_tiles(self, tiles: np.ndarray, heights: np.ndarray, surfaces: np.ndarray) -> None: ...
-
-
 def _ready_tiles(t: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """A source's tiles made before it joined a :class:`TerrainSet`, if it has any, checked:
     ``ready_tiles()`` -> (linear tiles ``ty * tiles_x + tx`` (m,), ascending and distinct,
     heights (m, TILE_NODES) float64, surfaces (m, TILE_NODES) int8), the blocks
-    :meth:`TileSource.fill_tiles` would write."""
+    ``fill_tiles`` would write."""
     ready = getattr(t, "ready_tiles", None)
     if ready is None:
         return None
@@ -220,6 +184,7 @@ def _copy_tiles(h, s, tiles, out_h, out_s):
 
 
 def _check_source(t: Any) -> None:
+    """``t`` is a :class:`Terrain` or a tile source (docs/architecture.md, "Terrain tiles")."""
     if isinstance(t, Terrain):
         return
     for name in ("shape", "x0_m", "y0_m", "cell_m", "grip", "fill_tiles"):
@@ -272,6 +237,7 @@ class TerrainSet:
             offset, tiles along x, tiles along y).
         grip: (rows, MAX_SURFACES) float64 grip multipliers (unused ids are 0).
         n_base: the number of terrains; rows past it are variants.
+        sources: the tile source of each base row.
     """
 
     def __init__(self, terrains: list[Any] | tuple[Any, ...], n_variants: int = 0):
@@ -309,31 +275,18 @@ class TerrainSet:
         self.meta[self.n_base :] = self.meta[0]
         self.grip[self.n_base :] = self.grip[0]
         for row in range(self.n_base):
-            self._take_ready(row, ready[row])
+            if ready[row] is not None:
+                self._store(int(self.meta[row, TM_TABLE]), *ready[row])
 
     def _set_row(self, row: int, t: Any, table_off: int) -> None:
         ny, nx = t.shape
         tnx, tny = tile_grid(t.shape)
         cell = float(t.cell_m)
-        self.meta[row] = (
-            float(t.x0_m),
-            float(t.y0_m),
-            cell,
-            1.0 / cell,
-            nx,
-            ny,
-            table_off,
-            tnx,
-            tny,
-        )
+        self.meta[row, TM_X0:TM_NX] = (float(t.x0_m), float(t.y0_m), cell, 1.0 / cell)
+        self.meta[row, TM_NX:] = (nx, ny, table_off, tnx, tny)
         g = np.asarray(t.grip, np.float64)
         self.grip[row] = 0.0
         self.grip[row, : g.shape[0]] = g
-
-    @property
-    def terrains(self) -> list[Any]:
-        """The tile source of each base row."""
-        return self.sources
 
     def __len__(self) -> int:
         """Rows a car's terrain index may take: the base terrains, then the variants."""
@@ -393,12 +346,7 @@ class TerrainSet:
         self._follow(row)
         if compact:
             self._compact()
-        self._take_ready(row, ready)
-
-    def _take_ready(self, row: int, ready: tuple[np.ndarray, ...] | None) -> None:
-        """Put the tiles base row ``row``'s source made ahead (:func:`_ready_tiles`, checked)
-        in the pool."""
-        if ready is not None:
+        if ready is not None:  # the tiles the source made ahead (checked by _ready_tiles)
             self._store(int(self.meta[row, TM_TABLE]), *ready)
 
     def _store(self, off: int, lin: np.ndarray, h: np.ndarray, s: np.ndarray) -> None:
@@ -447,12 +395,9 @@ class TerrainSet:
             top = self._high_water
             if top + short > cap:
                 new_cap = max(2 * cap, top + short, 64)
-                h = np.zeros(new_cap * TILE_NODES, np.float64)
-                s = np.zeros(new_cap * TILE_NODES, np.int8)
-                h[: self.heights.shape[0]] = self.heights
-                s[: self.surfaces.shape[0]] = self.surfaces
-                self.heights = h
-                self.surfaces = s
+                grow = new_cap * TILE_NODES - self.heights.shape[0]
+                self.heights = np.concatenate([self.heights, np.zeros(grow, np.float64)])
+                self.surfaces = np.concatenate([self.surfaces, np.zeros(grow, np.int8)])
             out.extend(range(top, top + short))
             self._high_water = top + short
         self._used += n
@@ -480,9 +425,7 @@ class TerrainSet:
     def _fill_base(self, base: int, lin: np.ndarray) -> int:
         off = int(self.meta[base, TM_TABLE])
         tnx = int(self.meta[base, TM_TNX])
-        xy = np.empty((len(lin), 2), np.int64)
-        xy[:, 0] = lin % tnx
-        xy[:, 1] = lin // tnx
+        xy = np.stack([lin % tnx, lin // tnx], axis=1)
         hb = np.empty((len(lin), TILE_NODES), np.float64)
         sb = np.empty((len(lin), TILE_NODES), np.int8)
         self.sources[base].fill_tiles(xy, hb, sb)
@@ -560,24 +503,10 @@ def _tile_base(tiles, meta, tid, xc, yc):
 @njit_inner(_nrt=False)
 def sample_height(heights, tiles, meta, tid, x, y):
     """Terrain height (m) at world (x, y) on terrain ``tid``; NaN if its tile is not filled.
-
-    A uniform quadratic B-spline over the nodes: the surface and its slope are continuous
-    (C1), so a wheel rolling over a curved crest sees no slope kinks at cell edges (the stiff
-    seed contact would chatter on bilinear facets). Planes are reproduced exactly, so a flat
-    or uniformly sloped road stays exactly flat or sloped.
-    """
-    inv = meta[tid, TM_INV_CELL]
-    xc, wx0, wx1, wx2 = _axis((x - meta[tid, TM_X0]) * inv, int(meta[tid, TM_NX]))
-    yc, wy0, wy1, wy2 = _axis((y - meta[tid, TM_Y0]) * inv, int(meta[tid, TM_NY]))
-    r1 = _tile_base(tiles, meta, tid, xc, yc)
-    if r1 < 0:
-        return np.nan
-    r0 = r1 - TILE_W
-    r2 = r1 + TILE_W
-    h0 = wx0 * heights[r0 - 1] + wx1 * heights[r0] + wx2 * heights[r0 + 1]
-    h1 = wx0 * heights[r1 - 1] + wx1 * heights[r1] + wx2 * heights[r1 + 1]
-    h2 = wx0 * heights[r2 - 1] + wx1 * heights[r2] + wx2 * heights[r2 + 1]
-    return wy0 * h0 + wy1 * h1 + wy2 * h2
+    A uniform quadratic B-spline over the nodes: C1, planes reproduced exactly (why:
+    docs/architecture.md, "Terrain tiles")."""
+    h, _, _, node = sample_height_grad(heights, tiles, meta, tid, x, y)
+    return h if node >= 0 else np.nan
 
 
 @njit_inner(_nrt=False)
@@ -684,9 +613,7 @@ def _new_requests(
     tiles: np.ndarray, meta: np.ndarray, variant_base: np.ndarray, req: np.ndarray
 ) -> np.ndarray:
     """The distinct (base row, tile) of requests (row, tile) whose tile is in its grid and not
-    filled, sorted by base row then tile. (NumPy, not compiled: it runs once per fill, and a
-    compiled sort would add seconds to every first start. The pairs are deduplicated as one
-    int64 key each, ``base * 2**32 + tile``: ``np.unique`` over rows costs ten times as much.)"""
+    filled, sorted by base row then tile (NumPy: docs/architecture.md, "Terrain tiles")."""
     base = variant_base[req[:, 0]]
     lin = req[:, 1]
     n_tiles = meta[base, TM_TNX].astype(np.int64) * meta[base, TM_TNY].astype(np.int64)
@@ -737,10 +664,9 @@ def crest_and_ramp_terrain(
 ) -> Terrain:
     """A runway along +x from x = -100 m: a smooth crest, then a kicker ramp with a sharp drop.
 
-    Crest: h = H (1 - u^2)^2 for |u| < 1, u = (x - crest_x)/half_length (a smooth hump whose
-    far side falls away faster than a slow car's ballistic arc at Mars gravity only when taken
-    fast). Ramp: a linear rise to ``ramp_lip_m`` over ``ramp_length_m`` ending at ``ramp_x_m``,
-    then an immediate drop back to 0 (a jump).
+    Crest: h = H (1 - u^2)^2 for |u| < 1, u = (x - crest_x)/half_length. Ramp: a linear rise
+    to ``ramp_lip_m`` over ``ramp_length_m`` ending at ``ramp_x_m``, then an immediate drop
+    back to 0 (a jump).
     """
     x0 = -100.0
     nx = round(length_m / cell_m) + 1

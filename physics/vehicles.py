@@ -1,18 +1,11 @@
 """Vehicle definition files (TOML) and the built-in vehicle library.
 
-A vehicle file is data, read with the standard library's ``tomllib`` (nothing in it is ever
-executed); docs/vehicles.md gives its schema. Fields of ``[vehicle]`` that a file leaves out
-take the :class:`~physics.params.VehicleParams` defaults, i.e. the seed Mars rover's values.
-Integers are accepted for real fields and stored as floats (so ``mass_kg = 3000`` gives the
-same params, repr and packed row as ``3000.0``).
-
-Every problem raises :class:`VehicleDefError` (a ``ValueError``) naming the file, the field path
-(``wheels[2].spring_hz``, ``drivetrain.gears``, ``vehicle.mass_kg``) and the rule: unknown keys,
-wrong types, missing wheel fields, and every ``ParameterError`` of VehicleParams, WheelParams and
-Drivetrain, re-raised with the file and the path.
-
-Built-in files live in ``physics/vehicles/*.toml`` (package data, found with
-``importlib.resources``): see :data:`VEHICLES` and :func:`vehicle`.
+A vehicle file is data, read with ``tomllib`` (never executed); docs/vehicles.md ("The vehicle
+library and file format") gives its schema. Fields a file leaves out take the
+:class:`~physics.params.VehicleParams` defaults; integers are stored as floats. Every problem
+raises :class:`VehicleDefError` (a ``ValueError``) naming the file, the field path
+(``wheels[2].spring_hz``) and the rule, the parameter classes' ``ParameterError`` s included.
+Built-in files are ``physics/vehicles/*.toml`` (package data): :data:`VEHICLES`, :func:`vehicle`.
 """
 
 from __future__ import annotations
@@ -25,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from physics import layout as L
 from physics.errors import ParameterError, as_finite, short_repr
 from physics.files import parse_toml, read_text
 from physics.params import TIRE_MODELS, VehicleParams, WheelParams
@@ -82,26 +76,17 @@ _REQUIRED_WHEEL = (
     "brake_share",
 )
 _OPTIONAL_WHEEL = ("direction", "handbrake", "inertia_kgm2", "grip")
-_WHEEL_BOOLS = {"steerable", "driven", "handbrake"}
-_WHEEL_REALS = (
-    {f.name for f in fields(WheelParams)} - _WHEEL_BOOLS - {"x_m", "y_m", "z_m", "direction"}
-)
+_VEC3 = "an array of 3 numbers"
 
-_VEHICLE_BOOLS = {
-    "soft_contact",
-    "explicit_damping",
-    "skid_steer",
-    "traction_control",
-    "friction_clamps",
-}
-_VEHICLE_STRS = {"tire_model", "tires"}
-_VEHICLE_SKIP = {"wheels", "drivetrain"}
-_VEHICLE_REALS = {
-    f.name
-    for f in fields(VehicleParams)
-    if f.name not in _VEHICLE_BOOLS | _VEHICLE_STRS | _VEHICLE_SKIP
-}
-_VEHICLE_KEYS = _VEHICLE_REALS | _VEHICLE_BOOLS | _VEHICLE_STRS
+
+def _kinds(cls: type, skip: set[str]) -> dict[str, type]:
+    """Field -> the type of its default (bool, str, else float) for the fields not skipped."""
+    by_type = {bool: bool, str: str}
+    return {f.name: by_type.get(type(f.default), float) for f in fields(cls) if f.name not in skip}
+
+
+_WHEEL_KINDS = _kinds(WheelParams, {"x_m", "y_m", "z_m", "direction"})
+_VEHICLE_KINDS = _kinds(VehicleParams, {"wheels", "drivetrain", "tires"}) | {"tires": str}
 
 
 #: Largest vehicle file read (bytes): the library's are under 4 KiB.
@@ -133,34 +118,28 @@ def _str(v: Any, src: str, path: str) -> str:
     return v
 
 
+_READERS = {float: _real, bool: _bool, str: _str}
+
+
 def _one_of(v: Any, known: Collection[str], src: str, path: str, what: str) -> str:
     if not isinstance(v, str) or v not in known:
         raise VehicleDefError(src, path, f"unknown {what} {v!r}; known: {', '.join(known)}")
     return v
 
 
-def _vec3(v: Any, src: str, path: str) -> tuple[float, ...]:
-    if not isinstance(v, list) or len(v) != 3:
-        raise VehicleDefError(src, path, f"expected an array of 3 numbers, got {_tname(v)}")
-    return _reals(v, src, path)
-
-
-def _reals(v: Any, src: str, path: str) -> tuple[float, ...]:
-    if not isinstance(v, list):
-        raise VehicleDefError(src, path, f"expected an array of numbers, got {_tname(v)}")
+def _reals(v: Any, src: str, path: str, n: int = 0, what: str = "") -> tuple[float, ...]:
+    """An array of numbers (of exactly ``n`` if ``n``; ``what`` it is called in the message)."""
+    if not isinstance(v, list) or (n and len(v) != n):
+        raise VehicleDefError(
+            src, path, f"expected {what or 'an array of numbers'}, got {_tname(v)}"
+        )
     return tuple(_real(g, src, f"{path}[{j}]") for j, g in enumerate(v))
 
 
 def _torque_curve(v: Any, src: str, path: str) -> tuple[tuple[float, ...], ...]:
     if not isinstance(v, list):
         raise VehicleDefError(src, path, f"expected an array of [rpm, N m] pairs, got {_tname(v)}")
-    return tuple(_rpm_torque(pt, src, f"{path}[{j}]") for j, pt in enumerate(v))
-
-
-def _rpm_torque(pt: Any, src: str, path: str) -> tuple[float, ...]:
-    if not isinstance(pt, list) or len(pt) != 2:
-        raise VehicleDefError(src, path, f"expected [rpm, N m], got {_tname(pt)}")
-    return _reals(pt, src, path)
+    return tuple(_reals(pt, src, f"{path}[{j}]", 2, "[rpm, N m]") for j, pt in enumerate(v))
 
 
 def _table(v: Any, src: str, path: str) -> dict[str, Any]:
@@ -189,15 +168,13 @@ def _parse_wheel(d: Any, i: int, src: str) -> WheelParams:
     for k in _REQUIRED_WHEEL:
         if k not in d:
             raise VehicleDefError(src, pre + k, "required wheel field is missing")
-    x, y, z = _vec3(d["anchor"], src, pre + "anchor")
+    x, y, z = _reals(d["anchor"], src, pre + "anchor", 3, _VEC3)
     kw: dict[str, Any] = {"x_m": x, "y_m": y, "z_m": z}
     if "direction" in d:
-        kw["direction"] = _vec3(d["direction"], src, pre + "direction")
+        kw["direction"] = _reals(d["direction"], src, pre + "direction", 3, _VEC3)
     for k, v in d.items():
-        if k in _WHEEL_REALS:
-            kw[k] = _real(v, src, pre + k)
-        elif k in _WHEEL_BOOLS:
-            kw[k] = _bool(v, src, pre + k)
+        if k in _WHEEL_KINDS:
+            kw[k] = _READERS[_WHEEL_KINDS[k]](v, src, pre + k)
     try:
         return WheelParams(**kw)
     except ParameterError as e:
@@ -211,8 +188,7 @@ def _parse_drivetrain(d: Any, src: str):
 
     d = _table(d, src, "drivetrain")
     # each field's reader: by name for the arrays, else by the type of its default
-    by_type = {bool: _bool, str: _str}
-    readers = {f.name: by_type.get(type(f.default), _real) for f in fields(Drivetrain)}
+    readers = {k: _READERS[t] for k, t in _kinds(Drivetrain, set()).items()}
     readers.update(torque_curve=_torque_curve, gears=_reals)
     _check_keys(d, set(readers), src, "drivetrain.")
     kw = {k: readers[k](v, src, f"drivetrain.{k}") for k, v in d.items()}
@@ -245,19 +221,16 @@ def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParam
         if k in d:
             _str(d[k], src, k)
     veh = _table(d.get("vehicle", {}), src, "vehicle")
-    _check_keys(veh, _VEHICLE_KEYS, src, "vehicle.")
+    _check_keys(veh, set(_VEHICLE_KINDS), src, "vehicle.")
     kw: dict[str, Any] = {}
     for k, v in veh.items():
         path = f"vehicle.{k}"
-        if k in _VEHICLE_REALS:
-            kw[k] = _real(v, src, path)
-        elif k in _VEHICLE_BOOLS:
-            kw[k] = _bool(v, src, path)
-        elif k == "tire_model":
-            kw[k] = _one_of(_str(v, src, path), sorted(TIRE_MODELS), src, path, "tire model")
-        else:  # tires: a tire-set name
+        kw[k] = _READERS[_VEHICLE_KINDS[k]](v, src, path)
+        if k == "tire_model":
+            kw[k] = _one_of(kw[k], sorted(TIRE_MODELS), src, path, "tire model")
+        elif k == "tires":  # a tire-set name
             try:
-                kw[k] = tire_set(_str(v, src, path))
+                kw[k] = tire_set(kw[k])
             except ParameterError as e:
                 raise VehicleDefError(src, path, f"{v!r}: {e.rule}") from None
     if "drivetrain" in d:
@@ -267,8 +240,6 @@ def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParam
     wl = d["wheels"]
     if not isinstance(wl, list):
         raise VehicleDefError(src, "wheels", f"expected an array of tables, got {_tname(wl)}")
-    from physics import layout as L
-
     if not 1 <= len(wl) <= L.MAX_WHEELS:
         raise VehicleDefError(
             src, "wheels", f"a vehicle has 1 to {L.MAX_WHEELS} wheels, got {len(wl)}"
@@ -312,10 +283,7 @@ def on_planet(params: VehicleParams, planet: str) -> VehicleParams:
     """The same vehicle under another planet's gravity (:data:`PLANETS`).
 
     Sets ``gravity_mps2`` and rescales ``load_ref_n`` to ``mass_kg * g / n_wheels``, the static
-    load of an even corner split, so the tire's load sensitivity stays referenced to the static
-    corner load: a vehicle keeps its grip character (mu at rest = mu_base) on every planet, and
-    only the loads, and with them the available forces, scale with g. (The seed rover's 2790 N is
-    exactly 3000 kg x 3.72 / 4.)
+    load of an even corner split (so mu at rest stays mu_base; docs/vehicles.md).
 
     Raises:
         VehicleDefError: unknown planet (the message lists the known ones).

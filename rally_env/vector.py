@@ -11,10 +11,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rally_env import kernels as K
-from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig, _is_int
 from rally_env.core import RallyCore, car_seed_sequence, extra_of, with_extra
-from rally_env.env import RENDER_MODES, render_core, renderer_of, state_without_renderer
+from rally_env.env import RENDER_MODES, _EnvShared
 from rally_env.errors import ConfigError, StateError
 from rally_env.spaces import action_space
 
@@ -31,7 +30,7 @@ def _masked(d: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
     return out
 
 
-class RallyVectorEnv(VectorEnv):
+class RallyVectorEnv(_EnvShared, VectorEnv):
     """``num_envs`` cars stepped together by one batched physics and env kernel.
 
     Same settings as :class:`rally_env.RallyEnv` (see its docstring for spaces, rewards and
@@ -87,22 +86,16 @@ class RallyVectorEnv(VectorEnv):
         if render_view not in RENDER_VIEWS:
             raise ConfigError("render_view", render_view, f"must be one of {list(RENDER_VIEWS)}")
         self.render_view = render_view
-        self.config = RallyConfig.build(**kwargs)
         self.num_envs = int(num_envs)
         self.autoreset_mode = mode
-        self.render_mode = self.config.render_mode
-        self.metadata = dict(self.metadata, render_fps=self.config.control_hz, autoreset_mode=mode)
-        self.core = RallyCore(self.config, self.num_envs, parallel=parallel)
+        self.metadata = dict(self.metadata, autoreset_mode=mode)
+        self._setup(RallyConfig.build(**kwargs), self.num_envs, parallel)
         self.single_observation_space = self.core.layout.space()
         self.single_action_space = action_space(self.config.discrete_actions)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._validate = validate_discrete if self.config.discrete_actions else validate_continuous
-        self._cmd = np.zeros((self.num_envs, 4))  # the validated actions
         self._autoreset = np.zeros(self.num_envs, np.bool_)
-        self._needs_reset = True
         self._all = np.arange(self.num_envs, dtype=np.int64)
-        self._renderer: Any = None
         self._single: RallyCore | None = None  # see _single_core
 
     # ---------------------------------------------------------------------------- API
@@ -145,18 +138,13 @@ class RallyVectorEnv(VectorEnv):
         self._autoreset[cars] = False
         self._needs_reset = False
         info = self._info()
-        if self._renderer is not None:
-            self._renderer.reset()
-        if self.render_mode == "human":
-            self.render()
+        self._show(reset=True)
         return self.core.obs.copy(), info
 
     def step(
         self, actions: Any
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        if self._needs_reset:
-            raise ResetNeeded("call reset() before step()")
-        self._validate(actions, self.num_envs, self._cmd)
+        self._take_actions(actions)
         c = self.core
         mode = self.autoreset_mode
         if mode == AutoresetMode.DISABLED and self._autoreset.any():
@@ -196,8 +184,7 @@ class RallyVectorEnv(VectorEnv):
         else:
             self._autoreset = done
             info = self._info()
-        if self.render_mode == "human":
-            self.render()
+        self._show(reset=False)
         return c.obs.copy(), rew, term, trunc, info
 
     def _info(self) -> dict[str, Any]:
@@ -215,12 +202,12 @@ class RallyVectorEnv(VectorEnv):
         """
         if self.render_mode == "rgb_array" and self.render_view == "per_env":
             return self.render_cars()
-        return render_core(self)
+        return self._render_car()
 
     def render_cars(self, cars: Any = None) -> tuple[np.ndarray, ...] | None:
         """One (H, W, 3) uint8 frame per car (all, or the indices ``cars``), each showing only
         that car, as its own ``RallyEnv`` would draw it."""
-        r = renderer_of(self)
+        r = self._renderer_of()
         if r is None:
             return None
         idx = range(self.num_envs) if cars is None else [int(k) for k in cars]
@@ -233,7 +220,7 @@ class RallyVectorEnv(VectorEnv):
     def render_all_cars(self, focus: int = 0) -> np.ndarray | None:
         """One (H, W, 3) uint8 frame of car ``focus`` with the other cars of the batch drawn
         translucent (the ``render_view="all_cars"`` frame, whatever ``render_view`` is)."""
-        r = renderer_of(self)
+        r = self._renderer_of()
         if r is None:
             return None
         return r.frame(self.core, focus=int(focus))
@@ -285,13 +272,8 @@ class RallyVectorEnv(VectorEnv):
         except AttributeError:
             raise AttributeError(f"RallyVectorEnv has no attribute {name!r}") from None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return state_without_renderer(self)
-
     def close_extras(self, **kwargs: Any) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        self._close_renderer()
 
     # ---------------------------------------------------------------------- state API
     def get_state(self) -> dict[str, Any]:

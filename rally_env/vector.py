@@ -33,28 +33,23 @@ def _masked(d: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
 class RallyVectorEnv(_EnvShared, VectorEnv):
     """``num_envs`` cars stepped together by one batched physics and env kernel.
 
-    Same settings as :class:`rally_env.RallyEnv` (see its docstring for spaces, rewards and
-    episode ends); car ``k`` behaves exactly like a ``RallyEnv`` reset with
-    ``options={"car_index": k}`` and the same seed.
+    Same settings as :class:`rally_env.RallyEnv`; car ``k`` behaves exactly like a ``RallyEnv``
+    reset with ``options={"car_index": k}`` and the same seed. The reference (autoreset modes,
+    seeds, rendering, sub-env access, car states): docs/env.md, "Vector env".
 
     Args:
         num_envs: number of cars.
-        autoreset_mode: ``"NextStep"`` (Gymnasium's default: the step after an episode ends
-            resets that car and returns its first observation with reward 0), ``"SameStep"``
-            (SB3's convention: the car is reset inside the ending step; the final observation
-            and info are in ``info["final_obs"]`` / ``info["final_info"]``) or ``"Disabled"``
-            (reset cars yourself with ``reset(options={"reset_mask": mask})``).
+        autoreset_mode: ``"NextStep"`` (Gymnasium's default), ``"SameStep"`` (SB3's: the
+            ending step resets the car; its end is in ``info["final_obs"]`` /
+            ``info["final_info"]``) or ``"Disabled"`` (``reset(options={"reset_mask": m})``).
         parallel: step the physics with threads (default: when ``num_envs >= 64``).
-        render_view: what ``render()`` returns with ``render_mode="rgb_array"``:
-            ``"per_env"`` (default, Gymnasium's convention: a tuple of one (H, W, 3) frame
-            per car, each drawn as that car's own ``RallyEnv`` would draw it) or
-            ``"all_cars"`` (one frame of car 0 with the other cars drawn translucent; what
-            ``render_mode="human"`` always shows).
+        render_view: ``render()`` with ``render_mode="rgb_array"`` returns ``"per_env"``
+            (default) one (H, W, 3) frame per car, or ``"all_cars"`` one frame of car 0 with
+            the others translucent (what ``render_mode="human"`` shows).
         **kwargs: the ``RallyEnv`` arguments (``stage``, ``vehicle``, ``control_hz``, ...).
 
-    Seeds: ``reset(seed=s)`` gives car ``k`` the stream ``SeedSequence(s).spawn(num_envs)[k]``
-    (independent of ``num_envs``); a list of seeds gives car ``k`` the stream a ``RallyEnv``
-    reset with ``seed=seeds[k]`` uses.
+    Seeds: ``reset(seed=s)`` gives car ``k`` the stream ``SeedSequence(s).spawn(num_envs)[k]``;
+    a list of seeds gives car ``k`` the stream of a ``RallyEnv`` reset with ``seed=seeds[k]``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -317,19 +312,14 @@ class RallyVectorEnv(_EnvShared, VectorEnv):
 
     def set_car_states(self, cars: Any, state: dict[str, Any]) -> np.ndarray:
         """Make every car in ``cars`` a copy of the one car of ``state``; returns their
-        observations, shape (len(cars), obs size).
-
-        ``state`` is a :meth:`RallyEnv.get_state` snapshot of an env built with the same
-        arguments as this one, or :meth:`get_car_state` of a vector env built so. Each car gets
-        the source's physics, stage, timers, randomization draws and a copy of its RNG stream,
-        so stepping it with the same actions gives the source's observations, rewards and infos
-        bit for bit, whatever the other cars do. The other cars, the stage pool and the step
-        count are untouched. A car whose source episode has ended resets at its next step
-        (``"NextStep"``) or waits for a reset (``"Disabled"``).
+        observations, shape (len(cars), obs size). Stepped with the same actions, each car
+        then gives the source's observations, rewards and infos bit for bit; the other cars,
+        the stage pool and the step count are untouched (docs/env.md, "One car's state").
 
         Args:
             cars: a car index, a sequence of car indices, or a bool mask of shape (num_envs,).
-            state: the one-car state to copy.
+            state: :meth:`RallyEnv.get_state` of an env built with the same arguments as this
+                one, or :meth:`get_car_state` of a vector env built so.
 
         Raises:
             ResetNeeded: this env has not been reset yet.

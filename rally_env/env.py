@@ -20,36 +20,68 @@ RENDER_MODES = list(_VIEW_RENDER_MODES)
 _ONE = np.zeros(1, np.int64)
 
 
-def renderer_of(owner: Any) -> Any:
-    """The env's renderer (made on first use), or ``None`` (with Gymnasium's warning) when the
-    env has no ``render_mode``."""
-    if owner.render_mode is None:
-        gym.logger.warn(
-            "render() called with render_mode=None; create the env with "
-            'render_mode="rgb_array" or "human" to get frames'
-        )
-        return None
-    if owner._renderer is None:
-        from rally_env.render.envview import EnvRenderer  # pygame loads with it, not on import
+class _EnvShared:
+    """What both envs share: the core, the action check and the renderer (made on first use,
+    never pickled: pygame surfaces and windows do not pickle, and a copy of an env gets its own
+    renderer on its first render)."""
 
-        owner._renderer = EnvRenderer(owner.render_mode, owner.metadata["render_fps"])
-    return owner._renderer
+    metadata: ClassVar[dict[str, Any]]
+    render_mode: str | None
+
+    def _setup(self, config: RallyConfig, n_cars: int | None, parallel: bool | None) -> None:
+        """The core of ``config`` with ``n_cars`` cars (``None``: the single env's one car)."""
+        self.config = config
+        self.render_mode = config.render_mode
+        self.metadata = dict(self.metadata, render_fps=config.control_hz)
+        self.core = RallyCore(config, n_cars or 1, parallel=parallel)
+        self._n_cars = n_cars
+        self._validate = validate_discrete if config.discrete_actions else validate_continuous
+        self._cmd = np.zeros((n_cars or 1, 4))  # the validated actions
+        self._needs_reset = True
+        self._renderer: Any = None
+
+    def _take_actions(self, actions: Any) -> None:
+        """Raise ``ResetNeeded`` before the first reset; validate ``actions`` into ``_cmd``."""
+        if self._needs_reset:
+            raise ResetNeeded("call reset() before step()")
+        self._validate(actions, self._n_cars, self._cmd)
+
+    def _show(self, reset: bool) -> None:
+        """After a reset (the renderer starts over) or a step: update the "human" window."""
+        if reset and self._renderer is not None:
+            self._renderer.reset()
+        if self.render_mode == "human":
+            self.render()
+
+    def _renderer_of(self) -> Any:
+        """The renderer, or ``None`` (with Gymnasium's warning) without a ``render_mode``."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "render() called with render_mode=None; create the env with "
+                'render_mode="rgb_array" or "human" to get frames'
+            )
+            return None
+        if self._renderer is None:
+            from rally_env.render.envview import EnvRenderer  # pygame loads with it, not on import
+
+            self._renderer = EnvRenderer(self.render_mode, self.metadata["render_fps"])
+        return self._renderer
+
+    def _render_car(self, focus: int = 0) -> Any:
+        """A frame of car ``focus``, or a window update ("human")."""
+        r = self._renderer_of()
+        return None if r is None else r.render(self.core, focus=focus)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_renderer": None}
+
+    def _close_renderer(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
 
 
-def render_core(owner: Any, focus: int = 0) -> Any:
-    """Shared ``render()`` of the single and the vector env: a frame of car ``focus``, or a
-    window update."""
-    r = renderer_of(owner)
-    return None if r is None else r.render(owner.core, focus=focus)
-
-
-def state_without_renderer(owner: Any) -> dict[str, Any]:
-    """``__getstate__`` of both envs: everything but the renderer (pygame surfaces and
-    windows do not pickle, and a copy of an env gets its own renderer on its first render)."""
-    return {**owner.__dict__, "_renderer": None}
-
-
-class RallyEnv(gym.Env):
+class RallyEnv(_EnvShared, gym.Env):
     """Rally stage driving: one car, one stage, against the clock.
 
     ``gym.make("RallyDirect-v0")`` (the default), ``"RallyWheelSpeed-v1"`` (``version=1``) and
@@ -99,30 +131,10 @@ class RallyEnv(gym.Env):
         road_ahead: bool = False,
         ahead_apex: bool = False,
     ):
-        self.config = RallyConfig.build(
-            stage=stage,
-            vehicle=vehicle,
-            control_hz=control_hz,
-            reward_weights=reward_weights,
-            termination=termination,
-            randomize=randomize,
-            random_stage=random_stage,
-            discrete_actions=discrete_actions,
-            render_mode=render_mode,
-            version=version,
-            planet=planet,
-            road_ahead=road_ahead,
-            ahead_apex=ahead_apex,
-        )
-        self.render_mode = self.config.render_mode
-        self.metadata = {"render_modes": RENDER_MODES, "render_fps": self.config.control_hz}
-        self.core = RallyCore(self.config, 1, parallel=False)
+        settings = {name: value for name, value in locals().items() if name != "self"}
+        self._setup(RallyConfig.build(**settings), None, parallel=False)
         self.observation_space = self.core.layout.space()
         self.action_space = action_space(self.config.discrete_actions)
-        self._validate = validate_discrete if self.config.discrete_actions else validate_continuous
-        self._cmd = np.zeros((1, 4))  # the validated action
-        self._needs_reset = True
-        self._renderer: Any = None
 
     # ---------------------------------------------------------------------------- API
     def reset(
@@ -151,35 +163,24 @@ class RallyEnv(gym.Env):
         self.core.reset(_ONE, [ss])
         self._needs_reset = False
         info = self.core.info_of(0)
-        if self._renderer is not None:
-            self._renderer.reset()
-        if self.render_mode == "human":
-            self.render()
+        self._show(reset=True)
         return self.core.obs[0].copy(), info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        if self._needs_reset:
-            raise ResetNeeded("call reset() before step()")
-        self._validate(action, None, self._cmd)
+        self._take_actions(action)
         c = self.core
         c.step(self._cmd)
         c.stages.tick()
-        if self.render_mode == "human":
-            self.render()
+        self._show(reset=False)
         return (c.obs[0].copy(), float(c.rew[0]), bool(c.term[0]), bool(c.trunc[0]), c.info_of(0))
 
     def render(self) -> Any:
         """An (H, W, 3) uint8 frame ("rgb_array"), or a window update paced to render_fps
         ("human"). Never changes the simulation."""
-        return render_core(self)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return state_without_renderer(self)
+        return self._render_car()
 
     def close(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        self._close_renderer()
 
     # ---------------------------------------------------------------------- state API
     def get_state(self) -> dict[str, Any]:

@@ -126,16 +126,10 @@ _AHEAD_MULT = np.array([round((b - a) / _AHEAD_W0) for a, b in _BINS], np.int64)
 
 
 # ------------------------------------------------------------------------------- records
-# The kernels' arrays travel as a few named records. The entry points take one plain tuple,
-# ``args`` = (obs_on, physics, terrain, stages, env, work, setup, out), the records in it as
-# plain tuples in their fields' order (numba types a plain tuple's arrays about five times
-# faster than a named tuple's at a call from Python, which a single env pays every step);
-# ``_records`` names them per car and every helper reads named fields. ``obs_on`` holds the
-# observation blocks' switches (:func:`_write_blocks`; numba prunes the code behind a ``None``
-# one). A record holds references to arrays owned elsewhere (RallyCore, its VehicleBatch and
-# StageBank): building one copies nothing. ``RallyCore._kernel_args`` builds ``args``; the
-# terrain tables, the stage tables (:class:`rally_env.stages.StageTables`) and ``etimes`` can
-# move, so it takes those afresh.
+# The entry points take ``args`` = (obs_on, physics, terrain, stages, env, work, setup, out):
+# the observation switches (:func:`_write_blocks`) and the records below, as plain tuples in
+# their fields' order; ``_records`` names them. Why: docs/architecture.md, "The env kernels'
+# records".
 
 
 class Physics(NamedTuple):
@@ -218,7 +212,8 @@ def _records(args):
 
 @njit_inner(_nrt=False)
 def _project_car(k, state, stages, slot, s_prev, setup, work):
-    """Project car ``k`` onto its slot's path (warm start ``s_prev``) into ``work``'s rows."""
+    """Project car ``k`` onto its slot's path (warm start ``s_prev``) into ``work``'s rows.
+    Returns the arc length moved from ``s_prev`` (m; round a loop, the shorter way)."""
     table = stages.table
     so = int(table[slot, S.SL_SEG_OFF])
     ns = int(table[slot, S.SL_N_SEG])
@@ -252,6 +247,11 @@ def _project_car(k, state, stages, slot, s_prev, setup, work):
         work.right[k : k + 1],
         work.look[k : k + 1],
     )
+    d = work.s[k] - s_prev
+    if table[slot, S.SL_CLOSED] > 0.5:
+        length = table[slot, S.SL_LENGTH]
+        d -= length * math.floor(d / length + 0.5)
+    return d
 
 
 @njit_inner(_nrt=False)
@@ -327,9 +327,8 @@ def _write_obs(k, obs_on, phys, terr, stages, env, work, setup, out):
 @njit_inner(_nrt=False)
 def _write_blocks(k, v1_on, road_ahead_on, ahead_apex_on, phys, terr, stages, env, work, setup, i):
     """The switched blocks of ``rally_env.spaces.OBS_BLOCKS``, in order, each behind its
-    switch (``True`` or ``None``; numba prunes the code of a ``None`` one, so a Rally-v0 env
-    does not compile the others), from index ``i`` of ``work.vals[k]`` on. Returns 1 if a
-    lookahead point's terrain tile was not filled yet, else 0."""
+    switch (``True`` or ``None``: numba prunes the code of a ``None`` one), from index ``i`` of
+    ``work.vals[k]`` on. Returns the misses, as :func:`_write_obs`."""
     vals = work.vals[k]
     row = env.eistate[k, EI_ROW]
     missed = 0
@@ -567,8 +566,7 @@ REACH_SLACK_M = 10.0
 def lines_within_reach(cars, state, estate, eistate, table, line_race, dt, out):
     """``out[i] = True`` when car ``cars[i]`` may cross two or more timing lines in the coming
     control step of ``dt`` seconds (the second line ahead is within its reach); those cars
-    are stepped substep by substep (:func:`collect_line_crossings`). Returns whether any is
-    (a numpy ``out.any()`` would cost the single env about a microsecond a step)."""
+    are stepped substep by substep (:func:`collect_line_crossings`). Returns whether any is."""
     anyone = False
     for ii in range(cars.shape[0]):
         k = cars[ii]
@@ -672,12 +670,7 @@ def _reset_car(k, args):
     for c in range(eistate.shape[1]):
         if c != EI_SLOT and c != EI_ROW:
             eistate[k, c] = 0
-    s0 = table[slot, S.SL_START_S]
-    _project_car(k, state, st, slot, s0, se, wo)
-    d = wo.s[k] - s0
-    if table[slot, S.SL_CLOSED] > 0.5:
-        length = table[slot, S.SL_LENGTH]
-        d -= length * math.floor(d / length + 0.5)
+    d = _project_car(k, state, st, slot, table[slot, S.SL_START_S], se, wo)
     _keep_position(k, estate, wo, d, d, d, d)
     estate[k, E_STUCK_REF] = d
     estate[k, E_FINISH_TIME] = np.nan
@@ -901,14 +894,7 @@ def _post_car(k, n_sub, actions, args):
     estate = en.estate
     cfg = se.cfg
     dt = n_sub * L.DT
-    slot = en.eistate[k, EI_SLOT]
-    closed = st.table[slot, S.SL_CLOSED] > 0.5
-    length = st.table[slot, S.SL_LENGTH]
-    s_prev = estate[k, E_S]
-    _project_car(k, state, st, slot, s_prev, se, wo)
-    d = wo.s[k] - s_prev
-    if closed:
-        d -= length * math.floor(d / length + 0.5)
+    d = _project_car(k, state, st, en.eistate[k, EI_SLOT], estate[k, E_S], se, wo)
     race_prev = estate[k, E_RACE]
     race = race_prev + d
     left = wo.left[k]
@@ -958,7 +944,6 @@ def post_step_parallel(cars, n_sub, actions, args):
 
 @njit_inner(_nrt=False)
 def _post_car_of(k, n_sub, actions, obs_on, phys, terr, stages, env, work, setup, out):
-    """:func:`_post_car` from the records one by one (the ``prange`` loop's call: building
-    ``args`` there instead costs about 10 % more per car)."""
+    """:func:`_post_car` from the records one by one (the ``prange`` loop's call)."""
     args = (obs_on, phys, terr, stages, env, work, setup, out)
     return _post_car(k, n_sub, actions, args)

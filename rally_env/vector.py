@@ -11,10 +11,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rally_env import kernels as K
-from rally_env.actions import validate_continuous, validate_discrete
 from rally_env.config import RallyConfig, _is_int
 from rally_env.core import RallyCore, car_seed_sequence, extra_of, with_extra
-from rally_env.env import RENDER_MODES, render_core, renderer_of, state_without_renderer
+from rally_env.env import RENDER_MODES, _EnvShared
 from rally_env.errors import ConfigError, StateError
 from rally_env.spaces import action_space
 
@@ -31,31 +30,26 @@ def _masked(d: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
     return out
 
 
-class RallyVectorEnv(VectorEnv):
+class RallyVectorEnv(_EnvShared, VectorEnv):
     """``num_envs`` cars stepped together by one batched physics and env kernel.
 
-    Same settings as :class:`rally_env.RallyEnv` (see its docstring for spaces, rewards and
-    episode ends); car ``k`` behaves exactly like a ``RallyEnv`` reset with
-    ``options={"car_index": k}`` and the same seed.
+    Same settings as :class:`rally_env.RallyEnv`; car ``k`` behaves exactly like a ``RallyEnv``
+    reset with ``options={"car_index": k}`` and the same seed. The reference (autoreset modes,
+    seeds, rendering, sub-env access, car states): docs/env.md, "Vector env".
 
     Args:
         num_envs: number of cars.
-        autoreset_mode: ``"NextStep"`` (Gymnasium's default: the step after an episode ends
-            resets that car and returns its first observation with reward 0), ``"SameStep"``
-            (SB3's convention: the car is reset inside the ending step; the final observation
-            and info are in ``info["final_obs"]`` / ``info["final_info"]``) or ``"Disabled"``
-            (reset cars yourself with ``reset(options={"reset_mask": mask})``).
+        autoreset_mode: ``"NextStep"`` (Gymnasium's default), ``"SameStep"`` (SB3's: the
+            ending step resets the car; its end is in ``info["final_obs"]`` /
+            ``info["final_info"]``) or ``"Disabled"`` (``reset(options={"reset_mask": m})``).
         parallel: step the physics with threads (default: when ``num_envs >= 64``).
-        render_view: what ``render()`` returns with ``render_mode="rgb_array"``:
-            ``"per_env"`` (default, Gymnasium's convention: a tuple of one (H, W, 3) frame
-            per car, each drawn as that car's own ``RallyEnv`` would draw it) or
-            ``"all_cars"`` (one frame of car 0 with the other cars drawn translucent; what
-            ``render_mode="human"`` always shows).
+        render_view: ``render()`` with ``render_mode="rgb_array"`` returns ``"per_env"``
+            (default) one (H, W, 3) frame per car, or ``"all_cars"`` one frame of car 0 with
+            the others translucent (what ``render_mode="human"`` shows).
         **kwargs: the ``RallyEnv`` arguments (``stage``, ``vehicle``, ``control_hz``, ...).
 
-    Seeds: ``reset(seed=s)`` gives car ``k`` the stream ``SeedSequence(s).spawn(num_envs)[k]``
-    (independent of ``num_envs``); a list of seeds gives car ``k`` the stream a ``RallyEnv``
-    reset with ``seed=seeds[k]`` uses.
+    Seeds: ``reset(seed=s)`` gives car ``k`` the stream ``SeedSequence(s).spawn(num_envs)[k]``;
+    a list of seeds gives car ``k`` the stream of a ``RallyEnv`` reset with ``seed=seeds[k]``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -87,22 +81,16 @@ class RallyVectorEnv(VectorEnv):
         if render_view not in RENDER_VIEWS:
             raise ConfigError("render_view", render_view, f"must be one of {list(RENDER_VIEWS)}")
         self.render_view = render_view
-        self.config = RallyConfig.build(**kwargs)
         self.num_envs = int(num_envs)
         self.autoreset_mode = mode
-        self.render_mode = self.config.render_mode
-        self.metadata = dict(self.metadata, render_fps=self.config.control_hz, autoreset_mode=mode)
-        self.core = RallyCore(self.config, self.num_envs, parallel=parallel)
+        self.metadata = dict(self.metadata, autoreset_mode=mode)
+        self._setup(RallyConfig.build(**kwargs), self.num_envs, parallel)
         self.single_observation_space = self.core.layout.space()
         self.single_action_space = action_space(self.config.discrete_actions)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._validate = validate_discrete if self.config.discrete_actions else validate_continuous
-        self._cmd = np.zeros((self.num_envs, 4))  # the validated actions
         self._autoreset = np.zeros(self.num_envs, np.bool_)
-        self._needs_reset = True
         self._all = np.arange(self.num_envs, dtype=np.int64)
-        self._renderer: Any = None
         self._single: RallyCore | None = None  # see _single_core
 
     # ---------------------------------------------------------------------------- API
@@ -145,18 +133,13 @@ class RallyVectorEnv(VectorEnv):
         self._autoreset[cars] = False
         self._needs_reset = False
         info = self._info()
-        if self._renderer is not None:
-            self._renderer.reset()
-        if self.render_mode == "human":
-            self.render()
+        self._show(reset=True)
         return self.core.obs.copy(), info
 
     def step(
         self, actions: Any
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        if self._needs_reset:
-            raise ResetNeeded("call reset() before step()")
-        self._validate(actions, self.num_envs, self._cmd)
+        self._take_actions(actions)
         c = self.core
         mode = self.autoreset_mode
         if mode == AutoresetMode.DISABLED and self._autoreset.any():
@@ -196,8 +179,7 @@ class RallyVectorEnv(VectorEnv):
         else:
             self._autoreset = done
             info = self._info()
-        if self.render_mode == "human":
-            self.render()
+        self._show(reset=False)
         return c.obs.copy(), rew, term, trunc, info
 
     def _info(self) -> dict[str, Any]:
@@ -215,12 +197,12 @@ class RallyVectorEnv(VectorEnv):
         """
         if self.render_mode == "rgb_array" and self.render_view == "per_env":
             return self.render_cars()
-        return render_core(self)
+        return self._render_car()
 
     def render_cars(self, cars: Any = None) -> tuple[np.ndarray, ...] | None:
         """One (H, W, 3) uint8 frame per car (all, or the indices ``cars``), each showing only
         that car, as its own ``RallyEnv`` would draw it."""
-        r = renderer_of(self)
+        r = self._renderer_of()
         if r is None:
             return None
         idx = range(self.num_envs) if cars is None else [int(k) for k in cars]
@@ -233,7 +215,7 @@ class RallyVectorEnv(VectorEnv):
     def render_all_cars(self, focus: int = 0) -> np.ndarray | None:
         """One (H, W, 3) uint8 frame of car ``focus`` with the other cars of the batch drawn
         translucent (the ``render_view="all_cars"`` frame, whatever ``render_view`` is)."""
-        r = renderer_of(self)
+        r = self._renderer_of()
         if r is None:
             return None
         return r.frame(self.core, focus=int(focus))
@@ -285,13 +267,8 @@ class RallyVectorEnv(VectorEnv):
         except AttributeError:
             raise AttributeError(f"RallyVectorEnv has no attribute {name!r}") from None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return state_without_renderer(self)
-
     def close_extras(self, **kwargs: Any) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        self._close_renderer()
 
     # ---------------------------------------------------------------------- state API
     def get_state(self) -> dict[str, Any]:
@@ -335,19 +312,14 @@ class RallyVectorEnv(VectorEnv):
 
     def set_car_states(self, cars: Any, state: dict[str, Any]) -> np.ndarray:
         """Make every car in ``cars`` a copy of the one car of ``state``; returns their
-        observations, shape (len(cars), obs size).
-
-        ``state`` is a :meth:`RallyEnv.get_state` snapshot of an env built with the same
-        arguments as this one, or :meth:`get_car_state` of a vector env built so. Each car gets
-        the source's physics, stage, timers, randomization draws and a copy of its RNG stream,
-        so stepping it with the same actions gives the source's observations, rewards and infos
-        bit for bit, whatever the other cars do. The other cars, the stage pool and the step
-        count are untouched. A car whose source episode has ended resets at its next step
-        (``"NextStep"``) or waits for a reset (``"Disabled"``).
+        observations, shape (len(cars), obs size). Stepped with the same actions, each car
+        then gives the source's observations, rewards and infos bit for bit; the other cars,
+        the stage pool and the step count are untouched (docs/env.md, "One car's state").
 
         Args:
             cars: a car index, a sequence of car indices, or a bool mask of shape (num_envs,).
-            state: the one-car state to copy.
+            state: :meth:`RallyEnv.get_state` of an env built with the same arguments as this
+                one, or :meth:`get_car_state` of a vector env built so.
 
         Raises:
             ResetNeeded: this env has not been reset yet.

@@ -9,7 +9,11 @@ functions: njit and njit_inner") explains both.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -45,3 +49,70 @@ def njit_inner(fn: Callable | None = None, **options: Any) -> Any:
         return d
 
     return deco(fn) if fn is not None else deco
+
+
+#: The packages whose compiled functions are compiled into one another's (kernels inline
+#: helpers from other files); their sources make the cache's stamp.
+PACKAGES = ("physics", "tracks", "rally_env", "agents")
+_ROOT = Path(__file__).resolve().parent.parent
+#: The stamp's file name, in :func:`cache_folders`' first folder (physics').
+STAMP = "rally-sources"
+
+
+def cache_folders(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
+    """Where numba keeps the compiled code of each source folder of ``packages`` (the
+    first package's first): ``NUMBA_CACHE_DIR/<folder name>_<sha1 of its path>`` when that
+    variable is set, else the folder's ``__pycache__``."""
+    dirs = sorted({p.parent for pkg in packages for p in (root / pkg).rglob("*.py")})
+    dirs.sort(key=lambda d: d != root / packages[0])
+    if not config.CACHE_DIR:
+        return [d / "__pycache__" for d in dirs]
+    base = Path(config.CACHE_DIR)
+    return [base / f"{d.name}_{hashlib.sha1(str(d).encode()).hexdigest()}" for d in dirs]
+
+
+def sources_digest(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -> str:
+    """sha256 over the path and bytes of every source file of ``packages``."""
+    h = hashlib.sha256()
+    for pkg in packages:
+        for p in sorted((root / pkg).rglob("*.py")):
+            h.update(f"{p.relative_to(root)}\n".encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def drop_stale_cache(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -> int:
+    """Delete the project's numba cache files if they may hold code compiled from other
+    sources than today's; returns how many files were deleted.
+
+    numba invalidates a cached function only when its own file changes, not when a function
+    compiled into it changes in another file: after an edit to ``physics/curves.py``,
+    ``physics.kernel.step_cars`` would load its old machine code, the old curve with it, and
+    a run would no longer replay. So the cache is kept for one set of sources: a stamp
+    (:data:`STAMP`, :func:`sources_digest`) beside it says which, and when the sources differ
+    every ``.nbi``/``.nbc`` file in :func:`cache_folders` is deleted before anything loads
+    (``import physics`` runs this). A read-only cache is left as it is.
+    """
+    if config.DISABLE_JIT:
+        return 0
+    folders = cache_folders(root, packages)
+    stamp = folders[0] / STAMP
+    digest = sources_digest(root, packages)
+    with contextlib.suppress(OSError):
+        if stamp.read_text() == digest:
+            return 0
+    n = 0
+    for folder in folders:
+        for f in folder.glob("*.nb[ic]"):
+            with contextlib.suppress(OSError):
+                f.unlink()
+                n += 1
+    with contextlib.suppress(OSError):
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stamp.with_name(f"{STAMP}.{os.getpid()}")
+        tmp.write_text(digest)
+        os.replace(tmp, stamp)
+    return n
+
+
+drop_stale_cache()

@@ -131,8 +131,22 @@ class RallyEnv(_EnvShared, gym.Env):
         road_ahead: bool = False,
         ahead_apex: bool = False,
     ):
-        settings = {name: value for name, value in locals().items() if name != "self"}
-        self._setup(RallyConfig.build(**settings), None, parallel=False)
+        config = RallyConfig.build(
+            stage=stage,
+            vehicle=vehicle,
+            control_hz=control_hz,
+            reward_weights=reward_weights,
+            termination=termination,
+            randomize=randomize,
+            random_stage=random_stage,
+            discrete_actions=discrete_actions,
+            render_mode=render_mode,
+            version=version,
+            planet=planet,
+            road_ahead=road_ahead,
+            ahead_apex=ahead_apex,
+        )
+        self._setup(config, None, parallel=False)
         self.observation_space = self.core.layout.space()
         self.action_space = action_space(self.config.discrete_actions)
 
@@ -171,7 +185,8 @@ class RallyEnv(_EnvShared, gym.Env):
         c = self.core
         c.step(self._cmd)
         c.stages.tick()
-        self._show(reset=False)
+        if self.render_mode == "human":
+            self.render()
         return (c.obs[0].copy(), float(c.rew[0]), bool(c.term[0]), bool(c.trunc[0]), c.info_of(0))
 
     def render(self) -> Any:

@@ -204,18 +204,13 @@ def _cores() -> int:
 
 
 def _sources_digest() -> str:
-    """The numba and Python versions and every project source file's size and time."""
+    """The numba and Python versions, the project's folder and its sources
+    (:func:`physics.jit.sources_digest`)."""
     import numba
 
-    h = hashlib.sha256(f"{numba.__version__}|{sys.version}|{_ROOT}".encode())
-    for pkg in PACKAGES:
-        for p in sorted((_ROOT / pkg).rglob("*.py")):
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            h.update(f"{p.relative_to(_ROOT)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
+    from physics.jit import sources_digest
+
+    return f"{numba.__version__}|{sys.version}|{_ROOT}|{sources_digest()}"
 
 
 def stamp_folder() -> Path:

@@ -205,7 +205,9 @@ def test_repacking_a_smaller_set_clears_the_old_one():
 
 
 @pytest.mark.parametrize("name", sorted(TIRE_SETS))
-def test_packed_kernels_equal_python_reference(name):
+def test_curves_packed_into_a_batch_row_evaluate_as_packed_alone(name):
+    # Curve.value / CurveFamily.value pack the curve alone and call the kernels: packed into
+    # row 1 of a 3-car batch beside zero rows, every selector and slip gives the same bits
     tc = tire_set(name)
     p = packed(tc, n_cars=3, k=1)
     for fam, base in ((tc.longitudinal, L.PX_CURVE_LONG), (tc.lateral, L.PX_CURVE_LAT)):

@@ -59,29 +59,53 @@ _ROOT = Path(__file__).resolve().parent.parent
 STAMP = "rally-sources"
 
 
-def cache_folders(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
-    """Where numba keeps the compiled code of each source folder of ``packages`` (the
-    first package's first): ``NUMBA_CACHE_DIR/<folder name>_<sha1 of its path>`` when that
-    variable is set, else the folder's ``__pycache__``."""
-    dirs = sorted({p.parent for pkg in packages for p in (root / pkg).rglob("*.py")})
-    dirs.sort(key=lambda d: d != root / packages[0])
+def _sources(root: Path, packages: tuple[str, ...]) -> list[Path]:
+    return [p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))]
+
+
+def _cache_folder(folder: Path) -> Path:
+    """Where numba keeps the compiled code of the sources in ``folder``:
+    ``NUMBA_CACHE_DIR/<folder name>_<sha1 of its path>`` when that variable is set, else the
+    folder's ``__pycache__``."""
     if not config.CACHE_DIR:
-        return [d / "__pycache__" for d in dirs]
-    base = Path(config.CACHE_DIR)
-    return [base / f"{d.name}_{hashlib.sha1(str(d).encode()).hexdigest()}" for d in dirs]
+        return folder / "__pycache__"
+    return (
+        Path(config.CACHE_DIR) / f"{folder.name}_{hashlib.sha1(str(folder).encode()).hexdigest()}"
+    )
+
+
+def cache_folders(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
+    """numba's cache folder of each source folder of ``packages`` (the first package's
+    first)."""
+    dirs = sorted({p.parent for p in _sources(root, packages)})
+    dirs.sort(key=lambda d: d != root / packages[0])
+    return [_cache_folder(d) for d in dirs]
 
 
 def sources_digest(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -> str:
     """sha256 over the path and bytes of every source file of ``packages``."""
     h = hashlib.sha256()
-    for pkg in packages:
-        for p in sorted((root / pkg).rglob("*.py")):
-            h.update(f"{p.relative_to(root)}\n".encode())
-            h.update(p.read_bytes())
+    for p in _sources(root, packages):
+        h.update(f"{p.relative_to(root)}\n".encode())
+        h.update(p.read_bytes())
     return h.hexdigest()
 
 
-def drop_stale_cache(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -> int:
+_loaded: list[str] = []
+
+
+def loaded_digest() -> str:
+    """:func:`sources_digest` of the project as this process imported it (read once: the
+    code a process compiles and runs is the code it imported, whatever changes on disk
+    later)."""
+    if not _loaded:
+        _loaded.append(sources_digest())
+    return _loaded[0]
+
+
+def drop_stale_cache(
+    root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES, digest: str | None = None
+) -> int:
     """Delete the project's numba cache files if they may hold code compiled from other
     sources than today's; returns how many files were deleted.
 
@@ -89,20 +113,20 @@ def drop_stale_cache(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -
     compiled into it changes in another file: after an edit to ``physics/curves.py``,
     ``physics.kernel.step_cars`` would load its old machine code, the old curve with it, and
     a run would no longer replay. So the cache is kept for one set of sources: a stamp
-    (:data:`STAMP`, :func:`sources_digest`) beside it says which, and when the sources differ
-    every ``.nbi``/``.nbc`` file in :func:`cache_folders` is deleted before anything loads
-    (``import physics`` runs this). A read-only cache is left as it is.
+    (:data:`STAMP`, the sources' ``digest``, by default :func:`sources_digest`) beside it
+    says which, and when the sources differ every ``.nbi``/``.nbc`` file in
+    :func:`cache_folders` is deleted before anything loads (``import physics`` runs this).
+    A read-only cache is left as it is.
     """
     if config.DISABLE_JIT:
         return 0
-    folders = cache_folders(root, packages)
-    stamp = folders[0] / STAMP
-    digest = sources_digest(root, packages)
+    stamp = _cache_folder(root / packages[0]) / STAMP
+    digest = digest or sources_digest(root, packages)
     with contextlib.suppress(OSError):
         if stamp.read_text() == digest:
             return 0
     n = 0
-    for folder in folders:
+    for folder in cache_folders(root, packages):
         for f in folder.glob("*.nb[ic]"):
             with contextlib.suppress(OSError):
                 f.unlink()
@@ -115,4 +139,5 @@ def drop_stale_cache(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -
     return n
 
 
-drop_stale_cache()
+if not config.DISABLE_JIT:
+    drop_stale_cache(digest=loaded_digest())

@@ -330,19 +330,19 @@ class VehicleBatch:
         else:
             scratch = (self._save[:m], self._isave[:m], self._miss[:m])
         fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
-
-        def call(ahead_m: float) -> int:
-            ter = self.terrains.record()
-            args = (n_substeps, group, dt, *scratch, ahead_m, self._req, *switches)
-            return fn(self.state, self.istate, self.params, ter, *args)
-
-        n = call(margin)
-        if n < 0:  # it listed tiles to fill first (into _req; grown if they did not fit)
-            if -n > self._req.shape[0]:
+        ahead = margin
+        while True:
+            ter = self.terrains.record()  # after a fill: the grown arrays
+            n = fn(self.state, self.istate, self.params, ter, n_substeps, group, dt, *scratch,
+                   ahead, self._req, *switches)  # fmt: skip
+            if n >= 0:
+                break
+            # nothing moved: the tiles to fill first are listed in _req
+            if -n > self._req.shape[0]:  # they did not all fit: grow it, list them again
                 self._req = np.empty((-2 * n, 2), np.int64)
-                n = call(margin)
+                continue
             self.terrains.fill_requests(self._req[:-n])
-            n = call(-1.0)
+            ahead = -1.0  # filled: step without listing again
         if not n:
             return None
         miss = scratch[2]

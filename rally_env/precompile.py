@@ -204,13 +204,13 @@ def _cores() -> int:
 
 
 def _sources_digest() -> str:
-    """The numba and Python versions, the project's folder and its sources
-    (:func:`physics.jit.sources_digest`)."""
+    """The numba and Python versions, the project's folder and its sources as this process
+    imported them (:func:`physics.jit.loaded_digest`)."""
     import numba
 
-    from physics.jit import sources_digest
+    from physics.jit import loaded_digest
 
-    return f"{numba.__version__}|{sys.version}|{_ROOT}|{sources_digest()}"
+    return f"{numba.__version__}|{sys.version}|{_ROOT}|{loaded_digest()}"
 
 
 def stamp_folder() -> Path:

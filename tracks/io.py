@@ -25,7 +25,7 @@ from tracks.errors import (
     StageNotFoundError,
     UnknownFieldError,
 )
-from tracks.stage import FORMAT_VERSION, Feature, Finish, Section, Stage, Start, TerrainSpec
+from tracks.stage import FORMAT_VERSION, Feature, Finish, Section, Stage, Start, TerrainSpec, _of
 
 #: A file's top-level keys: the format and the Stage's fields (its source is where it was read).
 _TOP_KEYS = {"format"} | {f.name for f in fields(Stage) if f.init} - {"source"}
@@ -42,12 +42,6 @@ HEADER = (
 )
 
 
-def _table(d: Any, src: str, fld: str) -> dict[str, Any]:
-    if not isinstance(d, dict):
-        raise FieldTypeError(src, fld, f"expected a table, got {type(d).__name__} {d!r}")
-    return d
-
-
 def _keys(d: dict[str, Any], allowed: set[str], required: set[str], src: str, prefix: str):
     for k in d:
         if k not in allowed:
@@ -59,17 +53,11 @@ def _keys(d: dict[str, Any], allowed: set[str], required: set[str], src: str, pr
             raise MissingFieldError(src, prefix + k, "required field is missing")
 
 
-def _array(v: Any, src: str, fld: str) -> list[Any]:
-    if not isinstance(v, list):
-        raise FieldTypeError(src, fld, f"expected an array, got {type(v).__name__} {v!r}")
-    return v
-
-
 def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
     """Build a :class:`Stage` from the file schema (a parsed TOML document); a
     :class:`StageError` names ``source`` and the field."""
     src = source
-    _table(doc, src, "<document>")
+    _of(dict, doc, src, "<document>")
     _keys(doc, _TOP_KEYS, {"format", "name", "knots", "sections", "finish"}, src, "")
     fmt = doc["format"]
     if isinstance(fmt, bool) or not isinstance(fmt, int):
@@ -80,7 +68,7 @@ def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
         )
     parts = {}  # the tables of one record each, every field optional
     for key, cls in (("terrain", TerrainSpec), ("start", Start), ("finish", Finish)):
-        d = _table(doc.get(key, {}), src, key)
+        d = _of(dict, doc.get(key, {}), src, key)
         _keys(d, {f.name for f in fields(cls)}, set(), src, key + ".")
         if key == "finish" and not d:
             raise MissingFieldError(
@@ -89,18 +77,18 @@ def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
         parts[key] = cls(**d)
 
     sections = []
-    for i, sec in enumerate(_array(doc["sections"], src, "sections")):
+    for i, sec in enumerate(_of(list, doc["sections"], src, "sections")):
         f = f"sections[{i}]"
-        sec = _table(sec, src, f)
+        sec = _of(dict, sec, src, f)
         # s_m may be left out of the first section only (it starts at 0).
         req = {"width_m", "surface"} if i == 0 else {"s_m", "width_m", "surface"}
         _keys(sec, {"s_m", "width_m", "surface"}, req, src, f + ".")
         sections.append(Section(sec.get("s_m", 0.0), sec["width_m"], sec["surface"]))
 
     features = []
-    for i, ft in enumerate(_array(doc.get("features", []), src, "features")):
+    for i, ft in enumerate(_of(list, doc.get("features", []), src, "features")):
         f = f"features[{i}]"
-        ft = _table(ft, src, f)
+        ft = _of(dict, ft, src, f)
         if "kind" not in ft:
             raise MissingFieldError(
                 src, f + ".kind", f"required field is missing (one of {', '.join(_FEATURE_KEYS)})"
@@ -122,11 +110,11 @@ def stage_from_dict(doc: dict[str, Any], source: str = "<memory>") -> Stage:
     return Stage(
         name=doc["name"],
         description=doc.get("description", ""),
-        knots=_array(doc["knots"], src, "knots"),
+        knots=_of(list, doc["knots"], src, "knots"),
         sections=tuple(sections),
         closed=doc.get("closed", False),
         features=tuple(features),
-        checkpoints_m=tuple(_array(doc.get("checkpoints_m", []), src, "checkpoints_m")),
+        checkpoints_m=tuple(_of(list, doc.get("checkpoints_m", []), src, "checkpoints_m")),
         **parts,
         par_time_s=doc.get("par_time_s"),
         source=src,

@@ -14,14 +14,21 @@ from pathlib import Path
 import numpy as np
 
 from tracks import surfaces as _surf
-from tracks._library_src import LIBRARY
 from tracks.bake import bake
 from tracks.io import list_stages, load_stage
 from tracks.stage import Stage
 
-#: Order of the library grid, the library source's (stages not listed here follow
-#: alphabetically).
-GRID_ORDER = tuple(LIBRARY)
+#: Order of the library grid (stages not listed here follow alphabetically).
+GRID_ORDER = (
+    "opener",
+    "switchbacks",
+    "sweepers",
+    "mixed-surface",
+    "forest",
+    "rallycross",
+    "proving-ground",
+    "skidpad",
+)
 
 _LOW = np.array([92, 40, 28], np.float64)
 _HIGH = np.array([226, 178, 132], np.float64)

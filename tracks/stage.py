@@ -100,20 +100,24 @@ def _num(v: Any, src: str, fld: str) -> float:
     return f
 
 
-#: Per scalar type: the types a field of it accepts (a bool is no integer) and their name.
-_SCALARS = {
+#: Per field type: the types a field of it accepts (a bool is no integer) and their name (dict
+#: and list: a stage file's tables and arrays).
+_KINDS = {
     int: ((int, np.integer), "an integer"),
     str: ((str,), "a string"),
     bool: ((bool, np.bool_), "true or false"),
+    dict: ((dict,), "a table"),
+    list: ((list,), "an array"),
 }
 
 
 def _of(kind: type, v: Any, src: str, fld: str) -> Any:
-    """``v`` as a ``kind`` (int, str or bool) if it is one (a string is returned as it is)."""
-    types, what = _SCALARS[kind]
+    """``v`` as a ``kind`` (a key of ``_KINDS``) if it is one (int and bool converted, others
+    returned as they are)."""
+    types, what = _KINDS[kind]
     if (isinstance(v, bool) and kind is not bool) or not isinstance(v, types):
         raise FieldTypeError(src, fld, f"expected {what}, got {type(v).__name__} {v!r}")
-    return v if kind is str else kind(v)
+    return kind(v) if kind in (int, bool) else v
 
 
 def _array(v: Any, src: str, fld: str, what: str, item: type = str) -> Any:

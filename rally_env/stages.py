@@ -417,47 +417,38 @@ _PLACEHOLDER = flat_terrain(64.0, 8.0, name="no-stage-yet")
 
 
 class _Regions:
-    """Per-slot regions of rows in arrays that grow: a slot rewrites its region in place, or
-    moves to a new one at the end when it no longer fits (holes are repacked now and then)."""
+    """Per-slot regions of rows in shared arrays: a slot rewrites its region in place, or
+    moves to a new one at the end when it no longer fits; when the arrays are full, every
+    region is copied to the start of new ones twice the rows in use (the holes dropped)."""
 
     def __init__(self, n_slots: int, columns: dict[str, tuple[tuple[int, ...], Any]]):
         self.arrays = {k: np.zeros((0, *shape), dt) for k, (shape, dt) in columns.items()}
         self.off = np.zeros(n_slots, np.int64)
         self.cap = np.zeros(n_slots, np.int64)
         self.rows = 0
-        self.holes = 0
 
     def put(self, slot: int, **values: np.ndarray) -> int:
         """Write the rows of ``values`` (one array per column) as slot ``slot``'s region;
         returns its offset."""
         n = len(next(iter(values.values())))
         if n > self.cap[slot]:
-            self.holes += int(self.cap[slot])
+            self.cap[slot] = 0  # its old region is a hole
             cap = n + n // 8
             if self.rows + cap > len(next(iter(self.arrays.values()))):
-                self._grow(self.rows + cap)
+                self._repack(cap)
             self.off[slot] = self.rows
             self.cap[slot] = cap
             self.rows += cap
-            if self.holes > self.rows // 2:
-                self._repack()
         o = int(self.off[slot])
         for k, v in values.items():
             self.arrays[k][o : o + n] = v
         return o
 
-    def _grow(self, need: int) -> None:
-        size = max(need, 2 * len(next(iter(self.arrays.values()))), 64)
-        for k, a in self.arrays.items():
-            b = np.zeros((size, *a.shape[1:]), a.dtype)
-            b[: len(a)] = a
-            self.arrays[k] = b
-
-    def _repack(self) -> None:
-        order = np.argsort(self.off)
-        new = {k: np.zeros_like(a) for k, a in self.arrays.items()}
+    def _repack(self, extra: int) -> None:
+        size = max(2 * (int(self.cap.sum()) + extra), 64)
+        new = {k: np.zeros((size, *a.shape[1:]), a.dtype) for k, a in self.arrays.items()}
         top = 0
-        for slot in order:
+        for slot in np.argsort(self.off):
             o, c = int(self.off[slot]), int(self.cap[slot])
             for k, a in self.arrays.items():
                 new[k][top : top + c] = a[o : o + c]
@@ -465,7 +456,6 @@ class _Regions:
             top += c
         self.arrays = new
         self.rows = top
-        self.holes = 0
 
 
 # --------------------------------------------------------------------------------- the bank

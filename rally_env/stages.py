@@ -522,10 +522,9 @@ class StageBank:
         return len(self.slots)
 
     def tables(self) -> tuple:
-        """Every packed table as one :class:`StageTables` record, as a plain tuple (what the
-        env kernels take; numba reads a plain tuple's types faster than a named one's). Built
-        again only after a slot changed (the arrays move when a region grows). The road-ahead
-        tables are placeholders when the env has no road-ahead observation."""
+        """Every packed table as one :class:`StageTables` record as a plain tuple (what the env
+        kernels take; docs/architecture.md, "The env kernels' records"), built again only
+        after a slot changed; road-ahead placeholders without the road-ahead observation."""
         if self._tables is not None and self._tables[0] == self.version:
             return self._tables[1]
         a = self._ahead.arrays

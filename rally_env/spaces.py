@@ -290,13 +290,8 @@ def _v1_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     speed = f"wheel rim speed (spin x radius, + forward) / {WHEEL_SPEED_SCALE_MPS:g} m/s"
     _per_wheel(add, labels, ("wheel_speed", speed, -OBS_BOUND, OBS_BOUND))
     for d in lookahead_m:
-        add(
-            f"look_grip_{d:g}m",
-            "look_grip",
-            f"grip multiplier of the surface at the centerline point {d:g} m ahead",
-            0.0,
-            2.0,
-        )
+        desc = f"grip multiplier of the surface at the centerline point {d:g} m ahead"
+        add(f"look_grip_{d:g}m", "look_grip", desc, 0.0, 2.0)
 
 
 def _road_ahead_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:

@@ -112,10 +112,8 @@ class RewardTerm(NamedTuple):
     doc: str  # what the term pays (the docs' reward table and ``RewardWeights``' docstring)
 
 
-#: The reward terms, in the order the kernel computes them (``rally_env.kernels`` computes one
-#: line per term). :class:`RewardWeights`, the kernel's term and weight offsets, the docs'
-#: reward table, the ``info["reward_<term>"]`` keys and the replay form of the weights
-#: (:func:`config_to_kwargs`) all follow from it.
+#: The reward terms, in the order the kernel computes them; everything about the terms follows
+#: from it (docs/architecture.md, "The env's contract, declared once").
 REWARD_TABLE: tuple[RewardTerm, ...] = (
     RewardTerm(
         "progress",
@@ -152,9 +150,8 @@ REWARD_TABLE: tuple[RewardTerm, ...] = (
 )
 #: The reward term names, in :data:`REWARD_TABLE` order.
 REWARD_TERMS: tuple[str, ...] = tuple(t.name for t in REWARD_TABLE)
-#: The terms every replay form of the config carries, at any weight (the first replays stored
-#: these). A term after them is written only when its weight is not its default, so adding a
-#: term leaves every stored replay's config form, and so its digest, as it was.
+#: The terms every replay form of the config carries, at any weight; a later term only when it
+#: is not its default (docs/architecture.md, "The env's contract, declared once").
 ALWAYS_RECORDED_TERMS = ("progress", "time", "off_road", "crash", "finish", "action_change")
 
 

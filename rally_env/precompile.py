@@ -1,11 +1,8 @@
 """The first start on an empty numba cache: said once, compiled on two cores, cached after.
 
-With a cold cache the first env of a process starts a worker (``python -m
-rally_env.precompile``) that compiles the reset and step kernels (:data:`KERNELS`, for the
-types in :data:`SIGNATURES`) while the env builds its stage; at its first reset (:func:`wait`)
-the env compiles the list's last kernels itself until the two meet. The cache ends up holding
-exactly what this process would have compiled. docs/architecture.md ("Cold start") describes
-the worker, the stamps (:func:`is_warm`), the locks and :func:`cache_safe`.
+A worker (``python -m rally_env.precompile``) compiles the :data:`KERNELS` for the types in
+:data:`SIGNATURES` while the env builds its stage; docs/architecture.md ("Cold start")
+describes the worker, the stamps (:func:`is_warm`), the locks and :func:`cache_safe`.
 """
 
 from __future__ import annotations
@@ -30,9 +27,8 @@ _ROOT = Path(__file__).resolve().parent.parent
 #: The packages whose compiled functions the env runs (their sources make the stamp).
 PACKAGES = ("physics", "tracks", "rally_env", "agents")
 
-#: The kernels a worker compiles for each kind of env (the first reset's and step's entry
-#: points that loading the stage does not use; a threaded env compiles its post-step kernel
-#: itself, :func:`compile_beside`): big ones first, as the env takes them from the end back.
+#: The kernels a worker compiles for each kind of env, big ones first (the env takes them from
+#: the end back; a threaded env compiles its post-step kernel itself, :func:`compile_beside`).
 _SMALL = (
     ("rally_env.info", "_fill_cars"),
     ("rally_env.actions", "_clip_rows"),
@@ -50,8 +46,7 @@ KERNELS = {"serial": SERIAL, "threaded": THREADED}
 #: The kernels' argument types in a default env (``Rally-v0``; a 4-car threaded vector env),
 #: as plain descriptions (:func:`describe`), and what of the config decides them.
 SIGNATURES = Path(__file__).with_name("precompile_signatures.json")
-#: About the longest one kernel takes to compile (s, two cores, a loaded machine): an env waits
-#: for a kernel another process has claimed at most this long, then compiles it itself.
+#: An env waits at most this long (s) for a kernel another process claimed, then compiles it.
 KERNEL_COMPILE_S = 8.0
 #: A first start that compiles the simulator takes about this long (s): with the worker on a
 #: second core, and alone.
@@ -70,9 +65,8 @@ _marked: set[tuple] = set()  # stamps this process wrote
 
 
 class CacheFileError(RuntimeError):
-    """numba could not read a file of its cache (cut short by a full disk or a killed
-    process) even after :func:`cache_safe` deleted it and compiled the function again;
-    ``rally warmup --clear`` deletes the project's entries and compiles them again."""
+    """numba could not read a file of its cache even after :func:`cache_safe` deleted it and
+    compiled the function again (``rally warmup --clear`` helps)."""
 
 
 def cache_dir() -> str:
@@ -104,10 +98,9 @@ def project_entries() -> list[Path]:
 
 
 def _entries_of(error: BaseException) -> list[Path]:
-    """The cache files of the function whose entry numba failed to read: the innermost
-    dispatcher compiling in the error's traceback (numba names a function's files
-    ``<module>.<qualname>-<first line>.pyXY[.n].nbi/.nbc`` in ``stats.cache_path``); else every
-    project cache file that is not a whole sequence of pickles."""
+    """The cache files of the function whose entry numba failed to read (the innermost
+    dispatcher in the error's traceback), else every project cache file that is not a whole
+    sequence of pickles (docs/architecture.md, "Cold start")."""
     from numba.core.dispatcher import Dispatcher
 
     disp, tb = None, error.__traceback__
@@ -135,11 +128,9 @@ def _readable(path: Path) -> bool:
 
 
 def cache_safe(fn: Any, *args: Any, undo: Any = None, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``; if numba finds a file of its cache it cannot read (cut short by
-    a full disk or a killed process), delete that function's cache files, say so on stderr,
-    call ``undo()`` (if given: put back what the failed call changed) and call again: numba
-    then compiles the function and writes its entry anew. Only a second failure raises
-    :class:`CacheFileError`."""
+    """``fn(*args, **kwargs)``; if numba finds a file of its cache it cannot read, delete that
+    function's cache files, say so on stderr, call ``undo()`` (if given) and call again. Only
+    a second failure raises :class:`CacheFileError`."""
     try:
         return fn(*args, **kwargs)
     except (EOFError, pickle.UnpicklingError) as e:
@@ -350,9 +341,9 @@ def _claim(kind: str, i: int) -> int | None:
 
 
 def start(config: Any, threaded: bool = False) -> bool:
-    """At an env's start: on a cold cache say so (:func:`notice`) and start the worker if it
-    can help (see the module docstring); once per process and kind. Returns whether a worker
-    (this process's or another's) is compiling that kind's kernels."""
+    """At an env's start, once per process and kind: on a cold cache say so (:func:`notice`)
+    and start the worker if it can help. Returns whether a worker (this process's or
+    another's) is compiling that kind's kernels."""
     kind = "threaded" if threaded else "serial"
     with _lock:
         if kind in _started:
@@ -473,10 +464,9 @@ def _compile(disp: Any, sigs: list[tuple]) -> None:
 
 
 def wait(threaded: bool = False, useful: bool = True) -> None:
-    """The env's first reset: compile the kernels of the worker's list from the end back until
-    meeting a kernel another process claimed, then take each remaining kernel (from the cache)
-    once its claim is released (or compile it after :data:`KERNEL_COMPILE_S` s). With
-    ``useful=False`` only stop the worker (its kernels are not this env's)."""
+    """The env's first reset: compile the worker's kernels from the end back, each once its
+    claim is free (or after :data:`KERNEL_COMPILE_S` s); ``useful=False``: only stop the
+    worker (its kernels are not this env's)."""
     kind = "threaded" if threaded else "serial"
     with _lock:
         proc = _procs.pop(kind, None)

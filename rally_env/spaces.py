@@ -34,13 +34,9 @@ DISCRETE_ACTIONS.setflags(write=False)
 
 
 class ActionBox(spaces.Box):
-    """A :class:`gymnasium.spaces.Box` whose :meth:`sample` takes a direct path when every
-    bound is finite and the dtype is a float: the same values from the same generator as
-    ``Box.sample`` (``low + (high - low) * u`` in float64 for each uniform draw ``u``, as
-    numpy's ``Generator.uniform`` computes it; ``tests/rally_env/test_actions.py`` compares the
-    two streams), about nine times faster: ``Box.sample`` first sorts every coordinate into
-    four kinds of interval and draws each kind with broadcast bounds. Everything else is
-    ``Box``'s."""
+    """A :class:`gymnasium.spaces.Box` whose :meth:`sample` with finite float bounds draws the
+    same values as ``Box.sample`` by a direct path (``low + (high - low) * u`` in float64);
+    docs/env.md ("Action space") says why."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -181,48 +177,46 @@ class ObsLayout:
         return spaces.Box(self.low.copy(), self.high.copy(), dtype=np.float32)
 
     def table_markdown(self, compact: bool = True, start: int = 0) -> str:
-        """The index table as Markdown (per-wheel and lookahead rows grouped if ``compact``;
-        only the fields from index ``start`` on)."""
+        """The index table as Markdown (per-wheel, lookahead, road-ahead and previous-action
+        rows grouped if ``compact``; only the fields from index ``start`` on)."""
+        per_d = f"per lookahead distance d in ({', '.join(f'{d:g}' for d in self.lookahead_m)}) m"
+        bins = ", ".join(f"{a:g}-{b:g}" for a, b in ROAD_AHEAD_BINS_M)
+        wheels = ",".join(wheel_labels(self.n_wheels))
+        grouped = {  # group -> (name, meaning) of its one row (None: the field's, per wheel)
+            "lookahead": (
+                "look_{x,y,curv}_{d}m",
+                f"{per_d}, 3 values each: centerline point forward / d, left / d (car frame), "
+                f"curvature x {CURVATURE_SCALE_PER_M:g} m",
+            ),
+            "look_grip": (
+                "look_grip_{d}m",
+                f"{per_d}: grip multiplier of the surface at the centerline point d ahead",
+            ),
+            "prev_action": (
+                "prev_{" + ",".join(ACTION_NAMES) + "}",
+                "the previous action (after clipping), 0 after a reset",
+            ),
+            **{
+                g: (f"{g}_{{bin}}", f"per bin ahead ({bins} m): {d}")
+                for g, d in _AHEAD_DESC.items()
+            },
+            **{g: (f"{g}_{{{wheels}}}", None) for g in _WHEEL_GROUPS},
+        }
         lines = ["| index | name | meaning | low | high |", "| --- | --- | --- | --- | --- |"]
         done: set[str] = set()
-        dists = ", ".join(f"{d:g}" for d in self.lookahead_m)
         for f in self.fields[start:]:
-            if compact and f.group in _COMPACT_GROUPS:
-                if f.group in done:
-                    continue
-                done.add(f.group)
-                sl = self.groups[f.group]
-                members = self.fields[sl]
-                if f.group == "lookahead":
-                    name = "look_{x,y,curv}_{d}m"
-                    desc = (
-                        f"per lookahead distance d in ({dists}) m, 3 values each: "
-                        f"centerline point forward / d, left / d (car frame), curvature x "
-                        f"{CURVATURE_SCALE_PER_M:g} m"
-                    )
-                elif f.group == "look_grip":
-                    name = "look_grip_{d}m"
-                    desc = (
-                        f"per lookahead distance d in ({dists}) m: grip multiplier of the "
-                        "surface at the centerline point d ahead"
-                    )
-                elif f.group.startswith("ahead_"):
-                    bins = ", ".join(f"{a:g}-{b:g}" for a, b in ROAD_AHEAD_BINS_M)
-                    name = f"{f.group}_{{bin}}"
-                    desc = f"per bin ahead ({bins} m): {_AHEAD_DESC[f.group]}"
-                elif f.group == "prev_action":
-                    name = "prev_{" + ",".join(ACTION_NAMES) + "}"
-                    desc = "the previous action (after clipping), 0 after a reset"
-                else:
-                    name = f"{f.group}_{{{','.join(wheel_labels(self.n_wheels))}}}"
-                    desc = f.description + " (per wheel)"
-                lo = min(m.low for m in members)
-                hi = max(m.high for m in members)
-                lines.append(f"| {sl.start}-{sl.stop - 1} | `{name}` | {desc} | {lo:g} | {hi:g} |")
-            else:
+            if not (compact and f.group in grouped):
                 lines.append(
                     f"| {f.index} | `{f.name}` | {f.description} | {f.low:g} | {f.high:g} |"
                 )
+            elif f.group not in done:
+                done.add(f.group)
+                sl = self.groups[f.group]
+                name, desc = grouped[f.group]
+                desc = desc or f.description + " (per wheel)"
+                lo = min(m.low for m in self.fields[sl])
+                hi = max(m.high for m in self.fields[sl])
+                lines.append(f"| {sl.start}-{sl.stop - 1} | `{name}` | {desc} | {lo:g} | {hi:g} |")
         return "\n".join(lines)
 
 
@@ -296,13 +290,8 @@ def _v1_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
     speed = f"wheel rim speed (spin x radius, + forward) / {WHEEL_SPEED_SCALE_MPS:g} m/s"
     _per_wheel(add, labels, ("wheel_speed", speed, -OBS_BOUND, OBS_BOUND))
     for d in lookahead_m:
-        add(
-            f"look_grip_{d:g}m",
-            "look_grip",
-            f"grip multiplier of the surface at the centerline point {d:g} m ahead",
-            0.0,
-            2.0,
-        )
+        desc = f"grip multiplier of the surface at the centerline point {d:g} m ahead"
+        add(f"look_grip_{d:g}m", "look_grip", desc, 0.0, 2.0)
 
 
 def _road_ahead_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:
@@ -336,9 +325,8 @@ _AHEAD_DESC = {
     "ahead_elev": f"elevation at the bin's far end minus here / {ELEVATION_SCALE_M:g} m",
     "ahead_grip": "lowest surface grip multiplier of the road",
 }
-#: The groups the compact index table shows as one row each: the per-wheel ones and these.
+#: The per-wheel groups the compact index table shows as one row each.
 _WHEEL_GROUPS = ("slip_angle", "slip_ratio", "load", "grounded", "grip", "tire_wear", "wheel_speed")
-_COMPACT_GROUPS = (*_WHEEL_GROUPS, "lookahead", "look_grip", "prev_action", *_AHEAD_DESC)
 
 
 def _ahead_apex_fields(add, labels: list[str], lookahead_m: tuple[float, ...]) -> None:

@@ -1,13 +1,9 @@
 """The stages the cars of one env drive on, packed for the kernels.
 
-A :class:`StageSource` decides which stage each car gets (a fixed stage, a list, fresh random
-stages, a level set or a stage pool; the core keeps no scheduling of its own). Its
-:class:`StageBank` holds the stages in *slots*: each slot's centerline, timing lines, sections
-and road-ahead tables sit in regions of their own of flat arrays (:class:`StageTables`) and its
-terrain in a row of one :class:`physics.TerrainSet` (with surface-grip randomization, a row per
-car), so one kernel call projects and times cars on different stages and a new stage rewrites
-only its slot. Stages and their terrain sources are cached per process. docs/env.md ("Vector
-env", "Domain randomization") says how slots, section grip and the prefetch worker work.
+A :class:`StageSource` decides which stage each car gets; its :class:`StageBank` holds the
+stages in *slots* of flat tables (:class:`StageTables`) and terrain rows. Stages and their
+terrain sources are cached per process. docs/env.md ("Vector env", "Domain randomization")
+says how slots, section grip and the prefetch worker work.
 """
 
 from __future__ import annotations
@@ -121,11 +117,9 @@ def _exact(x: float) -> str:
 
 
 def drawn_stage_name(seed: int, length_m: float, difficulty: float, laps: int = 0) -> str:
-    """The board name of a randomly drawn stage (:func:`gen_key`'s arguments): one name per
-    stage, from which :func:`drawn_stage` makes it again. The stage's own name
-    (``gen-S-400m-d0.11``) rounds the length and difficulty and leaves out the laps, so
-    several stages share it; this one is exact: ``gen-S-400m-d0.113457`` or
-    ``gen-S-600m-d0.5-loop3``. A draw of the default arguments is ``gen-<seed>``."""
+    """The exact board name of a randomly drawn stage (:func:`gen_key`'s arguments):
+    ``gen-S-400m-d0.113457``, ``gen-S-600m-d0.5-loop3``, or ``gen-<seed>`` for the default
+    arguments; docs/replays.md says why the stage's own name is not enough."""
     if (float(length_m), float(difficulty), int(laps)) == (2000.0, 0.5, 0):
         return f"gen-{int(seed)}"
     name = f"gen-{int(seed)}-{_exact(length_m)}m-d{_exact(difficulty)}"
@@ -187,9 +181,7 @@ def generated_stage(
     return _cached(_STAGE_CACHE, key, make)
 
 
-#: How far past the start line the prefetch worker bakes a pool stage's tiles (m): more than
-#: for a stage one car asked for (``START_AHEAD_M``), as it makes a pool window's stages a
-#: whole window ahead and several cars drive each.
+#: How far past the start line the prefetch worker bakes a pool stage's tiles (m; docs/speed.md).
 POOL_PREBAKE_M = 150.0
 
 
@@ -216,12 +208,13 @@ def draw_random_stage(
     rng: np.random.Generator,
     pool: tuple[int, int] | None = None,
 ) -> StageDraw:
-    """A car's next ``stage="random"`` stage, drawn from its stream: a fresh seed in
-    [0, 2**31 - 1) and a difficulty in the configured range (and, with ``loops`` set, a loop
-    of ``laps`` laps with that probability: one more draw); with ``num_levels`` set one of
-    the levels ``start_level .. start_level + num_levels - 1``, each with a difficulty of its
-    own (a function of the level alone); with ``pool`` set one of the ``pool`` stages of the
-    env's current pool window, ``pool = (pool seed, env step)`` (see :func:`pool_stages`)."""
+    """A car's next ``stage="random"`` stage, drawn from its stream: a fresh seed and
+    difficulty (a loop with probability ``loops``), a level of a level set, or one of the
+    current pool window's stages (``pool = (pool seed, env step)``, :func:`pool_stages`); the
+    rules: docs/env.md ("Vector env").
+
+    Raises:
+        ValueError: a stage pool, but ``pool`` is None."""
     lo, hi = random_stage["difficulty"]
     n_pool = random_stage.get("pool")
     if n_pool is not None:
@@ -244,8 +237,7 @@ def draw_random_stage(
     return StageDraw(seed, level_difficulty(seed, lo, hi))
 
 
-#: The spawn-key tag of a pool window's stream (a car's stream has the one-entry key ``(k,)``;
-#: a window's is ``(POOL_TAG, window)``, so the two never meet).
+#: The spawn-key tag of a pool window's stream ``(POOL_TAG, window)`` (a car's is ``(k,)``).
 POOL_TAG = 0x706F6F6C
 
 
@@ -270,10 +262,9 @@ def pool_stages(
     laps: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``n`` (generator seeds, difficulties, laps) of pool window ``window`` of pool seed
-    ``pool_seed``: drawn from ``SeedSequence(pool_seed, spawn_key=(POOL_TAG, window))``, seeds
-    in [0, 2**31 - 1) and difficulties in [lo, hi] as a fresh random stage's are, then (only
-    with ``loops`` > 0) which are loops of ``laps`` laps (laps 0: point to point). A function
-    of its arguments alone; read-only arrays."""
+    ``pool_seed``, drawn from ``SeedSequence(pool_seed, spawn_key=(POOL_TAG, window))`` as a
+    fresh random stage's are (laps 0: point to point). A function of its arguments alone;
+    read-only arrays."""
     ss = np.random.SeedSequence(int(pool_seed), spawn_key=(POOL_TAG, int(window)))
     g = np.random.Generator(np.random.PCG64(ss))
     seeds = g.integers(0, 2**31 - 1, size=int(n))
@@ -426,47 +417,38 @@ _PLACEHOLDER = flat_terrain(64.0, 8.0, name="no-stage-yet")
 
 
 class _Regions:
-    """Per-slot regions of rows in arrays that grow: a slot rewrites its region in place, or
-    moves to a new one at the end when it no longer fits (holes are repacked now and then)."""
+    """Per-slot regions of rows in shared arrays: a slot rewrites its region in place, or
+    moves to a new one at the end when it no longer fits; when the arrays are full, every
+    region is copied to the start of new ones twice the rows in use (the holes dropped)."""
 
     def __init__(self, n_slots: int, columns: dict[str, tuple[tuple[int, ...], Any]]):
         self.arrays = {k: np.zeros((0, *shape), dt) for k, (shape, dt) in columns.items()}
         self.off = np.zeros(n_slots, np.int64)
         self.cap = np.zeros(n_slots, np.int64)
         self.rows = 0
-        self.holes = 0
 
     def put(self, slot: int, **values: np.ndarray) -> int:
         """Write the rows of ``values`` (one array per column) as slot ``slot``'s region;
         returns its offset."""
         n = len(next(iter(values.values())))
         if n > self.cap[slot]:
-            self.holes += int(self.cap[slot])
+            self.cap[slot] = 0  # its old region is a hole
             cap = n + n // 8
             if self.rows + cap > len(next(iter(self.arrays.values()))):
-                self._grow(self.rows + cap)
+                self._repack(cap)
             self.off[slot] = self.rows
             self.cap[slot] = cap
             self.rows += cap
-            if self.holes > self.rows // 2:
-                self._repack()
         o = int(self.off[slot])
         for k, v in values.items():
             self.arrays[k][o : o + n] = v
         return o
 
-    def _grow(self, need: int) -> None:
-        size = max(need, 2 * len(next(iter(self.arrays.values()))), 64)
-        for k, a in self.arrays.items():
-            b = np.zeros((size, *a.shape[1:]), a.dtype)
-            b[: len(a)] = a
-            self.arrays[k] = b
-
-    def _repack(self) -> None:
-        order = np.argsort(self.off)
-        new = {k: np.zeros_like(a) for k, a in self.arrays.items()}
+    def _repack(self, extra: int) -> None:
+        size = max(2 * (int(self.cap.sum()) + extra), 64)
+        new = {k: np.zeros((size, *a.shape[1:]), a.dtype) for k, a in self.arrays.items()}
         top = 0
-        for slot in order:
+        for slot in np.argsort(self.off):
             o, c = int(self.off[slot]), int(self.cap[slot])
             for k, a in self.arrays.items():
                 new[k][top : top + c] = a[o : o + c]
@@ -474,7 +456,6 @@ class _Regions:
             top += c
         self.arrays = new
         self.rows = top
-        self.holes = 0
 
 
 # --------------------------------------------------------------------------------- the bank
@@ -541,10 +522,9 @@ class StageBank:
         return len(self.slots)
 
     def tables(self) -> tuple:
-        """Every packed table as one :class:`StageTables` record, as a plain tuple (what the
-        env kernels take; numba reads a plain tuple's types faster than a named one's). Built
-        again only after a slot changed (the arrays move when a region grows). The road-ahead
-        tables are placeholders when the env has no road-ahead observation."""
+        """Every packed table as one :class:`StageTables` record as a plain tuple (what the env
+        kernels take; docs/architecture.md, "The env kernels' records"), built again only
+        after a slot changed; road-ahead placeholders without the road-ahead observation."""
         if self._tables is not None and self._tables[0] == self.version:
             return self._tables[1]
         a = self._ahead.arrays
@@ -637,9 +617,8 @@ class StageBank:
 
     def acquire(self, key: Any, make) -> int:
         """A slot holding the stage ``key`` names (``make()`` builds it when no slot has it),
-        with one more reference. Cars on the same stage share its slot, and so its terrain
-        tiles; a slot nobody holds keeps its stage until it is needed for another one (least
-        recently released first), so a stage that comes back is still warm."""
+        with one more reference. A slot nobody holds keeps its stage until another one needs
+        it (least recently released first)."""
         slot = self._key_slot.get(key)
         if slot is None:
             if not self._free:
@@ -733,8 +712,8 @@ class StageSource:
         bank = self.bank
         pool = self.pool_now()
         fresh = bank.mode == "random" and pool is None
-        # each car asks for its next stage ahead, or with more cars than the worker keeps
-        # answers for, the worker makes the second half of these (docs/env.md, Vector env)
+        # each car asks for its next stage ahead, or the worker makes the second half of
+        # these (docs/env.md, Vector env)
         ahead = fresh and self.n_cars <= PREFETCHER.capacity
         if fresh and not ahead and len(cars) > 1:
             for k in cars[(len(cars) + 1) // 2 :]:

@@ -1,15 +1,6 @@
 """Agents for rally-env: the heuristic driver, the reference-time solver, stage-time
-evaluation, and stable-baselines3 training.
-
-    import agents
-    agents.reference_time("opener").time_s          # point-mass reference time (s)
-    res = agents.evaluate("heuristic", "opener", seeds=range(3))
-    print(res.table())
-
-This is the only package that imports stable-baselines3 or torch (the ``train`` extra): at
-module level only in its training modules, ``agents.sb3`` and ``agents.recipe``; elsewhere
-inside the functions that load or train a model, so ``import agents`` and the driving,
-evaluation and evolution-strategies modules work without it. See docs/agents.md.
+evaluation, and stable-baselines3 training. Usage, and why ``import agents`` never imports
+stable-baselines3 or torch: docs/agents.md.
 """
 
 from __future__ import annotations
@@ -24,7 +15,6 @@ _LAZY = {
     "resolve_stages": "agents.evaluate",
     "HeuristicDriver": "agents.heuristic",
     "HeuristicParams": "agents.heuristic",
-    "heuristic_policy": "agents.heuristic",
     "reference_time": "agents.reference",
     "ReferenceProfile": "agents.reference",
     "make_policy": "agents.policies",

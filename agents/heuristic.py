@@ -1,10 +1,6 @@
-"""A deterministic heuristic driver that reads only the observation.
-
-What it does each step (speed target, commitment on wide roads, the road ahead, steering,
-pedals) is docs/agents.md. The vehicle constants come from the :class:`physics.VehicleParams`
-the driver is made for (:data:`physics.ROVER` by default); :class:`HeuristicParams` holds only
-the driver's tuning. Everything runs in one compiled kernel over the batch with no random
-state, using :mod:`physics.mathx`, so the actions are the same on every platform.
+"""A deterministic heuristic driver that reads only the observation: one compiled kernel over
+the batch, no random state, the same actions on every platform (what it does each step, its
+tuning and the vehicle constants it uses: docs/agents.md, "Heuristic driver").
 
 Usage::
 
@@ -229,10 +225,8 @@ def _ramp(x: float, x0: float, x1: float) -> float:
 
 @njit_inner(_nrt=False)
 def _points_target(k, obs, oi, sc, look, ahead, bins, c, car):
-    """Speed target (m/s) of car ``k`` from its lookahead points: each point's corner speed
-    (the usable grip falling with speed from ``vcs``), reached by braking at ``bf`` of the
-    grip less the grade after the entry margin, on the grip here or, with a road-ahead block,
-    on the lowest grip the block shows up to the point.
+    """Speed target (m/s) of car ``k`` from its lookahead points (docs/agents.md, "Heuristic
+    driver": the speed target).
 
     Args:
         ahead, bins: as for :func:`_drive` (``ahead`` (N, 0): no block).
@@ -259,9 +253,8 @@ def _points_target(k, obs, oi, sc, look, ahead, bins, c, car):
 
 @njit_inner(_nrt=False)
 def _blind_corner(k, look, c, mem, car):
-    """The blind driver's corner just beyond the lookahead points: cautious, a fixed corner on
-    poor grip; committed, as tight as the tightest corner seen on this stage. Returns its speed
-    limit (m/s) and the committed driver's radius (m).
+    """The blind driver's corner just beyond the lookahead points (docs/agents.md, "the blind
+    corner"): its speed limit (m/s) and the committed driver's radius (m).
 
     Args:
         car: ``(mu_far, grade, margin, qc, cf, tv, tb)``: the grip here (mu), the grade's
@@ -287,12 +280,9 @@ def _blind_corner(k, look, c, mem, car):
 
 @njit_inner(_nrt=False)
 def _bins_target(k, sc, look, ahead, bins, c, mem, car):
-    """Speed target (m/s) of car ``k`` from its observation's road-ahead block beyond the
-    lookahead points: each bin's sharpest corner on the lowest grip up to that bin, braked
-    for from where that corner is, and a ``blind_min_radius_m`` corner (committed: the
-    tightest seen) just beyond the last bin; each reached by braking at ``bf`` of the grip
-    less the grade. Updates the car's bin memory (where each bin's sharpest corner is) and
-    returns the target, the blind-corner limit (m/s) and the committed driver's radius (m).
+    """Speed target (m/s) of car ``k`` from the road-ahead block beyond the lookahead points
+    (docs/agents.md, "the road ahead"); updates the car's bin memory and returns the target,
+    the blind-corner limit (m/s) and the committed driver's radius (m).
 
     Args:
         ahead: (N, 2 B) the bins' curvature (observation units) then their lowest grip.
@@ -341,9 +331,8 @@ def _bins_target(k, sc, look, ahead, bins, c, mem, car):
 
 @njit_inner(_nrt=False)
 def _steer(k, obs, oi, look, c, car):
-    """Steering (in [-1, 1]) of car ``k`` and the curvature of its pursuit arc (1/m): pure
-    pursuit on the lookahead points, yaw-rate damping, the front wheels kept near the front
-    axle's direction of travel, full lock towards a target behind the car.
+    """Steering (in [-1, 1]) of car ``k`` and the curvature of its pursuit arc (1/m)
+    (docs/agents.md, "steering").
 
     Args:
         car: ``(v, vf, vl, yaw, lock, off)``: speed, forward and leftward speed (m/s), yaw
@@ -657,9 +646,3 @@ def fingerprint(driver: HeuristicDriver | None = None) -> dict[str, Any]:
     and the benchmark baseline record them, and a baseline made with others is not used."""
     d = driver or HeuristicDriver()
     return {**asdict(d.params), "read_ahead": d.read_ahead}
-
-
-def heuristic_policy(env: object = None, params: HeuristicParams | None = None) -> HeuristicDriver:
-    """A fresh :class:`HeuristicDriver` (the ``--agent heuristic`` policy; ``env`` is accepted
-    for the renderer's agent loader)."""
-    return HeuristicDriver(params)

@@ -1,11 +1,7 @@
 """The oracle planner: sampling model-predictive control (MPPI over closed-loop heuristic
-candidates) on the real simulator, described in docs/agents.md.
-
-Everything the planner draws comes from ``np.random.default_rng(seed)`` at the start of each
-episode, and the simulator is deterministic, so a planner run is a function of the stage and
-the settings (:class:`PlannerSettings`): the run is an ordinary replay that ``rally verify``
-accepts. Its cost is reported per episode (:attr:`MPCPlanner.runs`).
-"""
+candidates) on the real simulator, seeded per episode (a run is a function of the stage and the
+:class:`PlannerSettings`, a replay ``rally verify`` accepts); docs/agents.md, "The oracle
+planner"."""
 
 from __future__ import annotations
 
@@ -131,21 +127,16 @@ class PlannerSettings:
                 raise PlannerSettingsError(part, part, "must be name=value")
             if key not in kinds:
                 raise PlannerSettingsError(key, raw, f"unknown; known: {', '.join(sorted(kinds))}")
-            values[key] = _parse(key, raw, kinds[key])
+            kind = str(kinds[key])  # the annotation's text
+            try:
+                values[key] = _BOOLS[raw.lower()] if kind == "bool" else _NUMBERS[kind](raw)
+            except (KeyError, ValueError):
+                raise PlannerSettingsError(key, raw, f"must be a {kind}") from None
         return cls.from_mapping(values)
 
 
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
-
-
-def _parse(name: str, raw: str, kind: Any) -> Any:
-    kind = str(kind)  # the annotation's text
-    try:
-        if kind == "bool":
-            return _BOOLS[raw.lower()]
-        return int(raw) if kind == "int" else float(raw)
-    except (KeyError, ValueError):
-        raise PlannerSettingsError(name, raw, f"must be a {kind}") from None
+_NUMBERS = {"int": int, "float": float}
 
 
 @dataclass

@@ -30,20 +30,13 @@ from agents.planner import make_planner
 from rally_env.policies import resolve_policy
 
 POLICY_DIR = Path(__file__).parent / "policies"
-#: Policies shipped with the package: name -> zip file in ``agents/policies/``.
+#: Policies shipped with the package: name -> zip file in ``agents/policies/`` (what each is
+#: and the recipe that made it: docs/agents.md, "Shipped policy").
 SHIPPED = {
     "ppo-opener": "ppo-opener.zip",
-    # the learned driver: a network from the observation to steer, throttle and brake at
-    # 10 Hz, distilled from the road-ahead heuristic with DAgger (agents/configs/net-general.toml)
     "net-general": "net-general.zip",
-    # residual PPO on top of the heuristic driver, trained on generated stages
-    # (agents/configs/general.toml)
     "ppo-general": "ppo-general.zip",
-    # the network alone: the heuristic cloned with DAgger on generated stages
-    # (agents/configs/general-bc.toml)
     "bc-general": "bc-general.zip",
-    # a linear policy tuning the heuristic driver's speed plan, trained by evolution
-    # strategies on generated stages (agents/configs/general-es.toml)
     "es-general": "es-general.zip",
 }
 

@@ -1,9 +1,6 @@
-"""Reference stage time: a quasi-steady-state point-mass lap-time solver.
-
-A minimum-curvature racing line inside the road width, then a speed profile limited by the
-lateral grip, the drive, the brakes and the friction circle, and ``time = integral ds / v``.
-It is a reference, not a strict lower bound; docs/agents.md describes the model, what it
-ignores and how it compares with the simulator.
+"""Reference stage time: a quasi-steady-state point-mass lap-time solver, a reference rather
+than a strict lower bound (the model, what it ignores, how it compares with the simulator:
+docs/agents.md, "Reference time").
 
 Usage::
 
@@ -499,8 +496,7 @@ def reference_time(
         return _CACHE[key]
     if line == "racing":
         s, off_mc = racing_line(stage)
-        # the minimum-curvature line is not the minimum-time line (on a constant-radius turn
-        # the inside is faster): the racing line is the fastest blend of it with the centerline
+        # the fastest blend of the minimum-curvature line with the centerline (docs/agents.md)
         runs = {alpha: _run_line(stage, s, alpha * off_mc, veh, line) for alpha in RACING_BLENDS}
         blend = min(runs, key=lambda alpha: runs[alpha].time_s)  # the first of equals
         prof = runs[blend]

@@ -138,9 +138,8 @@ def bake_background(stage, terrain, ppm: float = 8.0, radius_m: float = 80.0) ->
     coarse, _ = terrain_colors(terrain)
     ny, nx = tcol.shape[:2]
     cell = float(terrain.cell_m)
-    xmin, ymin = float(terrain.x0_m), float(terrain.y0_m)
-    xmax, ymax = xmin + (nx - 1) * cell, ymin + (ny - 1) * cell
-    ox, oy = xmin, ymin
+    ox, oy = float(terrain.x0_m), float(terrain.y0_m)  # tile sample (0, 0): the first node
+    xmax, ymax = ox + (nx - 1) * cell, oy + (ny - 1) * cell
     t_m = TILE / ppm
     ntx = max(1, math.ceil((xmax - ox) / t_m))
     nty = max(1, math.ceil((ymax - oy) / t_m))
@@ -160,8 +159,6 @@ def bake_background(stage, terrain, ppm: float = 8.0, radius_m: float = 80.0) ->
         1.0 / ppm,
         tcol[None],
         tshade[None, :, :, None],
-        xmin,
-        ymin,
         cell,
         (*f64, np.ascontiguousarray(p.surface, np.int64)),
         float(p.length_m),
@@ -176,8 +173,8 @@ def bake_background(stage, terrain, ppm: float = 8.0, radius_m: float = 80.0) ->
         tile_index=index,
         pool=pool,
         coarse=np.ascontiguousarray(coarse.astype(np.uint8)),
-        cx0=xmin,
-        cy0=ymin,
+        cx0=ox,
+        cy0=oy,
         ccell=cell,
     )
 
@@ -200,8 +197,6 @@ def _bake_tiles(
     mps,
     tcol,
     tshade,
-    tx0,
-    ty0,
     tcell,
     path,
     length,
@@ -209,8 +204,9 @@ def _bake_tiles(
     palette,
     marks,
 ):
-    """Bake the tiles ``slots`` into ``pool``; ``path`` holds the centerline's x, y, s,
-    half width and surface id per point, ``marks`` the lines across the road."""
+    """Bake the tiles ``slots`` into ``pool`` (tile sample (0, 0), like the heightfield's first
+    node, at ``ox, oy``); ``path`` holds the centerline's x, y, s, half width and surface id per
+    point, ``marks`` the lines across the road."""
     n = TILE + 1
     hw_max = 0.0
     for hw in path[3]:
@@ -229,7 +225,7 @@ def _bake_tiles(
         v0 = slots[k, 0] * TILE
         wx0 = ox + u0 * mps
         wy0 = oy + v0 * mps
-        _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, tx0, ty0, tcell)
+        _tile_ground(col, shd, best, wx0, wy0, mps, tcol, tshade, ox, oy, tcell)
         _tile_nearest(near, wx0, wy0, mps, path, reach, closed)
         _tile_composite(pool[k], u0, v0, mps, col, shd, near, palette, marks, length, closed)
 
@@ -417,15 +413,45 @@ def sample_view(
     dxu = rx * inv * s
     dyu = ry * inv * s
     half = 0.0 if bilinear else 0.5
-    cam = (cx, cy, ux, uy, rx, ry, inv, ax, ay)
-    grid = (ox, oy, s, half, dxu, dyu, lim_u, lim_v)
-    tiles = (tile_index, pool)
-    crs = (coarse.reshape((1, cny, cnx, 3)), cx0, cy0, ccell, cnx, cny)
+    coarse4 = coarse.reshape((1, cny, cnx, 3))
     # blocks of BLOCK x BLOCK pixels: a rotated view then reads a small, cache-resident patch
     for by0 in range(0, h, BLOCK):
         for bx0 in range(0, w, BLOCK):
-            block = (by0, min(by0 + BLOCK, h), bx0, min(bx0 + BLOCK, w))
-            _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear)
+            for py in range(by0, min(by0 + BLOCK, h)):
+                oyp = ay - (py + 0.5)
+                oxp = bx0 + 0.5 - ax
+                wx = cx + (oxp * rx + oyp * ux) * inv
+                wy = cy + (oxp * ry + oyp * uy) * inv
+                U = (wx - ox) * s + half
+                V = (wy - oy) * s + half
+                for px in range(bx0, min(bx0 + BLOCK, w)):
+                    fu = math.floor(U)
+                    fv = math.floor(V)
+                    iu = np.int64(fu)
+                    iv = np.int64(fv)
+                    slot = -1
+                    if 0 <= iu < lim_u and 0 <= iv < lim_v:
+                        slot = tile_index[iv >> TILE_SHIFT, iu >> TILE_SHIFT]
+                    if slot >= 0:
+                        lu = iu & (TILE - 1)
+                        lv = iv & (TILE - 1)
+                        if bilinear:
+                            _put_bilerp(frame, py, px, pool, slot, lv, lu, U - fu, V - fv)
+                        else:
+                            for c in range(3):
+                                frame[py, px, c] = pool[slot, lv, lu, c]
+                    else:
+                        gx = ((U - half) / s + ox - cx0) / ccell
+                        gy = ((V - half) / s + oy - cy0) / ccell
+                        if 0.0 <= gx <= cnx - 1 and 0.0 <= gy <= cny - 1:
+                            i = min(np.int64(gx), cnx - 2)
+                            j = min(np.int64(gy), cny - 2)
+                            _put_bilerp(frame, py, px, coarse4, 0, j, i, gx - i, gy - j)
+                        else:
+                            for c in range(3):
+                                frame[py, px, c] = void_rgb[c]
+                    U += dxu
+                    V += dyu
 
 
 @njit_inner(_nrt=False, forceinline=True)
@@ -433,54 +459,6 @@ def _put_bilerp(frame, py, px, src, k, j, i, fx, fy):
     """``frame[py, px]``: image ``src[k]`` bilinear at column ``i + fx``, row ``j + fy``."""
     for c in range(3):
         frame[py, px, c] = np.uint8(np.int32(_bilerp(src, k, j, i, c, fx, fy) + 0.5))
-
-
-@njit_inner(error_model="numpy")
-def _sample_block(frame, block, cam, grid, tiles, crs, void_rgb, bilinear):
-    """Fill the pixels ``block`` (py0, py1, px0, px1) of ``frame`` (see :func:`sample_view`):
-    ``cam`` (cx, cy, ux, uy, rx, ry, 1 / ppm, ax, ay) is the camera, ``grid`` (ox, oy, ppm,
-    half, dxu, dyu, lim_u, lim_v) the tile samples' frame, ``tiles`` (tile_index, pool) the
-    tiles, ``crs`` (coarse, cx0, cy0, ccell, cnx, cny) the coarse colours."""
-    py0, py1, px0, px1 = block
-    cx, cy, ux, uy, rx, ry, inv, ax, ay = cam
-    ox, oy, s, half, dxu, dyu, lim_u, lim_v = grid
-    tile_index, pool = tiles
-    coarse, cx0, cy0, ccell, cnx, cny = crs  # coarse: (1, ny, nx, 3)
-    for py in range(py0, py1):
-        oyp = ay - (py + 0.5)
-        oxp = px0 + 0.5 - ax
-        wx = cx + (oxp * rx + oyp * ux) * inv
-        wy = cy + (oxp * ry + oyp * uy) * inv
-        U = (wx - ox) * s + half
-        V = (wy - oy) * s + half
-        for px in range(px0, px1):
-            fu = math.floor(U)
-            fv = math.floor(V)
-            iu = np.int64(fu)
-            iv = np.int64(fv)
-            slot = -1
-            if 0 <= iu < lim_u and 0 <= iv < lim_v:
-                slot = tile_index[iv >> TILE_SHIFT, iu >> TILE_SHIFT]
-            if slot >= 0:
-                lu = iu & (TILE - 1)
-                lv = iv & (TILE - 1)
-                if bilinear:
-                    _put_bilerp(frame, py, px, pool, slot, lv, lu, U - fu, V - fv)
-                else:
-                    for c in range(3):
-                        frame[py, px, c] = pool[slot, lv, lu, c]
-            else:
-                gx = ((U - half) / s + ox - cx0) / ccell
-                gy = ((V - half) / s + oy - cy0) / ccell
-                if 0.0 <= gx <= cnx - 1 and 0.0 <= gy <= cny - 1:
-                    i = min(np.int64(gx), cnx - 2)
-                    j = min(np.int64(gy), cny - 2)
-                    _put_bilerp(frame, py, px, coarse, 0, j, i, gx - i, gy - j)
-                else:
-                    for c in range(3):
-                        frame[py, px, c] = void_rgb[c]
-            U += dxu
-            V += dyu
 
 
 def stage_overview(stage, terrain, width: int, height: int, pad_m: float = 20.0):

@@ -251,8 +251,6 @@ _INTS = {
         ("run.timesteps", 1_000_000, 1),
         ("run.seed", 0, 0),
         ("run.checkpoint_freq", 0, 0),
-        ("ray.num_env_runners", 0, 0),
-        ("ray.envs_per_runner", 8, 1),
         ("eval.freq", 0, 0),
         ("eval.seeds", 1, 1),
     ),
@@ -302,8 +300,6 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
                 "warmstart.steps > 0, no warmstart.critic_steps and no [[phase]]"
             )
     if algo == "rllib-ppo":
-        runners = (ints["ray.num_env_runners"], ints["ray.envs_per_runner"])
-        part["ray"] = RayRun(part.pop("address"), *runners)
         part["eval_seeds"] = ints["eval.seeds"]
     if algo == "es":
         part["eval_every"] = ints["eval.every"]
@@ -385,15 +381,15 @@ def _ppo_part(doc: dict[str, Any], src: str, env: dict[str, Any]) -> dict[str, A
 
 
 def _rllib_part(doc: dict[str, Any], src: str, env: dict[str, Any]) -> dict[str, Any]:
-    """An ``rllib-ppo`` recipe's own settings: ``[ray]``'s address, ``[rllib]``."""
+    """An ``rllib-ppo`` recipe's own settings: ``[ray]``, ``[rllib]``."""
     ray = _table(src, doc, "ray")
-    _check_keys(src, "ray", ray, {f.name for f in dataclasses.fields(RayRun)})
-    address = ray.get("address", "local")
-    if not isinstance(address, str) or not address:
+    given = {"address": ray.get("address", "local")}
+    run = _settings(src, "ray", ray, RayRun(), {"envs_per_runner": 1}, **given)
+    if not isinstance(run.address, str) or not run.address:
         raise RecipeError(f"{src}: ray.address must be 'local', 'auto' or HOST:PORT")
     rllib = copy.deepcopy(_table(src, doc, "rllib"))
     _check_keys(src, "rllib", rllib, set(RLLIB_PPO_DEFAULTS))
-    return {"address": address, "rllib": rllib}
+    return {"ray": run, "rllib": rllib}
 
 
 def _residual(src: str, rs: dict[str, Any], default: Residual, kinds: tuple) -> Residual:

@@ -288,28 +288,25 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     _check_env(src, "env", env)
     part = {"ppo": _ppo_part, "rllib-ppo": _rllib_part, "es": _es_part}[algo](doc, src, env)
     _check_keys(src, "eval", _table(src, doc, "eval"), _keys(algo, "eval"))
-    ints: dict[str, int] = {}
+    ints: dict[str, int] = {}  # by Recipe field: run.X is X, eval.X is eval_X
     for key, default, lo in _INTS[algo]:
         section, name = key.split(".")
-        ints[key] = _int(src, key, _table(src, doc, section).get(name, default), lo)
-    if algo == "ppo" and ints["run.timesteps"] == 0:  # the warm start alone (no PPO)
+        field = name if section == "run" else f"eval_{name}"
+        ints[field] = _int(src, key, _table(src, doc, section).get(name, default), lo)
+    if algo == "ppo" and ints["timesteps"] == 0:  # the warm start alone (no PPO)
         ws = part["warmstart"]
         if ws.steps == 0 or ws.critic_steps > 0 or part["phases"]:
             raise RecipeError(
                 f"{src}: run.timesteps = 0 (no PPO) is a warm start alone: it needs "
                 "warmstart.steps > 0, no warmstart.critic_steps and no [[phase]]"
             )
-    if algo == "rllib-ppo":
-        part["eval_seeds"] = ints["eval.seeds"]
-    if algo == "es":
-        part["eval_every"] = ints["eval.every"]
     return Recipe(
         source=src,
         algo=algo,
         out=str(_table(src, doc, "run").get("out", "runs/recipe")),
         env=env,
-        eval=EvalSpec(freq=ints.get("eval.freq", 0), stages=ints.get("eval.stages", 0)),
-        **{k[4:]: v for k, v in ints.items() if k.startswith("run.")},
+        eval=EvalSpec(freq=ints.pop("eval_freq", 0), stages=ints.pop("eval_stages", 0)),
+        **ints,
         **part,
     )
 

@@ -227,8 +227,8 @@ def run_es(
     """Train the ``"tuning"`` residual ``spec`` on generated stages (``env_kwargs``: the other
     ``RallyEnv`` arguments; ``seed``: the stages' and perturbations'); returns the tuner, the
     final parameters and the per-iteration log. ``on_iteration(row)`` gets each iteration's
-    row; ``evaluate(tuner, theta, env_steps)`` runs first, every ``eval_every`` iterations and
-    after the last one (the validation curve)."""
+    row; ``evaluate(tuner, theta, env_steps, iteration)`` runs first (iteration 0), every
+    ``eval_every`` iterations and after the last one (the validation curve)."""
     if spec.kind != "tuning":
         raise ValueError(f"evolution strategies train a 'tuning' residual, not {spec.kind!r}")
     t0 = time.perf_counter()
@@ -243,7 +243,7 @@ def run_es(
     rng = np.random.default_rng([seed, 1])
     log: list[dict[str, Any]] = []
     if evaluate is not None:
-        evaluate(tuner, theta, env_steps)
+        evaluate(tuner, theta, env_steps, 0)
     for it in range(es.iterations):
         eps = rng.standard_normal((es.pairs, tuner.n_params))
         members = np.concatenate([theta[None], theta + es.sigma * eps, theta - es.sigma * eps])
@@ -273,7 +273,7 @@ def run_es(
         if on_iteration is not None:
             on_iteration(row)
         if evaluate is not None and ((it + 1) % eval_every == 0 or it + 1 == es.iterations):
-            evaluate(tuner, theta, env_steps)
+            evaluate(tuner, theta, env_steps, it + 1)
     return {"tuner": tuner, "theta": theta, "log": log, "env_steps": env_steps}
 
 
@@ -348,14 +348,10 @@ def run_es_recipe(recipe: Any, out: str | Path | None = None, progress: bool = T
     t0 = time.perf_counter()
     best: dict[str, Any] = {}
     last: dict[str, Any] = {}
-    n_eval = [0]
 
-    def evaluate(tuner: LinearTuner, theta: np.ndarray, env_steps: int) -> None:
+    def evaluate(tuner: LinearTuner, theta: np.ndarray, env_steps: int, it: int) -> None:
         runs, _ = run_stages(TunerPolicy(spec, tuner, theta), stages, chunk=len(stages))
-        phase = "start" if n_eval[0] == 0 else "es"
-        it = min(n_eval[0] * recipe.eval_every, es.iterations)
-        n_eval[0] += 1
-        m, better = log.add(runs, it, env_steps, phase)
+        m, better = log.add(runs, it, env_steps, "es" if it else "start")
         if progress:
             print(
                 f"es: {env_steps:,} env steps: validation finish rate {m['finish_rate']:.2f}, "

@@ -251,8 +251,6 @@ _INTS = {
         ("run.timesteps", 1_000_000, 1),
         ("run.seed", 0, 0),
         ("run.checkpoint_freq", 0, 0),
-        ("ray.num_env_runners", 0, 0),
-        ("ray.envs_per_runner", 8, 1),
         ("eval.freq", 0, 0),
         ("eval.seeds", 1, 1),
     ),
@@ -290,30 +288,25 @@ def recipe_from_dict(doc: dict[str, Any], src: str = "<recipe>") -> Recipe:
     _check_env(src, "env", env)
     part = {"ppo": _ppo_part, "rllib-ppo": _rllib_part, "es": _es_part}[algo](doc, src, env)
     _check_keys(src, "eval", _table(src, doc, "eval"), _keys(algo, "eval"))
-    ints: dict[str, int] = {}
+    ints: dict[str, int] = {}  # by Recipe field: run.X is X, eval.X is eval_X
     for key, default, lo in _INTS[algo]:
         section, name = key.split(".")
-        ints[key] = _int(src, key, _table(src, doc, section).get(name, default), lo)
-    if algo == "ppo" and ints["run.timesteps"] == 0:  # the warm start alone (no PPO)
+        field = name if section == "run" else f"eval_{name}"
+        ints[field] = _int(src, key, _table(src, doc, section).get(name, default), lo)
+    if algo == "ppo" and ints["timesteps"] == 0:  # the warm start alone (no PPO)
         ws = part["warmstart"]
         if ws.steps == 0 or ws.critic_steps > 0 or part["phases"]:
             raise RecipeError(
                 f"{src}: run.timesteps = 0 (no PPO) is a warm start alone: it needs "
                 "warmstart.steps > 0, no warmstart.critic_steps and no [[phase]]"
             )
-    if algo == "rllib-ppo":
-        runners = (ints["ray.num_env_runners"], ints["ray.envs_per_runner"])
-        part["ray"] = RayRun(part.pop("address"), *runners)
-        part["eval_seeds"] = ints["eval.seeds"]
-    if algo == "es":
-        part["eval_every"] = ints["eval.every"]
     return Recipe(
         source=src,
         algo=algo,
         out=str(_table(src, doc, "run").get("out", "runs/recipe")),
         env=env,
-        eval=EvalSpec(freq=ints.get("eval.freq", 0), stages=ints.get("eval.stages", 0)),
-        **{k[4:]: v for k, v in ints.items() if k.startswith("run.")},
+        eval=EvalSpec(freq=ints.pop("eval_freq", 0), stages=ints.pop("eval_stages", 0)),
+        **ints,
         **part,
     )
 
@@ -385,15 +378,15 @@ def _ppo_part(doc: dict[str, Any], src: str, env: dict[str, Any]) -> dict[str, A
 
 
 def _rllib_part(doc: dict[str, Any], src: str, env: dict[str, Any]) -> dict[str, Any]:
-    """An ``rllib-ppo`` recipe's own settings: ``[ray]``'s address, ``[rllib]``."""
+    """An ``rllib-ppo`` recipe's own settings: ``[ray]``, ``[rllib]``."""
     ray = _table(src, doc, "ray")
-    _check_keys(src, "ray", ray, {f.name for f in dataclasses.fields(RayRun)})
-    address = ray.get("address", "local")
-    if not isinstance(address, str) or not address:
+    given = {"address": ray.get("address", "local")}
+    run = _settings(src, "ray", ray, RayRun(), {"envs_per_runner": 1}, **given)
+    if not isinstance(run.address, str) or not run.address:
         raise RecipeError(f"{src}: ray.address must be 'local', 'auto' or HOST:PORT")
     rllib = copy.deepcopy(_table(src, doc, "rllib"))
     _check_keys(src, "rllib", rllib, set(RLLIB_PPO_DEFAULTS))
-    return {"address": address, "rllib": rllib}
+    return {"ray": run, "rllib": rllib}
 
 
 def _residual(src: str, rs: dict[str, Any], default: Residual, kinds: tuple) -> Residual:

@@ -169,19 +169,12 @@ def _indices(indices: Any, n: int) -> list[int]:
 
 
 class RallyVecEnv(VecEnv):
-    """:class:`rally_env.RallyVectorEnv` as a stable-baselines3 ``VecEnv``; the policy acts in
-    ``[-1, 1]^4`` (:func:`agents.models.from_policy_action`).
-
-    Args:
-        handbrake: ``False``: the policy acts in ``[-1, 1]^3`` (steer, throttle, brake) and
-            the handbrake stays off (``rally train``'s default).
-        render_mode: ``None``, ``"rgb_array"`` (``get_images()`` returns one (H, W, 3) frame
-            per car; ``render()`` tiles them, what ``VecVideoRecorder`` records) or
-            ``"human"`` (the vector env's window).
-        residual: a :class:`agents.models.ResidualSpec` (or ``(base, scale[, kind, hold])``):
-            the policy's outputs move a base driver's actions or its speed plan; with
-            ``hold`` > 1 one step is ``hold`` env steps (docs/agents.md, "Training").
-        **env_kwargs: ``RallyEnv`` arguments (``stage``, ``control_hz``, ``randomize``, ...).
+    """:class:`rally_env.RallyVectorEnv` as a stable-baselines3 ``VecEnv`` (its infos, seeding,
+    images and held residual steps: docs/agents.md, "Training"). The policy acts in ``[-1,
+    1]^4`` (:func:`agents.models.from_policy_action`), ``[-1, 1]^3`` without ``handbrake``, or
+    moves the base driver of ``residual`` (a :class:`agents.models.ResidualSpec` or its
+    fields); ``render_mode``: ``None``, ``"rgb_array"`` or ``"human"``; ``**env_kwargs``:
+    ``RallyEnv`` arguments.
     """
 
     def __init__(
@@ -229,27 +222,22 @@ class RallyVecEnv(VecEnv):
 
     def step_async(self, actions: np.ndarray) -> None:
         a = np.asarray(actions, dtype=np.float32).reshape(self.num_envs, -1)
-        if self.residual is not None and self.residual.hold > 1:
+        if self.residual is not None:
             self._outputs = a
-        elif self.residual is not None:
-            self._actions = self.residual.act(self._obs, a)
         else:
             self._actions = from_policy_action(a)
 
     def step_wait(self):
-        if self.residual is not None and self.residual.hold > 1:
+        if self.residual is not None:
             return self._step_held()
         obs, rew, term, trunc, info = self.venv.step(self._actions)
         dones = term | trunc
-        if self.residual is not None:
-            if dones.any():  # SameStep autoreset: these cars start new episodes
-                self.residual.reset(self.num_envs, dones)
-            self._obs = obs
         ends = _ends(info, dones, term, trunc, self.num_envs)
         return obs, rew.astype(np.float32), dones, _step_infos(info, ends, self.num_envs)
 
     def _step_held(self):
-        """``hold`` env steps with the residual's outputs held (see the class)."""
+        """``hold`` env steps (one without a hold) with the residual's outputs held (see the
+        class); a car whose episode ends starts the next with fresh memory, neutral outputs."""
         res, n = self.residual, self.num_envs
         res.hold_outputs(self._outputs)
         total = np.zeros(n, np.float32)
@@ -261,7 +249,7 @@ class RallyVecEnv(VecEnv):
             total += np.where(ended, np.float32(0.0), rew.astype(np.float32))
             d = term | trunc
             if d.any():
-                res.reset(n, d)  # a new episode: fresh memory, neutral outputs
+                res.reset(n, d)
                 ends.update(_ends(info, d & ~ended, term, trunc, n))
                 ended |= d
         self._obs = obs
@@ -441,47 +429,42 @@ def restrict_actor_inputs(model: Any, cols: np.ndarray) -> None:
 
 
 def _warm_start(recipe: Any, model: Any, venv: Any, evaluator: Any) -> list[float]:
-    """Behaviour cloning of the heuristic, then DAgger rounds (see :class:`WarmStart`); each
-    fit is evaluated on the validation stages. Returns the final fit's error per round."""
+    """Behaviour cloning of the heuristic (round 0), then DAgger rounds (see
+    :class:`WarmStart`); each fit is evaluated on the validation stages. Returns the final
+    fit's error per round."""
     ws = recipe.warmstart
     env0 = phase_env(recipe, 0)
     stage0 = env0.pop("stage", "random")
-
-    def fit(obs: np.ndarray, tg: np.ndarray, epochs: int, first: bool) -> float:
-        return warm_start(
+    mses: list[float] = []
+    xs, ys = [], []
+    for r in range(ws.dagger_rounds + 1):
+        o, t = collect_heuristic(
+            ws.dagger_steps if r else ws.steps,
+            stage0,
+            recipe.n_envs,
+            recipe.seed + r,
+            noise=ws.dagger_noise if r else ws.noise,
+            learner=_LivePolicy(model, venv) if r else None,
+            teacher=ws.teacher,
+            **env0,
+        )
+        xs.append(o)
+        ys.append(t)
+        obs, tg = np.concatenate(xs), np.concatenate(ys)
+        mse = warm_start(
             model,
             venv,
             obs,
             tg,
-            epochs=epochs,
+            epochs=ws.dagger_epochs if r else ws.epochs,
             batch_size=ws.batch_size,
             lr=ws.lr,
             seed=recipe.seed,
-            update_stats=first,
+            update_stats=r == 0,
         )
-
-    obs, tg = collect_heuristic(
-        ws.steps, stage0, recipe.n_envs, recipe.seed, noise=ws.noise, teacher=ws.teacher, **env0
-    )
-    mses = [fit(obs, tg, ws.epochs, True)]
-    env_steps = len(obs)
-    evaluator.evaluate_now(model, venv, env_steps=env_steps, phase="bc")
-    for r in range(ws.dagger_rounds):
-        o2, t2 = collect_heuristic(
-            ws.dagger_steps,
-            stage0,
-            recipe.n_envs,
-            recipe.seed + 1 + r,
-            noise=ws.dagger_noise,
-            learner=_LivePolicy(model, venv),
-            teacher=ws.teacher,
-            **env0,
-        )
-        obs, tg = np.concatenate([obs, o2]), np.concatenate([tg, t2])
-        env_steps += len(o2)
-        mses.append(fit(obs, tg, ws.dagger_epochs, False))
-        evaluator.evaluate_now(model, venv, env_steps=env_steps, phase=f"dagger{r + 1}")
-    evaluator.warm_steps = env_steps
+        mses.append(mse)
+        evaluator.evaluate_now(model, venv, env_steps=len(obs), phase=f"dagger{r}" if r else "bc")
+    evaluator.warm_steps = len(obs)
     return mses
 
 
@@ -829,13 +812,9 @@ def batch_within_rollout(algo: str, hp: dict[str, Any], n_envs: int) -> str:
 
 
 def run_steps(algo: str, timesteps: int, n_envs: int, hp: dict[str, Any]) -> tuple[int, str]:
-    """The env steps a run of ``timesteps`` takes, and a line saying why when they differ.
-
-    stable-baselines3 stops at the first rollout boundary at or past its total: PPO learns
-    from whole rollouts of ``n_steps`` x ``n_envs`` steps, so the total is rounded down to a
-    whole number of them (at least one), and a run never takes more steps than asked; SAC
-    steps every car at once, so its total is rounded down to a multiple of ``n_envs``.
-    """
+    """The env steps a run of ``timesteps`` takes (PPO: whole rollouts of ``n_steps`` x
+    ``n_envs``, at least one; SAC: a multiple of ``n_envs``; never more than asked), and a
+    line saying why when they differ."""
     if algo == "ppo":
         per = int(hp["n_steps"]) * n_envs
         unit = f"whole rollouts of n_steps {int(hp['n_steps'])} x {n_envs} cars = {per:,}"

@@ -460,10 +460,6 @@ def _fmt(key: str, v: Any, s: StageSummary) -> str:
     return str(v)
 
 
-#: The table's column of :func:`format_table`'s ``unfinished``.
-UNFINISHED_HEAD = "did not finish"
-
-
 def format_table(
     stages: Sequence[StageSummary],
     rich: bool | None = None,
@@ -477,7 +473,7 @@ def format_table(
     if unfinished is not None:
         if len(unfinished) != len(rows):
             raise ValueError(f"unfinished: {len(unfinished)} entries for {len(rows)} stage rows")
-        head["unfinished"] = UNFINISHED_HEAD
+        head["unfinished"] = "did not finish"
         for r, u in zip(rows, unfinished, strict=True):
             r.append(u)
     cols = list(head)

@@ -1,11 +1,6 @@
-"""The generalization benchmark: fixed held-out test sets, one score, ``rally benchmark``.
-
-The protocol (train distribution, the test sets :data:`SETS`, the :func:`score`, the metrics
-of :func:`set_metrics`, the shipped baseline :data:`BASELINE_PATH` and the oracle file
-:data:`ORACLE_PATH`) is docs/benchmark.md. The stages of a set are driven in chunks of
-``chunk`` cars stepped in lockstep, the policy called once per step on the whole chunk's
-observations; everything is deterministic for a deterministic agent.
-"""
+"""The generalization benchmark, ``rally benchmark``: the held-out test sets :data:`SETS`,
+the :func:`score`, the metrics of :func:`set_metrics`, the baseline and oracle files; the
+protocol and how the stages are driven (in chunks, in lockstep): docs/benchmark.md."""
 
 from __future__ import annotations
 
@@ -52,15 +47,8 @@ DEFAULT_CHUNK = 25
 
 @dataclass(frozen=True)
 class BenchmarkSet:
-    """One test set.
-
-    Attributes:
-        name: the set's name.
-        description: one line.
-        seeds: generator seeds of its stages (empty for the library set).
-        length_m, difficulty: ``tracks.generate`` arguments of its stages.
-        library: the set is the built-in stage library instead.
-    """
+    """One test set: generated stages (``tracks.generate(seed, length_m, difficulty)`` of each
+    of ``seeds``) or, with ``library``, the built-in stage library."""
 
     name: str
     description: str
@@ -137,12 +125,8 @@ SETS: dict[str, BenchmarkSet] = {
 
 
 def score(reference_time_s: float, stage_time_s: float, finished: bool) -> float:
-    """The benchmark's score of one run: ``reference_time / stage_time``, 0 for a DNF.
-
-    Raises:
-        ValueError: a reference time that is not a positive finite number, or a finished run
-            whose stage time is not.
-    """
+    """The benchmark's score of one run: ``reference_time / stage_time``, 0 for a DNF
+    (``ValueError``: a time that is not positive and finite, but a DNF's stage time)."""
     ref = float(reference_time_s)
     if not (math.isfinite(ref) and ref > 0.0):
         raise ValueError(
@@ -187,20 +171,11 @@ def run_stages(
     env_kwargs: dict[str, Any] | None = None,
     on_done: Callable[[RunResult], None] | None = None,
 ) -> tuple[list[RunResult], float]:
-    """One episode (``reset(seed=0)``) of ``policy`` on each stage, ``chunk`` stages at a time.
-
-    Args:
-        policy: a batched policy ``policy(obs (N, D)) -> actions (N, 4)``; its ``reset(n)``
-            (if any) is called at the start of every chunk.
-        stages: stages (anything ``RallyEnv(stage=...)`` takes).
-        chunk: cars driven together.
-        env_kwargs: more ``RallyEnv`` arguments (the policy's own observation settings, its
-            ``env_kwargs`` attribute, are added: :func:`agents.policies.policy_env_kwargs`).
-        on_done: called with each run as it ends.
-
-    Returns:
-        (runs in the order of ``stages``, seconds spent building the envs).
-    """
+    """One episode (``reset(seed=0)``) of the batched ``policy`` (``policy(obs (N, D)) ->
+    actions (N, 4)``, reset at every chunk) on each stage, ``chunk`` stages stepped together,
+    with ``env_kwargs`` (and :func:`agents.policies.policy_env_kwargs`'s); ``on_done`` is called
+    with each run as it ends. Returns (the runs in the order of ``stages``, seconds spent
+    building the envs)."""
     from agents.policies import bind_policy, finish_policy, policy_env_kwargs, reset_policy
 
     env_kwargs = policy_env_kwargs(policy, env_kwargs)
@@ -258,18 +233,10 @@ def run_stages(
 
 # ------------------------------------------------------------------- on a Ray cluster
 def benchmark_chunk_job(job_json: str, model: dict[str, bytes] | None = None) -> str:
-    """Drive one chunk of benchmark stages as :func:`agents.benchmark.run_stages` drives it
-    locally (the same stages together, so the same results); what a Ray task of
-    ``rally benchmark --ray-address`` runs.
-
-    Args:
-        job_json: ``{"agent", "policy_seed", "specs": [stage spec, ...]}`` as JSON (stage specs
-            as :meth:`BenchmarkSet.stage_specs` gives them).
-        model: ``{file name: bytes}`` of a ``.zip`` model or an exported policy.
-
-    Returns:
-        JSON text: a list of runs (:class:`agents.evaluate.RunResult` fields), one per spec.
-    """
+    """A Ray task of ``rally benchmark --ray-address``: the chunk ``job_json`` (``{"agent",
+    "policy_seed", "specs": [stage spec of BenchmarkSet.stage_specs, ...]}``) driven as
+    :func:`run_stages` drives it locally, ``model`` the ``{file name: bytes}`` of a ``.zip`` or
+    an exported policy. Returns the runs (:class:`RunResult` fields) as JSON text."""
     job = json.loads(job_json)
     pol = _worker_policy(job["agent"], "auto", model, int(job["policy_seed"]))
     stages = [build_stage(sp) for sp in job["specs"]]
@@ -285,10 +252,8 @@ def benchmark_chunks(
     seed: int = 0,
     address: str = "local",
 ) -> Callable[[int, Callable[[RunResult], None]], list[RunResult]]:
-    """Start the benchmark's chunks on the cluster: each list of stage specs is cut into
-    chunks of ``chunk`` stages exactly as :func:`run_stages` cuts it, one task
-    per chunk, all submitted at once (every set's chunks run side by side). Returns
-    ``runs(k, on_done)``, which waits for the runs of the ``k``-th list, in order.
+    """Submit every list of stage specs, cut into chunks as :func:`run_stages` cuts it, one
+    task per chunk; returns ``runs(k, on_done)``, which waits for the ``k``-th list's runs.
 
     Raises:
         ValueError, FileNotFoundError: a bad agent or model (before any task starts).
@@ -337,11 +302,8 @@ def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     file (empty when it is missing; heuristic times dropped when made with other heuristic
     settings)."""
     p = Path(path) if path is not None else BASELINE_PATH
-    doc = _read_doc(p, BASELINE_SCHEMA, "rally benchmark baseline")
-    if doc is None:
-        return {}
-    stages = {k: dict(v) for k, v in doc.get("stages", {}).items()}
-    if doc.get("heuristic_params") != heuristic_fingerprint():
+    doc, stages = _read_stages(p, BASELINE_SCHEMA, "rally benchmark baseline")
+    if doc and doc.get("heuristic_params") != heuristic_fingerprint():
         print(
             f"rally benchmark: {p} was made with other heuristic settings; the heuristic's "
             "times are computed again (rerun `rally benchmark --agent heuristic "
@@ -356,20 +318,19 @@ def load_baseline(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
 def load_oracle(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """``{stage digest: {"stage", "set", "oracle_time_s", "settings", "compute", ...}}`` from
     an oracle file (empty when it is missing)."""
-    doc = _read_doc(
-        Path(path) if path is not None else ORACLE_PATH, ORACLE_SCHEMA, "rally oracle file"
-    )
-    return {} if doc is None else {k: dict(v) for k, v in doc.get("stages", {}).items()}
+    p = Path(path) if path is not None else ORACLE_PATH
+    return _read_stages(p, ORACLE_SCHEMA, "rally oracle file")[1]
 
 
-def _read_doc(p: Path, schema: str, what: str) -> dict[str, Any] | None:
-    """The JSON of file ``p`` (None when it is missing), refused unless it has this schema."""
+def _read_stages(p: Path, schema: str, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The JSON of the stage file ``p`` (``{}`` when it is missing) and a copy of its stages;
+    refused unless it has this schema."""
     if not p.exists():
-        return None
+        return {}, {}
     doc = json.loads(p.read_text())
     if doc.get("schema") != schema or doc.get("version") != SCHEMA_VERSION:
         raise ValueError(f"{p}: not a {what} (schema {doc.get('schema')!r})")
-    return doc
+    return doc, {k: dict(v) for k, v in doc.get("stages", {}).items()}
 
 
 def write_oracle(result: BenchmarkResult, command: str, path: str | Path | None = None) -> Path:
@@ -579,29 +540,13 @@ def run_benchmark(
     address: str | None = None,
     oracle_path: str | Path | None = None,
 ) -> BenchmarkResult:
-    """Run the benchmark.
-
-    Args:
-        agent: anything :func:`agents.policies.make_policy` resolves (``"heuristic"``,
-            ``"random"``, ``"ppo-opener"``, ``"model.zip"``, ``"module:function"``) or a policy.
-        sets: the test sets (default all: library, default, hard, long).
-        chunk: stages driven together.
-        limit: only the first ``limit`` stages of each set (a quick look, not the protocol:
-            the result is marked ``partial``).
-        start: skip the first ``start`` stages of each set (with ``limit``: stages
-            ``start`` to ``start + limit - 1``; marked ``partial`` too), so a long run
-            can be split between processes.
-        seed: the agent's seed (the random agent's stream).
-        baseline: the baseline file with the reference and heuristic times (default
-            :data:`BASELINE_PATH`); what it lacks is computed here.
-        progress: show a progress bar on stderr.
-        agent_name: the name in the results (default from the agent).
-        oracle_path: the oracle file (default :data:`ORACLE_PATH`): each run's gap to the
-            oracle planner's time on its stage, where it has one.
-        address: a Ray cluster (``--ray-address``: ``local``, ``auto`` or ``HOST:PORT``) to
-            drive the chunks on, one task per chunk (:func:`benchmark_chunks`);
-            the result equals the local one (``timing`` aside). The agent must then be an
-            ``--agent`` string.
+    """Run the benchmark of ``agent`` (anything :func:`agents.policies.make_policy` resolves)
+    on ``sets`` (default all), as ``rally benchmark`` does with the options of the same names
+    (docs/benchmark.md, "Running it"): ``limit`` and ``start`` cut each set (the result is then
+    ``partial``); ``seed`` is the agent's; the reference and heuristic times missing from the
+    ``baseline`` file (default :data:`BASELINE_PATH`) are computed here; gaps to the oracle come
+    from ``oracle_path`` (default :data:`ORACLE_PATH`); ``address``: a Ray cluster to drive the
+    chunks on (:func:`benchmark_chunks`; ``agent`` must then be an ``--agent`` string).
     """
     from agents.heuristic import HeuristicDriver
     from agents.policies import make_policy, policy_env_kwargs, policy_name

@@ -1,14 +1,10 @@
-"""``rally train``, ``rally eval``, ``rally dataset``, ``rally par``, ``rally benchmark`` and
-the agents' ``rally demo``.
-
-Wired into ``rally_env.cli.build_parser`` by :func:`add_subcommands`. Only what building the
-parser loads anyway is imported here; every command imports its heavy parts (torch and
-stable-baselines3 only for training and for ``.zip`` policies).
-"""
+"""``rally train``, ``eval``, ``dataset``, ``par``, ``benchmark`` and the agents' ``demo``,
+added to ``rally``'s parser by :func:`add_subcommands` (imports: docs/architecture.md)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -31,6 +27,7 @@ from agents.distributed import (
 )
 from agents.evaluate import EvalResult, evaluate, format_table, resolve_stages
 from agents.par import write_par_times
+from agents.plots import telemetry_plots
 from agents.progress import Progress
 from agents.rundir import claim_run_dir
 from rally_env.cli import add_vehicle_args, vehicle_env_kwargs
@@ -209,7 +206,10 @@ def _add_train_parser(sub: Any) -> None:
         type=int,
         help="rllib-ppo: cars of the one native RallyVectorEnv each runner steps (default 8)",
     )
-    tr.set_defaults(func=cmd_train)
+    # the settings a recipe file holds, with their defaults: refused beside --config otherwise
+    holds = ["algo", "stage", "timesteps", "n_envs", "seed", "handbrake", "resume"]
+    holds += ["eval_freq", "eval_seeds", "checkpoint_freq", "threads"]
+    tr.set_defaults(func=cmd_train, recipe_holds={k: tr.get_default(k) for k in holds})
 
 
 def _add_distributed_verify(sub: Any) -> None:
@@ -231,7 +231,7 @@ def _add_distributed_verify(sub: Any) -> None:
             help="with --ray-address: address space of the process that verifies a replay "
             "(MiB, default 2048; 0 = no bound)",
         )
-        p.set_defaults(func=_wrap_verify(p.get_default("func"), leaderboard=leaderboard))
+        p.set_defaults(func=functools.partial(_verify, p.get_default("func"), leaderboard))
 
     if "verify" in sub.choices:
         add_cluster_options(sub.choices["verify"], leaderboard=False)
@@ -240,22 +240,20 @@ def _add_distributed_verify(sub: Any) -> None:
         add_cluster_options(PARSERS["leaderboard add"], leaderboard=True)
 
 
-def _wrap_verify(local: Any, leaderboard: bool) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        if args.ray_address is None:
-            for opt in ("task_timeout", "task_memory_mb"):
-                if getattr(args, opt) is not None:
-                    return _refuse(f"rally: error: {_flag(opt)} goes with --ray-address")
-            what = "verifying and filing" if leaderboard else "verifying"
-            _say(
-                f"rally: {what} {len(args.files)} replay(s): each is re-simulated from the file "
-                "alone",
-                sys.stderr,
-            )
-            return local(args)
+def _verify(local: Any, leaderboard: bool, args: argparse.Namespace) -> int:
+    """``rally verify`` / ``leaderboard add`` (``local``, rally_env's), on Ray with
+    ``--ray-address``."""
+    if args.ray_address is not None:
         return _verify_distributed(args, local, leaderboard)
-
-    return run
+    for opt in ("task_timeout", "task_memory_mb"):
+        if getattr(args, opt) is not None:
+            return _refuse(f"rally: error: {_flag(opt)} goes with --ray-address")
+    what = "verifying and filing" if leaderboard else "verifying"
+    _say(
+        f"rally: {what} {len(args.files)} replay(s): each is re-simulated from the file alone",
+        sys.stderr,
+    )
+    return local(args)
 
 
 def _verify_distributed(args: argparse.Namespace, local: Any, leaderboard: bool) -> int:
@@ -299,15 +297,12 @@ def _flag(name: str) -> str:
 
 
 def _key_values(items: list[str], opt: str) -> dict[str, Any]:
-    """``KEY=JSON`` items (a value that is not JSON is the string itself).
-
-    Raises:
-        ValueError: an item without ``=``, naming ``opt``.
-    """
+    """``KEY=JSON`` items (a value that is not JSON is the string itself); ``ValueError``
+    naming ``opt`` for an item without ``=`` or without a key."""
     out: dict[str, Any] = {}
     for it in items:
         key, sep, val = it.partition("=")
-        if not sep:
+        if not (sep and key):
             raise ValueError(f"{opt} needs KEY=VALUE, got {it!r}")
         try:
             out[key] = json.loads(val)
@@ -324,14 +319,8 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def _parse_env(items: list[str]) -> dict[str, Any]:
-    """``--env KEY=JSON`` items as ``RallyEnv`` arguments, checked by building the config.
-
-    Raises:
-        ValueError: not KEY=VALUE, or an argument ``RallyConfig`` refuses (its message).
-    """
-    for it in items:
-        if it.startswith("="):  # no key
-            raise ValueError(f"--env needs KEY=VALUE, got {it!r}")
+    """``--env KEY=JSON`` items as ``RallyEnv`` arguments, checked by building the config
+    (``ValueError``: not KEY=VALUE, or what ``RallyConfig`` refuses)."""
     env = _key_values(items, "--env")
     if env:
         bad = sorted(set(env) & {"stage", "render_mode"})
@@ -347,12 +336,8 @@ def _parse_env(items: list[str]) -> dict[str, Any]:
 
 
 def check_model_file(path: str, what: str) -> Path:
-    """A saved model (a stable-baselines3 ``.zip``) that exists as a regular zip file.
-
-    Raises:
-        FileNotFoundError: no such file (the path is used as given: no ``.zip`` appended).
-        ValueError: a directory, a device or a file that is not a zip archive.
-    """
+    """``path``, a saved model (a stable-baselines3 ``.zip``, no ``.zip`` appended) that exists
+    as a regular zip file; else ``FileNotFoundError`` or ``ValueError`` naming ``what``."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{what} {p}: no such file")
@@ -363,30 +348,37 @@ def check_model_file(path: str, what: str) -> Path:
     return p
 
 
-def _check_train_args(args: argparse.Namespace) -> str:
-    """The numbers and paths of ``rally train`` (stable-baselines3), before anything is
-    built; the run directory.
-
-    Raises:
-        OptionValueError, OutputPathError, FileNotFoundError, ValueError: naming the option.
-    """
-    _parse_env(args.env)
-    for name in ("timesteps", "n_envs", "eval_freq", "eval_seeds", "checkpoint_freq", "threads"):
-        check_positive(getattr(args, name), _flag(name))
-    check_positive(args.warmstart_steps, "--warmstart-steps", -1)
-    if args.resume is not None:
+def _check_train_args(args: argparse.Namespace, rllib: bool) -> str:
+    """The run directory, once ``rally train``'s numbers and paths (stable-baselines3, or
+    ``rllib``) are checked (``ValueError``s and ``FileNotFoundError`` naming the option)."""
+    if not rllib:
+        _parse_env(args.env)
+    sb3 = ("n_envs", "eval_freq", "eval_seeds", "checkpoint_freq", "threads", "warmstart_steps")
+    ray = ("envs_per_runner", "num_env_runners", "checkpoint_freq", "eval_seeds", "eval_freq")
+    for name in ("timesteps", *(ray if rllib else sb3)):
+        # 0 env runners: the driver samples; 0 warm-start steps: none
+        lo = -1 if name in ("num_env_runners", "warmstart_steps") else 0
+        check_positive(getattr(args, name), _flag(name), lo)
+    if rllib:
+        sb3_only = [
+            n for n in ("threads", "warmstart_steps", "n_envs") if getattr(args, n) is not None
+        ]
+        sb3_only += [n for n in ("env", "handbrake") if getattr(args, n)]
+        if sb3_only:
+            raise ValueError(f"{', '.join(map(_flag, sb3_only))}: not for --algo rllib-ppo")
+        if args.resume is not None and not (Path(args.resume) / "rllib_checkpoint.json").is_file():
+            raise FileNotFoundError(f"--resume {args.resume}: not an RLlib checkpoint directory")
+    elif args.resume is not None:
         check_model_file(args.resume, "--resume")
-    check_output_dir(args.out, "--out")
-    claim_run_dir(args.out, resume=args.resume is not None, overwrite=args.overwrite)
-    return args.out
+    out = f"runs/rllib-ppo-{args.stage}" if rllib and args.out == "runs/ppo-opener" else args.out
+    check_output_dir(out, "--out")
+    claim_run_dir(out, resume=args.resume is not None, overwrite=args.overwrite)
+    return out
 
 
 def _check_eval_outputs(args: argparse.Namespace) -> None:
-    """``rally eval``'s output paths, checked before the evaluation runs.
-
-    Raises:
-        OutputPathError: naming the option and the path.
-    """
+    """``rally eval``'s output paths, checked before the evaluation runs
+    (``OutputPathError``)."""
     if args.json == "-" and args.csv == "-":
         raise OutputPathError("--json - and --csv -: only one of them can be standard output")
     for opt, path in (("--json", args.json), ("--csv", args.csv)):
@@ -395,24 +387,6 @@ def _check_eval_outputs(args: argparse.Namespace) -> None:
     for opt in ("video", "plots", "replays"):
         if getattr(args, opt) is not None:
             check_output_dir(getattr(args, opt), "--" + opt)
-
-
-def _check_rllib_args(args: argparse.Namespace) -> str:
-    """As :func:`_check_train_args`, for ``--algo rllib-ppo``; the run directory."""
-    runs = ("timesteps", "envs_per_runner", "num_env_runners", "checkpoint_freq")
-    for name in (*runs, "eval_seeds", "eval_freq"):
-        lo = -1 if name == "num_env_runners" else 0  # 0 env runners: the driver samples
-        check_positive(getattr(args, name), _flag(name), lo)
-    sb3_only = [n for n in ("threads", "warmstart_steps", "n_envs") if getattr(args, n) is not None]
-    sb3_only += [n for n in ("env", "handbrake") if getattr(args, n)]
-    if sb3_only:
-        raise ValueError(f"{', '.join(map(_flag, sb3_only))}: not for --algo rllib-ppo")
-    if args.resume is not None and not (Path(args.resume) / "rllib_checkpoint.json").is_file():
-        raise FileNotFoundError(f"--resume {args.resume}: not an RLlib checkpoint directory")
-    out = args.out if args.out != "runs/ppo-opener" else f"runs/rllib-ppo-{args.stage}"
-    check_output_dir(out, "--out")
-    claim_run_dir(out, resume=args.resume is not None, overwrite=args.overwrite)
-    return out
 
 
 def _run_rllib(recipe: Any, out: str | None, resume: str | None, progress: bool) -> int:
@@ -464,7 +438,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 'pip install "rally-env[train]"'
             )
     try:
-        out = _check_rllib_args(args) if rllib else _check_train_args(args)
+        out = _check_train_args(args, rllib)
     except (FileNotFoundError, ValueError) as e:
         return _refuse(f"rally train: error: {e}")
     if rllib:
@@ -507,20 +481,7 @@ def _say(line: str, file: TextIO | None = None) -> None:
 def _train_recipe(args: argparse.Namespace) -> int:
     from agents.recipe import RecipeError, load_recipe, train
 
-    defaults = {
-        "algo": "ppo",
-        "stage": "opener",
-        "timesteps": 10_000_000,
-        "n_envs": None,
-        "seed": 0,
-        "handbrake": False,
-    }
-    clash = [k for k, v in defaults.items() if getattr(args, k) != v]
-    clash += [
-        k
-        for k in ("resume", "eval_freq", "eval_seeds", "checkpoint_freq", "threads")
-        if getattr(args, k) is not None
-    ]
+    clash = [k for k, v in args.recipe_holds.items() if getattr(args, k) != v]
     if args.set or args.env or args.warmstart_steps is not None or vehicle_env_kwargs(args):
         clash.append("set/env/warmstart-steps/vehicle options")
     if args.ray_address or args.num_env_runners is not None or args.envs_per_runner is not None:
@@ -615,14 +576,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             path = write(dest)
             if dest != "-":
                 print(f"wrote {path}", file=say)
-    if args.plots:
-        from agents.plots import telemetry_plots
-
-        for p in telemetry_plots(res, args.plots):
-            print(f"wrote {p}")
-    if args.video:
-        for p in best_run_videos(res, args.video):
-            print(f"wrote {p}")
+    plots = telemetry_plots(res, args.plots) if args.plots else []
+    for p in plots + (best_run_videos(res, args.video) if args.video else []):
+        print(f"wrote {p}")
     return 0
 
 
@@ -844,14 +800,6 @@ def _add_benchmark_parser(sub: Any) -> None:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    for path, what in ((args.json, "--json"), (args.markdown, "--markdown")):
-        if path is None:
-            continue
-        parent = Path(path).parent
-        if Path(path).is_dir():
-            return _refuse(f"rally benchmark: error: {what} {path} is a directory")
-        if parent.exists() and not parent.is_dir():
-            return _refuse(f"rally benchmark: error: {what} {path}: {parent} is not a directory")
     if args.write_baseline and (
         args.agent != "heuristic"
         or args.limit is not None
@@ -865,6 +813,9 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     if args.write_oracle and not (args.agent == "mpc" or args.agent.startswith("mpc:")):
         return _refuse("rally benchmark: error: --write-oracle needs --agent mpc[:SETTINGS]")
     try:
+        for path, what in ((args.json, "--json"), (args.markdown, "--markdown")):
+            if path is not None:
+                check_output_file(path, what)
         res = run_benchmark(
             args.agent,
             args.sets,

@@ -1,9 +1,5 @@
 """Stage-time evaluation: ``agents.evaluate(policy, stages, seeds)`` and its table, JSON, CSV
-(the figures per stage: docs/agents.md, "Evaluation"), and a training run's ``eval_log.csv``.
-
-``"random:N"`` stages are held out: ``gen-<HELD_OUT_SEED_BASE + i>``, from ``2**31`` on, above
-every generator seed ``stage="random"`` trains on (``[0, 2**31 - 1)``).
-"""
+(docs/agents.md, "Evaluation"), and a training run's ``eval_log.csv``."""
 
 from __future__ import annotations
 
@@ -389,24 +385,13 @@ def evaluate(
     replay_dir: str | None = None,
     on_run: Callable[[RunResult], None] | None = None,
 ) -> EvalResult:
-    """Evaluate a policy: one episode per (stage, seed).
+    """Evaluate a policy (anything :func:`agents.policies.make_policy` resolves): one episode
+    per (stage of :func:`resolve_stages`, reset seed); an :class:`EvalResult`.
 
-    Args:
-        policy: a policy (``policy(obs (N, D)) -> actions (N, 4)``) or anything
-            :func:`agents.policies.make_policy` resolves (``"heuristic"``, ``"random"``,
-            ``"ppo-opener"``, ``"model.zip"``, ``"module:function"``).
-        stages: see :func:`resolve_stages`.
-        seeds: reset seeds (one episode each per stage).
-        record: keep per-step telemetry in every :class:`RunResult`.
-        env_kwargs: more ``RallyEnv`` arguments (the same for every stage).
-        agent_name: the name in the table (default from the policy).
-        progress: print one line per stage on stderr.
-        replay_dir: save every episode there as a verifiable replay
-            (:class:`rally_env.RecordReplay`).
-        on_run: called with each episode's :class:`RunResult` as it ends (a progress bar).
-
-    Returns:
-        An :class:`EvalResult` (``.stages``, ``.runs``, ``.table()``, ``.to_dict()``).
+    ``record``: per-step telemetry in every :class:`RunResult`; ``env_kwargs``: more
+    ``RallyEnv`` arguments; ``agent_name``: the table's (default the policy's); ``progress``: a
+    line per stage on stderr; ``replay_dir``: every episode saved there as a replay
+    (:class:`rally_env.RecordReplay`); ``on_run``: called with each run as it ends.
     """
     from agents.policies import make_policy, policy_env_kwargs, policy_name
 
@@ -475,27 +460,20 @@ def _fmt(key: str, v: Any, s: StageSummary) -> str:
     return str(v)
 
 
-#: The table's column of :func:`format_table`'s ``unfinished``.
-UNFINISHED_HEAD = "did not finish"
-
-
 def format_table(
     stages: Sequence[StageSummary],
     rich: bool | None = None,
     unfinished: Sequence[str] | None = None,
 ) -> str:
-    """The stage-time table (``rich`` rendering if installed and not disabled, else plain).
-
-    Args:
-        unfinished: one entry per stage row, how its runs that did not finish ended
-            (:func:`unfinished_ends`), shown as the last column; ``None``: no such column.
-    """
+    """The stage-time table (``rich`` rendering if installed and not disabled, else plain);
+    ``unfinished``: a last column, per stage row how its runs that did not finish ended
+    (:func:`unfinished_ends`)."""
     head = dict(_HEAD)
     rows = [[_fmt(c, getattr(s, c), s) for c in head] for s in stages]
     if unfinished is not None:
         if len(unfinished) != len(rows):
             raise ValueError(f"unfinished: {len(unfinished)} entries for {len(rows)} stage rows")
-        head["unfinished"] = UNFINISHED_HEAD
+        head["unfinished"] = "did not finish"
         for r, u in zip(rows, unfinished, strict=True):
             r.append(u)
     cols = list(head)
@@ -557,25 +535,15 @@ def score(reference_s: float, stage_time_s: float | None) -> float:
 
 
 class ValidationLog:
-    """A training run's evaluation record, what every training backend (``rally train``'s
-    PPO and SAC, PPO recipes with their warm start, evolution strategies, RLlib) writes
-    through: ``eval_log.csv`` (:data:`EVAL_LOG_FIELDS`, one row per evaluation of the policy
-    on ``stages``), the best evaluation so far, and ``learning_curve.png`` (:meth:`plot`).
-
-    An ``eval_log.csv`` already there (a resumed run) goes on, rewritten first if it has the
-    columns of an older version (:func:`migrate_eval_log`).
-
-    Args:
-        out: the run directory.
-        stages: the evaluation stages (names).
-        xlabel: the learning curve's x axis label (env steps, in millions).
-        rank: what makes an evaluation the best: ``"score"``, the finish rate then the
-            median :func:`score` (one run per validation stage); ``"time"``, the finish rate
-            then the lowest median stage time (stages without a reference: no score).
+    """A training run's ``out/eval_log.csv`` (every backend's; docs/agents.md, "Training"),
+    one row per evaluation on ``stages`` (names), its best so far and ``learning_curve.png``
+    (x axis ``xlabel``); an existing log (a resumed run) goes on, migrated first
+    (:func:`migrate_eval_log`). ``rank``: the best has the highest finish rate, then
+    (``"score"``) the highest median :func:`score` or (``"time"``) the lowest median time.
 
     Raises:
-        ValueError: ``rank`` is neither, or the ``eval_log.csv`` there has a column this
-            schema does not know (the file is left as it is).
+        ValueError: another ``rank``, or a column of the existing log this schema does not
+            know (the file is left as it is).
     """
 
     def __init__(self, out: str | Path, stages: list[str], xlabel: str, rank: str = "score"):
@@ -597,7 +565,6 @@ class ValidationLog:
         migrate_eval_log(self.path)  # a resumed run: its best so far stays the one to beat
         with self.path.open(newline="") as f:
             rows = list(csv.DictReader(f))
-        ranked = []
         for i, row in enumerate(rows, start=2):
             try:
                 figures = {k: float(row[k]) for k in _RANKED}
@@ -605,9 +572,7 @@ class ValidationLog:
                 bad = {k: row.get(k) for k in _RANKED}
                 raise ValueError(f"{self.path}: line {i}: not a number in {bad}") from None
             if row["phase"] != "final":
-                ranked.append(figures)
-        for figures in ranked:
-            self._rank(figures)
+                self._rank(figures)
 
     def figures(self, runs: list[Any]) -> dict[str, float]:
         """The figures of one evaluation's runs (:class:`RunResult`): finish rate, scores
@@ -682,11 +647,9 @@ _RANKED = ("finish_rate", "median_score", "median_time_s")
 
 
 def migrate_eval_log(path: str | Path) -> bool:
-    """Rewrite an ``eval_log.csv`` of an older version (``rally train``'s ``timesteps,
-    wall_time_s,finish_rate,median_time_s,best_time_s,ep_return[,median_score]``, RLlib's
-    ``env_steps,finish_rate,median_time_s,mean_progress_m``, the recipes' without the time
-    columns) with :data:`EVAL_LOG_FIELDS`: a figure a row lacks is ``nan``, its phase empty,
-    its timesteps its env steps or the other way round. Returns whether it rewrote the file.
+    """Rewrite an older version's ``eval_log.csv`` (docs/agents.md, "Training") with
+    :data:`EVAL_LOG_FIELDS`: a missing figure ``nan``, phase empty, timesteps the env steps or
+    the other way round. Returns whether it rewrote the file.
 
     Raises:
         ValueError: a column this schema does not know (the file is left as it is).

@@ -1,10 +1,6 @@
-"""Par times: the heuristic driver's stage time on each library stage.
-
-``python -m agents.par`` (or ``rally par``) writes :data:`agents.evaluate.PAR_TIMES_PATH`
-(``agents/par_times.json``) and the ``par_time_s`` line of each library stage file
-(``tracks/stages/<name>.toml``; the par time is metadata, so the stage's digest, its replays and
-its leaderboard entries are unchanged).
-"""
+"""Par times, the heuristic driver's stage time on each library stage: ``rally par`` (or
+``python -m agents.par``) writes ``agents/par_times.json`` and the ``par_time_s`` line of each
+library stage file (metadata, out of the stage's digest: docs/stages.md)."""
 
 from __future__ import annotations
 
@@ -32,11 +28,9 @@ def compute_par_times(stages: Any = "library") -> dict[str, float]:
 
 
 def write_stage_file_par(name: str, par_time_s: float) -> Path:
-    """Set the ``par_time_s`` line of library stage file ``tracks/stages/<name>.toml``.
-
-    Only that line changes; the file must read back as the same stage (same digest) with the
-    new par time, else nothing is written and ``ValueError`` is raised.
-    """
+    """Set the ``par_time_s`` line of library stage file ``tracks/stages/<name>.toml``, only
+    if the file then reads back as the same stage (digest) with that par time (else
+    ``ValueError``, nothing written)."""
     import tracks
     from tracks.io import load_stage
 
@@ -61,12 +55,8 @@ def write_stage_file_par(name: str, par_time_s: float) -> Path:
 def write_par_times(
     stages: Any = "library", path: str | Path | None = None
 ) -> tuple[Path, dict[str, float]]:
-    """Compute the par times, write the JSON (and, when writing the package's own JSON,
-    ``path=None``, the par time of each library stage into its stage file).
-
-    Returns:
-        (the JSON path, ``{stage: par time (s)}``).
-    """
+    """Compute the par times and write them as JSON to ``path`` (default the package's, then
+    also into each library stage file); returns (the JSON path, ``{stage: par time (s)}``)."""
     import tracks
     from agents.evaluate import PAR_TIMES_PATH
     from agents.heuristic import fingerprint

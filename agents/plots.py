@@ -1,10 +1,5 @@
-"""Small PNG plots drawn with pygame-ce (the ``[render]`` extra; no matplotlib needed).
-
-* :func:`telemetry_plot`: one run: speed vs stage distance against the reference profile,
-  a g-g diagram (longitudinal vs lateral acceleration with the friction circle mu g) and
-  friction-circle usage vs distance.
-* :func:`curve_plot`: a learning curve (x, y series).
-"""
+"""Small PNG plots drawn with pygame-ce (the ``[render]`` extra; no matplotlib needed): a run's
+telemetry (:func:`telemetry_plot`), a learning curve (:func:`curve_plot`)."""
 
 from __future__ import annotations
 
@@ -102,27 +97,23 @@ class _Panel:
         py = ry + h - (np.asarray(y) - self.y0) / (self.y1 - self.y0) * h
         return px, py
 
-    def line(self, x, y, color, width=2):
-        pg = _pg()
+    def line(self, x, y, color, width=2, dots=False):
+        """A line through the finite points ``(x, y)``, clipped to the panel (``dots``: a dot
+        of radius ``width`` at each instead)."""
         x, y = np.asarray(x, float), np.asarray(y, float)
         ok = np.isfinite(x) & np.isfinite(y)
-        if ok.sum() < 2:
+        if ok.sum() < (1 if dots else 2):
             return
         px, py = self.xy(x[ok], y[ok])
         pts = list(zip(px.tolist(), py.tolist(), strict=True))
-        clip = self.s.get_clip()
-        self.s.set_clip(self.r)
-        pg.draw.lines(self.s, color, False, pts, width)
-        self.s.set_clip(clip)
-
-    def dots(self, x, y, color, r=2):
         pg = _pg()
-        px, py = self.xy(x, y)
         clip = self.s.get_clip()
         self.s.set_clip(self.r)
-        for a, b in zip(px.tolist(), py.tolist(), strict=True):
-            if math.isfinite(a) and math.isfinite(b):
-                pg.draw.circle(self.s, color, (a, b), r)
+        if dots:
+            for p in pts:
+                pg.draw.circle(self.s, color, p, width)
+        else:
+            pg.draw.lines(self.s, color, False, pts, width)
         self.s.set_clip(clip)
 
     def legend(self, items):
@@ -173,7 +164,7 @@ def telemetry_plot(run: Any, path: str | Path) -> Path:
     )
     th = np.linspace(0, 2 * np.pi, 100)
     p2.line(mu_g * np.cos(th), mu_g * np.sin(th), _COLORS[1], 1)
-    p2.dots(alat[::2], along[::2], _COLORS[0], 1)
+    p2.line(alat[::2], along[::2], _COLORS[0], 1, dots=True)
     p2.legend([("mu g (gravel)", _COLORS[1])])
     u = tel["usage"]
     p3 = _Panel(
@@ -226,7 +217,7 @@ def curve_plot(
     for i, (label, x, y) in enumerate(series):
         c = _COLORS[i % len(_COLORS)]
         p.line(x, y, c, 2)
-        p.dots(np.asarray(x, float), np.asarray(y, float), c, 3)
+        p.line(x, y, c, 3, dots=True)
         items.append((label, c))
     for j, (label, h) in enumerate(hlines):
         c = _COLORS[(len(series) + j) % len(_COLORS)]

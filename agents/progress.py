@@ -10,11 +10,8 @@ from typing import Any, TextIO
 
 
 class Progress:
-    """Items done of ``total`` (episodes, replays, metres, ...).
-
-    ``update(note)`` counts one item (``update(note, done=n)``: ``n`` in all), ``close()`` ends
-    the bar (in a log: the last line).
-    """
+    """Items done of ``total`` (episodes, replays, metres, ...): ``update(note)`` counts one
+    (``done=n``: ``n`` in all), ``close()`` ends the bar (in a log: the last line)."""
 
     def __init__(
         self,

@@ -39,19 +39,9 @@ class RunDirectoryError(OutputPathError):
 def claim_run_dir(
     out: str | Path, *, resume: bool = False, overwrite: bool = False, what: str = "--out"
 ) -> Path:
-    """Make ``out`` the directory of a new run, or of a resumed one.
-
-    Args:
-        out: the run directory.
-        resume: the run continues a checkpoint: an existing run's files stay (its
-            ``eval_log.csv`` goes on; ``model.zip`` and ``summary.json`` are replaced at the end).
-        overwrite: remove the old run's files (:data:`RUN_ENTRIES`) first; refused when the
-            directory holds anything else (nothing is removed then) and together with
-            ``resume``.
-        what: how messages name the directory.
-
-    Returns:
-        ``out`` as a :class:`~pathlib.Path`, created and writable.
+    """Make ``out`` (named ``what`` in messages) the directory of a new run, created and
+    writable; with ``resume`` (a run continuing a checkpoint) an existing run's files stay;
+    ``overwrite`` removes them (:data:`RUN_ENTRIES`) first (docs/agents.md, "Training").
 
     Raises:
         RunDirectoryError: a non-empty directory without ``resume`` or ``overwrite``, or

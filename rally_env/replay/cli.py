@@ -70,7 +70,7 @@ def add_subcommands(subparsers: Any) -> None:
     s.add_argument("--stage", required=True, help="stage name, e.g. opener")
     s.add_argument("--db", help="database file")
     s.add_argument(
-        "--limit", type=_positive_int, default=10, help="entries per class, >= 1 (default 10)"
+        "--limit", type=_int_arg, default=10, help="entries per class, >= 1 (default 10)"
     )
     s.add_argument("--rules", choices=("all", "standard"), default="all")
     s.add_argument(
@@ -80,13 +80,14 @@ def add_subcommands(subparsers: Any) -> None:
     s.set_defaults(func=_cmd_lb_show)
 
 
-def _positive_int(text: str) -> int:
+def _int_arg(text: str, lo: int = 1, what: str = "an integer") -> int:
+    """``text`` as an integer >= ``lo`` (an argparse type: its errors are argparse's)."""
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if v < lo:
+        raise argparse.ArgumentTypeError(f"must be >= {lo}, got {v}")
     return v
 
 

@@ -395,7 +395,8 @@ def _check_stage_claim(stage: Any, where: str) -> dict[str, Any]:
     return stage
 
 
-def _check_result(res: Any, where: str) -> tuple[str, Any, list[Any], float, bool, bool]:
+def _check_result(res: Any, where: str) -> dict[str, Any]:
+    """The :class:`Replay` fields of a valid ``result`` object."""
     if not isinstance(res, dict):
         raise ReplayFormatError(f"{where}: field 'result' must be an object")
     extra = [str(k)[:40] for k in res if k not in RESULT_KEYS]
@@ -423,7 +424,8 @@ def _check_result(res: Any, where: str) -> tuple[str, Any, list[Any], float, boo
             f"{where}: result is inconsistent: end_reason {end!r} with terminated={term}, "
             f"truncated={trunc}, finish_time_s={cut_repr(ft)}"
         )
-    return end, ft, cps, float(st), term, trunc
+    times = [None if t is None else float(t) for t in (ft, *cps)]
+    return dict(zip(RESULT_KEYS, (end, term, trunc, float(st), times[0], times[1:]), strict=True))
 
 
 def _check_meta(meta: Any, where: str, budgets: Budgets) -> dict[str, Any]:
@@ -478,29 +480,19 @@ def replay_from_dict(doc: Any, where: str = "<replay>", budgets: Budgets | None 
     for i, h in enumerate(hashes):
         if not _is_hash(h):
             raise ReplayFormatError(f"{where}: hashes[{i}] is not a 32-digit hex digest")
-    end, ft, cps, stage_time, term, trunc = _check_result(doc["result"], where)
-    meta = _check_meta(doc.get("meta", {}), where, budgets)
     return Replay(
         env_kwargs=kw,
         reset=reset,
         actions=actions,
         hash_every=every,
         hashes=list(hashes),
-        initial_hash=doc["initial_hash"],
-        final_hash=doc["final_hash"],
-        end_reason=end,
-        finish_time_s=None if ft is None else float(ft),
-        checkpoint_times_s=[None if c is None else float(c) for c in cps],
         stage=stage,
-        vehicle_digest=doc["vehicle_digest"],
-        config_digest=doc["config_digest"],
-        env_id=doc["env_id"],
         control_hz=hz,
-        stage_time_s=stage_time,
-        terminated=term,
-        truncated=trunc,
+        **_check_result(doc["result"], where),
+        meta=_check_meta(doc.get("meta", {}), where, budgets),
         package_version=str(doc.get("package_version", "unknown")),
-        meta=meta,
+        **{k: doc[k] for k in ("initial_hash", "final_hash", "vehicle_digest", "config_digest")},
+        env_id=doc["env_id"],
     )
 
 

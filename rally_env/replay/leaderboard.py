@@ -1,12 +1,6 @@
 """A local leaderboard of verified stage times (SQLite, standard library only), and
 :class:`Board`, the code that files, ranks and reads runs for it and for the server (what gets
-in and how runs are ranked: ``docs/replays.md``, "Leaderboard").
-
-    from rally_env.replay.leaderboard import Leaderboard
-    lb = Leaderboard("board.sqlite3")
-    lb.add("opener-00089.468s-....rrp.json.gz", player="ada")
-    for e in lb.best("opener"):
-        print(e.rank, e.finish_time_s, e.player)
+in, how runs are ranked and an example: ``docs/replays.md``, "Leaderboard").
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ from rally_env.replay.format import Replay, load_replay, replay_from_bytes
 from rally_env.replay.verify import VerifyReport, drive_id, verify
 
 SCHEMA_VERSION = 1
+SCHEMA_VERSION_SQL = "SELECT value FROM meta WHERE key = 'schema_version'"
 ENV_DB = "RALLY_LEADERBOARD"
 
 #: The board's tables (SQLite; the server's PostgreSQL store adapts the types).
@@ -143,13 +138,21 @@ def stage_name_problem(report: VerifyReport) -> str | None:
     )
 
 
-def refusal_message(report: VerifyReport) -> str:
-    """Why a run that is not accepted is refused: the message of an unusable file, else
-    ``verification failed at step N: ...``."""
+def refusal(report: VerifyReport, name_problem: str | None = None) -> tuple[str, str] | None:
+    """``(reason, message)`` of why a verified run stays off the board, or None: not accepted
+    (the report's reason; the message of an unusable file, else ``verification failed at step
+    N: ...``), ``stage_name`` (``name_problem``: :func:`stage_name_problem`) or
+    ``unfinished``."""
     if report.status == "unusable":
-        return report.message
-    where = f" at step {report.step}" if report.step is not None else ""
-    return f"verification failed{where}: {report.message}"
+        return report.reason, report.message
+    if not report.accepted:
+        where = f" at step {report.step}" if report.step is not None else ""
+        return report.reason, f"verification failed{where}: {report.message}"
+    if name_problem is not None:
+        return "stage_name", name_problem
+    if report.finish_time_s is None:
+        return "unfinished", unfinished_message(report.end_reason)
+    return None
 
 
 def unfinished_message(end_reason: str) -> str:
@@ -158,24 +161,6 @@ def unfinished_message(end_reason: str) -> str:
         f"the run did not finish (end reason {end_reason or 'none'!r}); "
         "only finished runs go on the leaderboard"
     )
-
-
-def same_drive(cur: Any, ph: str, report: VerifyReport, want: str) -> str | None:
-    """The run id of a stored run of the drive ``want`` (:func:`~rally_env.replay.verify.drive_id`,
-    re-derived from the stored replays of the runs like ``report``'s), or None."""
-    cur.execute(
-        f"SELECT run_id, rules, stage_digest, replay FROM runs WHERE stage_digest = {ph} "
-        f"AND rules = {ph} AND steps = {ph} AND finish_time_s = {ph}",
-        (report.stage_digest, report.rules, report.steps, float(report.finish_time_s)),
-    )
-    for run_id, rules, digest, blob in cur.fetchall():
-        try:
-            old = replay_from_bytes(bytes(blob), f"leaderboard run {run_id}")
-        except ReplayError:
-            continue
-        if drive_id(digest, rules, old.initial_hash, old.actions) == want:
-            return str(run_id)
-    return None
 
 
 class Board:
@@ -230,7 +215,7 @@ class Board:
             + "ON CONFLICT (key) DO NOTHING",
             (str(SCHEMA_VERSION),),
         )
-        cur.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        cur.execute(SCHEMA_VERSION_SQL)
         return str(cur.fetchone()[0])
 
     def __enter__(self) -> Any:
@@ -250,18 +235,51 @@ class Board:
         added_utc: str | None = None,
     ) -> tuple[int | None, str | None]:
         """File a verified run's row and splits in the transaction of ``cur``. ``drive``: its
-        :func:`~rally_env.replay.verify.drive_id` (None: not checked); ``added_utc``: default now.
+        :func:`~rally_env.replay.verify.drive_id` (None: not checked), compared with the drive
+        of each stored run like it (re-derived from its replay); ``added_utc``: default now.
 
         Returns:
             ``(row id, None)``, or ``(None, run id)`` of the stored run that is the same
             drive or the same run (nothing is written then).
         """
-        same = None if drive is None else same_drive(cur, self.ph, report, drive)
-        if same is not None:
-            return None, same
-        rowid = insert_run(cur, self.ph, report, blob, player, added_utc)
-        if rowid is None:
+        if drive is not None:  # a stored run of the same drive, re-derived from its replay
+            cur.execute(
+                self.q(
+                    "SELECT run_id, rules, stage_digest, replay FROM runs WHERE stage_digest = ? "
+                    "AND rules = ? AND steps = ? AND finish_time_s = ?"
+                ),
+                (report.stage_digest, report.rules, report.steps, float(report.finish_time_s)),
+            )
+            for run_id, rules, digest, old_blob in cur.fetchall():
+                try:
+                    old = replay_from_bytes(bytes(old_blob), f"leaderboard run {run_id}")
+                except ReplayError:
+                    continue
+                if drive_id(digest, rules, old.initial_hash, old.actions) == drive:
+                    return None, str(run_id)
+        row = {
+            "run_id": report.run_id,
+            "stage_name": report.stage,
+            "stage_digest": report.stage_digest,
+            "rules": report.rules,
+            "standard": int(report.standard),
+            "control_hz": report.control_hz,
+            "vehicle_digest": report.vehicle_digest,
+            "finish_time_s": float(report.finish_time_s),
+            "steps": report.steps,
+            "player": player,
+            "added_utc": added_utc or utc_now(),
+            "replay": blob,
+        }
+        cur.execute(
+            self.q(f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})")
+            + " ON CONFLICT (run_id) DO NOTHING RETURNING id",
+            tuple(row.values()),
+        )
+        got = cur.fetchone()
+        if got is None:
             return None, report.run_id
+        rowid = int(got[0])
         if self._midway is not None:
             self._midway()
         cur.executemany(
@@ -294,16 +312,32 @@ class Board:
             raise ValueError(f"limit must be an integer >= 1 or None, got {limit!r}")
         if digest == "current":
             digest = current_stage_digest(stage)
-        q, args = best_query(stage, digest, rules, self.ph)
+        q = f"SELECT {ENTRY_COLUMNS} FROM runs WHERE stage_name = ?"
+        args: list[Any] = [stage]
+        if digest is not None:
+            q += " AND stage_digest = ?"
+            args.append(digest)
+        if rules == "standard":
+            q += " AND standard = 1"
+        elif rules is not None:
+            q += " AND rules = ?"
+            args.append(rules)
+        q += " ORDER BY standard DESC, stage_digest, rules, finish_time_s, id"
+        out: list[Entry] = []
+        rank: dict[tuple[str, str], int] = {}  # within each (stage version, rules) class
         try:
             with self.tx(write=False) as cur:
-                cur.execute(q, args)
-                rows = cur.fetchall()
-                return rank_rows(rows, limit, lambda rowid: self.splits(cur, rowid))
+                cur.execute(self.q(q), args)
+                for row in cur.fetchall():
+                    key = (row[4], row[5])
+                    rank[key] = r = rank.get(key, 0) + 1
+                    if limit is None or r <= limit:
+                        out.append(entry_of(row, r, self.splits(cur, int(row[0]))))
         except sqlite3.Error as e:
             raise LeaderboardError(
                 f"{self.url}: cannot read the database ({e})", "database"
             ) from None
+        return out
 
     def splits(self, cur: Any, rowid: int) -> tuple[float | None, ...]:
         """The split times of the run in row ``rowid``, in order."""
@@ -398,19 +432,13 @@ class Leaderboard(Board):
                 c.execute("ROLLBACK")
             raise
 
-    def _schema_version(self) -> str | None:
-        c = self._conn()
-        has = c.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-        ).fetchone()
-        if has is None:
-            return None
-        row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return None if row is None else str(row[0])
-
     def _init(self) -> None:
-        ver = self._schema_version()  # an existing board is only read (it may be read-only)
-        if ver is None:
+        c = self._conn()  # an existing board is only read (it may be read-only)
+        sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        row = c.execute(sql).fetchone() and c.execute(SCHEMA_VERSION_SQL).fetchone()
+        if row:
+            ver = str(row[0])
+        else:
             with self.tx() as cur:
                 ver = self._create_schema(cur, BOARD_SCHEMA)
         if ver != str(SCHEMA_VERSION):
@@ -462,82 +490,34 @@ class Leaderboard(Board):
                 )
         except ReplayError as e:
             raise LeaderboardError(str(e), "bad_replay") from None
-        if not report.accepted:
-            raise LeaderboardError(refusal_message(report), "rejected", report)
-        problem = stage_name_problem(report)
-        if problem is not None:
-            raise LeaderboardError(problem, "stage_name", report)
+        why = refusal(report, stage_name_problem(report) if report.accepted else None)
+        if why is not None:  # (a finished replay's accepted run is finished)
+            reason = "stage_name" if why[0] == "stage_name" else "rejected"
+            raise LeaderboardError(why[1], reason, report)
         if player is None:
             player = str(replay.meta.get("player") or "")
-        self._insert(replay, report, player[:100])
-        return self._entry_for(report.run_id), report
-
-    def _insert(self, replay: Replay, report: VerifyReport, player: str) -> None:
-        blob = replay.to_bytes(compress=True)
         # the report's drive id, or (a report made without it) derived from the accepted replay
         drive = report.drive_id or drive_id(
             report.stage_digest, report.rules, replay.initial_hash, replay.actions
         )
+        blob = replay.to_bytes(compress=True)
         try:
             with self.tx() as cur:
-                rowid, same = self.file_run(cur, report, blob, player, drive)
-                if rowid is None:
-                    msg = (
-                        f"run {same} is already on the leaderboard"
-                        if same == report.run_id
-                        else f"the same drive is already on the leaderboard as run {same}"
-                    )
-                    raise LeaderboardError(msg, "duplicate")
+                rowid, same = self.file_run(cur, report, blob, player[:100], drive)
         except sqlite3.Error as e:
             raise LeaderboardError(
                 f"{self.path}: the database refused the write ({e})", "database"
             ) from None
-
-    def _entry_for(self, run_id: str) -> Entry:
-        row = self._one("SELECT stage_name, stage_digest, rules FROM runs WHERE run_id = ?", run_id)
-        for e in self.best(row[0], digest=row[1], rules=row[2], limit=None):
-            if e.run_id == run_id:
-                return e
-        raise LeaderboardError(f"run {run_id} vanished", "database")  # pragma: no cover
+        if rowid is None:
+            if same == report.run_id:
+                raise LeaderboardError(f"run {same} is already on the leaderboard", "duplicate")
+            msg = f"the same drive is already on the leaderboard as run {same}"
+            raise LeaderboardError(msg, "duplicate")
+        board = self.best(report.stage, report.stage_digest, report.rules, limit=None)
+        return next(e for e in board if e.run_id == report.run_id), report
 
 
 # ------------------------------------------------------------------ SQL of the board
-# Helpers of :class:`Board`, taking a DB-API cursor and the driver's placeholder.
-
-
-def insert_run(
-    cur: Any,
-    ph: str,
-    report: VerifyReport,
-    blob: bytes,
-    player: str,
-    added_utc: str | None = None,
-) -> int | None:
-    """Insert a verified run's row; its id, or None when the run is already stored (nothing
-    is written). ``added_utc``: the time shown with it (default now)."""
-    row = {
-        "run_id": report.run_id,
-        "stage_name": report.stage,
-        "stage_digest": report.stage_digest,
-        "rules": report.rules,
-        "standard": int(report.standard),
-        "control_hz": report.control_hz,
-        "vehicle_digest": report.vehicle_digest,
-        "finish_time_s": float(report.finish_time_s),
-        "steps": report.steps,
-        "player": player,
-        "added_utc": added_utc or utc_now(),
-        "replay": blob,
-    }
-    cur.execute(
-        f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join([ph] * len(row))})"
-        " ON CONFLICT (run_id) DO NOTHING RETURNING id",
-        tuple(row.values()),
-    )
-    row = cur.fetchone()
-    return None if row is None else int(row[0])
-
-
 def utc_now() -> str:
     """The time now, as the board shows it (``2024-05-01T12:00:00Z``)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -555,37 +535,6 @@ ENTRY_COLUMNS = (
     "id, finish_time_s, player, stage_name, stage_digest, rules, standard, control_hz, steps, "
     "added_utc, run_id"
 )
-
-
-def best_query(stage: str, digest: str | None, rules: str | None, ph: str) -> tuple[str, list]:
-    """The SELECT behind :meth:`Leaderboard.best` (``digest`` already resolved)."""
-    q = f"SELECT {ENTRY_COLUMNS} FROM runs WHERE stage_name = {ph}"
-    args: list[Any] = [stage]
-    if digest is not None:
-        q += f" AND stage_digest = {ph}"
-        args.append(digest)
-    if rules == "standard":
-        q += " AND standard = 1"
-    elif rules is not None:
-        q += f" AND rules = {ph}"
-        args.append(rules)
-    q += " ORDER BY standard DESC, stage_digest, rules, finish_time_s, id"
-    return q, args
-
-
-def rank_rows(
-    rows: list[Any], limit: int | None, splits_of: Callable[[int], tuple[float | None, ...]]
-) -> list[Entry]:
-    """:class:`Entry` rows ranked within each (stage version, rules) class."""
-    out: list[Entry] = []
-    rank: dict[tuple[str, str], int] = {}
-    for row in rows:
-        key = (row[4], row[5])
-        r = rank.get(key, 0) + 1
-        rank[key] = r
-        if limit is None or r <= limit:
-            out.append(entry_of(row, r, splits_of(int(row[0]))))
-    return out
 
 
 def entry_of(row: Any, rank: int, splits: tuple[float | None, ...]) -> Entry:

@@ -172,11 +172,6 @@ class _Recorder:
         if ep is not None and len(ep.hashes) < len(ep.actions) // self.hash_every:
             ep.hashes.append(car_state_hash(self.core, k))
 
-    def unrecord(self, k: int) -> None:
-        ep = self.episodes[k]
-        if ep is not None and ep.actions:
-            ep.actions.pop()
-
     def step(self, env: Any, actions: Any, single: bool) -> Any:
         """``env.step(actions)`` (one car's action if ``single``), recording the action of
         every car whose episode is open and running; cars that ended last step are reset by
@@ -198,9 +193,10 @@ class _Recorder:
         before = list(self.episodes)
         try:
             out = env.step(a)
-        except Exception:
-            for k in running:
-                self.unrecord(k)
+        except Exception:  # the actions were not taken: unrecord them
+            for ep in (self.episodes[k] for k in running):
+                if ep is not None and ep.actions:
+                    ep.actions.pop()
             raise
         ended = np.reshape(np.logical_or(out[2], out[3]), -1)
         for k in running:
@@ -300,14 +296,7 @@ class RecordReplay(gym.Wrapper):
         super().__init__(env)
         _check_chain(env)
         self._rec = _Recorder(env.unwrapped, "RallyEnv", *args, **kwargs)
-
-    @property
-    def replays(self) -> deque[Replay]:
-        return self._rec.replays
-
-    @property
-    def saved(self) -> list[Path]:
-        return self._rec.saved
+        self.replays, self.saved = self._rec.replays, self._rec.saved
 
     @property
     def config(self) -> Any:
@@ -335,9 +324,7 @@ class RecordVectorReplay(gym.vector.VectorWrapper):
     def __init__(self, env: Any, *args: Any, **kwargs: Any):
         super().__init__(env)
         self._rec = _Recorder(env.unwrapped, "RallyVectorEnv", *args, **kwargs)
-
-    replays = RecordReplay.replays
-    saved = RecordReplay.saved
+        self.replays, self.saved = self._rec.replays, self._rec.saved
 
     def step(self, actions: Any):
         return self._rec.step(self.env, actions, single=False)

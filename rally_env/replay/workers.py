@@ -54,9 +54,9 @@ class TaskLimits:
 
 class TaskFailed(Exception):
     """A task exceeded its time or memory budget, or its worker died (the worker was
-    replaced). ``reason``: ``over_budget`` or ``verifier_died``."""
+    replaced). ``reason``: ``over_budget`` (the default) or ``verifier_died``."""
 
-    def __init__(self, reason: str, message: str):
+    def __init__(self, message: str, reason: str = "over_budget"):
         super().__init__(message)
         self.reason = reason
 
@@ -204,9 +204,8 @@ def bounded_task(kind: str, payload: bytes, limits: TaskLimits, where: str) -> d
             return w.call(kind, payload, where)
         except RuntimeError as e:  # the process did not start: its budget is the likely cause
             raise TaskFailed(
-                "over_budget",
                 f"the verifier process did not start under its {limits.memory_mb} MiB memory "
-                f"budget ({e})",
+                f"budget ({e})"
             ) from None
 
 
@@ -288,8 +287,7 @@ class Worker:
                 if not self.conn.poll(budget):
                     self.stop()
                     raise TaskFailed(
-                        "over_budget",
-                        f"the verification took longer than its {budget:.3g} s time budget",
+                        f"the verification took longer than its {budget:.3g} s time budget"
                     )
                 out = self.conn.recv()
                 if isinstance(out, tuple) and out and out[0] == "steps":
@@ -298,12 +296,11 @@ class Worker:
                 break
         except (EOFError, OSError, BrokenPipeError):
             why = self._death()
-            raise TaskFailed("verifier_died", why) from None
+            raise TaskFailed(why, "verifier_died") from None
         if out.get("error") == "memory":
             self.stop()  # a fresh process: nothing half-allocated survives
             raise TaskFailed(
-                "over_budget",
-                f"the verification ran out of its {self.limits.memory_mb} MiB memory budget",
+                f"the verification ran out of its {self.limits.memory_mb} MiB memory budget"
             )
         return out
 
@@ -352,15 +349,12 @@ class RayWorker:
         except GetTimeoutError:
             ray.cancel(ref, force=True)
             raise TaskFailed(
-                "over_budget",
-                f"the verification took longer than the {self.limits.timeout_s:g} s time budget",
+                f"the verification took longer than the {self.limits.timeout_s:g} s time budget"
             ) from None
         except RayError as e:
-            raise TaskFailed(
-                "over_budget", f"the verifier died on the cluster ({type(e).__name__})"
-            ) from None
+            raise TaskFailed(f"the verifier died on the cluster ({type(e).__name__})") from None
         if out.get("error") in ("over_budget", "verifier_died"):
-            raise TaskFailed(out["error"], out["message"])
+            raise TaskFailed(out["message"], out["error"])
         if "report" in out:
             out["report"] = VerifyReport(**out["report"])
         return out

@@ -1,7 +1,8 @@
 """The HTTP API and web pages of ``rally serve`` (FastAPI on uvicorn).
 
 Errors are JSON ``{"error": {"code": ..., "message": ...}}`` with a matching status (the codes:
-``docs/server.md``); the web pages answer an error page instead.
+``docs/server.md``); the web pages answer an error page instead. Routes that only read are plain
+functions: FastAPI runs them in its thread pool, off the event loop.
 """
 
 from __future__ import annotations
@@ -94,8 +95,9 @@ class SharedRateLimiter:
         self.local: OrderedDict[Any, tuple[float, float]] = OrderedDict()
         self.lock = threading.Lock()
 
-    def take(self, key: Any) -> float:
-        """0 if allowed (one event taken), else the seconds until the next is allowed."""
+    def take(self, key: Any, who: str) -> None:
+        """Take one event of ``key``, else :class:`ApiError` 429 ``rate_limited`` (uploads
+        ``who``, with ``Retry-After``)."""
         now = time.monotonic()
         with self.lock:
             tokens, last = self.local.pop(key, (self.rate, now))
@@ -103,9 +105,15 @@ class SharedRateLimiter:
             self.local[key] = (tokens, now)
             while len(self.local) > self.max_keys:
                 self.local.popitem(last=False)
-        if wait > 0.0:
-            return wait
-        return self.store.take_rate(self.bucket, str(key), self.rate, self.per, time.time())
+        if wait == 0.0:
+            wait = self.store.take_rate(self.bucket, str(key), self.rate, self.per, time.time())
+        if wait:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"too many uploads {who}; retry in {wait:.0f} s",
+                {"Retry-After": str(max(1, round(wait)))},
+            )
 
 
 def create_app(store: Store, config: ServerConfig | None = None) -> FastAPI:
@@ -165,10 +173,10 @@ class _Ctx:
     addr_rl: SharedRateLimiter
     jinja: Environment
 
-    async def submission(self, run_id: str) -> dict[str, Any]:
+    def submission(self, run_id: str) -> dict[str, Any]:
         if not ID_RE.match(run_id):
             raise ApiError(400, "bad_run_id", "a run id is 32 lowercase hexadecimal digits")
-        d = await in_thread(self.store.submission, run_id)
+        d = self.store.submission(run_id)
         if d is None:
             raise ApiError(404, "not_found", f"no run {run_id}")
         return d
@@ -258,15 +266,6 @@ def _check_board(stage: str, rules: str = "standard") -> None:
         raise ApiError(400, "bad_request", "rules: standard, all or a 16-digit rules digest")
 
 
-def _rate_limited(wait: float, who: str) -> ApiError:
-    return ApiError(
-        429,
-        "rate_limited",
-        f"too many uploads {who}; retry in {wait:.0f} s",
-        {"Retry-After": str(max(1, round(wait)))},
-    )
-
-
 def _svg_path(geom: dict[str, Any], w: float = 240, h: float = 160) -> dict[str, Any]:
     xs, ys = geom["x"], geom["y"]
     x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
@@ -349,9 +348,7 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         ``application/octet-stream``, or a ``multipart/form-data`` form whose one file part is
         the replay (``curl -F file=@run.rrp.json.gz``); ``Authorization: Bearer <token>``."""
         addr = request.client.host if request.client else "-"
-        wait = await in_thread(ctx.addr_rl.take, addr)
-        if wait:
-            raise _rate_limited(wait, f"from {addr}")
+        await in_thread(ctx.addr_rl.take, addr, f"from {addr}")
         auth = request.headers.get("authorization", "")
         if not auth:
             raise ApiError(401, "missing_token", "send Authorization: Bearer <token>")
@@ -363,9 +360,7 @@ def _upload_route(app: FastAPI, ctx: _Ctx) -> None:
         if found is None:
             raise ApiError(401, "bad_token", "unknown or revoked token")
         token_id, token_name = found
-        wait = await in_thread(ctx.token_rl.take, token_id)
-        if wait:
-            raise _rate_limited(wait, "with this token")
+        await in_thread(ctx.token_rl.take, token_id, "with this token")
         name = token_name if player is None else player
         if not (1 <= len(name) <= 40) or not name.isprintable() or name.strip() != name:
             raise ApiError(
@@ -405,19 +400,15 @@ def _run_routes(app: FastAPI, ctx: _Ctx) -> None:
     """A submission's status, its replay and its re-simulated trace."""
 
     @app.get("/api/v1/runs/{run_id}", summary="A submission's status and verdict")
-    async def get_run(run_id: str) -> JSONResponse:
+    def get_run(run_id: str) -> JSONResponse:
         """``status`` is ``queued``, ``verifying``, ``accepted`` or ``rejected`` (then
         ``reason``, ``message`` and ``step`` say why)."""
-        return JSONResponse(_public(await ctx.submission(run_id)))
+        return JSONResponse(_public(ctx.submission(run_id)))
 
     @app.get("/api/v1/runs/{run_id}/replay", summary="An accepted run's replay file")
-    async def get_replay(run_id: str) -> Response:
-        d = await ctx.submission(run_id)
-        blob = (
-            await in_thread(ctx.store.replay_blob, d["run_id"])
-            if d["status"] == "accepted"
-            else None
-        )
+    def get_replay(run_id: str) -> Response:
+        d = ctx.submission(run_id)
+        blob = ctx.store.replay_blob(d["run_id"]) if d["status"] == "accepted" else None
         if blob is None:
             raise ApiError(404, "not_found", f"run {run_id} has no accepted replay")
         name = f"{d['run_id']}.rrp.json.gz"
@@ -428,21 +419,21 @@ def _run_routes(app: FastAPI, ctx: _Ctx) -> None:
         )
 
     @app.get("/api/v1/runs/{run_id}/trace", summary="An accepted run's re-simulated trace")
-    async def get_trace(run_id: str, request: Request) -> Response:
+    def get_trace(run_id: str, request: Request) -> Response:
         """Per control step: ``t``, ``x``, ``y``, ``heading``, ``speed``, ``progress``; the
         split and finish times and the stage geometry; from the server's re-simulation."""
-        d = await ctx.submission(run_id)
+        d = ctx.submission(run_id)
         if d["status"] != "accepted":
             raise ApiError(404, "not_found", f"run {run_id} is not accepted ({d['status']})")
         rid = d["run_id"]
-        data = await in_thread(ctx.store.trace, rid)
+        data = ctx.store.trace(rid)
         if data is None:
-            blob = await in_thread(ctx.store.replay_blob, rid)
+            blob = ctx.store.replay_blob(rid)
             try:
-                data = await in_thread(ctx.verifier.trace, blob)
+                data = ctx.verifier.trace(blob)
             except TaskFailed as e:
                 raise ApiError(503, "trace_failed", str(e)) from None
-            await in_thread(ctx.store.put_trace, rid, data)
+            ctx.store.put_trace(rid, data)
         headers = {"Cache-Control": "public, max-age=86400"}
         if "gzip" in request.headers.get("accept-encoding", ""):
             headers["Content-Encoding"] = "gzip"
@@ -454,85 +445,77 @@ def _stage_routes(app: FastAPI, ctx: _Ctx) -> None:
     """The stages, their maps and boards, and the health check."""
 
     @app.get("/api/v1/stages", summary="The stages, each with its standard-rules record")
-    async def get_stages() -> JSONResponse:
-        return JSONResponse(await in_thread(ctx.stages))
+    def get_stages() -> JSONResponse:
+        return JSONResponse(ctx.stages())
 
     @app.get("/api/v1/stages/{stage}/map", summary="A library stage's geometry")
-    async def get_map(stage: str) -> JSONResponse:
+    def get_map(stage: str) -> JSONResponse:
         _check_board(stage)
         if stage not in _library():
             raise ApiError(404, "not_found", f"no library stage {stage}")
-        return JSONResponse(await in_thread(_map, stage))
+        return JSONResponse(_map(stage))
 
     @app.get("/api/v1/boards/{stage}", summary="A stage's board, fastest first")
-    async def get_board(
+    def get_board(
         stage: str,
         rules: str = Query("standard", description="standard, all, or a rules digest"),
         limit: int = Query(10, ge=1, le=100, description="entries per class"),
         versions: str = Query("current", pattern="^(current|all)$"),
     ) -> JSONResponse:
         _check_board(stage, rules)
-        entries = await in_thread(ctx.board, stage, rules, limit, versions)
+        entries = ctx.board(stage, rules, limit, versions)
         return JSONResponse(
             {"stage": stage, "rules": rules, "entries": [e.to_dict() for e in entries]}
         )
 
     @app.get("/api/v1/health", summary="Queue and board counts")
-    async def health() -> JSONResponse:
-        return JSONResponse({"ok": True, **(await in_thread(ctx.store.counts))})
+    def health() -> JSONResponse:
+        return JSONResponse({"ok": True, **ctx.store.counts()})
 
 
 def _page_routes(app: FastAPI, ctx: _Ctx) -> None:
     """The HTML pages: the index, a stage's board, a run."""
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def index_page() -> HTMLResponse:
-        stages = await in_thread(ctx.stages)
+    def index_page() -> HTMLResponse:
+        stages = ctx.stages()
         for s in stages:
-            s["svg"] = _svg_path(await in_thread(_map, s["name"])) if s["library"] else None
+            s["svg"] = _svg_path(_map(s["name"])) if s["library"] else None
         return ctx.page("index.html", stages=stages)
 
     @app.get("/stages/{stage}", response_class=HTMLResponse, include_in_schema=False)
-    async def stage_page(
+    def stage_page(
         stage: str,
         rules: str = Query("standard"),
         limit: int = Query(50, ge=1, le=100),
     ) -> HTMLResponse:
         _check_board(stage, rules)
-        entries = await in_thread(ctx.board, stage, rules, limit, "current")
+        entries = ctx.board(stage, rules, limit, "current")
         lib = stage in _library()
         if not entries and not lib:
             raise StarletteHTTPException(404, f"no stage {stage}")
-        svg = _svg_path(await in_thread(_map, stage), 480, 320) if lib else None
+        svg = _svg_path(_map(stage), 480, 320) if lib else None
         return ctx.page("stage.html", stage=stage, entries=entries, rules=rules, svg=svg)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
-    async def run_page(run_id: str, ghosts: str = Query("", max_length=200)) -> HTMLResponse:
-        d = await ctx.submission(run_id)
+    def run_page(run_id: str, ghosts: str = Query("", max_length=200)) -> HTMLResponse:
+        d = ctx.submission(run_id)
         run = d.get("run")
         ghost_ids: list[str] = [g for g in ghosts.split(",") if ID_RE.match(g)][:3]
         record = None
         if run is not None:
-            board = await in_thread(
-                ctx.store.best, run["stage"], run["stage_digest"], run["rules"], 4
-            )
+            board = ctx.store.best(run["stage"], run["stage_digest"], run["rules"], 4)
             record = board[0].run_id if board else None
             if not ghosts:
                 ghost_ids = [e.run_id for e in board if e.run_id != run["run_id"]][:3]
+        page = {"run": d["run_id"], "record": record, "ghosts": ghost_ids, "player": d["player"]}
         return ctx.page(
             "run.html",
             sub=_public(d),
             run=run,
             record=record,
             ghosts=ghost_ids,
-            config=json.dumps(
-                {
-                    "run": d["run_id"],
-                    "record": record,
-                    "ghosts": ghost_ids,
-                    "player": d["player"],
-                }
-            ),
+            config=json.dumps(page),
         )
 
 
@@ -624,17 +607,13 @@ async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
     is seen, a body not complete within ``timeout_s`` a 408."""
     chunks: list[bytes] = []
     size = 0
-
-    async def read() -> None:
-        nonlocal size
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(413, "too_large", f"the upload is over the {limit} byte limit")
-            chunks.append(chunk)
-
     try:
-        await asyncio.wait_for(read(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, "too_large", f"the upload is over the {limit} byte limit")
+                chunks.append(chunk)
     except TimeoutError:
         raise ApiError(
             408, "slow_body", f"the upload did not arrive within {timeout_s:g} s"

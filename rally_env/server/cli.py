@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import Any
 
-from rally_env.replay.cli import _err, _positive_int
+from rally_env.replay.cli import _err, _int_arg
 
 
 def add_subcommands(subparsers: Any) -> None:
@@ -20,7 +20,7 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--port", type=_port, default=8000, help="port (8000)")
     p.add_argument("--db", help="SQLite file or postgresql:// URL (default: the leaderboard's)")
     p.add_argument("--workers", type=_count, default=2, help="verification processes (2)")
-    p.add_argument("--max-queue", type=_positive_int, default=200, help="queued runs before 503")
+    p.add_argument("--max-queue", type=_int_arg, default=200, help="queued runs before 503")
     p.add_argument("--max-upload-mb", type=float, default=32.0, help="upload size limit (32)")
     p.add_argument("--body-timeout", type=float, default=30.0, help="seconds per upload (30)")
     p.add_argument("--task-timeout", type=float, default=60.0, help="seconds per verification")
@@ -53,25 +53,15 @@ def add_subcommands(subparsers: Any) -> None:
         c.set_defaults(func=func)
 
 
-def _num(text: str, kind: type, lo: float, what: str) -> Any:
-    try:
-        v = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-    if not v >= lo:
-        raise argparse.ArgumentTypeError(f"must be >= {lo}, got {text}")
-    return v
-
-
 def _port(text: str) -> int:
-    v = _num(text, int, 0, "a port number")
+    v = _int_arg(text, 0, "a port number")
     if v > 65535:
         raise argparse.ArgumentTypeError(f"a port is at most 65535, got {v}")
     return v
 
 
 def _count(text: str) -> int:
-    return _num(text, int, 0, "an integer")
+    return _int_arg(text, 0)
 
 
 def _rate(text: str) -> tuple[int, float]:

@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Any
 
-from rally_env.replay.workers import RayWorker, TaskFailed, TaskLimits, Worker
+from rally_env.replay.workers import RayWorker, TaskFailed, TaskLimits, Worker, bounded_task
 from rally_env.server.store import CHECK_HERE
 
 log = logging.getLogger("rally_env.server")
@@ -30,8 +30,6 @@ class Verifier:
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
         self.workers: list[Worker] = []
-        self._trace_worker: Worker | None = None
-        self._trace_lock = threading.Lock()
         self.lease_s = limits.timeout_s + 10.0
 
     def start(self) -> None:
@@ -52,9 +50,8 @@ class Verifier:
     def stop(self) -> None:
         self.stopping.set()
         self.wake.set()
-        for w in [*self.workers, self._trace_worker]:
-            if w is not None:
-                w.stop()
+        for w in self.workers:
+            w.stop()
         for t in self.threads:
             t.join(10)
 
@@ -119,11 +116,9 @@ class Verifier:
                 self.stopping.wait(1.0)
 
     def trace(self, blob: bytes) -> bytes:
-        """The trace of a stored run that has none cached (re-simulated in a worker)."""
-        with self._trace_lock:
-            if self._trace_worker is None:
-                self._trace_worker = Worker(self.limits)
-            out = self._trace_worker.call("trace", blob)
+        """The trace of a stored run that has none cached, re-simulated in this process's
+        worker for these limits (:func:`~rally_env.replay.workers.bounded_task`)."""
+        out = bounded_task("trace", blob, self.limits, "<stored run>")
         if "trace" not in out:
-            raise TaskFailed(out.get("error", "internal"), out.get("message", "trace failed"))
+            raise TaskFailed(out.get("message", "trace failed"), out.get("error", "internal"))
         return out["trace"]

@@ -23,7 +23,7 @@ from rally_env.replay.leaderboard import (
     Leaderboard,
     LeaderboardError,
     entry_of,
-    refusal_message,
+    refusal,
     run_script,
     stage_name_problem,
     unfinished_message,
@@ -319,22 +319,14 @@ class Store(Board):
         keep_upload: bool = False,
     ) -> None:
         upload = "" if keep_upload else "upload = NULL, "
+        doc = None if report is None else json.dumps(report)
         cur.execute(
             self.q(
                 "UPDATE submissions SET status = ?, reason = ?, message = ?, step = ?, "
                 f"run_id = ?, report = ?, verdict_utc = ?, {upload}lease_until = NULL "
                 "WHERE id = ? AND status IN ('queued', 'verifying')"
             ),
-            (
-                status,
-                reason,
-                message[:2000],
-                step,
-                run_id,
-                None if report is None else json.dumps(report),
-                utc_now(),
-                sub_id,
-            ),
+            (status, reason, message[:2000], step, run_id, doc, utc_now(), sub_id),
         )
 
     def finish(
@@ -363,14 +355,10 @@ class Store(Board):
             if row is None or row[1] not in ("queued", "verifying"):
                 return "" if row is None else str(row[1])
             player, submitted = str(row[0]), str(row[2])
-            why: tuple[str, str, int | None, str | None] | None = None
-            if not report.accepted:
-                why = (report.reason, refusal_message(report), report.step, None)
-            elif name_problem is not None:
-                why = ("stage_name", name_problem, None, report.run_id)
-            elif report.finish_time_s is None or blob is None:
-                why = ("unfinished", unfinished_message(report.end_reason), None, report.run_id)
-            else:
+            why = refusal(report, name_problem)
+            if why is None and blob is None:
+                why = ("unfinished", unfinished_message(report.end_reason))
+            if why is None:
                 rowid, same = self.file_run(
                     cur, report, blob, player, report.drive_id or None, added_utc=submitted
                 )
@@ -379,11 +367,10 @@ class Store(Board):
                         "duplicate",
                         f"the same drive is already on the leaderboard (run {same}): the first "
                         "verified upload of a drive holds its place, whoever sends it again",
-                        None,
-                        report.run_id,
                     )
             if why is not None:
-                self._verdict(cur, sub_id, "rejected", *why, rep)
+                run_id = report.run_id if report.accepted else None
+                self._verdict(cur, sub_id, "rejected", *why, report.step, run_id, rep)
                 return "rejected"
             if trace is not None:
                 self._put_trace(cur, report.run_id, trace)

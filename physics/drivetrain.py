@@ -1,13 +1,9 @@
 """Engine, gearbox, clutch and differential parameters, and the numba helpers the kernel calls.
 
 :class:`Drivetrain` is a frozen, validated dataclass (the model: docs/vehicles.md,
-"Drivetrain"); :meth:`Drivetrain.pack_into` writes it into the extension columns of a car's
-packed row. The helpers read that row (``p[k]``) and the int state row (``ist[k]``) through
-:mod:`physics.layout`'s columns, use only ``+ - * /``, ``abs``, ``min`` and ``max``, allocate
-nothing and are bit-identical compiled or with ``NUMBA_DISABLE_JIT=1``. Gear ``-1`` is
-reverse, ``0`` neutral, ``1..n_gears`` forward (``ist[k, I_GEAR]``); ``ist[k, I_CLUTCH]``
-counts the 1/480 s substeps until the clutch closes (no drive, no automatic shift meanwhile);
-the "overall ratio" is gear ratio x final drive, signed: negative in reverse, 0 in neutral.
+"Drivetrain") that :meth:`Drivetrain.pack_into` writes into a car's packed row. The helpers
+read that row (``p[k]``) and the int state (``ist[k]``: ``I_GEAR``, ``I_CLUTCH`` in
+:mod:`physics.layout`) with ``+ - * /``, ``abs``, ``min`` and ``max`` only, allocating nothing.
 """
 
 from __future__ import annotations

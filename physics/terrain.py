@@ -1,13 +1,8 @@
 """The terrain interface the simulator samples: plain arrays, no knowledge of stages.
 
-A :class:`Terrain` is a regular heightfield (metres, world z up) with a surface-id grid on the
-same nodes and a grip multiplier per surface id; heights are sampled with a C1 quadratic
-B-spline (:func:`sample_height`), surface ids by the nearest node, and outside the grid the
-edge values continue. A :class:`TerrainSet` packs several terrains (any *tile source*) into one
-pool of tiles filled on demand, so one kernel call steps cars on different stages:
-docs/architecture.md ("Terrain tiles") explains the tiles and the misses. The test terrains
-:func:`flat_terrain` and :func:`crest_and_ramp_terrain` are polynomials only (the same bytes on
-every platform).
+:class:`Terrain` (a heightfield, its surface ids and grips), :class:`TerrainSet` (terrains or
+tile sources in one pool of tiles filled on demand), the compiled samplers and the polynomial
+test terrains: docs/architecture.md ("Terrain tiles").
 """
 
 from __future__ import annotations

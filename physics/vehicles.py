@@ -1,11 +1,7 @@
-"""Vehicle definition files (TOML) and the built-in vehicle library.
-
-A vehicle file is data, read with ``tomllib`` (never executed); docs/vehicles.md ("The vehicle
-library and file format") gives its schema. Fields a file leaves out take the
-:class:`~physics.params.VehicleParams` defaults; integers are stored as floats. Every problem
-raises :class:`VehicleDefError` (a ``ValueError``) naming the file, the field path
-(``wheels[2].spring_hz``) and the rule, the parameter classes' ``ParameterError`` s included.
-Built-in files are ``physics/vehicles/*.toml`` (package data): :data:`VEHICLES`, :func:`vehicle`.
+"""Vehicle definition files (TOML, read with ``tomllib``, never executed) and the built-in
+library (``physics/vehicles/*.toml``: :data:`VEHICLES`, :func:`vehicle`); the schema:
+docs/vehicles.md ("The vehicle library and file format"). Every problem raises
+:class:`VehicleDefError` naming the file, the field path (``wheels[2].spring_hz``) and the rule.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""Authored piecewise-linear friction curves with combined-slip families.
-
-The wheel-speed tire model's forces are ``Fx = mu * load * F_long(kappa | |alpha|)`` and
-``Fy = mu * load * F_lat(alpha | |kappa|)``: each of ``F_long`` and ``F_lat`` is a
-:class:`CurveFamily` of up to ``layout.CURVE_FAMILY`` normalized :class:`Curve` s (odd,
-piecewise linear in |x|, held past the last knot; curve 0 peaks at exactly 1.0), interpolated
-by the other slip. The numba kernels :func:`curve_eval`, :func:`family_eval` and
-:func:`family_eval_seg` read a family packed into a parameter row; they use only IEEE
-``+ - * /``, ``abs``, ``min`` and ``max``, so they are bit-identical compiled and under
-``NUMBA_DISABLE_JIT=1``; the ``value`` methods call them. docs/vehicles.md ("Authored curves:
-selection, packed layout, named sets") gives the selection rules, the packed columns and the
-named sets (:data:`TIRE_SETS`, :func:`tire_set`).
+"""Authored piecewise-linear friction curves with combined-slip families (the wheel-speed
+model's ``F_long(kappa | |alpha|)`` and ``F_lat(alpha | |kappa|)``): :class:`Curve`,
+:class:`CurveFamily`, :class:`TireCurves`, the named sets (:data:`TIRE_SETS`, :func:`tire_set`)
+and the kernels that read a packed family (:func:`curve_eval`, :func:`family_eval`,
+:func:`family_eval_seg`; the ``value`` methods call them). docs/vehicles.md ("Authored curves:
+selection, packed layout, named sets") gives the rules, the packed columns and the sets.
 """
 
 from __future__ import annotations

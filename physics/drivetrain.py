@@ -1,13 +1,9 @@
 """Engine, gearbox, clutch and differential parameters, and the numba helpers the kernel calls.
 
 :class:`Drivetrain` is a frozen, validated dataclass (the model: docs/vehicles.md,
-"Drivetrain"); :meth:`Drivetrain.pack_into` writes it into the extension columns of a car's
-packed row. The helpers read that row (``p[k]``) and the int state row (``ist[k]``) through
-:mod:`physics.layout`'s columns, use only ``+ - * /``, ``abs``, ``min`` and ``max``, allocate
-nothing and are bit-identical compiled or with ``NUMBA_DISABLE_JIT=1``. Gear ``-1`` is
-reverse, ``0`` neutral, ``1..n_gears`` forward (``ist[k, I_GEAR]``); ``ist[k, I_CLUTCH]``
-counts the 1/480 s substeps until the clutch closes (no drive, no automatic shift meanwhile);
-the "overall ratio" is gear ratio x final drive, signed: negative in reverse, 0 in neutral.
+"Drivetrain") that :meth:`Drivetrain.pack_into` writes into a car's packed row. The helpers
+read that row (``p[k]``) and the int state (``ist[k]``: ``I_GEAR``, ``I_CLUTCH`` in
+:mod:`physics.layout`) with ``+ - * /``, ``abs``, ``min`` and ``max`` only, allocating nothing.
 """
 
 from __future__ import annotations
@@ -64,14 +60,12 @@ def _real(name: str, value: object, hi: float = math.inf) -> float:
 class Drivetrain:
     """An engine with a torque curve, a gearbox with a clutch, and differentials.
 
-    Defaults: the seed's small car (docs/vehicles.md, "Drivetrain").
+    Defaults: the seed's small car; the model of each field: docs/vehicles.md ("Drivetrain").
 
     Attributes:
-        torque_curve: 2..8 ``(rpm, N m)`` points, rpm strictly increasing and > 0, torque >= 0.
-            Read linearly between points, held flat past the last point. The first point's rpm is
-            the idle speed: engine speed never reads below it.
-        rev_limit_rpm: above this engine speed the drive torque is 0 (fuel cut; why the seed
-            needs one: docs/vehicles.md). Must be >= the last curve rpm and >= ``shift_up_rpm``.
+        torque_curve: 2..8 ``(rpm, N m)`` points, rpm > 0 strictly increasing (the first is
+            idle), torque >= 0.
+        rev_limit_rpm: fuel cut above it; >= the last curve rpm and >= ``shift_up_rpm``.
         gears: 1..6 forward gear ratios, > 0, non-increasing (first gear first).
         reverse_ratio: reverse gear ratio (>= 0; 0 = the car has no reverse).
         final_drive: final drive ratio (> 0); multiplies every gear.
@@ -80,12 +74,9 @@ class Drivetrain:
         shift_down_rpm: automatic downshift below this engine speed, in (idle, shift_up_rpm).
         clutch_s: drive cut per shift (s), a whole number of 1/480 s substeps (never rounded).
         diff_front, diff_rear, diff_centre: ``"open"``, ``"limited"`` or ``"locked"``.
-        diff_coupling_n_per_mps: limited-slip / locked coupling (N per m/s of wheel-speed
-            difference), >= 0.
-        front_split: share of the drive the centre differential sends to the front axle, in
-            [0, 1]; used only when both axles are driven.
-        engine_brake: engine braking torque at zero throttle as a fraction of the curve torque,
-            in [0, 1] (0 = none).
+        diff_coupling_n_per_mps: limited-slip / locked coupling (N per m/s), >= 0.
+        front_split: the front axle's share of the drive when both are driven, in [0, 1].
+        engine_brake: engine braking at zero throttle, a fraction of curve torque, in [0, 1].
     """
 
     torque_curve: tuple[tuple[float, float], ...] = ((1000.0, 120.0), (3000.0, 200.0))

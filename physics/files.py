@@ -50,20 +50,15 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
             raise FileReadError(p, "not a regular file (a directory, FIFO or device)")
         if st.st_size > limit:
             raise FileReadError(p, f"{st.st_size} bytes, over the limit of {limit}", True)
-        chunks, n = [], 0
-        while n <= limit:
-            b = os.read(fd, min(1 << 20, limit + 1 - n))
-            if not b:
-                break
-            chunks.append(b)
-            n += len(b)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)  # a file that grew since fstat reads one byte over
     except OSError as e:
         raise FileReadError(p, f"cannot read the file ({e.strerror or e})") from None
     finally:
         os.close(fd)
-    if n > limit:
+    if len(data) > limit:
         raise FileReadError(p, f"over the limit of {limit} bytes", True)
-    return b"".join(chunks)
+    return data
 
 
 def read_text(path: str | os.PathLike[str], limit: int, error: DocError) -> str:

@@ -1,15 +1,12 @@
-"""How the project declares its compiled functions: :func:`njit` for those Python calls,
-:func:`njit_inner` for those only other compiled functions call (numba's ``no_cpython_wrapper``
-and ``no_cfunc_wrapper`` options: no Python wrappers, a quicker cold start; called from Python
-it raises :class:`TypeError`; with ``NUMBA_DISABLE_JIT=1`` it returns the Python function).
-Both use numba's public decorator and options only. A helper called with a constant gets
-``np.int64(0)`` / ``np.bool_(False)`` so it compiles once. docs/architecture.md ("Compiled
-functions: njit and njit_inner") explains both.
+"""How the project declares its compiled functions (:func:`njit`, :func:`njit_inner`, with
+numba's public decorator and options only) and keeps numba's cache true to today's sources
+(:func:`drop_stale_cache`): docs/architecture.md ("Compiled functions: njit and njit_inner").
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -36,8 +33,10 @@ class InnerDispatcher(CPUDispatcher):
 
 
 def njit_inner(fn: Callable | None = None, **options: Any) -> Any:
-    """``@njit(cache=True, **options)`` for a helper Python never calls (see the module
-    docstring): ``@njit_inner`` or ``@njit_inner(_nrt=False, forceinline=True)``."""
+    """``@njit(cache=True, **options)`` without the Python and C wrappers, for a helper only
+    compiled code calls (from Python it raises :class:`TypeError`; with ``NUMBA_DISABLE_JIT=1``
+    it is the Python function): ``@njit_inner`` or ``@njit_inner(_nrt=False, forceinline=True)``.
+    Pass it ``np.int64(0)`` / ``np.bool_(False)``, not a literal, so it compiles once."""
 
     def deco(f: Callable) -> Any:
         if config.DISABLE_JIT:
@@ -91,33 +90,21 @@ def sources_digest(root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES) -> 
     return h.hexdigest()
 
 
-_loaded: list[str] = []
-
-
+@functools.cache
 def loaded_digest() -> str:
     """:func:`sources_digest` of the project as this process imported it (read once: the
     code a process compiles and runs is the code it imported, whatever changes on disk
     later)."""
-    if not _loaded:
-        _loaded.append(sources_digest())
-    return _loaded[0]
+    return sources_digest()
 
 
 def drop_stale_cache(
     root: Path = _ROOT, packages: tuple[str, ...] = PACKAGES, digest: str | None = None
 ) -> int:
-    """Delete the project's numba cache files if they may hold code compiled from other
-    sources than today's; returns how many files were deleted.
-
-    numba invalidates a cached function only when its own file changes, not when a function
-    compiled into it changes in another file: after an edit to ``physics/curves.py``,
-    ``physics.kernel.step_cars`` would load its old machine code, the old curve with it, and
-    a run would no longer replay. So the cache is kept for one set of sources: a stamp
-    (:data:`STAMP`, the sources' ``digest``, by default :func:`sources_digest`) beside it
-    says which, and when the sources differ every ``.nbi``/``.nbc`` file in
-    :func:`cache_folders` is deleted before anything loads (``import physics`` runs this).
-    A read-only cache is left as it is.
-    """
+    """Unless the stamp :data:`STAMP` beside the cache holds ``digest`` (by default
+    :func:`sources_digest`), delete every ``.nbi``/``.nbc`` file in :func:`cache_folders` and
+    write the stamp; returns how many files were deleted. ``import physics`` runs this; a
+    read-only cache is left as it is (why: docs/architecture.md, "Compiled functions")."""
     if config.DISABLE_JIT:
         return 0
     stamp = _cache_folder(root / packages[0]) / STAMP

@@ -1,14 +1,8 @@
-"""The numba kernels: one call steps a batch of cars through whole substeps.
-
-:func:`_substep` is one substep of one car, written as its phases (steering and drive;
-contact, suspension and damping; tires; body contact; chassis integration), each a small
-compiled function whose docstring gives its model. docs/architecture.md ("The substep's
-phases", "One compiled kernel per model") lists them and explains the switches of
-:func:`model_switches`, which let numba compile only the models a batch uses.
-
-Only ``+ - * /``, ``sqrt``, ``floor`` and ``physics.mathx`` are used: no libm transcendentals,
-no reductions across cars, no allocation. Cars are independent, so car k's result does not
-depend on the batch it is in, nor on the order cars are stepped.
+"""The numba kernels: one call steps a batch of cars through whole substeps. :func:`_substep`
+is one substep of one car, phase by phase, each phase a compiled function whose docstring gives
+its model; docs/architecture.md ("The substep's phases", "One compiled kernel per model", "The
+determinism contract") lists the phases, the switches of :func:`model_switches` and the rules
+the arithmetic keeps (``+ - * /``, ``sqrt``, ``floor``, ``physics.mathx``; no allocation).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Deterministic elementary functions (``atan2x``, ``sincosx``) built only from ``+ - * /``,
-``sqrt`` and ``floor``, which IEEE-754 rounds exactly, so the results are bit-identical on
-every platform, compiled by numba or run as plain Python (``NUMBA_DISABLE_JIT=1``), where
-libm's ``sin``, ``cos`` and ``atan2`` may differ in their last bits (docs/architecture.md, "The
-determinism contract"). Accuracy: a few ulp over the full range (``tests/physics/test_mathx.py``).
+"""Deterministic elementary functions (``atan2x``, ``sincosx``) from ``+ - * /``, ``sqrt`` and
+``floor`` only: bit-identical on every platform, compiled or not, where libm's may differ
+(docs/architecture.md, "The determinism contract"); a few ulp over the full range.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Vehicle parameters: frozen, validated dataclasses packed once into float64 rows.
 
-The defaults reproduce the seed rally game's Mars rover (3000 kg, g = 3.72 m/s^2, wheels at
-+-1.5 m longitudinal and +-1.25 m lateral, the seed's tire and contact constants). Every field
-carries its unit in its name or comment. Construction validates every field and raises
+The defaults are the seed rally game's Mars rover (the choices the seed leaves open: README);
+units are in the field names. Construction validates every field and raises
 :class:`~physics.errors.ParameterError` naming the field, the value and the bound.
-
-The choices the seed leaves open (drive, rolling resistance, steering, inertias) are listed in
-the README ("Choices the seed leaves open").
 """
 
 from __future__ import annotations

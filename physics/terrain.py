@@ -1,13 +1,8 @@
 """The terrain interface the simulator samples: plain arrays, no knowledge of stages.
 
-A :class:`Terrain` is a regular heightfield (metres, world z up) with a surface-id grid on the
-same nodes and a grip multiplier per surface id; heights are sampled with a C1 quadratic
-B-spline (:func:`sample_height`), surface ids by the nearest node, and outside the grid the
-edge values continue. A :class:`TerrainSet` packs several terrains (any *tile source*) into one
-pool of tiles filled on demand, so one kernel call steps cars on different stages:
-docs/architecture.md ("Terrain tiles") explains the tiles and the misses. The test terrains
-:func:`flat_terrain` and :func:`crest_and_ramp_terrain` are polynomials only (the same bytes on
-every platform).
+:class:`Terrain` (a heightfield, its surface ids and grips), :class:`TerrainSet` (terrains or
+tile sources in one pool of tiles filled on demand), the compiled samplers and the polynomial
+test terrains: docs/architecture.md ("Terrain tiles").
 """
 
 from __future__ import annotations
@@ -246,7 +241,6 @@ class TerrainSet:
             raise TerrainError("a TerrainSet needs at least one terrain")
         for t in terrains:
             _check_source(t)
-        ready = [_ready_tiles(t) for t in terrains]
         if isinstance(n_variants, bool) or not isinstance(n_variants, int) or n_variants < 0:
             raise TerrainError(f"n_variants must be an integer >= 0, got {n_variants!r}")
         self.sources: list[Any] = list(terrains)
@@ -254,15 +248,13 @@ class TerrainSet:
         rows = self.n_base + n_variants
         self.meta = np.zeros((rows, N_TERRAIN_META), np.float64)
         self.grip = np.zeros((rows, MAX_SURFACES), np.float64)
+        # each terrain's tile table, exactly its size, back to back: replace() fills it in
         sizes = [math.prod(tile_grid(t.shape)) for t in terrains]
         self._table_cap = np.array(sizes, np.int64)
+        self.meta[: self.n_base, TM_TABLE] = np.cumsum([0, *sizes[:-1]])
         self.tiles = np.full(int(sum(sizes)), -1, np.int64)
         #: end of the tile tables in use (``tiles`` past it is spare room, all -1)
         self._tiles_top = self.tiles.shape[0]
-        off = 0
-        for k, t in enumerate(terrains):
-            self._set_row(k, t, off)
-            off += sizes[k]
         self._garbage = 0
         self.heights = np.zeros(0, np.float64)
         self.surfaces = np.zeros(0, np.int8)
@@ -272,11 +264,9 @@ class TerrainSet:
         #: the base row each variant row shares (variants start on row 0)
         self._variant_base = np.zeros(rows, np.int64)
         self._variant_base[: self.n_base] = np.arange(self.n_base)
-        self.meta[self.n_base :] = self.meta[0]
+        for row, t in enumerate(terrains):
+            self.replace(row, t)
         self.grip[self.n_base :] = self.grip[0]
-        for row in range(self.n_base):
-            if ready[row] is not None:
-                self._store(int(self.meta[row, TM_TABLE]), *ready[row])
 
     def _set_row(self, row: int, t: Any, table_off: int) -> None:
         ny, nx = t.shape

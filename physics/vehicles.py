@@ -1,11 +1,7 @@
-"""Vehicle definition files (TOML) and the built-in vehicle library.
-
-A vehicle file is data, read with ``tomllib`` (never executed); docs/vehicles.md ("The vehicle
-library and file format") gives its schema. Fields a file leaves out take the
-:class:`~physics.params.VehicleParams` defaults; integers are stored as floats. Every problem
-raises :class:`VehicleDefError` (a ``ValueError``) naming the file, the field path
-(``wheels[2].spring_hz``) and the rule, the parameter classes' ``ParameterError`` s included.
-Built-in files are ``physics/vehicles/*.toml`` (package data): :data:`VEHICLES`, :func:`vehicle`.
+"""Vehicle definition files (TOML, read with ``tomllib``, never executed) and the built-in
+library (``physics/vehicles/*.toml``: :data:`VEHICLES`, :func:`vehicle`); the schema:
+docs/vehicles.md ("The vehicle library and file format"). Every problem raises
+:class:`VehicleDefError` naming the file, the field path (``wheels[2].spring_hz``) and the rule.
 """
 
 from __future__ import annotations
@@ -19,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from physics import layout as L
+from physics.curves import TireCurves, tire_set
+from physics.drivetrain import Drivetrain
 from physics.errors import ParameterError, as_finite, short_repr
 from physics.files import parse_toml, read_text
 from physics.params import TIRE_MODELS, VehicleParams, WheelParams
@@ -62,33 +60,7 @@ class VehicleDefError(ValueError):
         return (type(self), (self.source, self.field, self.problem))
 
 
-# ---------------------------------------------------------------------- schema
-_TOP_KEYS = {"format", "name", "description", "vehicle", "drivetrain", "wheels"}
-_REQUIRED_WHEEL = (
-    "anchor",
-    "rest_length_m",
-    "travel_m",
-    "spring_hz",
-    "damping_ratio",
-    "radius_m",
-    "steerable",
-    "driven",
-    "brake_share",
-)
-_OPTIONAL_WHEEL = ("direction", "handbrake", "inertia_kgm2", "grip")
-_VEC3 = "an array of 3 numbers"
-
-
-def _kinds(cls: type, skip: set[str]) -> dict[str, type]:
-    """Field -> the type of its default (bool, str, else float) for the fields not skipped."""
-    by_type = {bool: bool, str: str}
-    return {f.name: by_type.get(type(f.default), float) for f in fields(cls) if f.name not in skip}
-
-
-_WHEEL_KINDS = _kinds(WheelParams, {"x_m", "y_m", "z_m", "direction"})
-_VEHICLE_KINDS = _kinds(VehicleParams, {"wheels", "drivetrain", "tires"}) | {"tires": str}
-
-
+# ---------------------------------------------------------------------- readers
 #: Largest vehicle file read (bytes): the library's are under 4 KiB.
 MAX_FILE_BYTES = 1024 * 1024
 
@@ -106,19 +78,20 @@ def _real(v: Any, src: str, path: str) -> float:
     return f
 
 
-def _bool(v: Any, src: str, path: str) -> bool:
-    if not isinstance(v, bool):
-        raise VehicleDefError(src, path, f"expected true or false, got {_tname(v)}")
-    return v
+def _typed(kind: type, what: str) -> Any:
+    """A reader of a ``kind`` value (``what`` it is called in the message), returned as is."""
+
+    def read(v: Any, src: str, path: str) -> Any:
+        if not isinstance(v, kind):
+            raise VehicleDefError(src, path, f"expected {what}, got {_tname(v)}")
+        return v
+
+    return read
 
 
-def _str(v: Any, src: str, path: str) -> str:
-    if not isinstance(v, str):
-        raise VehicleDefError(src, path, f"expected a string, got {_tname(v)}")
-    return v
-
-
-_READERS = {float: _real, bool: _bool, str: _str}
+_str = _typed(str, "a string")
+_table = _typed(dict, "a table")
+_BY_TYPE = {bool: _typed(bool, "true or false"), str: _str}
 
 
 def _one_of(v: Any, known: Collection[str], src: str, path: str, what: str) -> str:
@@ -136,24 +109,63 @@ def _reals(v: Any, src: str, path: str, n: int = 0, what: str = "") -> tuple[flo
     return tuple(_real(g, src, f"{path}[{j}]") for j, g in enumerate(v))
 
 
+def _vec3(v: Any, src: str, path: str) -> tuple[float, ...]:
+    return _reals(v, src, path, 3, "an array of 3 numbers")
+
+
 def _torque_curve(v: Any, src: str, path: str) -> tuple[tuple[float, ...], ...]:
     if not isinstance(v, list):
         raise VehicleDefError(src, path, f"expected an array of [rpm, N m] pairs, got {_tname(v)}")
     return tuple(_reals(pt, src, f"{path}[{j}]", 2, "[rpm, N m]") for j, pt in enumerate(v))
 
 
-def _table(v: Any, src: str, path: str) -> dict[str, Any]:
-    if not isinstance(v, dict):
-        raise VehicleDefError(src, path, f"expected a table, got {_tname(v)}")
-    return v
+def _tire_model(v: Any, src: str, path: str) -> str:
+    return _one_of(_str(v, src, path), sorted(TIRE_MODELS), src, path, "tire model")
 
 
-def _check_keys(d: dict[str, Any], allowed: set[str], src: str, prefix: str) -> None:
+def _tires(v: Any, src: str, path: str) -> TireCurves:
+    """A tire-set name: the set."""
+    try:
+        return tire_set(_str(v, src, path))
+    except ParameterError as e:
+        raise VehicleDefError(src, path, f"{v!r}: {e.rule}") from None
+
+
+def _readers(cls: type, skip: set[str], **by_name: Any) -> dict[str, Any]:
+    """Field -> its reader: ``by_name``'s, else by the type of its default (bool, str, else a
+    number), for the fields of ``cls`` not skipped."""
+    fs = [f for f in fields(cls) if f.name not in skip]
+    return {f.name: by_name.get(f.name, _BY_TYPE.get(type(f.default), _real)) for f in fs}
+
+
+# ---------------------------------------------------------------------- schema
+_TOP_KEYS = {"format", "name", "description", "vehicle", "drivetrain", "wheels"}
+#: A file's wheel gives its anchor (WheelParams' x_m, y_m, z_m) as one array.
+_WHEEL = {"anchor": _vec3} | _readers(WheelParams, {"x_m", "y_m", "z_m"}, direction=_vec3)
+_OPTIONAL_WHEEL = {"direction", "handbrake", "inertia_kgm2", "grip"}
+_VEHICLE = _readers(VehicleParams, {"wheels", "drivetrain"}, tire_model=_tire_model, tires=_tires)
+_DRIVETRAIN = _readers(Drivetrain, set(), torque_curve=_torque_curve, gears=_reals)
+
+
+def _check_keys(d: dict[str, Any], allowed: Collection[str], src: str, prefix: str) -> None:
     for k in d:
         if k not in allowed:
             raise VehicleDefError(
                 src, prefix + k, f"unknown field; allowed here: {', '.join(sorted(allowed))}"
             )
+
+
+def _read(
+    d: Any, readers: dict[str, Any], src: str, path: str, optional: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The table ``d`` at ``path``, each field read by its reader (an unknown one refused;
+    with ``optional``, a wheel's, every other field is required)."""
+    d = _table(d, src, path)
+    _check_keys(d, readers, src, f"{path}.")
+    for k in readers if optional is not None else ():
+        if k not in d and k not in optional:
+            raise VehicleDefError(src, f"{path}.{k}", "required wheel field is missing")
+    return {k: readers[k](v, src, f"{path}.{k}") for k, v in d.items()}
 
 
 def _reraise(e: ParameterError, src: str, path: str) -> VehicleDefError:
@@ -163,18 +175,8 @@ def _reraise(e: ParameterError, src: str, path: str) -> VehicleDefError:
 # ---------------------------------------------------------------------- parsing
 def _parse_wheel(d: Any, i: int, src: str) -> WheelParams:
     pre = f"wheels[{i}]."
-    d = _table(d, src, f"wheels[{i}]")
-    _check_keys(d, set(_REQUIRED_WHEEL) | set(_OPTIONAL_WHEEL), src, pre)
-    for k in _REQUIRED_WHEEL:
-        if k not in d:
-            raise VehicleDefError(src, pre + k, "required wheel field is missing")
-    x, y, z = _reals(d["anchor"], src, pre + "anchor", 3, _VEC3)
-    kw: dict[str, Any] = {"x_m": x, "y_m": y, "z_m": z}
-    if "direction" in d:
-        kw["direction"] = _reals(d["direction"], src, pre + "direction", 3, _VEC3)
-    for k, v in d.items():
-        if k in _WHEEL_KINDS:
-            kw[k] = _READERS[_WHEEL_KINDS[k]](v, src, pre + k)
+    kw = _read(d, _WHEEL, src, f"wheels[{i}]", _OPTIONAL_WHEEL)
+    kw["x_m"], kw["y_m"], kw["z_m"] = kw.pop("anchor")
     try:
         return WheelParams(**kw)
     except ParameterError as e:
@@ -183,29 +185,12 @@ def _parse_wheel(d: Any, i: int, src: str) -> WheelParams:
         raise _reraise(e, src, pre + key) from None
 
 
-def _parse_drivetrain(d: Any, src: str):
-    from physics.drivetrain import Drivetrain
-
-    d = _table(d, src, "drivetrain")
-    # each field's reader: by name for the arrays, else by the type of its default
-    readers = {k: _READERS[t] for k, t in _kinds(Drivetrain, set()).items()}
-    readers.update(torque_curve=_torque_curve, gears=_reals)
-    _check_keys(d, set(readers), src, "drivetrain.")
-    kw = {k: readers[k](v, src, f"drivetrain.{k}") for k, v in d.items()}
-    try:
-        return Drivetrain(**kw)
-    except ParameterError as e:
-        raise _reraise(e, src, f"drivetrain.{e.field}") from None
-
-
 def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParams:
     """Build a :class:`VehicleParams` from the file schema (a parsed TOML document).
 
     Raises:
         VehicleDefError: naming ``source``, the field path and the problem.
     """
-    from physics.curves import tire_set
-
     src = source
     d = _table(d, src, "<document>")
     _check_keys(d, _TOP_KEYS, src, "")
@@ -220,21 +205,12 @@ def vehicle_from_dict(d: dict[str, Any], source: str = "<dict>") -> VehicleParam
     for k in ("name", "description"):
         if k in d:
             _str(d[k], src, k)
-    veh = _table(d.get("vehicle", {}), src, "vehicle")
-    _check_keys(veh, set(_VEHICLE_KINDS), src, "vehicle.")
-    kw: dict[str, Any] = {}
-    for k, v in veh.items():
-        path = f"vehicle.{k}"
-        kw[k] = _READERS[_VEHICLE_KINDS[k]](v, src, path)
-        if k == "tire_model":
-            kw[k] = _one_of(kw[k], sorted(TIRE_MODELS), src, path, "tire model")
-        elif k == "tires":  # a tire-set name
-            try:
-                kw[k] = tire_set(kw[k])
-            except ParameterError as e:
-                raise VehicleDefError(src, path, f"{v!r}: {e.rule}") from None
+    kw = _read(d.get("vehicle", {}), _VEHICLE, src, "vehicle")
     if "drivetrain" in d:
-        kw["drivetrain"] = _parse_drivetrain(d["drivetrain"], src)
+        try:
+            kw["drivetrain"] = Drivetrain(**_read(d["drivetrain"], _DRIVETRAIN, src, "drivetrain"))
+        except ParameterError as e:
+            raise _reraise(e, src, f"drivetrain.{e.field}") from None
     if "wheels" not in d:
         raise VehicleDefError(src, "wheels", "required: 1 to 8 [[wheels]] tables")
     wl = d["wheels"]

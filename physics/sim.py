@@ -303,7 +303,8 @@ class VehicleBatch:
         margin = _MARGIN_M
         for _ in range(_MAX_FILL_ROUNDS):
             bad = []
-            for group, switches in self._model_groups(idx):
+            groups = self._model_groups(idx) if self.extended else ((idx, _BASIC_SWITCHES),)
+            for group, switches in groups:
                 missed = self._step_group(n_substeps, group, dt, margin, switches)
                 if missed is not None:
                     bad.append(missed)
@@ -323,18 +324,16 @@ class VehicleBatch:
         reach (within ``margin`` m more); ``(car, tile)`` rows of the cars that still met a
         tile not filled (they were put back), or None."""
         m = len(group)
-        if self._save.shape[0] < m:
+        if len(self._miss) < m:
             self._scratch(m)
-        if m == self._save.shape[0]:  # the usual call: the whole scratch, no slicing
-            scratch = (self._save, self._isave, self._miss)
-        else:
-            scratch = (self._save[:m], self._isave[:m], self._miss[:m])
+        scratch = (self._save, self._isave, self._miss)  # the usual call: all of it, no slicing
+        if m < len(self._miss):
+            scratch = tuple(a[:m] for a in scratch)
         fn = kernel.step_cars_parallel if self.parallel else kernel.step_cars
         ahead = margin
-        while True:
-            ter = self.terrains.record()  # after a fill: the grown arrays
-            n = fn(self.state, self.istate, self.params, ter, n_substeps, group, dt, *scratch,
-                   ahead, self._req, *switches)  # fmt: skip
+        while True:  # the terrain record after a fill: the grown arrays
+            n = fn(self.state, self.istate, self.params, self.terrains.record(), n_substeps,
+                   group, dt, *scratch, ahead, self._req, *switches)  # fmt: skip
             if n >= 0:
                 break
             # nothing moved: the tiles to fill first are listed in _req
@@ -350,11 +349,10 @@ class VehicleBatch:
         return np.stack([group[hit], miss[hit]], axis=1)
 
     def _model_groups(self, idx: np.ndarray) -> list[tuple[np.ndarray, tuple]]:
-        """``idx`` split by vehicle model, each part with its kernel's compile-time switches
-        (:func:`physics.kernel.model_switches`): one part unless an extended batch mixes tire
-        models. Cars are independent, so the split does not change any car's result."""
-        if not self.extended:
-            return [(idx, _BASIC_SWITCHES)]
+        """``idx`` (of an extended batch) split by tire model, each part with its kernel's
+        compile-time switches (:func:`physics.kernel.model_switches`): one part unless the
+        batch mixes tire models. Cars are independent, so the split does not change any car's
+        result. A basic batch's one part is ``(idx, _BASIC_SWITCHES)`` (:meth:`advance`)."""
         models = self.params[idx, L.P_TIRE_MODEL]
         if not len(models) or np.all(models == models[0]):
             m0 = int(models[0]) if len(models) else L.TIRE_DIRECT

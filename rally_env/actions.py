@@ -10,6 +10,7 @@ from rally_env.spaces import ACTION_HIGH, ACTION_LOW, ACTION_NAMES, DISCRETE_ACT
 
 _LOW = ACTION_LOW.astype(np.float64)
 _HIGH = ACTION_HIGH.astype(np.float64)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what _clip_rows takes as it is
 
 
 @njit(cache=True)
@@ -66,9 +67,7 @@ def validate_continuous(action: object, n: int | None, out: np.ndarray) -> None:
             + ("" if n is None else f"one row per car ({n}) of ")
             + f"({', '.join(ACTION_NAMES)})"
         )
-    a2 = a.reshape(-1, 4)
-    if a2.dtype != np.float32 and a2.dtype != np.float64:
-        a2 = a2.astype(np.float64)
+    a2 = a.reshape(-1, 4) if a.dtype in _FLOATS else a.reshape(-1, 4).astype(np.float64)
     bad = _clip_rows(a2, _LOW, _HIGH, out)
     if bad >= 0:
         row, col = divmod(bad, 4)

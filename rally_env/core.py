@@ -382,11 +382,8 @@ class RallyCore:
             return
         rows = actions if cars is None else actions[cars]
         self.sim.set_commands(rows, cars, strict=True)
+        self.actions[... if cars is None else cars] = rows
         idx = self._all if cars is None else cars
-        if cars is None:
-            self.actions[...] = rows
-        else:
-            self.actions[cars] = rows
         self._step_physics(idx)
         post = K.post_step_parallel if self.sim.parallel else K.post_step
         if post(idx, self.n_sub, self.actions, self._kernel_args()):
@@ -396,9 +393,8 @@ class RallyCore:
         """One control step of physics. Cars that may cross two timing lines in it go
         substep by substep, the next gate armed after each crossing, so every line is timed
         inside its substep (bit-identical physics: a step of n substeps is n steps of one)."""
-        b = self.bank
-        near = self._near[: len(idx)]
-        sim = self.sim
+        b, sim = self.bank, self.sim
+        near = self._near if len(idx) == self.n else self._near[: len(idx)]
         if not K.lines_within_reach(
             idx, sim.state, self.estate, self.eistate, b.table, b.line_race, self.dt, near
         ):

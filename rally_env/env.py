@@ -187,7 +187,7 @@ class RallyEnv(_EnvShared, gym.Env):
         c.stages.tick()
         if self.render_mode == "human":
             self.render()
-        return (c.obs[0].copy(), float(c.rew[0]), bool(c.term[0]), bool(c.trunc[0]), c.info_of(0))
+        return c.obs[0].copy(), c.rew.item(0), c.term.item(0), c.trunc.item(0), c.info_of(0)
 
     def render(self) -> Any:
         """An (H, W, 3) uint8 frame ("rgb_array"), or a window update paced to render_fps

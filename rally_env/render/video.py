@@ -156,10 +156,8 @@ class Progress:
         self.stream.flush()
 
     def close(self, extra: str = "") -> None:
-        if not self.enabled:
-            return
         self.update(1.0, extra)
-        if self.tty:
+        if self.enabled and self.tty:
             self.stream.write("\n")
             self.stream.flush()
 
@@ -296,7 +294,6 @@ def render_episode(
     obs, info = env.reset(seed=seed)
     if callable(getattr(policy, "reset", None)):
         policy.reset()  # stateful drivers (the heuristic's speed controller) start afresh
-    renderer.reset()
     prev = now = car_views(core.sim, [0])[0]
     t_prev = t_now = 0.0
     i_frame = 0

@@ -104,8 +104,7 @@ class VideoWriter:
         from PIL import Image
 
         ims = self._gif_frames
-        # one palette for the whole GIF, from a mosaic of sampled frames, no dithering:
-        # a per-frame dithered palette makes every frame noise and the file huge
+        # one palette for the whole GIF, from a mosaic of sampled frames (docs/render.md, "Video")
         pick = ims[:: max(1, len(ims) // 8)][:8]
         w, h = pick[0].size
         mosaic = Image.new("RGB", (w, h * len(pick)))

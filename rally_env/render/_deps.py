@@ -43,10 +43,7 @@ def require_pygame() -> ModuleType:
     try:
         import pygame
     except ImportError as e:
-        raise DependencyNotInstalled(
-            f"pygame is not installed (rendering needs the pygame-ce distribution), "
-            f"run `{INSTALL_HINT}`"
-        ) from e
+        raise _missing("pygame is", "rendering needs the pygame-ce distribution") from e
     if not pygame.font.get_init():
         pygame.font.init()
     return pygame
@@ -62,8 +59,9 @@ def require_imageio() -> ModuleType:
         import imageio
         import imageio_ffmpeg  # noqa: F401
     except ImportError as e:
-        raise DependencyNotInstalled(
-            f"imageio and imageio-ffmpeg are not installed (video export needs them), "
-            f"run `{INSTALL_HINT}`"
-        ) from e
+        raise _missing("imageio and imageio-ffmpeg are", "video export needs them") from e
     return imageio
+
+
+def _missing(what: str, why: str) -> DependencyNotInstalled:
+    return DependencyNotInstalled(f"{what} not installed ({why}), run `{INSTALL_HINT}`")

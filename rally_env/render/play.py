@@ -145,18 +145,19 @@ def play(
 
     pending: list[Ghost] = []  # a new best run: raced from the next attempt on
 
-    def start() -> None:
+    def start() -> GhostRecorder:
         env.reset(seed=seed)
         er.reset()
         er.message = None
         if pending:
             ghosts[:] = pending
             pending.clear()
+        meta = {"vehicle": str(vehicle), "control_hz": PLAY_HZ}
+        rec = GhostRecorder(core.bank.stage(0).name, meta=meta)
+        rec.sample(core.sim, 0)
+        return rec
 
-    start()
-    stage_obj = core.bank.stage(0)
-    rec = GhostRecorder(stage_obj.name, meta={"vehicle": str(vehicle), "control_hz": PLAY_HZ})
-    rec.sample(core.sim, 0)
+    rec = start()
     ended = False
     acc = 0.0
     last = time.perf_counter()
@@ -173,9 +174,7 @@ def play(
                 if e.type == pg.KEYDOWN and e.key == pg.K_ESCAPE:
                     res.quit_reason = "escape"
                 elif e.type == pg.KEYDOWN and e.key == pg.K_r:
-                    start()
-                    rec.clear()
-                    rec.sample(core.sim, 0)
+                    rec = start()
                     ended = False
                     acc = 0.0
                     res.attempts += 1

@@ -17,7 +17,7 @@ import numpy as np
 from rally_env.render import background as B
 from rally_env.render._deps import require_pygame
 from rally_env.render.raster import draw_marks, tint_rect
-from rally_env.render.views import CarView, HudInfo, format_delta, format_time
+from rally_env.render.views import CarView, HudInfo, box_corners, format_delta, format_time
 
 #: Camera modes: the view turns with the car ("car-up", alias "chase") or stays north-up.
 CAMERAS = ("car-up", "north-up")
@@ -60,6 +60,11 @@ def usage_color(u: float) -> tuple[int, int, int]:
     if not u == u:
         return _AIR_RGB
     return _USAGE_LUT[min(max(round(u * 255.0), 0), 255)]
+
+
+def _wheel_rgb(car: CarView, k: int) -> tuple[int, int, int]:
+    """Colour of wheel ``k``: its friction usage, or grey in the air."""
+    return usage_color(car.usage[k]) if bool(car.grounded[k]) else _AIR_RGB
 
 
 def lru_get(cache: OrderedDict, key: Any, make: Callable[[], Any], size: int) -> Any:
@@ -205,12 +210,9 @@ class Renderer:
         self.terrain = terrain
         self.width = int(width)
         self.height = int(height)
-        try:
-            self.camera_mode = _CAMERA_ALIASES[camera]  # "car-up" or "north-up"
-        except (KeyError, TypeError):
-            raise ValueError(
-                f"camera must be one of {', '.join(_CAMERA_ALIASES)}, got {camera!r}"
-            ) from None
+        if not isinstance(camera, str) or camera not in _CAMERA_ALIASES:
+            raise ValueError(f"camera must be one of {', '.join(_CAMERA_ALIASES)}, got {camera!r}")
+        self.camera_mode = _CAMERA_ALIASES[camera]  # "car-up" or "north-up"
         self.zoom = float(zoom)
         self.show_hud = bool(hud)
         self.show_minimap = bool(minimap)
@@ -303,21 +305,12 @@ class Renderer:
         B.sample_view(self.frame, cam.args(), *self.bg.view_args(), self._void, self.smooth)
         if self.skid_marks:
             cars: list[tuple[Any, CarView]] = keyed if car is None else [*keyed, ("car", car)]
-            r = max(0.8, 0.5 * 0.32 * cam.ppm)
+            look = (MARK_FADE_S, *cam.args(), max(0.8, 0.5 * 0.32 * cam.ppm), _MARK_RGB)
             for key, c in cars:
                 m = self._marks[key]
                 m.update(c)
                 if m.count:
-                    draw_marks(
-                        self.frame,
-                        m.segs,
-                        m.count,
-                        c.time_s,
-                        MARK_FADE_S,
-                        *cam.args(),
-                        r,
-                        _MARK_RGB,
-                    )
+                    draw_marks(self.frame, m.segs, m.count, c.time_s, *look)
         for g in ghosts:
             self._draw_car(g, role="ghost")
         for o in others:
@@ -339,26 +332,17 @@ class Renderer:
         surf = self.surface
         nw = car.n_wheels
         body = car.body_corners_xy()
-        # wheel rectangles: (W, 4, 2)
         d = car.wheel_dir
         n = np.stack([-d[:, 1], d[:, 0]], axis=1)
         r = car.wheel_radius_m[:, None]
-        hw = 0.5 * car.wheel_width_m
-        c = car.wheel_xy_m
-        wheels = np.stack(
-            [c + r * d + hw * n, c + r * d - hw * n, c - r * d - hw * n, c - r * d + hw * n], axis=1
-        )
+        wheels = box_corners(car.wheel_xy_m, d, n, r, r, 0.5 * car.wheel_width_m)  # (W, 4, 2)
         # shadow (offset away from the north-west light, further when airborne) and the cab
         # (glass, towards the front: shows the heading)
         off = (0.35 + 0.6 * max(car.height_m - 0.9, 0.0)) * 0.7071
-        f = car.rotation[:2, 0]
-        lft = car.rotation[:2, 1]
+        f, lft = car.rotation[:2, 0], car.rotation[:2, 1]
         o = np.array([car.x_m, car.y_m])
         a0, a1 = 0.15 * car.body_front_m, 0.8 * car.body_front_m
-        w = 0.72 * car.body_half_width_m
-        cab = np.stack(
-            [o + a1 * f + w * lft, o + a1 * f - w * lft, o + a0 * f - w * lft, o + a0 * f + w * lft]
-        )
+        cab = box_corners(o, f, lft, a1, -a0, 0.72 * car.body_half_width_m)
         # every polygon's corners to the screen at once: body, shadow, cab, wheels
         allxy = np.concatenate([body, body + np.array([off, -off]), cab, wheels.reshape(-1, 2)])
         sx, sy = self.camera.to_screen(allxy[:, 0], allxy[:, 1])
@@ -371,19 +355,15 @@ class Renderer:
             pg.draw.polygon(surf, _CAB_RGB, pcab)
             pg.draw.aalines(surf, _OUTLINE_RGB, True, pb)
             for k in range(nw):
-                col = usage_color(car.usage[k]) if bool(car.grounded[k]) else _AIR_RGB
-                pg.draw.polygon(surf, col, pw[k])
+                pg.draw.polygon(surf, _wheel_rgb(car, k), pw[k])
                 pg.draw.polygon(surf, _OUTLINE_RGB, pw[k], 1)
         else:
             rgba = _GHOST_RGBA if role == "ghost" else _OTHER_RGBA
             gfx.filled_polygon(surf, pb, rgba)
             gfx.aapolygon(surf, pb, (*rgba[:3], min(255, rgba[3] + 60)))
-            wa = (20, 20, 20, rgba[3])
             for k in range(nw):
-                if role == "other":
-                    col = usage_color(car.usage[k]) if bool(car.grounded[k]) else _AIR_RGB
-                    wa = (*col, rgba[3])
-                gfx.filled_polygon(surf, pw[k], wa)
+                rgb = _wheel_rgb(car, k) if role == "other" else (20, 20, 20)
+                gfx.filled_polygon(surf, pw[k], (*rgb, rgba[3]))
 
     # ------------------------------------------------------------------ HUD
     def _text(self, s: str, px: int, rgb=(255, 255, 255)):
@@ -524,9 +504,8 @@ class Renderer:
             frac = min(max(float(car.loads_n[w]) / ref, 0.0), 1.0)
             hh = round(bhmax * frac)
             pg.draw.rect(surf, (55, 52, 50), (x, ytop, bw, bhmax))
-            col = usage_color(car.usage[w]) if bool(car.grounded[w]) else _AIR_RGB
             if hh > 0:
-                pg.draw.rect(surf, col, (x, ytop + bhmax - hh, bw, hh))
+                pg.draw.rect(surf, _wheel_rgb(car, w), (x, ytop + bhmax - hh, bw, hh))
             ym = ytop + bhmax // 2  # static load mark
             pg.draw.line(surf, (240, 240, 240), (x - 1, ym), (x + bw, ym), 1)
 

@@ -104,8 +104,7 @@ class VideoWriter:
         from PIL import Image
 
         ims = self._gif_frames
-        # one palette for the whole GIF, from a mosaic of sampled frames, no dithering:
-        # a per-frame dithered palette makes every frame noise and the file huge
+        # one palette for the whole GIF, from a mosaic of sampled frames (docs/render.md, "Video")
         pick = ims[:: max(1, len(ims) // 8)][:8]
         w, h = pick[0].size
         mosaic = Image.new("RGB", (w, h * len(pick)))
@@ -156,10 +155,8 @@ class Progress:
         self.stream.flush()
 
     def close(self, extra: str = "") -> None:
-        if not self.enabled:
-            return
         self.update(1.0, extra)
-        if self.tty:
+        if self.enabled and self.tty:
             self.stream.write("\n")
             self.stream.flush()
 
@@ -296,7 +293,6 @@ def render_episode(
     obs, info = env.reset(seed=seed)
     if callable(getattr(policy, "reset", None)):
         policy.reset()  # stateful drivers (the heuristic's speed controller) start afresh
-    renderer.reset()
     prev = now = car_views(core.sim, [0])[0]
     t_prev = t_now = 0.0
     i_frame = 0

@@ -1,8 +1,5 @@
-"""What the renderer draws, as plain data: :class:`CarView` per car and :class:`HudInfo`.
-
-The renderer never reads the simulator itself: it draws what these records say, so drawing can
-never change a run. :func:`car_views` builds the records from a :class:`physics.VehicleBatch`
-(copies, read once per frame); :func:`hud_from_info` builds the HUD record from an env ``info``.
+"""What the renderer draws, as plain data: :class:`CarView` per car (:func:`car_views`) and
+:class:`HudInfo` (:func:`hud_from_info`); docs/render.md, "The renderer directly".
 """
 
 from __future__ import annotations
@@ -80,12 +77,9 @@ class CarView:
         """(4, 2) world x, y of the body box's corners: front-left, front-right, rear-right,
         rear-left (the box's top-down footprint at its true attitude)."""
         r = self.rotation
-        f = r[:2, 0]
-        lft = r[:2, 1]
         c = np.array([self.x_m, self.y_m])
-        a, b, w = self.body_front_m, self.body_rear_m, self.body_half_width_m
-        return np.stack(
-            [c + a * f + w * lft, c + a * f - w * lft, c - b * f - w * lft, c - b * f + w * lft]
+        return box_corners(
+            c, r[:2, 0], r[:2, 1], self.body_front_m, self.body_rear_m, self.body_half_width_m
         )
 
     @classmethod
@@ -140,6 +134,14 @@ class CarView:
             time_s=float(time_s),
             steer_rad=float(steer_rad),
         )
+
+
+def box_corners(c: Any, f: Any, lft: Any, front: Any, rear: Any, half_w: Any) -> np.ndarray:
+    """Corners of a box centred on ``c`` along the unit axes ``f`` (forward) and ``lft``,
+    ``front`` ahead, ``rear`` behind, ``half_w`` to each side: front-left, front-right,
+    rear-right, rear-left (world x, y on the last axis; leading axes broadcast)."""
+    a, b, w = front * f, rear * f, half_w * lft
+    return np.stack([c + a + w, c + a - w, c - b - w, c - b + w], axis=-2)
 
 
 def _wheel_geometry(
@@ -311,12 +313,10 @@ def hud_from_info(
         if drivetrain if drivetrain is not None else rpm > 0.0:
             v1["gear"] = int(info["gear"])
             v1["engine_rpm"] = rpm
-    if "tire_wear" in info:
-        wear = float(np.min(info["tire_wear"])) if len(info["tire_wear"]) else 1.0
-        if wear < HUD_GRIP_SHOWN:
-            v1["tire_wear"] = wear
-    if "damage" in info and float(info["damage"]) < HUD_GRIP_SHOWN:
-        v1["damage"] = float(info["damage"])
+    for k in ("tire_wear", "damage"):  # the lowest tire's wear, the car's damage
+        share = float(np.min(info[k])) if k in info and np.size(info[k]) else 1.0
+        if share < HUD_GRIP_SHOWN:
+            v1[k] = share
     zero_default = ("speed_mps", "stage_time_s", "progress_m", "stage_length_m")
     return HudInfo(
         **{k: float(info.get(k, 0.0)) for k in zero_default},

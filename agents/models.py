@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.heuristic import TUNE_NEUTRAL, HeuristicDriver
+from rally_env.config import CONTROL_HZ_CHOICES
 from rally_env.learn import env_to_policy_action
 from rally_env.learn import policy_to_env_action as from_policy_action
 
@@ -266,8 +267,6 @@ def obs_env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in env.items():
         if k == "control_hz":
-            from rally_env.config import CONTROL_HZ_CHOICES
-
             if isinstance(v, bool) or v not in CONTROL_HZ_CHOICES:
                 raise ValueError(
                     f"model metadata env.control_hz must be one of {CONTROL_HZ_CHOICES}, got {v!r}"

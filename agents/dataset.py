@@ -1,8 +1,6 @@
 """Offline-RL datasets: record an agent's episodes as a Minari dataset (``rally dataset``;
-what a dataset holds: docs/agents.md, "Datasets"). The info contract makes every ``info``
-value a fixed-shape numeric array, which is what Minari stores; the env spec
-(``rally_env:RallyDirect-v0`` with the env arguments) lets ``recover_environment()`` rebuild
-the env in any process. Needs the ``minari`` extra (``minari[hdf5,create]``).
+what a dataset holds and why Minari can store it: docs/agents.md, "Datasets"). Needs the
+``minari`` extra (``minari[hdf5,create]``).
 """
 
 from __future__ import annotations

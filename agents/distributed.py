@@ -107,8 +107,7 @@ _POLICIES: dict[tuple[str, str, str], Any] = {}
 
 def _worker_policy(agent: str, action_space: str, model: dict[str, bytes] | None, seed: int) -> Any:
     """The policy of a task, built once per worker process (a loaded model is reused)."""
-    from agents.models import ExportedPolicy
-    from agents.policies import SB3Policy, make_policy
+    from agents.policies import make_policy
 
     if model is None:
         return make_policy(agent, seed=seed, action_space=action_space)
@@ -120,10 +119,8 @@ def _worker_policy(agent: str, action_space: str, model: dict[str, bytes] | None
         d = Path(tempfile.mkdtemp(prefix="rally-model-"))
         for name, data in model.items():
             (d / Path(name).name).write_bytes(data)
-        if "policy.json" in model:
-            _POLICIES[key] = ExportedPolicy(d / "policy.json")
-        else:
-            _POLICIES[key] = SB3Policy(d / next(iter(model)), action_space=action_space)
+        main = "policy.json" if "policy.json" in model else Path(next(iter(model))).name
+        _POLICIES[key] = make_policy(str(d / main), seed=seed, action_space=action_space)
     return _POLICIES[key]
 
 

@@ -18,30 +18,25 @@ import gymnasium as gym
 import numpy as np
 
 from agents.heuristic import TUNE_NEUTRAL, HeuristicDriver
+from rally_env.config import CONTROL_HZ_CHOICES
+from rally_env.learn import env_to_policy_action
 from rally_env.learn import policy_to_env_action as from_policy_action
 
-#: Name of the metadata member ``rally train`` adds to a model zip (normalisation, config).
+#: Name of the metadata member ``rally train`` adds to a model zip; what it holds and the model
+#: kinds, versions and files below: docs/agents.md, "Model files".
 META_NAME = "rally_meta.json"
-#: The env settings a model drives with, kept in its metadata's ``"env"`` table so evaluation
-#: builds the env the model was trained on: the observation's shape (``road_ahead``) and how
-#: often it decides (``control_hz``; the physics is the same, an action is held longer).
+#: The env settings a model drives with (its metadata's ``"env"`` table).
 OBS_ENV_KEYS = ("road_ahead", "control_hz")
-#: Format of a policy ``rally train --algo rllib-ppo`` exports (``policy.json``'s ``format``).
+#: Format and version of a policy ``rally train --algo rllib-ppo`` exports (``policy.json``).
 EXPORT_FORMAT = "rally-mlp-policy"
 EXPORT_VERSION = 2
 #: Export versions :class:`ExportedPolicy` reads (1: no observation normalisation).
 EXPORT_READS = (1, 2)
-#: ``made_by`` of that metadata: the model acts in ``[-1, 1]^4`` and needs
-#: :func:`from_policy_action` (``rally eval`` applies it only to such models).
+#: ``made_by`` of that metadata: the model acts in ``[-1, 1]^4`` (:func:`from_policy_action`).
 MADE_BY = "rally train"
-#: What a model zip holds, by its metadata's ``"kind"``: ``"sb3"`` (also when there is no
-#: ``kind``: every model before the field, and any stable-baselines3 zip) a stable-baselines3
-#: PPO or SAC model; ``"linear"`` plain weights (:data:`LINEAR_WEIGHTS`: ``weight`` (n, D)
-#: and ``bias`` (n,)) of a linear policy ``clip(W z + b, -1, 1)``, what evolution strategies
-#: train (:func:`agents.es.save_model`).
+#: What a model zip holds, by its metadata's ``"kind"`` (none: ``"sb3"``).
 MODEL_KINDS = ("sb3", "linear")
-#: The member of a ``"linear"`` model zip holding its weights (``numpy.savez``), and the
-#: versions of that format :func:`load_model` reads.
+#: The member of a ``"linear"`` model zip holding its weights, and the versions read.
 LINEAR_WEIGHTS = "weights.npz"
 LINEAR_VERSIONS = (1,)
 
@@ -50,12 +45,10 @@ LINEAR_VERSIONS = (1,)
 # from_policy_action (imported above): policy actions in [-1, 1] -> env actions; a fresh policy
 # (mean action 0) drives off at half throttle instead of standing on half brake
 def to_policy_action(a: np.ndarray) -> np.ndarray:
-    """Env actions -> the policy's ``[-1, 1]`` box (a right inverse of
+    """Env actions -> the policy's ``[-1, 1]^4`` box (a right inverse of
     :func:`from_policy_action`: a zero brake maps to 0)."""
     a = np.asarray(a, dtype=np.float32)
-    out = a.copy()
-    out[..., 1] = a[..., 1] * np.float32(2.0) - np.float32(1.0)
-    return out
+    return np.concatenate((env_to_policy_action(a), a[..., 3:]), axis=-1)
 
 
 def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
@@ -69,15 +62,9 @@ def heuristic_targets(a_env: np.ndarray) -> np.ndarray:
     return y
 
 
-#: Base drivers a residual policy may act on top of (``rally_meta.json`` ``"residual"``):
-#: ``"heuristic"`` reads only RallyDirect-v0's fields (a blind corner beyond the 100 m of
-#: lookahead points); ``"heuristic-ahead"`` also reads the road-ahead block when the
-#: observation has it (:class:`agents.heuristic.HeuristicDriver`'s default).
+#: Base drivers and kinds of a residual policy (``rally_meta.json`` ``"residual"``; what
+#: each does: docs/agents.md, "Training recipes").
 RESIDUAL_BASES = ("heuristic", "heuristic-ahead")
-#: What a residual policy's outputs move: ``"action"``, the base driver's four actions
-#: (:func:`residual_action`); ``"tuning"``, the base driver's speed plan and line
-#: (:data:`agents.heuristic.TUNE_FIELDS`): the first three outputs ``a`` multiply its corner
-#: factor, corner speed and brake factors by ``exp(scale * a)``, the fourth is its line.
 RESIDUAL_KINDS = ("action", "tuning")
 #: The longest a residual policy may hold its outputs (control steps).
 MAX_HOLD = 200
@@ -156,17 +143,13 @@ class ResidualDriver:
         self.driver.reset(n, mask)
         if mask is None or self._held.shape[0] != n:
             self._held = np.zeros((n, self.spec.n_outputs), np.float32)
-            self._tune = self._neutral(n)
+            self._tune = np.tile(np.array(TUNE_NEUTRAL), (n, 1))  # outputs 0: the base driver
             self._age = np.zeros(n, np.int64)
         else:
             m = np.asarray(mask, bool)
             self._held[m] = 0.0
-            self._tune[m] = self._neutral(1)[0]
+            self._tune[m] = TUNE_NEUTRAL
             self._age[m] = 0
-
-    def _neutral(self, n: int) -> np.ndarray:
-        """The tuning of ``n`` cars whose outputs are 0 (the base driver)."""
-        return np.tile(np.array(TUNE_NEUTRAL), (n, 1))
 
     def hold_outputs(self, a: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Take the network's outputs ``a`` (N, n_outputs) for every car (or those in
@@ -284,8 +267,6 @@ def obs_env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in env.items():
         if k == "control_hz":
-            from rally_env.config import CONTROL_HZ_CHOICES
-
             if isinstance(v, bool) or v not in CONTROL_HZ_CHOICES:
                 raise ValueError(
                     f"model metadata env.control_hz must be one of {CONTROL_HZ_CHOICES}, got {v!r}"
@@ -326,15 +307,16 @@ def load_model(path: str | Path):
         raise ValueError(f"{path}: model metadata kind must be one of {MODEL_KINDS}: {kind!r}")
     model = LinearModel.load(path, meta) if kind == "linear" else _load_sb3(path, meta)
     norm = meta.get("obs_norm")
-    rms = _rms(norm) if norm else _pickled_obs_rms(path) if kind == "sb3" else None
-    return model, rms, meta
-
-
-def _rms(norm: dict[str, Any]) -> tuple:
-    """``(mean, var, clip, eps)`` of :func:`obs_norm_meta`'s table, in float64 as
-    ``VecNormalize`` keeps them (the model acts as it did in training)."""
+    pickled = None if norm or kind != "sb3" else _vecnormalize_for(path)
+    if pickled is not None:  # the statistics a model's run left beside it
+        with pickled.open("rb") as f:
+            vn = pickle.load(f)
+        norm = obs_norm_meta(vn) if getattr(vn, "norm_obs", True) else None
+    if not norm:
+        return model, None, meta
+    # in float64 as VecNormalize keeps them (the model acts as it did in training)
     mean, var = np.asarray(norm["mean"], np.float64), np.asarray(norm["var"], np.float64)
-    return mean, var, float(norm["clip_obs"]), float(norm["epsilon"])
+    return model, (mean, var, float(norm["clip_obs"]), float(norm["epsilon"])), meta
 
 
 def _load_sb3(path: Path, meta: dict[str, Any]) -> Any:
@@ -353,20 +335,9 @@ def _load_sb3(path: Path, meta: dict[str, Any]) -> Any:
     raise ValueError(f"{path}: not a PPO/SAC model ({err})")
 
 
-def _pickled_obs_rms(path: Path) -> tuple | None:
-    """The observation statistics of the ``vecnormalize.pkl`` a model's run left beside it."""
-    cand = _vecnormalize_for(path)
-    if cand is None:
-        return None
-    with cand.open("rb") as f:
-        vn = pickle.load(f)
-    return _rms(obs_norm_meta(vn)) if getattr(vn, "norm_obs", True) else None
-
-
 class LinearModel:
     """A ``"linear"`` model (:data:`MODEL_KINDS`): ``predict(z) = clip(W z + b, -1, 1)`` on
-    normalised observations ``z``. The product is torch's float32 ``linear``, the arithmetic
-    of the network it once was stored as, so a model drives as it did then."""
+    normalised observations ``z``, computed by torch's float32 ``linear``."""
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray):
         self.weight = np.asarray(weight, np.float32)

@@ -282,15 +282,6 @@ def _episode_return(result: dict[str, Any]) -> float:
     return float(v) if v is not None else math.nan
 
 
-def _tb_writer(path: Path) -> Any:
-    """A TensorBoard writer, or None without the ``tensorboard`` package."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        return None
-    return SummaryWriter(str(path))
-
-
 class PolicyEvaluations:
     """The evaluations of an RLlib run: each exported policy on the training stage over
     ``seeds`` seeds (``rally eval``'s harness), a row of ``eval_log.csv`` through
@@ -361,7 +352,13 @@ def train_rllib(
         "eval_freq": recipe.eval.freq or None,
         "eval_seeds": int(recipe.eval_seeds),
     }
-    tb = _tb_writer(out / "tb")
+    tb = None  # a TensorBoard writer, when the tensorboard package is installed
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        pass
+    else:
+        tb = SummaryWriter(str(out / "tb"))
     evals = PolicyEvaluations(out, stage, recipe.eval_seeds, env or None, out.name, tb)
     write_json(out / "config.json", settings)
     connect(recipe.ray.address)

@@ -90,7 +90,7 @@ class PolicyActions(gym.ActionWrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        self.action_space = ActionBox(-1.0, 1.0, shape=(3,), dtype=np.float32)
+        self.action_space = copy.deepcopy(POLICY_ACTION_SPACE)
 
     def action(self, action: Any) -> np.ndarray:
         return policy_to_env_action(_checked(action, (3,)))
@@ -101,7 +101,7 @@ class VectorPolicyActions(gym.vector.VectorActionWrapper):
 
     def __init__(self, env: gym.vector.VectorEnv):
         super().__init__(env)
-        self.single_action_space = ActionBox(-1.0, 1.0, shape=(3,), dtype=np.float32)
+        self.single_action_space = copy.deepcopy(POLICY_ACTION_SPACE)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
 
     def actions(self, actions: Any) -> np.ndarray:

@@ -576,8 +576,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             path = write(dest)
             if dest != "-":
                 print(f"wrote {path}", file=say)
-    plots = telemetry_plots(res, args.plots) if args.plots else []
-    for p in plots + (best_run_videos(res, args.video) if args.video else []):
+    for p in telemetry_plots(res, args.plots) if args.plots else []:
+        print(f"wrote {p}")
+    for p in best_run_videos(res, args.video) if args.video else []:
         print(f"wrote {p}")
     return 0
 

@@ -436,7 +436,7 @@ def _warm_start(recipe: Any, model: Any, venv: Any, evaluator: Any) -> list[floa
     env0 = phase_env(recipe, 0)
     stage0 = env0.pop("stage", "random")
     mses: list[float] = []
-    xs, ys = [], []
+    obs = tg = None
     for r in range(ws.dagger_rounds + 1):
         o, t = collect_heuristic(
             ws.dagger_steps if r else ws.steps,
@@ -448,9 +448,8 @@ def _warm_start(recipe: Any, model: Any, venv: Any, evaluator: Any) -> list[floa
             teacher=ws.teacher,
             **env0,
         )
-        xs.append(o)
-        ys.append(t)
-        obs, tg = np.concatenate(xs), np.concatenate(ys)
+        # all the labels so far; one copy at a time (the rounds' pieces are not kept)
+        obs, tg = (o, t) if r == 0 else (np.concatenate([obs, o]), np.concatenate([tg, t]))
         mse = warm_start(
             model,
             venv,

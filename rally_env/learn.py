@@ -28,8 +28,15 @@ LEARN_ENV_KWARGS: dict[str, Any] = {
 }
 #: The policy actions, each in [-1, 1].
 POLICY_ACTION_NAMES: tuple[str, ...] = ("steer", "throttle", "brake")
-#: The single-car policy action space of ``RallyLearn-v0``.
-POLICY_ACTION_SPACE = ActionBox(-1.0, 1.0, shape=(3,), dtype=np.float32)
+
+
+def policy_action_space() -> ActionBox:
+    """A new single-car policy action space of ``RallyLearn-v0`` (its own generator)."""
+    return ActionBox(-1.0, 1.0, shape=(3,), dtype=np.float32)
+
+
+#: The single-car policy action space of ``RallyLearn-v0`` (each env gets a new one).
+POLICY_ACTION_SPACE = policy_action_space()
 
 
 def policy_to_env_action(a: Any) -> np.ndarray:
@@ -90,7 +97,7 @@ class PolicyActions(gym.ActionWrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        self.action_space = copy.deepcopy(POLICY_ACTION_SPACE)
+        self.action_space = policy_action_space()
 
     def action(self, action: Any) -> np.ndarray:
         return policy_to_env_action(_checked(action, (3,)))
@@ -101,7 +108,7 @@ class VectorPolicyActions(gym.vector.VectorActionWrapper):
 
     def __init__(self, env: gym.vector.VectorEnv):
         super().__init__(env)
-        self.single_action_space = copy.deepcopy(POLICY_ACTION_SPACE)
+        self.single_action_space = policy_action_space()
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
 
     def actions(self, actions: Any) -> np.ndarray:

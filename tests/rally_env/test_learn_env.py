@@ -142,3 +142,19 @@ def test_vector_env_matches_single_envs():
 def test_the_discrete_table_is_refused():
     with pytest.raises(rally_env.ConfigError, match=r"discrete_actions.*three continuous"):
         gym.make("RallyLearn-v0", discrete_actions=True)
+
+
+def test_each_env_samples_from_a_generator_of_its_own():
+    """A wrapper's action space is new, not a copy of the module's box with its generator
+    state: after the module's box was seeded, two envs still draw different actions."""
+    from rally_env.learn import POLICY_ACTION_SPACE
+
+    POLICY_ACTION_SPACE.seed(0)
+    POLICY_ACTION_SPACE.sample()
+    a, b = (gym.make("RallyLearn-v0") for _ in range(2))
+    try:
+        assert not np.array_equal(a.action_space.sample(), b.action_space.sample())
+        assert a.action_space is not POLICY_ACTION_SPACE
+    finally:
+        a.close()
+        b.close()

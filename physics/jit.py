@@ -53,7 +53,7 @@ def njit_inner(fn: Callable | None = None, **options: Any) -> Any:
 #: The packages whose compiled functions are compiled into one another's (kernels inline
 #: helpers from other files); their sources make the cache's stamp.
 PACKAGES = ("physics", "tracks", "rally_env", "agents")
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(os.path.abspath(__file__)).parent.parent  # as numba names it: no resolve()
 #: The stamp's file name, in :func:`cache_folders`' first folder (physics').
 STAMP = "rally-sources"
 

@@ -57,6 +57,24 @@ def test_with_numba_cache_dir_the_folders_are_numbas(tmp_path, monkeypatch):
     assert folders[0].name.startswith("pkgx_") and folders[1].name.startswith("sub_")
 
 
+def test_through_a_symlinked_checkout_the_stamp_is_in_numbas_folder(tmp_path):
+    """numba names a NUMBA_CACHE_DIR folder after the source's path as imported (symlinks
+    kept): the guard must find the same folder, or it stamps one numba never reads."""
+    (tmp_path / "link").symlink_to(ROOT)
+    code = (
+        "from numba.core.caching import UserProvidedCacheLocator as U; import physics.kernel as k;"
+        " from physics import jit; print(jit.cache_folders()[0].name);"
+        " print(U.get_suitable_cache_subpath(k.__file__))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "link"), "NUMBA_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    ours, numbas = out.stdout.split()
+    assert ours == numbas
+
+
 _A = (
     "from numba import njit\nfrom pkgx.b import f\n\n\n"
     "@njit(cache=True)\ndef g(x):\n    return f(x) * 2.0\n"

@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Any
 
-from rally_env.replay.workers import RayWorker, TaskFailed, TaskLimits, Worker, bounded_task
+from rally_env.replay.workers import RayWorker, TaskFailed, TaskLimits, Worker
 from rally_env.server.store import CHECK_HERE
 
 log = logging.getLogger("rally_env.server")
@@ -30,6 +30,8 @@ class Verifier:
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
         self.workers: list[Worker] = []
+        self.tracer = Worker(limits)  # :meth:`trace`'s, started on first use
+        self.trace_lock = threading.Lock()
         self.lease_s = limits.timeout_s + 10.0
 
     def start(self) -> None:
@@ -50,7 +52,7 @@ class Verifier:
     def stop(self) -> None:
         self.stopping.set()
         self.wake.set()
-        for w in self.workers:
+        for w in [*self.workers, self.tracer]:
             w.stop()
         for t in self.threads:
             t.join(10)
@@ -116,9 +118,10 @@ class Verifier:
                 self.stopping.wait(1.0)
 
     def trace(self, blob: bytes) -> bytes:
-        """The trace of a stored run that has none cached, re-simulated in this process's
-        worker for these limits (:func:`~rally_env.replay.workers.bounded_task`)."""
-        out = bounded_task("trace", blob, self.limits, "<stored run>")
+        """The trace of a stored run that has none cached, re-simulated in the verifier's
+        own worker (stopped with it)."""
+        with self.trace_lock:
+            out = self.tracer.call("trace", blob, "<stored run>")
         if "trace" not in out:
             raise TaskFailed(out.get("message", "trace failed"), out.get("error", "internal"))
         return out["trace"]

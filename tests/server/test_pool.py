@@ -111,3 +111,16 @@ def test_a_worker_that_dies_is_reported_by_its_real_cause():
         assert w.call("verify", HONEST.read_bytes())["report"].accepted  # a fresh worker
     finally:
         w.stop()
+
+
+def test_stopping_the_verifier_stops_its_trace_worker():
+    """A trace runs in the verifier's own worker process; stopping the verifier (server
+    shutdown) stops that process too, as it stops the pool's."""
+    from rally_env.server.pool import Verifier
+
+    v = Verifier(store=None, workers=0, limits=TaskLimits(timeout_s=600.0, memory_mb=3072))
+    v.start()
+    assert v.trace(HONEST.read_bytes())
+    assert v.tracer.alive()
+    v.stop()
+    assert not v.tracer.alive()

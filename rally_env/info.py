@@ -243,7 +243,7 @@ class _Spec(NamedTuple):
     #: ``[(key, block, selection)]`` in key order. Blocks: 0 floats, 1 ints, 2 bools,
     #: 3 checkpoint times, 4 per-wheel and position, 5 NaN-able floats, 6 drawn
     #: randomization values, 7 drawn section grip; a selection picks the key's row of its
-    #: block (the leading ``...`` of a row's selection is a car's, or a single env's 0-d value)
+    #: block, for several cars (the trailing ``...`` keeps the car axis); one car: ``plan_one``
     plan: list[tuple[str, int, Any]]
     #: the plan for one car (an ``int`` ``cars``): the same keys, each selection also picking
     #: car 0 of the blocks (0-5), so the value is a view of its block with per-car shape

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from physics.jit import PACKAGES  # the packages whose compiled functions the env runs
+
 _ROOT = Path(__file__).resolve().parent.parent
-#: The packages whose compiled functions the env runs (their sources make the stamp).
-PACKAGES = ("physics", "tracks", "rally_env", "agents")
 
 #: The kernels a worker compiles for each kind of env, big ones first (the env takes them from
 #: the end back; a threaded env compiles its post-step kernel itself, :func:`compile_beside`).

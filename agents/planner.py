@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.heuristic import LINE_MAX, TUNE_NEUTRAL, HeuristicDriver
+from agents.heuristic import LINE_MAX, TUNE_NEUTRAL, HeuristicDriver, HeuristicParams
 from agents.progress import Progress
 from rally_env import RallyVectorEnv
 from rally_env.kernels import EI_END
@@ -169,8 +169,8 @@ class _Episode:
         self.env = env
         s = planner.settings
         self.model: RallyVectorEnv = planner._model_for(env)
-        self.driver = HeuristicDriver()  # memory for one car
-        self.batch_driver = HeuristicDriver()
+        rate = HeuristicParams(control_hz=float(env.config.control_hz))  # the env's rate
+        self.driver, self.batch_driver = HeuristicDriver(rate), HeuristicDriver(rate)  # 1 car, K
         self.rng = np.random.default_rng(s.seed)
         self.plan: np.ndarray | None = None  # (horizon, 4) actions from this step on
         self.tune = np.array(TUNE_NEUTRAL, np.float64)  # the plan's driver tuning

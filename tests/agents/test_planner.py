@@ -145,3 +145,17 @@ def test_write_oracle_refuses_a_run_that_did_not_finish(tmp_path):
     got = load_oracle(path)
     assert got["d"]["oracle_time_s"] == 70.0 and got["d"]["command"] == "rally benchmark x"
     assert json.loads(path.read_text())["schema"] == "rally-oracle-times"
+
+
+def test_the_planners_drivers_run_at_the_env_s_control_rate(short_stage):
+    # a driver tuned for 20 Hz on a 10 Hz env integrates its errors at the wrong rate
+    planner = make_policy(f"mpc:{TINY}")
+    for hz in (10, 20):
+        env = RallyEnv(stage=short_stage, control_hz=hz, **planner.env_kwargs)
+        env.reset(seed=0)
+        planner.bind([env])
+        ep = planner._episodes[0]
+        assert ep.driver.params.control_hz == ep.batch_driver.params.control_hz == hz
+        planner.finish()
+        env.close()
+    planner.close()

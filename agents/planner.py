@@ -169,8 +169,8 @@ class _Episode:
         self.env = env
         s = planner.settings
         self.model: RallyVectorEnv = planner._model_for(env)
-        rate = HeuristicParams(control_hz=float(env.config.control_hz))  # the env's rate
-        self.driver, self.batch_driver = HeuristicDriver(rate), HeuristicDriver(rate)  # 1 car, K
+        params = HeuristicParams(control_hz=float(env.config.control_hz))  # at the env's rate
+        self.driver, self.batch_driver = HeuristicDriver(params), HeuristicDriver(params)
         self.rng = np.random.default_rng(s.seed)
         self.plan: np.ndarray | None = None  # (horizon, 4) actions from this step on
         self.tune = np.array(TUNE_NEUTRAL, np.float64)  # the plan's driver tuning

@@ -556,7 +556,7 @@ class StageBank:
         n = p.n_samples
         rows = np.zeros((n, N_SEG_COLS))  # a row per sample: the last one has no segment
         rows[: n - 1] = seg
-        off = self._pts.put(
+        self._pts.put(
             i, seg=rows, tx=p.tx, ty=p.ty, curv=p.curvature, hw=p.half_width_m, px=p.x_m, py=p.y_m
         )
         if self.road_ahead:
@@ -566,11 +566,11 @@ class StageBank:
         if self.sectioned:
             ids = 1 + np.arange(len(ids), dtype=np.int64) % MAX_SECTION_IDS
         starts = np.asarray(p.section_start_m, np.float64)
-        sec_off = self._secs.put(i, sec_start=starts, sec_sid=ids)
+        self._secs.put(i, sec_start=starts, sec_sid=ids)
         lines = timing_lines(st)
         gates = gate_segments(st, np.array([s for _, s in lines]), self.gate_extra_m)
         race = np.array([r for r, _ in lines], np.float64)
-        line_off = self._lines.put(i, line_race=race, line_gate=gates)
+        self._lines.put(i, line_race=race, line_gate=gates)
         term = self.config.termination
         timed = st.timed_length_m
         limit = term.time_limit_s
@@ -581,17 +581,17 @@ class StageBank:
         row[SL_DS] = p.ds_m
         row[SL_LENGTH] = p.length_m
         row[SL_CLOSED] = 1.0 if p.closed else 0.0
-        row[SL_SEG_OFF] = off
-        row[SL_PT_OFF] = off
         row[SL_N_SEG] = seg.shape[0]
-        row[SL_LINE_OFF] = line_off
         row[SL_N_LINES] = len(lines)
         row[SL_TIMED] = timed
         row[SL_TIME_LIMIT] = limit
         row[SL_START_S] = st.start_s_m
         row[SL_TERRAIN] = i
-        row[SL_SEC_OFF] = sec_off
         row[SL_N_SEC] = len(ids)
+        # a put that repacked its arrays moved every slot's region: every row follows
+        self.table[:, SL_SEG_OFF] = self.table[:, SL_PT_OFF] = self._pts.off
+        self.table[:, SL_LINE_OFF] = self._lines.off
+        self.table[:, SL_SEC_OFF] = self._secs.off
         self.n_lines_max = max(self.n_lines_max, len(lines))
         src = stage_terrain(st, self.sectioned)
         self.terrains.replace(i, src)

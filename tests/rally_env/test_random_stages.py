@@ -314,3 +314,38 @@ def test_prefetcher_reads_answers_that_arrive_in_pieces():
         p._proc = None
         os.close(r)
         os.close(w)
+
+
+def test_every_slots_table_row_finds_its_own_stage_after_the_bank_repacks():
+    # A slot whose new stage outgrows its region moves to the end of the arrays; when they
+    # are full, every region is repacked. Each slot's row of the table must then point at
+    # its own rows again: it once kept the old offsets, so cars on the other slots read
+    # another stage's (or zeroed) rows, and a vector env's step raised ZeroDivisionError.
+    import tracks
+
+    venv = RallyVectorEnv(3, stage="random", random_stage=SHORT, road_ahead=True)
+    bank = venv.core.bank
+    tables = S.StageTables(*bank.tables())
+    moved = False
+    for j, length in enumerate([300.0, 300.0, 300.0, 900.0, 300.0, 1500.0, 2000.0, 600.0, 2400.0]):
+        slot = j % 3
+        before = bank._pts.off.copy()
+        bank.set_slot(slot, tracks.generate(50 + j, length_m=length))
+        others = np.arange(3) != slot
+        moved |= bool((bank._pts.off[others] != before[others]).any())
+        tables = S.StageTables(*bank.tables())
+        for s, st in enumerate(bank.slots):
+            if st is None:
+                continue
+            row = bank.table[s]
+            p = st.path
+            po, n = int(row[S.SL_PT_OFF]), p.n_samples
+            assert int(row[S.SL_SEG_OFF]) == po and int(row[S.SL_N_SEG]) == n - 1
+            assert np.array_equal(tables.tx[po : po + n], p.tx), (j, s)
+            assert np.array_equal(tables.z[po : po + n], S.ahead_tables(p)[0]), (j, s)
+            so, ns = int(row[S.SL_SEC_OFF]), int(row[S.SL_N_SEC])
+            assert np.array_equal(tables.sec_start[so : so + ns], p.section_start_m), (j, s)
+            lo, nl = int(row[S.SL_LINE_OFF]), int(row[S.SL_N_LINES])
+            race = [r for r, _ in S.timing_lines(st)]
+            assert np.array_equal(tables.line_race[lo : lo + nl], race), (j, s)
+    assert moved, "the sequence should make the bank repack and move another slot's region"

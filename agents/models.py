@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from agents.heuristic import TUNE_NEUTRAL, HeuristicDriver
+from agents.heuristic import TUNE_NEUTRAL, HeuristicDriver, HeuristicParams
 from rally_env.config import CONTROL_HZ_CHOICES
 from rally_env.learn import env_to_policy_action
 from rally_env.learn import policy_to_env_action as from_policy_action
@@ -125,16 +125,22 @@ class ResidualDriver:
     A vector env that steps ``hold`` times per policy step instead sets them with
     :meth:`hold_outputs` and steps with :meth:`base_act`.
 
+    ``control_hz``: the rate the base driver is tuned for (the env's decision rate).
+
     Raises:
         ValueError: an unknown base or kind, a scale outside (0, 2] or a bad hold.
     """
 
-    def __init__(self, base: str, scale: float, kind: str = "action", hold: int = 1):
+    def __init__(
+        self, base: str, scale: float, kind: str = "action", hold: int = 1, control_hz: float = 20
+    ):
         meta = {"residual": {"base": base, "scale": scale, "kind": kind, "hold": hold}}
         self.spec = residual_meta(meta)
         assert self.spec is not None
         self.base, self.scale, self.kind, self.hold = self.spec
-        self.driver = HeuristicDriver(read_ahead=self.base == "heuristic-ahead")
+        self.driver = HeuristicDriver(
+            HeuristicParams(control_hz=control_hz), read_ahead=self.base == "heuristic-ahead"
+        )
         self.reset(1)
 
     def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:

@@ -27,6 +27,7 @@ from agents.models import (
     residual_meta,
 )
 from agents.planner import make_planner
+from rally_env.config import RallyConfig
 from rally_env.policies import resolve_policy
 
 POLICY_DIR = Path(__file__).parent / "policies"
@@ -94,9 +95,22 @@ class SB3Policy:
             f"because {why}"
         )
 
-    def reset(self, n: int = 1) -> None:
+    def reset(self, n: int = 1, mask: np.ndarray | None = None) -> None:
+        """New episodes for all ``n`` cars, or for those in the bool array ``mask``."""
         if self._base is not None:
-            self._base.reset(n)
+            self._base.reset(n, mask)
+
+    def at_rate(self, control_hz: int) -> SB3Policy:
+        """Drive on an env deciding at ``control_hz`` instead of the model's own rate: a
+        residual model's base driver takes that rate's tuning and holds the model's outputs
+        as many seconds as before (a DAgger teacher, ``[warmstart] teacher``). Returns self."""
+        own = self.env_kwargs.get("control_hz", RallyConfig.control_hz)
+        if self.residual is not None:
+            hold = max(1, round(self.residual.hold * control_hz / own))
+            self.residual = self.residual._replace(hold=hold)
+            self._base = ResidualDriver(*self.residual, control_hz=control_hz)
+        self.env_kwargs["control_hz"] = control_hz
+        return self
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         raw = np.atleast_2d(np.asarray(obs, dtype=np.float32))

@@ -25,6 +25,7 @@ import agents.rllib
 from agents import sb3
 from agents.es import ESSettings, check_inputs
 from agents.models import MAX_HOLD, RESIDUAL_BASES, RESIDUAL_KINDS, ResidualSpec
+from agents.policies import SHIPPED
 from agents.rllib import RLLIB_PPO_DEFAULTS
 from agents.sb3 import RECIPE_PPO_BASE as RECIPE_PPO_BASE  # re-exported
 from agents.sb3 import TRAIN_DEFAULTS, VALIDATION_STAGES, algo_defaults, train_env_kwargs
@@ -55,10 +56,11 @@ class RecipeError(ValueError):
 
 @dataclass(frozen=True)
 class WarmStart:
-    """A ``ppo`` recipe's ``[warmstart]``: behaviour cloning of the heuristic driver
-    (``teacher`` ``"blind"`` or ``"ahead"``), then ``dagger_rounds`` DAgger rounds, then
-    ``critic_steps`` env steps of PPO with the policy frozen; step counts are env steps, 0
-    ``steps`` is no warm start. Each field: docs/agents.md, "Training recipes"."""
+    """A ``ppo`` recipe's ``[warmstart]``: behaviour cloning of a teacher (``teacher``: the
+    heuristic driver, ``"blind"`` or ``"ahead"``, or a model such as ``"es-general"``), then
+    ``dagger_rounds`` DAgger rounds, then ``critic_steps`` env steps of PPO with the policy
+    frozen; step counts are env steps, 0 ``steps`` is no warm start. Each field:
+    docs/agents.md, "Training recipes"."""
 
     steps: int = 0
     noise: float = 0.3
@@ -334,9 +336,12 @@ def _ppo_part(doc: dict[str, Any], src: str, env: dict[str, Any]) -> dict[str, A
     ws = _table(src, doc, "warmstart")
     ones = {"epochs": 1, "batch_size": 1, "dagger_epochs": 1}
     warm = _settings(src, "warmstart", ws, WarmStart(), ones, teacher=ws.get("teacher", "blind"))
-    if warm.teacher not in ("blind", "ahead"):
+    t = warm.teacher
+    known = t in ("blind", "ahead", *SHIPPED) if isinstance(t, str) else False
+    if not known and not (isinstance(t, str) and t.endswith(".zip") and Path(t).is_file()):
         raise RecipeError(
-            f'{src}: warmstart.teacher must be "blind" or "ahead", got {warm.teacher!r}'
+            f'{src}: warmstart.teacher must be "blind", "ahead", a shipped model '
+            f"({', '.join(SHIPPED)}) or an existing .zip model, got {t!r}"
         )
     if warm.teacher == "ahead" and env.get("road_ahead") is not True:
         raise RecipeError(f'{src}: warmstart.teacher = "ahead" needs env.road_ahead = true')

@@ -45,6 +45,7 @@ from agents.models import (  # saved-model IO (evaluation and policies need no t
     obs_norm_meta,
     write_meta,
 )
+from agents.policies import SHIPPED, SB3Policy, policy_env_kwargs, resolve_agent
 from agents.rundir import versions, write_json
 from rally_env.learn import LEARN_ENV_KWARGS, learn_kwargs
 from rally_env.spaces import DEFAULT_LAYOUT
@@ -336,16 +337,19 @@ def collect_heuristic(
     covers recoveries); with ``learner`` (a policy ``obs (N, D) -> env actions (N, 4)``) the
     learner drives, with the same noise, and the driver only labels what it sees (DAgger).
     ``teacher="blind"``: the driver reads the :data:`rally_env.spaces.DEFAULT_LAYOUT` fields
-    only; ``"ahead"``: also the road-ahead block (``road_ahead=True``).
+    only; ``"ahead"``: also the road-ahead block (``road_ahead=True``); else a model
+    ``--agent`` takes (a shipped name or a ``.zip``, e.g. ``"es-general"``), run at the env's
+    rate (:meth:`agents.policies.SB3Policy.at_rate`) on observations it was trained with.
     """
-    if teacher not in ("blind", "ahead"):
-        raise ValueError(f"teacher must be 'blind' or 'ahead', got {teacher!r}")
     if teacher == "ahead" and env_kwargs.get("road_ahead") is not True:
         raise ValueError("teacher 'ahead' reads the road-ahead block: road_ahead=True")
     venv = RallyVectorEnv(n_envs, autoreset_mode="SameStep", stage=stage, **env_kwargs)
     nd = DEFAULT_LAYOUT.size if teacher == "blind" else venv.single_observation_space.shape[0]
-    hz = float(venv.config.control_hz)
-    drv = HeuristicDriver(HeuristicParams(control_hz=hz), read_ahead=teacher == "ahead")
+    hz = venv.config.control_hz
+    if teacher in ("blind", "ahead"):
+        drv = HeuristicDriver(HeuristicParams(control_hz=hz), read_ahead=teacher == "ahead")
+    else:
+        drv = model_teacher(teacher, hz, env_kwargs)
     rng = np.random.default_rng(seed)
     obs, _ = venv.reset(seed=seed)
     drv.reset(n_envs)
@@ -364,6 +368,25 @@ def collect_heuristic(
             drv.reset(n_envs, done)
     venv.close()
     return np.concatenate(xs), np.concatenate(ys)
+
+
+def model_teacher(spec: str, control_hz: int, env_kwargs: dict[str, Any]) -> SB3Policy:
+    """A model as a DAgger teacher (``[warmstart] teacher``): ``spec`` a shipped name or a
+    ``.zip`` (:func:`agents.policies.resolve_agent`), deciding at ``control_hz``.
+
+    Raises:
+        ValueError: ``spec`` is not such a model, or its observation settings are not the
+            env's (``env_kwargs``); FileNotFoundError: no such ``.zip``.
+    """
+    pol = resolve_agent(spec) if spec in SHIPPED or spec.endswith(".zip") else None
+    if not isinstance(pol, SB3Policy):
+        raise ValueError(
+            f"teacher must be 'blind', 'ahead', a shipped model ({', '.join(SHIPPED)}) or a "
+            f".zip model, got {spec!r}"
+        )
+    obs_env = {k: env_kwargs.get(k, False) for k in pol.env_kwargs if k == "road_ahead"}
+    policy_env_kwargs(pol, obs_env)
+    return pol.at_rate(control_hz)
 
 
 def warm_start(

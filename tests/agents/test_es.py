@@ -20,7 +20,7 @@ from agents.es import (
     member_fitness,
     save_model,
 )
-from agents.models import ResidualSpec, load_model, read_meta, write_meta
+from agents.models import ResidualSpec, heuristic_targets, load_model, read_meta, write_meta
 
 SPEC = ResidualSpec("heuristic-ahead", 0.25, "tuning", 10)
 SHORT = {"road_ahead": True, "random_stage": {"length_m": 300.0, "difficulty": 0.3}}
@@ -195,7 +195,36 @@ def test_run_es_refuses_a_residual_that_is_not_a_tuning_one():
 def test_collect_heuristic_refuses_an_unknown_teacher_and_a_blind_ahead_teacher():
     from agents.sb3 import collect_heuristic
 
-    with pytest.raises(ValueError, match="teacher must be 'blind' or 'ahead', got 'oracle'"):
+    with pytest.raises(ValueError, match="teacher must be 'blind', 'ahead', a shipped model"):
         collect_heuristic(64, "opener", 2, 0, teacher="oracle")
     with pytest.raises(ValueError, match="road_ahead=True"):
         collect_heuristic(64, "opener", 2, 0, teacher="ahead")
+    # es-general reads the road-ahead block: it cannot teach on an env without it
+    with pytest.raises(ValueError, match="road_ahead=True"):
+        collect_heuristic(64, "opener", 2, 0, teacher="es-general")
+    with pytest.raises(FileNotFoundError, match=r"nope\.zip"):
+        collect_heuristic(64, "opener", 2, 0, teacher="nope.zip")
+
+
+def test_a_tuning_model_teaches_at_the_envs_rate():
+    # es-general decides every 10 steps at 20 Hz; as a 10 Hz env's teacher its driver takes
+    # the 10 Hz tuning and decides every 5 steps (the same 0.5 s)
+    from agents.policies import SB3Policy, shipped_policy_path
+    from agents.sb3 import collect_heuristic, model_teacher
+
+    kw = {"road_ahead": True, "control_hz": 10}
+    t = model_teacher("es-general", 10, kw)
+    assert t.residual.hold == 5 and t._base.driver.params.control_hz == 10
+    assert t.env_kwargs["control_hz"] == 10
+    own = SB3Policy(shipped_policy_path("es-general"))
+    assert own.residual.hold == 10 and own._base.driver.params.control_hz == 20
+    # the labels are the teacher's actions on the states it drove: replayed on them (no
+    # episode ends in these 30 s), it gives the same actions
+    obs, labels = collect_heuristic(600, "opener", 2, 0, noise=0.0, teacher="es-general", **kw)
+    replay = model_teacher("es-general", 10, kw)
+    replay.reset(2)
+    acts = np.concatenate([replay(obs[i : i + 2]) for i in range(0, len(obs), 2)])
+    assert np.array_equal(heuristic_targets(acts), labels)
+    # and they are not the untuned driver's
+    _, plain_labels = collect_heuristic(600, "opener", 2, 0, noise=0.0, teacher="ahead", **kw)
+    assert not np.array_equal(plain_labels, labels)

@@ -115,8 +115,14 @@ def test_recipe_handbrake_and_teacher(tmp_path):
     assert r.handbrake is False and r.warmstart.teacher == "ahead" and "handbrake" not in r.ppo
     with pytest.raises(RecipeError, match=r"ppo\.handbrake must be true or false"):
         load_recipe(_recipe(tmp_path, base + '[ppo]\nhandbrake = "no"\n'))
-    with pytest.raises(RecipeError, match=r'warmstart\.teacher must be "blind" or "ahead"'):
+    with pytest.raises(RecipeError, match=r'warmstart\.teacher must be "blind", "ahead", a'):
         load_recipe(_recipe(tmp_path, base + '[warmstart]\nteacher = "oracle"\n'))
+    with pytest.raises(RecipeError, match=r"an existing \.zip model, got 'gone\.zip'"):
+        load_recipe(_recipe(tmp_path, base + '[warmstart]\nteacher = "gone.zip"\n'))
+    r = load_recipe(_recipe(tmp_path, base + '[warmstart]\nteacher = "es-general"\n'))
+    assert r.warmstart.teacher == "es-general"
+    with pytest.raises(RecipeError, match=r"warmstart\.teacher"):
+        load_recipe(_recipe(tmp_path, base + "[warmstart]\nteacher = 3\n"))
     with pytest.raises(RecipeError, match=r"needs env\.road_ahead = true"):
         load_recipe(_recipe(tmp_path, '[warmstart]\nteacher = "ahead"\n'))
     with pytest.raises(RecipeError, match="for a plain policy, not a residual"):

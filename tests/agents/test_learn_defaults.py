@@ -135,6 +135,7 @@ def test_the_net_general_recipe_loads():
     r = load_recipe(ROOT / "agents" / "configs" / "net-general.toml")
     assert r.handbrake is False and r.env["control_hz"] == 10 and r.env["road_ahead"] is True
     assert r.env["stage"] == "random" and r.residual.spec() is None
+    assert r.warmstart.teacher == "es-general"
 
 
 def test_a_warm_start_alone_recipe(tmp_path):

@@ -12,7 +12,7 @@ Usage::
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, astuple, dataclass, fields
+from dataclasses import asdict, astuple, dataclass, fields, replace
 from enum import IntEnum
 from typing import Any
 
@@ -551,12 +551,21 @@ class HeuristicDriver:
         read_ahead: bool = True,
     ):
         self.read_ahead = bool(read_ahead)
-        self.params = params or HeuristicParams()
         self.vehicle = vehicle or ROVER
-        consts = [*astuple(self.params), *_vehicle_constants(self.vehicle).values()]
-        self._c = np.array(consts, np.float64)  # in the order of _C
+        p = params or HeuristicParams()
+        self.at_rate(p.control_hz, p)
         self._mem = self._fresh(1)
         self._diag = np.zeros((1, N_DIAG))
+
+    def at_rate(self, control_hz: float, params: HeuristicParams | None = None) -> HeuristicDriver:
+        """Drive an env deciding at ``control_hz``: the tuning's rate-dependent terms (its
+        integral and look-ahead per step) take that step (``params``: the tuning, default
+        the driver's own). :func:`agents.policies.policy_env_kwargs` calls it with the env's
+        rate. Returns self."""
+        self.params = replace(params or self.params, control_hz=control_hz)
+        consts = [*astuple(self.params), *_vehicle_constants(self.vehicle).values()]
+        self._c = np.array(consts, np.float64)  # in the order of _C
+        return self
 
     def _fresh(self, n: int) -> np.ndarray:
         m = np.zeros((n, N_STATE))

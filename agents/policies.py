@@ -103,9 +103,10 @@ class SB3Policy:
     def at_rate(self, control_hz: int) -> SB3Policy:
         """Drive on an env deciding at ``control_hz`` instead of the model's own rate: a
         residual model's base driver takes that rate's tuning and holds the model's outputs
-        as many seconds as before (a DAgger teacher, ``[warmstart] teacher``). Returns self."""
+        as many seconds as before (a DAgger teacher, ``[warmstart] teacher``; ``rally eval
+        --env control_hz=...``); at its own rate nothing changes. Returns self."""
         own = self.env_kwargs.get("control_hz", RallyConfig.control_hz)
-        if self.residual is not None:
+        if self.residual is not None and control_hz != own:
             hold = max(1, round(self.residual.hold * control_hz / own))
             self.residual = self.residual._replace(hold=hold)
             self._base = ResidualDriver(*self.residual, control_hz=control_hz)
@@ -154,6 +155,8 @@ def finish_policy(policy: Any, n: int) -> list[dict[str, Any]]:
 def policy_env_kwargs(policy: Any, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """``env_kwargs`` plus the observation settings the policy needs (its ``env_kwargs``
     attribute, e.g. ``{"road_ahead": True}`` for a model trained with the road-ahead block).
+    A policy with an ``at_rate`` method (the heuristic driver, a model) is set to the env's
+    ``control_hz`` when ``env_kwargs`` names one.
 
     Raises:
         ValueError: ``env_kwargs`` sets one of those settings to another value.
@@ -166,6 +169,8 @@ def policy_env_kwargs(policy: Any, env_kwargs: dict[str, Any] | None = None) -> 
                 f"drive an env with {k}={out[k]!r}"
             )
         out[k] = v
+    if "control_hz" in (env_kwargs or {}) and hasattr(policy, "at_rate"):
+        policy.at_rate(out["control_hz"])
     return out
 
 

@@ -55,7 +55,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
         env = build()
         policy, label = resolve_policy(args.agent, env, seed=args.seed)
-        obs_kw = getattr(policy, "env_kwargs", None)
+        obs_kw = dict(getattr(policy, "env_kwargs", None) or {})
+        for k, v in kw.items():  # --control-hz: the agent's own rate or one it adapts to
+            if obs_kw.pop(k, v) != v:
+                raise ValueError(f"the agent drives with {k}={policy.env_kwargs[k]!r}, not {v!r}")
+        if kw and hasattr(policy, "at_rate"):  # the heuristic driver, a residual model
+            policy.at_rate(kw["control_hz"])
         if obs_kw:  # a model trained with more observation (e.g. road_ahead): its env
             env.close()
             env = build(**obs_kw)

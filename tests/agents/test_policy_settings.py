@@ -164,3 +164,44 @@ def test_net_general_is_a_network_at_10_hz_and_rally_eval_finishes_opener(tmp_pa
     assert main(["eval", "--agent", "net-general", "--stages", "opener", "--json", str(out)]) == 0
     run = json.loads(out.read_text())["stages"][0]
     assert run["stage"] == "opener" and run["finish_rate"] == 1.0, run
+
+
+def test_rally_record_takes_a_models_own_rate_and_sets_the_heuristics(
+    tmp_path, capsys, monkeypatch
+):
+    # net-general decides at 10 Hz: --control-hz 10 once raised TypeError (control_hz given
+    # twice), and another rate is refused by name; the heuristic is tuned for the asked rate
+    from agents.heuristic import HeuristicDriver
+    from rally_env.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    base = ["record", "--stage", "opener", "--max-seconds", "0.5", "--no-replay", "--quiet"]
+    small = ["--width", "160", "--height", "120"]
+    argv = [*base, *small, "--agent", "net-general", "--out", str(tmp_path / "a.mp4")]
+    assert main([*argv, "--control-hz", "10"]) == 0
+    assert main([*argv, "--control-hz", "20"]) == 2
+    assert "drives with control_hz=10, not 20" in capsys.readouterr().err
+    rates = []
+    at_rate = HeuristicDriver.at_rate
+    monkeypatch.setattr(
+        HeuristicDriver, "at_rate", lambda d, hz, p=None: rates.append(hz) or at_rate(d, hz, p)
+    )
+    argv = [*base, *small, "--agent", "heuristic", "--out", str(tmp_path / "h.mp4")]
+    assert main([*argv, "--control-hz", "10"]) == 0
+    assert rates[-1] == 10
+
+
+def test_an_env_rate_sets_the_rate_the_heuristic_and_a_residual_model_drive_at():
+    # rally eval / benchmark --env control_hz=10: the heuristic once kept its 20 Hz tuning
+    from agents.policies import make_policy, policy_env_kwargs
+
+    h = make_policy("heuristic")
+    assert policy_env_kwargs(h, {"control_hz": 10})["control_hz"] == 10
+    assert h.params.control_hz == 10
+    es = make_policy("es-general")  # decides every 10 steps at its own 20 Hz: 0.5 s
+    policy_env_kwargs(es, {"control_hz": 10})
+    assert es.residual.hold == 5 and es._base.driver.params.control_hz == 10
+    plain = make_policy("heuristic")
+    policy_env_kwargs(plain, {"road_ahead": True})  # no rate asked: its own
+    assert plain.params.control_hz == 20

@@ -26,8 +26,9 @@ def _package(root: Path, name: str = "pkgx") -> Path:
     return pkg
 
 
-def test_a_changed_source_deletes_every_cache_file_and_an_unchanged_one_none(tmp_path):
-    pkg = _package(tmp_path)
+def test_a_changed_source_deletes_every_cache_file_and_an_unchanged_one_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "CACHE_DIR", "")  # numba's own __pycache__ folders, whatever
+    pkg = _package(tmp_path)  # NUMBA_CACHE_DIR the suite runs with
     (pkg / "a.py").write_text("x = 1\n")
     caches = [pkg / "__pycache__", pkg / "sub" / "__pycache__"]
     for c in caches:

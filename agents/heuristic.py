@@ -552,17 +552,17 @@ class HeuristicDriver:
     ):
         self.read_ahead = bool(read_ahead)
         self.vehicle = vehicle or ROVER
-        p = params or HeuristicParams()
-        self.at_rate(p.control_hz, p)
+        self.params = params or HeuristicParams()
+        self.at_rate(self.params.control_hz)
         self._mem = self._fresh(1)
         self._diag = np.zeros((1, N_DIAG))
 
-    def at_rate(self, control_hz: float, params: HeuristicParams | None = None) -> HeuristicDriver:
+    def at_rate(self, control_hz: float) -> HeuristicDriver:
         """Drive an env deciding at ``control_hz``: the tuning's rate-dependent terms (its
-        integral and look-ahead per step) take that step (``params``: the tuning, default
-        the driver's own). :func:`agents.policies.policy_env_kwargs` calls it with the env's
-        rate. Returns self."""
-        self.params = replace(params or self.params, control_hz=control_hz)
+        integral and look-ahead per step) take that step.
+        :func:`rally_env.policies.policy_env_kwargs` calls it with the env's rate. Returns
+        self."""
+        self.params = replace(self.params, control_hz=control_hz)
         consts = [*astuple(self.params), *_vehicle_constants(self.vehicle).values()]
         self._c = np.array(consts, np.float64)  # in the order of _C
         return self

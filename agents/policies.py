@@ -28,6 +28,7 @@ from agents.models import (
 )
 from agents.planner import make_planner
 from rally_env.config import RallyConfig
+from rally_env.policies import policy_env_kwargs as policy_env_kwargs  # re-exported
 from rally_env.policies import resolve_policy
 
 POLICY_DIR = Path(__file__).parent / "policies"
@@ -150,28 +151,6 @@ def finish_policy(policy: Any, n: int) -> list[dict[str, Any]]:
         if len(out) == n:
             return out
     return [{} for _ in range(n)]
-
-
-def policy_env_kwargs(policy: Any, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``env_kwargs`` plus the observation settings the policy needs (its ``env_kwargs``
-    attribute, e.g. ``{"road_ahead": True}`` for a model trained with the road-ahead block).
-    A policy with an ``at_rate`` method (the heuristic driver, a model) is set to the env's
-    ``control_hz`` when ``env_kwargs`` names one.
-
-    Raises:
-        ValueError: ``env_kwargs`` sets one of those settings to another value.
-    """
-    out = dict(env_kwargs or {})
-    for k, v in (getattr(policy, "env_kwargs", None) or {}).items():
-        if k in out and out[k] != v:
-            raise ValueError(
-                f"the agent drives with {k}={v!r} (its observation settings); it cannot "
-                f"drive an env with {k}={out[k]!r}"
-            )
-        out[k] = v
-    if "control_hz" in (env_kwargs or {}) and hasattr(policy, "at_rate"):
-        policy.at_rate(out["control_hz"])
-    return out
 
 
 def act_one(policy: Any, obs: np.ndarray) -> np.ndarray:

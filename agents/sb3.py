@@ -384,8 +384,8 @@ def model_teacher(spec: str, control_hz: int, env_kwargs: dict[str, Any]) -> SB3
             f"teacher must be 'blind', 'ahead', a shipped model ({', '.join(SHIPPED)}) or a "
             f".zip model, got {spec!r}"
         )
-    obs_env = {k: env_kwargs.get(k, False) for k in pol.env_kwargs if k == "road_ahead"}
-    policy_env_kwargs(pol, obs_env)
+    if "road_ahead" in pol.env_kwargs:  # raises when the env's observation lacks it
+        policy_env_kwargs(pol, {"road_ahead": env_kwargs.get("road_ahead", False)})
     return pol.at_rate(control_hz)
 
 

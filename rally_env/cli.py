@@ -33,7 +33,7 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
 def _cmd_record(args: argparse.Namespace) -> int:
     from gymnasium.error import DependencyNotInstalled
 
-    from rally_env.policies import resolve_policy
+    from rally_env.policies import policy_env_kwargs, resolve_policy
     from rally_env.render.video import render_episode
     from rally_env.replay.ghost import load_ghost
 
@@ -55,12 +55,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
         env = build()
         policy, label = resolve_policy(args.agent, env, seed=args.seed)
-        obs_kw = dict(getattr(policy, "env_kwargs", None) or {})
-        for k, v in kw.items():  # --control-hz: the agent's own rate or one it adapts to
-            if obs_kw.pop(k, v) != v:
-                raise ValueError(f"the agent drives with {k}={policy.env_kwargs[k]!r}, not {v!r}")
-        if kw and hasattr(policy, "at_rate"):  # the heuristic driver, a residual model
-            policy.at_rate(kw["control_hz"])
+        # --control-hz: the agent's own rate, or one it adapts to (the heuristic, a residual)
+        obs_kw = {k: v for k, v in policy_env_kwargs(policy, kw).items() if k not in kw}
         if obs_kw:  # a model trained with more observation (e.g. road_ahead): its env
             env.close()
             env = build(**obs_kw)

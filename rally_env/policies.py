@@ -251,3 +251,25 @@ def resolve_policy(
         return import_policy(spec), spec
     names = ", ".join([*BUILTIN_AGENTS, *(k for k in known if k), "module:function"])
     raise ValueError(f"unknown agent {spec!r}: use {names}")
+
+
+def policy_env_kwargs(policy: Any, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``env_kwargs`` plus the observation settings the policy needs (its ``env_kwargs``
+    attribute, e.g. ``{"road_ahead": True}`` for a model trained with the road-ahead block).
+    A policy with an ``at_rate`` method (the heuristic driver, a model) is set to the env's
+    ``control_hz`` when ``env_kwargs`` names one.
+
+    Raises:
+        ValueError: ``env_kwargs`` sets one of those settings to another value.
+    """
+    out = dict(env_kwargs or {})
+    for k, v in (getattr(policy, "env_kwargs", None) or {}).items():
+        if k in out and out[k] != v:
+            raise ValueError(
+                f"the agent drives with {k}={v!r} (its observation settings); it cannot "
+                f"drive an env with {k}={out[k]!r}"
+            )
+        out[k] = v
+    if "control_hz" in (env_kwargs or {}) and hasattr(policy, "at_rate"):
+        policy.at_rate(out["control_hz"])
+    return out
